@@ -1,0 +1,81 @@
+"""tether: build LLM agents from declared parts.
+
+```python
+from tether import create_agent, prompt_layer, define_tool, reduce
+```
+"""
+
+from .agent import Agent, create_agent
+from .client_messages import ClientMessage, frame_client_message, should_run_turn
+from .context import RunContext
+from .errors import (
+    AbortedError,
+    ConfigError,
+    LLMError,
+    McpCallError,
+    McpConnectionError,
+    NotJSONSafeError,
+    SessionFormatError,
+    TetherError,
+    ToolDefinitionError,
+)
+from .events import (
+    PROGRESS_STAGES,
+    TRACE_PHASES,
+    AgentEvent,
+    is_progress_stage,
+    is_trace_phase,
+)
+from .guardrails import Guardrail, define_guardrail
+from .llm import ChatRequest, LLMClient
+from .prompt import PromptLayer, prompt_layer
+from .resources import Resource, define_resource
+from .session import Message, Session, reduce, remember
+from .signals import AbortController, AbortSignal
+from .stop import StepResult, has_tool_call, step_count_is
+from .tools import Tool, ToolError, ToolResult, define_tool, tool
+
+__all__ = [
+    "PROGRESS_STAGES",
+    "TRACE_PHASES",
+    "AbortController",
+    "AbortSignal",
+    "AbortedError",
+    "Agent",
+    "AgentEvent",
+    "ChatRequest",
+    "ClientMessage",
+    "ConfigError",
+    "Guardrail",
+    "LLMClient",
+    "LLMError",
+    "McpCallError",
+    "McpConnectionError",
+    "Message",
+    "NotJSONSafeError",
+    "PromptLayer",
+    "Resource",
+    "RunContext",
+    "Session",
+    "SessionFormatError",
+    "StepResult",
+    "TetherError",
+    "Tool",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolResult",
+    "create_agent",
+    "define_guardrail",
+    "define_resource",
+    "define_tool",
+    "frame_client_message",
+    "has_tool_call",
+    "is_progress_stage",
+    "is_trace_phase",
+    "prompt_layer",
+    "reduce",
+    "remember",
+    "should_run_turn",
+    "step_count_is",
+    "tool",
+]

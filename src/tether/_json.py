@@ -1,0 +1,44 @@
+"""JSON-safety: the one check used for memory patches, step outputs and stored records."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .errors import NotJSONSafeError
+
+__all__ = ["check_json_safe", "dumps"]
+
+
+def check_json_safe(value: Any, path: str) -> None:
+    """Raise NotJSONSafeError naming the first path whose value would not round-trip unchanged.
+
+    Accepts exactly what json.dumps -> json.loads gives back equal: None, bool, int, finite
+    float, str, list, and dict with str keys. A tuple comes back a list, NaN is not JSON, and a
+    datetime, set, bytes or class instance does not serialize at all.
+    """
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return
+    if t is float:
+        if not math.isfinite(value):
+            raise NotJSONSafeError(path, f"float {value!r}")
+        return
+    if t is list:
+        for i, item in enumerate(value):
+            check_json_safe(item, f"{path}[{i}]")
+        return
+    if t is dict:
+        for k, item in value.items():
+            if type(k) is not str:
+                raise NotJSONSafeError(f"{path}[{k!r}]", f"{type(k).__name__} key")
+            check_json_safe(item, f"{path}.{k}")
+        return
+    raise NotJSONSafeError(path, type(value).__name__)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON with non-ASCII kept as is (what we send and store)."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

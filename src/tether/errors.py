@@ -1,0 +1,230 @@
+"""Every exception tether raises, in one tree.
+
+```
+TetherError
+├── ConfigError                  a caller mistake, found before anything ran
+│   ├── ToolDefinitionError      a tool, resource or guardrail declared wrongly
+│   ├── UnknownProviderError     a model string whose provider prefix we do not know
+│   ├── MissingKeyError          a provider key that is not in the config or the environment
+│   └── RegistryError            tether.toml / [tool.tether] points at something that is not there
+├── DataError                    data that is not what it claims to be
+│   ├── NotJSONSafeError         a value that would not survive json.dumps -> json.loads unchanged
+│   ├── SessionFormatError       a stored Session that does not parse
+│   ├── ClientMessageError       a client message that cannot be framed as a turn
+│   └── StoreCorruptError        a stored record that does not parse
+├── LLMError                     a provider call failed
+│   ├── LLMHTTPError             the provider answered with an error status (.status, .body)
+│   │   ├── AuthenticationError  401 / 403: the key is wrong or lacks access
+│   │   ├── RateLimitError       429
+│   │   └── ContextLengthError   the request is longer than the model's context
+│   ├── LLMConnectionError       the provider could not be reached
+│   └── LLMStreamError           the stream broke, carried an error event, or ended early
+├── McpError
+│   ├── McpConnectionError       an MCP source could not be connected (thrown out of connect()/send())
+│   └── McpCallError             one MCP request failed (the model sees it as an is_error tool result)
+├── WorkflowError                a workflow could not run (unknown name, bad step)
+│   └── StepOutputError          a durable step returned something that is not JSON-safe
+├── StoreError                   a message / workflow / run store failed
+├── AgentRunError                a lab episode failed
+│   ├── NoObjectGeneratedError   structured output did not produce a valid object (.text)
+│   └── TemplateError            a system-prompt template could not render
+└── AbortedError                 the turn was aborted through its signal (a control signal, not a fault)
+```
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AbortedError",
+    "AgentRunError",
+    "AuthenticationError",
+    "ClientMessageError",
+    "ConfigError",
+    "ContextLengthError",
+    "DataError",
+    "LLMConnectionError",
+    "LLMError",
+    "LLMHTTPError",
+    "LLMStreamError",
+    "McpCallError",
+    "McpConnectionError",
+    "McpError",
+    "MissingKeyError",
+    "NoObjectGeneratedError",
+    "NotJSONSafeError",
+    "RateLimitError",
+    "RegistryError",
+    "SessionFormatError",
+    "StepOutputError",
+    "StoreCorruptError",
+    "StoreError",
+    "TemplateError",
+    "TetherError",
+    "ToolDefinitionError",
+    "UnknownProviderError",
+    "WorkflowError",
+]
+
+
+class TetherError(Exception):
+    """Base class of every error tether raises."""
+
+
+class ConfigError(TetherError):
+    """A caller mistake, found before anything ran."""
+
+
+class ToolDefinitionError(ConfigError):
+    """A tool, resource or guardrail was declared wrongly."""
+
+
+class UnknownProviderError(ConfigError):
+    """A model string named a provider tether has no adapter for."""
+
+
+class MissingKeyError(ConfigError):
+    """A provider needs a key that is neither in the config nor in the environment."""
+
+    def __init__(self, provider: str, env_var: str) -> None:
+        super().__init__(
+            f"no API key for {provider}: set {env_var} in the environment "
+            f"or pass llm={{'api_key': ...}}"
+        )
+        self.provider = provider
+        self.env_var = env_var
+
+
+class RegistryError(ConfigError):
+    """The project registry points at a module, attribute or id that is not there."""
+
+
+class DataError(TetherError):
+    """Data that is not what it claims to be."""
+
+
+class NotJSONSafeError(DataError, TypeError):
+    """A value would not survive a JSON round trip unchanged.
+
+    `path` names where, e.g. ``memory.when``.
+    """
+
+    def __init__(self, path: str, what: str) -> None:
+        super().__init__(f"{path}: {what} is not JSON-safe")
+        self.path = path
+        self.what = what
+
+
+class SessionFormatError(DataError, ValueError):
+    """A serialized Session does not have the Session shape."""
+
+
+class ClientMessageError(DataError, ValueError):
+    """A client message cannot be framed as a turn."""
+
+
+class StoreCorruptError(DataError):
+    """A stored record does not parse; nothing was changed."""
+
+
+class LLMError(TetherError):
+    """A provider call failed."""
+
+    def __init__(self, message: str, *, provider: str | None = None, retryable: bool = False):
+        super().__init__(message)
+        self.provider = provider
+        self.retryable = retryable
+
+
+class LLMHTTPError(LLMError):
+    """The provider answered with an error status."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        body: Any = None,
+        provider: str | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message, provider=provider, retryable=retryable)
+        self.status = status
+        self.body = body
+
+
+class AuthenticationError(LLMHTTPError):
+    """401/403: the key is wrong, expired or lacks access to the model."""
+
+
+class RateLimitError(LLMHTTPError):
+    """429 from the provider."""
+
+
+class ContextLengthError(LLMHTTPError):
+    """The request does not fit the model's context window."""
+
+
+class LLMConnectionError(LLMError):
+    """The provider could not be reached."""
+
+
+class LLMStreamError(LLMError):
+    """The stream carried an error event, broke, or ended before it finished."""
+
+
+class McpError(TetherError):
+    """Base of MCP-client failures."""
+
+
+class McpConnectionError(McpError):
+    """An MCP source could not be connected; the turn cannot proceed without it."""
+
+
+class McpCallError(McpError):
+    """One MCP request (tools/call, resources/read) failed."""
+
+
+class WorkflowError(TetherError):
+    """A workflow could not run."""
+
+
+class StepOutputError(WorkflowError, NotJSONSafeError):
+    """A durable step returned a value that cannot be journaled."""
+
+    def __init__(self, step: str, path: str, what: str) -> None:
+        NotJSONSafeError.__init__(self, path, what)
+        self.args = (
+            f"step {step!r} returned a value that cannot be journaled: {path}: "
+            f"{what} is not JSON-safe",
+        )
+        self.step = step
+
+
+class StoreError(TetherError):
+    """A store operation failed."""
+
+
+class AgentRunError(TetherError):
+    """A lab episode failed."""
+
+
+class NoObjectGeneratedError(AgentRunError):
+    """Structured output did not produce an object matching the schema. `text` is what the model said."""
+
+    def __init__(self, message: str, *, text: str) -> None:
+        super().__init__(message)
+        self.text = text
+
+
+class TemplateError(AgentRunError, ConfigError):
+    """A system-prompt template could not render (names the template and the variable)."""
+
+
+class AbortedError(TetherError):
+    """The turn was aborted through its signal."""
+
+    def __init__(self, reason: object = None) -> None:
+        super().__init__("the turn was aborted" + (f": {reason}" if reason is not None else ""))
+        self.reason = reason

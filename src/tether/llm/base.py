@@ -1,0 +1,113 @@
+"""The one interface between the harness and a model: `LLMClient.chat(request)`.
+
+A request is a plain dict, so what reaches an adapter can be pinned byte for byte (the baseline
+test). Optional keys are absent, never empty. The stream a client yields is normalized:
+
+    {"type": "text", "text"}                      a visible text delta
+    {"type": "thinking", "text"}                  a reasoning delta
+    {"type": "tool_input_delta", "id", "name", "partial"}   a fragment of a call's JSON arguments
+    {"type": "finish", "content", "stop_reason", "usage"}   exactly once, last
+
+`finish.content` is the assembled assistant message in order: thinking parts (with signatures or
+redacted data), text parts and tool_call parts (input parsed once; the raw string if it did not
+parse). The loop never re-assembles what the adapter already assembled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    NotRequired,
+    Protocol,
+    TypeAlias,
+    TypedDict,
+    runtime_checkable,
+)
+
+from ..events import Part, Usage
+
+if TYPE_CHECKING:
+    from ..session import Message
+    from ..signals import AbortSignal
+
+__all__ = [
+    "ChatRequest",
+    "FinishChunk",
+    "LLMClient",
+    "StreamChunk",
+    "SystemBlock",
+    "TextChunk",
+    "ThinkingChunk",
+    "ToolInputDeltaChunk",
+    "ToolSpec",
+]
+
+
+class SystemBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+    cache_control: NotRequired[dict[str, str]]
+    """``{"type": "ephemeral"}`` on the last cached layer only."""
+
+
+class ToolSpec(TypedDict):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ChatRequest(TypedDict):
+    model: str
+    system: list[SystemBlock]
+    messages: list[Message]
+    tools: NotRequired[list[ToolSpec]]
+    response_format: NotRequired[dict[str, Any]]
+    """``{"name": str, "schema": {...}}``: ask the provider for JSON matching the schema."""
+    max_tokens: NotRequired[int]
+    temperature: NotRequired[float]
+    signal: NotRequired[AbortSignal]
+
+
+class TextChunk(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ThinkingChunk(TypedDict):
+    type: Literal["thinking"]
+    text: str
+
+
+class ToolInputDeltaChunk(TypedDict):
+    type: Literal["tool_input_delta"]
+    id: str
+    name: str
+    partial: str
+
+
+class FinishChunk(TypedDict):
+    type: Literal["finish"]
+    content: list[Part]
+    stop_reason: str | None
+    usage: Usage
+
+
+StreamChunk: TypeAlias = TextChunk | ThinkingChunk | ToolInputDeltaChunk | FinishChunk
+
+
+@runtime_checkable
+class LLMClient(Protocol):
+    """Anything that can stream one model response for a request."""
+
+    model: str
+
+    def chat(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
+        """Stream one response. Raise an LLMError subclass on failure."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections this client opened."""
+        ...

@@ -1,0 +1,543 @@
+"""The tool-call loop: the only one in tether.
+
+One turn = the user's message, then rounds of (model request -> tools) until the model answers
+without calling a tool, a bound is hit, or the turn is aborted. The loop keeps its own view of
+the transcript by folding its own events with the same rules as `reduce()`, so what it sends on
+the next round is exactly what a caller's reduced Session holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .context import RunContext
+from .errors import AbortedError, LLMError, LLMStreamError
+from .events import (
+    AgentEvent,
+    DoneEvent,
+    GuardrailEvent,
+    MemoryEvent,
+    TextEvent,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultEvent,
+    ToolUseEvent,
+    Usage,
+)
+from .guardrails import decide
+from .llm.base import ChatRequest, FinishChunk, SystemBlock
+from .prompt import PromptLayer, assemble_system
+from .resources import Resource, attach_envelope
+from .session import Message, Session, fold
+from .stop import StepResult, StopCondition, should_stop
+from .tracing import Tracer
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .signals import AbortSignal
+    from .tools import Tool
+
+__all__ = ["TurnOptions", "run_turn"]
+
+_PROGRESS_SENT = {"type": "progress", "stage": "sent"}
+_PROGRESS_RETRY = {"type": "progress", "stage": "retry"}
+_PROGRESS_TOOL = {"type": "progress", "stage": "tool"}
+_PROGRESS_DONE = {"type": "progress", "stage": "done"}
+
+
+@dataclass(slots=True)
+class TurnOptions:
+    """Per-turn overrides; None means the agent's own setting."""
+
+    signal: AbortSignal | None = None
+    services: dict[str, Any] | None = None
+    context: Any = None
+    prompt: Sequence[PromptLayer] | None = None
+    tools: Sequence[Tool] | None = None
+    stop_when: Sequence[StopCondition] | None = None
+    response_format: dict[str, Any] | None = None
+    stream_retries: int | None = None
+    steps: list[StepResult] = field(default_factory=list)
+    """Filled as the turn runs: one entry per model request (the lab's `turns`)."""
+
+
+class _Interrupt:
+    """Turns an abort signal into cancellation of the task running the turn, but only while the
+    loop itself is waiting (armed), never while the consumer is handling an event."""
+
+    __slots__ = ("armed", "fired", "remove", "task")
+
+    def __init__(self, signal: AbortSignal) -> None:
+        self.task = asyncio.current_task()
+        self.armed = False
+        self.fired = False
+        self.remove = signal.add_callback(self._on_abort)
+
+    def _on_abort(self) -> None:
+        self.fired = True
+        if self.armed and self.task is not None:
+            self.task.cancel()
+
+    def arm(self) -> None:
+        if self.fired:
+            raise AbortedError(None)
+        self.task = asyncio.current_task()
+        self.armed = True
+
+    def absorb(self) -> bool:
+        """After a CancelledError: True when it came from our abort (and is swallowed)."""
+        self.armed = False
+        if self.fired and self.task is not None:
+            self.task.uncancel()
+            return True
+        return False
+
+
+def _add_usage(total: Usage, usage: Usage) -> None:
+    for key, value in usage.items():
+        total[key] = total.get(key, 0) + value  # type: ignore[literal-required]
+
+
+async def run_turn(
+    agent: Agent, session: Session, text: str | None, opts: TurnOptions
+) -> AsyncIterator[AgentEvent]:
+    signal = opts.signal
+    tracer = Tracer.from_option(agent.trace, session.id)
+    services = agent.services if not opts.services else {**agent.services, **opts.services}
+    ctx = RunContext(
+        session_id=session.id,
+        signal=signal,
+        services=services,
+        memory=session.memory,
+        context=opts.context,
+        _tracer=tracer,
+        _http=agent._http,
+    )
+    messages: list[Message] = list(session.messages)
+    memory_view: dict[str, Any] = {}
+    intr = _Interrupt(signal) if signal is not None else None
+    client = agent.client
+    pending = ctx._pending
+    steps = opts.steps
+    usage: Usage = {}
+    open_calls: list[ToolCallPart] = []
+    try:
+        if text is not None:
+            event: AgentEvent = {"type": "message", "role": "user", "text": text}
+            fold(messages, memory_view, event)
+            yield event
+        if intr is not None:
+            intr.arm()
+            try:
+                conns = await agent._integrations.ensure(signal)
+            except asyncio.CancelledError:
+                if intr.absorb():
+                    raise AbortedError(signal.reason if signal else None) from None
+                raise
+            intr.armed = False
+        else:
+            conns = await agent._integrations.ensure(None)
+        index, specs, attach = agent._toolset(conns, opts.tools)
+        layers = opts.prompt
+        static, dynamic = (agent._static, agent._dynamic) if layers is None else _split(layers)
+        stop_when = agent.stop_when if opts.stop_when is None else opts.stop_when
+        stream_retries = (
+            opts.stream_retries
+            if opts.stream_retries is not None
+            else getattr(client, "stream_retries", 0) or 0
+        )
+        rounds = 0
+        while True:
+            rounds += 1
+            # -- assemble the request ----------------------------------------------------------
+            if intr is not None:
+                intr.arm()
+            try:
+                extra = [await _attach_body(r, ctx) for r in attach] if attach else ()
+                system = await assemble_system(static, dynamic, extra, ctx)
+            except asyncio.CancelledError:
+                if intr is not None and intr.absorb():
+                    raise AbortedError(signal.reason if signal else None) from None
+                raise
+            if intr is not None:
+                intr.armed = False
+            if tracer is not None:
+                yield tracer.record("prompt", "assembled", _prompt_data(system))
+            request: ChatRequest = {"model": client.model, "system": system, "messages": messages}
+            if specs:
+                request["tools"] = specs
+            if opts.response_format is not None:
+                request["response_format"] = opts.response_format
+            if signal is not None:
+                request["signal"] = signal
+            if rounds > 1:
+                yield _PROGRESS_RETRY  # type: ignore[misc]
+            yield _PROGRESS_SENT  # type: ignore[misc]
+            if tracer is not None:
+                yield tracer.record(
+                    "request", "chat", {"round": rounds, "model": client.model, "tools": len(specs)}
+                )
+            started = time.perf_counter()
+            # -- stream one response -----------------------------------------------------------
+            attempts_left = stream_retries
+            while True:
+                snapshot = ""
+                tool_snaps: dict[str, str] = {}
+                finish: FinishChunk | None = None
+                stream = client.chat(request)
+                try:
+                    it = stream.__aiter__()
+                    while True:
+                        if intr is not None:
+                            intr.arm()
+                        try:
+                            chunk = await it.__anext__()
+                        except StopAsyncIteration:
+                            break
+                        except asyncio.CancelledError:
+                            if intr is not None and intr.absorb():
+                                raise AbortedError(signal.reason if signal else None) from None
+                            raise
+                        if intr is not None:
+                            intr.armed = False
+                        kind = chunk["type"]
+                        if kind == "text":
+                            snapshot += chunk["text"]  # type: ignore[typeddict-item]
+                            yield {"type": "text", "text": chunk["text"], "snapshot": snapshot}  # type: ignore[typeddict-item]
+                        elif kind == "thinking":
+                            yield {"type": "thinking", "text": chunk["text"]}  # type: ignore[typeddict-item]
+                        elif kind == "tool_input_delta":
+                            cid = chunk["id"]  # type: ignore[typeddict-item]
+                            snap = tool_snaps.get(cid, "") + chunk["partial"]  # type: ignore[typeddict-item]
+                            tool_snaps[cid] = snap
+                            yield {
+                                "type": "tool_input_delta",
+                                "id": cid,
+                                "name": chunk["name"],  # type: ignore[typeddict-item]
+                                "partial": chunk["partial"],
+                                "snapshot": snap,
+                            }  # type: ignore[typeddict-item]
+                        elif kind == "finish":
+                            finish = chunk  # type: ignore[assignment]
+                    if finish is None:
+                        raise LLMStreamError(
+                            "the provider stream ended without finishing the response",
+                            retryable=True,
+                        )
+                    break
+                except LLMError as exc:
+                    retryable = isinstance(exc, LLMStreamError) and exc.retryable
+                    if attempts_left > 0 and retryable:
+                        attempts_left -= 1
+                        if snapshot:  # the dropped attempt's text is replaced, not kept
+                            yield {"type": "text", "text": "", "snapshot": ""}
+                        continue
+                    if tracer is not None:
+                        yield tracer.record(
+                            "response",
+                            "chat:failed",
+                            {"round": rounds, "model": client.model, "error": repr(exc)},
+                        )
+                    yield {"type": "error", "error": exc}
+                    return
+                finally:
+                    aclose = getattr(stream, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+            # -- the round's outcome -----------------------------------------------------------
+            _add_usage(usage, finish["usage"])
+            stop_reason = finish["stop_reason"]
+            if tracer is not None:
+                yield tracer.record(
+                    "response",
+                    "chat",
+                    {
+                        "round": rounds,
+                        "model": client.model,
+                        "stop_reason": stop_reason,
+                        "ms": round((time.perf_counter() - started) * 1000, 3),
+                    },
+                )
+            content = finish["content"]
+            calls: list[ToolCallPart] = [p for p in content if p["type"] == "tool_call"]  # type: ignore[misc]
+            step = StepResult(
+                text="".join(p["text"] for p in content if p["type"] == "text"),  # type: ignore[typeddict-item]
+                tool_calls=calls,
+                stop_reason=stop_reason,
+                usage=finish["usage"],
+                content=content,
+            )  # type: ignore[arg-type]
+            steps.append(step)
+            if not calls:
+                async for ev in _finish(
+                    agent,
+                    ctx,
+                    tracer,
+                    content,
+                    step.text,
+                    usage,
+                    stop_reason,
+                    messages,
+                    memory_view,
+                ):
+                    yield ev
+                return
+            # -- a tool round ------------------------------------------------------------------
+            preamble: list[TextPart | ThinkingPart] = [
+                p
+                for p in content
+                if p["type"] != "tool_call"  # type: ignore[misc]
+            ]
+            for i, call in enumerate(calls):
+                use: ToolUseEvent = {
+                    "type": "tool_use",
+                    "id": call["id"],
+                    "name": call["name"],
+                    "input": call["input"],
+                }
+                if i == 0:
+                    use["preamble"] = preamble
+                fold(messages, memory_view, use)
+                yield use
+            open_calls = list(calls)
+            for call in calls:
+                yield _PROGRESS_TOOL  # type: ignore[misc]
+                started = time.perf_counter()
+                if intr is not None:
+                    intr.arm()
+                try:
+                    guard_events, result = await _execute(agent, call, index, ctx)
+                except asyncio.CancelledError:
+                    if intr is not None and intr.absorb():
+                        raise AbortedError(signal.reason if signal else None) from None
+                    raise
+                if intr is not None:
+                    intr.armed = False
+                for gev in guard_events:
+                    yield gev
+                if tracer is not None:
+                    for tev in tracer.drain():
+                        yield tev
+                    yield tracer.record(
+                        "tool",
+                        call["name"],
+                        {
+                            "id": call["id"],
+                            "ms": round((time.perf_counter() - started) * 1000, 3),
+                            "is_error": result.get("is_error", False),
+                        },
+                    )
+                fold(messages, memory_view, result)
+                open_calls.pop(0)
+                step.tool_results.append(messages[-1]["content"][-1])  # type: ignore[arg-type]
+                yield result
+                while pending:
+                    mem: MemoryEvent = {"type": "memory", "patch": pending.pop(0)}
+                    yield mem
+            if rounds >= agent.max_tool_rounds:
+                async for ev in _finish(
+                    agent,
+                    ctx,
+                    tracer,
+                    [],
+                    "",
+                    usage,
+                    "max_tool_rounds",
+                    messages,
+                    memory_view,
+                    guard=False,
+                ):
+                    yield ev
+                return
+            if stop_when and should_stop(stop_when, steps):
+                async for ev in _finish(
+                    agent,
+                    ctx,
+                    tracer,
+                    [],
+                    "",
+                    usage,
+                    stop_reason,
+                    messages,
+                    memory_view,
+                    guard=False,
+                ):
+                    yield ev
+                return
+    except AbortedError as exc:
+        # Every call the model made gets a result, so the transcript stays a valid request.
+        for call in open_calls:
+            res: ToolResultEvent = {
+                "type": "tool_result",
+                "id": call["id"],
+                "name": call["name"],
+                "output": "The turn was aborted before this call finished.",
+                "is_error": True,
+            }
+            yield res
+        yield {"type": "error", "error": exc}
+    finally:
+        if intr is not None:
+            intr.remove()
+
+
+def _split(layers: Sequence[PromptLayer]) -> tuple[list[SystemBlock], list[PromptLayer]]:
+    from .prompt import static_blocks
+
+    return static_blocks(layers), [layer for layer in layers if not layer.is_static]
+
+
+async def _attach_body(resource: Resource, ctx: RunContext) -> str:
+    body = await resource.read(None, ctx)
+    return attach_envelope(resource.name, body, resource.description)
+
+
+def _prompt_data(system: list[SystemBlock]) -> dict[str, Any]:
+    return {
+        "layers": len(system),
+        "cached_blocks": sum(1 for b in system if "cache_control" in b),
+        "chars": sum(len(b["text"]) for b in system),
+    }
+
+
+async def _execute(
+    agent: Agent, call: ToolCallPart, index: dict[str, Tool], ctx: RunContext
+) -> tuple[list[AgentEvent], ToolResultEvent]:
+    """Guardrails, then the tool. Every failure is a result; nothing tool-shaped raises."""
+    name, cid = call["name"], call["id"]
+    events: list[AgentEvent] = []
+    tool = index.get(name)
+    if tool is None:
+        known = ", ".join(sorted(index)) or "none"
+        return events, _result(cid, name, f"Unknown tool {name!r}. Available tools: {known}.", True)
+    value = call["input"]
+    if isinstance(value, str):  # the model's arguments were not JSON; nothing to decide on
+        return events, _result(
+            cid, name, f"Invalid arguments for tool {name}: not valid JSON: {value[:200]!r}", True
+        )
+    call_ctx = ctx.for_call(cid)
+    tracer = ctx._tracer
+    if agent.on_tool_call is not None or agent._tool_guards:
+        subject = {"id": cid, "name": name, "input": value}
+        chain: list[tuple[str, Any]] = []
+        if agent.on_tool_call is not None:
+            chain.append(("on_tool_call", agent.on_tool_call))
+        chain.extend(agent._tool_guards)
+        for gname, fn in chain:
+            try:
+                decision = await decide(fn, subject, call_ctx)
+            except Exception as exc:
+                decision = {
+                    "action": "deny",
+                    "reason": f"guardrail raised {type(exc).__name__}: {exc}",
+                }
+            if decision is None:
+                continue
+            action = decision["action"]
+            reason = decision.get("reason")
+            gev: GuardrailEvent = {
+                "type": "guardrail",
+                "name": gname,
+                "target": "tool_call",
+                "action": action,
+                "tool_name": name,
+                "tool_use_id": cid,
+            }
+            if reason is not None:
+                gev["reason"] = str(reason)
+            events.append(gev)
+            if tracer is not None:
+                events.append(
+                    tracer.record(
+                        "guardrail",
+                        gname,
+                        {"target": "tool_call", "action": action, "reason": reason, "tool": name},
+                    )
+                )
+            if action == "deny":
+                why = f": {reason}" if reason else ""
+                if gname == "on_tool_call":
+                    text = f"Tool call {name} was denied{why}"
+                else:
+                    text = f"Guardrail {gname} denied the call to {name}{why}"
+                return events, _result(cid, name, text, True)
+            value = decision.get("input", value)
+            subject = {"id": cid, "name": name, "input": value}
+    result = await tool.call(value, call_ctx)
+    return events, _result(cid, name, result.output, result.is_error)
+
+
+def _result(cid: str, name: str, output: str, is_error: bool) -> ToolResultEvent:
+    ev: ToolResultEvent = {"type": "tool_result", "id": cid, "name": name, "output": output}
+    if is_error:
+        ev["is_error"] = True
+    return ev
+
+
+async def _finish(
+    agent: Agent,
+    ctx: RunContext,
+    tracer: Tracer | None,
+    content: Sequence[Any],
+    text: str,
+    usage: Usage,
+    stop_reason: str | None,
+    messages: list[Message],
+    memory_view: dict[str, Any],
+    *,
+    guard: bool = True,
+) -> AsyncIterator[AgentEvent]:
+    """Output guardrails on the final round's text, queued memory, then `done`."""
+    thinking: list[ThinkingPart] = [p for p in content if p["type"] == "thinking"]
+    if guard and agent._output_guards:
+        original = text
+        for gname, fn in agent._output_guards:
+            try:
+                decision = await decide(fn, text, ctx)
+            except Exception as exc:
+                decision = {
+                    "action": "deny",
+                    "reason": f"guardrail raised {type(exc).__name__}: {exc}",
+                }
+            if decision is None:
+                continue
+            action, reason = decision["action"], decision.get("reason")
+            gev: GuardrailEvent = {
+                "type": "guardrail",
+                "name": gname,
+                "target": "output",
+                "action": action,
+            }
+            if reason is not None:
+                gev["reason"] = str(reason)
+            yield gev
+            if tracer is not None:
+                yield tracer.record(
+                    "guardrail", gname, {"target": "output", "action": action, "reason": reason}
+                )
+            if action == "deny":
+                text, thinking, stop_reason = "", [], "guardrail_denied"
+                break
+            text = str(decision.get("text", text))
+        if text != original or stop_reason == "guardrail_denied":
+            replace: TextEvent = {"type": "text", "text": "", "snapshot": text}
+            yield replace
+    if tracer is not None:
+        for tev in tracer.drain():
+            yield tev
+    while ctx._pending:
+        mem: MemoryEvent = {"type": "memory", "patch": ctx._pending.pop(0)}
+        yield mem
+    if tracer is not None:
+        yield tracer.record("usage", "turn", dict(usage))
+    yield _PROGRESS_DONE  # type: ignore[misc]
+    done: DoneEvent = {"type": "done", "text": text, "usage": usage, "stop_reason": stop_reason}
+    if thinking:
+        done["preamble"] = thinking
+    fold(messages, memory_view, done)
+    yield done

@@ -1,0 +1,5 @@
+"""Keyless test fixtures: the scripted client (and, with the MCP work, an in-process MCP server)."""
+
+from .script_client import ScriptClient, ScriptTurn, script_client
+
+__all__ = ["ScriptClient", "ScriptTurn", "script_client"]

@@ -1,0 +1,323 @@
+"""Tools: declared from a JSON Schema (`define_tool`) or from a typed function (`@tool`).
+
+The input is checked at the call boundary by a validator compiled once, when the tool is
+declared. Everything that can go wrong in a call — arguments that are not JSON, a schema
+violation, an exception, an endpoint error, a timeout — comes back as an error result the model
+can react to; `Tool.call()` never raises for a tool-shaped failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_type_hints, overload
+
+import jsonschema
+import pydantic
+
+from ._json import dumps
+from .context import RunContext
+from .errors import ToolDefinitionError
+
+__all__ = ["Endpoint", "Tool", "ToolResult", "define_tool", "tool"]
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(slots=True, frozen=True)
+class ToolResult:
+    output: str
+    is_error: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class Endpoint:
+    """An HTTP endpoint a tool calls: POST sends the input as JSON, GET as query parameters."""
+
+    url: str
+    method: str = "POST"
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float = 30.0
+
+
+Execute = Callable[[Any, RunContext], Awaitable[Any] | Any]
+
+
+@dataclass(slots=True, eq=False)
+class Tool:
+    """A tool the model can call. Build one with `define_tool` or `@tool`."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    execute: Execute | None = None
+    endpoint: Endpoint | None = None
+    timeout: float | None = None
+    """Seconds a call may take before it becomes an error result; None waits."""
+    validation: Literal["local", "remote"] = "local"
+    """'local': we check input against the schema. 'remote': the server that owns the tool does."""
+    _check: Callable[[Any], str | None] | None = field(default=None, repr=False)
+    _takes_ctx: bool = field(default=True, repr=False)
+    _is_async: bool = field(default=True, repr=False)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    def check_input(self, value: Any) -> str | None:
+        """None when `value` is acceptable input, else what is wrong with it."""
+        if self._check is None:
+            return None
+        return self._check(value)
+
+    async def call(self, raw_input: Any, ctx: RunContext) -> ToolResult:
+        """Check the input, run the tool, and turn any failure into an error result."""
+        if isinstance(raw_input, str):
+            return ToolResult(
+                f"Invalid arguments for tool {self.name}: not valid JSON: {raw_input[:200]!r}", True
+            )
+        problem = self.check_input(raw_input)
+        if problem is not None:
+            return ToolResult(f"Invalid input for tool {self.name}: {problem}", True)
+        try:
+            if self.timeout is not None:
+                async with asyncio.timeout(self.timeout):
+                    value = await self._run(raw_input, ctx)
+            else:
+                value = await self._run(raw_input, ctx)
+        except TimeoutError:
+            return ToolResult(f"Tool {self.name} timed out after {self.timeout:g}s", True)
+        except ToolError as exc:
+            return ToolResult(str(exc), True)
+        except Exception as exc:
+            return ToolResult(f"Tool {self.name} failed: {type(exc).__name__}: {exc}", True)
+        if isinstance(value, ToolResult):
+            return value
+        if isinstance(value, str):
+            return ToolResult(value)
+        try:
+            return ToolResult(dumps(_to_jsonable(value)))
+        except (TypeError, ValueError) as exc:
+            return ToolResult(
+                f"Tool {self.name} returned a value that is not JSON-serializable: {exc}", True
+            )
+
+    async def _run(self, value: Any, ctx: RunContext) -> Any:
+        if self.endpoint is not None:
+            return await _call_endpoint(self, value, ctx)
+        assert self.execute is not None
+        result = self.execute(value, ctx) if self._takes_ctx else self.execute(value)  # type: ignore[call-arg]
+        if self._is_async or inspect.isawaitable(result):
+            return await result
+        return result
+
+
+class ToolError(Exception):
+    """Raise inside a tool to return exactly this message to the model as an error."""
+
+
+def _to_jsonable(value: Any) -> Any:
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(mode="json")
+    return value
+
+
+async def _call_endpoint(t: Tool, value: Any, ctx: RunContext) -> str:
+    import httpx
+
+    ep = t.endpoint
+    assert ep is not None
+    if ctx._http is None:
+        raise ToolError(f"Tool {t.name}: no HTTP client available for its endpoint")
+    client = ctx._http()
+    method = ep.method.upper()
+    try:
+        if method in ("GET", "DELETE"):
+            resp = await client.request(
+                method, ep.url, params=value, headers=ep.headers, timeout=ep.timeout
+            )
+        else:
+            resp = await client.request(
+                method, ep.url, json=value, headers=ep.headers, timeout=ep.timeout
+            )
+    except httpx.TimeoutException as exc:
+        raise ToolError(
+            f"Tool {t.name}: endpoint {ep.url} timed out after {ep.timeout:g}s"
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise ToolError(f"Tool {t.name}: endpoint {ep.url} failed: {exc!r}") from exc
+    if resp.status_code >= 400:
+        raise ToolError(
+            f"Tool {t.name}: endpoint {ep.url} answered {resp.status_code}: {resp.text[:500]}"
+        )
+    return resp.text
+
+
+def _arity_takes_ctx(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+def _schema_checker(name: str, schema: dict[str, Any]) -> Callable[[Any], str | None]:
+    if not isinstance(schema, dict):
+        raise ToolDefinitionError(f"tool {name!r}: input_schema must be a JSON Schema object")
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ToolDefinitionError(
+            f"tool {name!r}: input_schema is not a valid JSON Schema: {exc.message}"
+        ) from exc
+    validator = cls(schema)
+    is_valid = validator.is_valid
+
+    def check(value: Any) -> str | None:
+        if is_valid(value):
+            return None
+        err = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        where = "/".join(str(p) for p in err.absolute_path) if err is not None else ""
+        message = err.message if err is not None else "does not match the schema"
+        return f"{where}: {message}" if where else message
+
+    return check
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ToolDefinitionError(
+            f"tool name {name!r} must be 1-64 characters of letters, digits, '_' or '-'"
+        )
+
+
+def define_tool(
+    *,
+    name: str,
+    description: str = "",
+    input_schema: dict[str, Any] | None = None,
+    execute: Callable[..., Any] | None = None,
+    endpoint: Endpoint | dict[str, Any] | None = None,
+    timeout: float | None = None,
+    validation: Literal["local", "remote"] = "local",
+) -> Tool:
+    """Declare a tool from a JSON Schema. `execute(input, ctx)` (or `execute(input)`) may be sync
+    or async; `endpoint={"url", "method"}` calls an HTTP endpoint instead."""
+    _check_name(name)
+    if (execute is None) == (endpoint is None):
+        raise ToolDefinitionError(f"tool {name!r}: give exactly one of execute= or endpoint=")
+    schema = input_schema if input_schema is not None else {"type": "object", "properties": {}}
+    check = _schema_checker(name, schema) if validation == "local" else None
+    ep = Endpoint(**endpoint) if isinstance(endpoint, dict) else endpoint
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=schema,
+        execute=execute,
+        endpoint=ep,
+        timeout=timeout,
+        validation=validation,
+        _check=check,
+        _takes_ctx=_arity_takes_ctx(execute) if execute is not None else True,
+        _is_async=inspect.iscoroutinefunction(execute) if execute is not None else True,
+    )
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, timeout: float | None = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Declare a tool from a typed function; its schema comes from the signature (pydantic).
+
+    A parameter annotated `RunContext` receives the context and is not part of the schema. The
+    description defaults to the docstring.
+    """
+
+    def build(f: Callable[..., Any]) -> Tool:
+        tool_name = name or f.__name__
+        _check_name(tool_name)
+        hints = get_type_hints(f, include_extras=True)
+        fields: dict[str, Any] = {}
+        ctx_param: str | None = None
+        for p in inspect.signature(f).parameters.values():
+            ann = hints.get(p.name, Any)
+            if ann is RunContext:
+                ctx_param = p.name
+                continue
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise ToolDefinitionError(f"tool {tool_name!r}: *args/**kwargs cannot be described")
+            default = ... if p.default is inspect.Parameter.empty else p.default
+            fields[p.name] = (ann, default)
+        model = pydantic.create_model(  # type: ignore[call-overload]
+            f"{tool_name}_input", __config__=pydantic.ConfigDict(extra="forbid"), **fields
+        )
+        schema = model.model_json_schema()
+        schema.pop("title", None)
+        is_async = inspect.iscoroutinefunction(f)
+        validate = model.model_validate
+
+        def check(value: Any) -> str | None:
+            try:
+                validate(value)
+            except pydantic.ValidationError as exc:
+                return "; ".join(
+                    f"{'/'.join(str(x) for x in e['loc']) or '(root)'}: {e['msg']}"
+                    for e in exc.errors()
+                )
+            return None
+
+        async def execute(value: dict[str, Any], ctx: RunContext) -> Any:
+            args = validate(value)
+            kwargs = {k: getattr(args, k) for k in fields}
+            if ctx_param is not None:
+                kwargs[ctx_param] = ctx
+            result = f(**kwargs)
+            return await result if is_async else result
+
+        doc = inspect.getdoc(f) or ""
+        return Tool(
+            name=tool_name,
+            description=description if description is not None else doc,
+            input_schema=schema,
+            execute=execute,
+            timeout=timeout,
+            _check=check,
+            _takes_ctx=True,
+            _is_async=True,
+        )
+
+    if fn is not None:
+        return build(fn)
+    return build
+
+
+def parse_arguments(raw: str) -> Any:
+    """Parse a model's JSON arguments; the raw string when they are not JSON (reported later)."""
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
