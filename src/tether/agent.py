@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import httpx
 
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from .workflows import LadderOutcome, LadderWorkflow
 
 __all__ = ["Agent", "create_agent"]
+
+_Toolset: TypeAlias = tuple[dict[str, Tool], list[ToolSpec], list[Resource]]
 
 
 class Agent:
@@ -89,29 +91,23 @@ class Agent:
         conns = self._integrations.connected
         return self._own_tools + [t for c in conns or () for t in c.tools]
 
-    def _toolset(
-        self, conns: list[SourceConnection], override: Sequence[Tool] | None
-    ) -> tuple[dict[str, Tool], list[ToolSpec], list[Resource]]:
-        if override is not None:
-            own = list(override)
-            tools = own + [t for c in conns for t in c.tools]
-            index = _index(tools)
-            return (
-                index,
-                [t.spec for t in tools],
-                self._attach + [r for c in conns for r in c.attach],
-            )  # type: ignore[misc]
-        cached = self._toolset_cache
-        if cached is not None and cached[0] is conns:
-            return cached[1]
-        tools = self._own_tools + [t for c in conns for t in c.tools]
-        value = (
+    def _toolset(self, conns: list[SourceConnection], override: Sequence[Tool] | None) -> _Toolset:
+        """Name index, wire specs and attach resources; built once per set of connections."""
+        if override is None:
+            cached = self._toolset_cache
+            if cached is not None and cached[0] is conns:
+                return cached[1]
+        tools = (self._own_tools if override is None else list(override)) + [
+            t for c in conns for t in c.tools
+        ]
+        value: _Toolset = (
             _index(tools),
-            [t.spec for t in tools],  # type: ignore[misc]
+            [t.spec for t in tools],
             self._attach + [r for c in conns for r in c.attach],
         )
-        self._toolset_cache = (conns, value)  # type: ignore[assignment]
-        return value  # type: ignore[return-value]
+        if override is None:
+            self._toolset_cache = (conns, value)
+        return value
 
     def _http(self) -> httpx.AsyncClient:
         if self._http_client is None:

@@ -20,15 +20,15 @@ TetherError
 │   ├── LLMConnectionError       the provider could not be reached
 │   └── LLMStreamError           the stream broke, carried an error event, or ended early
 ├── McpError
-│   ├── McpConnectionError       an MCP source could not be connected (thrown out of connect()/send())
-│   └── McpCallError             one MCP request failed (the model sees it as an is_error tool result)
+│   ├── McpConnectionError       an MCP source could not be connected (raised by connect/send)
+│   └── McpCallError             one MCP request failed (the model sees an is_error result)
 ├── WorkflowError                a workflow could not run (unknown name, bad step)
 │   └── StepOutputError          a durable step returned something that is not JSON-safe
 ├── StoreError                   a message / workflow / run store failed
 ├── AgentRunError                a lab episode failed
 │   ├── NoObjectGeneratedError   structured output did not produce a valid object (.text)
 │   └── TemplateError            a system-prompt template could not render
-└── AbortedError                 the turn was aborted through its signal (a control signal, not a fault)
+└── AbortedError                 the turn was aborted through its signal (control, not a fault)
 ```
 """
 
@@ -211,7 +211,7 @@ class AgentRunError(TetherError):
 
 
 class NoObjectGeneratedError(AgentRunError):
-    """Structured output did not produce an object matching the schema. `text` is what the model said."""
+    """Structured output produced no object matching the schema; `text` is what the model said."""
 
     def __init__(self, message: str, *, text: str) -> None:
         super().__init__(message)

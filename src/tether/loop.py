@@ -99,8 +99,9 @@ class _Interrupt:
 
 
 def _add_usage(total: Usage, usage: Usage) -> None:
+    acc: dict[str, int] = total  # type: ignore[assignment]
     for key, value in usage.items():
-        total[key] = total.get(key, 0) + value  # type: ignore[literal-required]
+        acc[key] = acc.get(key, 0) + int(value)  # type: ignore[call-overload]
 
 
 async def run_turn(
@@ -205,25 +206,24 @@ async def run_turn(
                             raise
                         if intr is not None:
                             intr.armed = False
-                        kind = chunk["type"]
-                        if kind == "text":
-                            snapshot += chunk["text"]  # type: ignore[typeddict-item]
-                            yield {"type": "text", "text": chunk["text"], "snapshot": snapshot}  # type: ignore[typeddict-item]
-                        elif kind == "thinking":
-                            yield {"type": "thinking", "text": chunk["text"]}  # type: ignore[typeddict-item]
-                        elif kind == "tool_input_delta":
-                            cid = chunk["id"]  # type: ignore[typeddict-item]
-                            snap = tool_snaps.get(cid, "") + chunk["partial"]  # type: ignore[typeddict-item]
+                        if chunk["type"] == "text":
+                            snapshot += chunk["text"]
+                            yield {"type": "text", "text": chunk["text"], "snapshot": snapshot}
+                        elif chunk["type"] == "thinking":
+                            yield {"type": "thinking", "text": chunk["text"]}
+                        elif chunk["type"] == "tool_input_delta":
+                            cid = chunk["id"]
+                            snap = tool_snaps.get(cid, "") + chunk["partial"]
                             tool_snaps[cid] = snap
                             yield {
                                 "type": "tool_input_delta",
                                 "id": cid,
-                                "name": chunk["name"],  # type: ignore[typeddict-item]
+                                "name": chunk["name"],
                                 "partial": chunk["partial"],
                                 "snapshot": snap,
-                            }  # type: ignore[typeddict-item]
-                        elif kind == "finish":
-                            finish = chunk  # type: ignore[assignment]
+                            }
+                        elif chunk["type"] == "finish":
+                            finish = chunk
                     if finish is None:
                         raise LLMStreamError(
                             "the provider stream ended without finishing the response",
@@ -263,15 +263,15 @@ async def run_turn(
                         "ms": round((time.perf_counter() - started) * 1000, 3),
                     },
                 )
-            content = finish["content"]
-            calls: list[ToolCallPart] = [p for p in content if p["type"] == "tool_call"]  # type: ignore[misc]
+            content: list[Any] = finish["content"]
+            calls: list[ToolCallPart] = [p for p in content if p["type"] == "tool_call"]
             step = StepResult(
-                text="".join(p["text"] for p in content if p["type"] == "text"),  # type: ignore[typeddict-item]
+                text="".join(p["text"] for p in content if p["type"] == "text"),
                 tool_calls=calls,
                 stop_reason=stop_reason,
                 usage=finish["usage"],
                 content=content,
-            )  # type: ignore[arg-type]
+            )
             steps.append(step)
             if not calls:
                 async for ev in _finish(
@@ -289,9 +289,7 @@ async def run_turn(
                 return
             # -- a tool round ------------------------------------------------------------------
             preamble: list[TextPart | ThinkingPart] = [
-                p
-                for p in content
-                if p["type"] != "tool_call"  # type: ignore[misc]
+                p for p in content if p["type"] != "tool_call"
             ]
             for i, call in enumerate(calls):
                 use: ToolUseEvent = {

@@ -77,7 +77,7 @@ def _check_message(m: Any, path: str) -> None:
     if not isinstance(content, list):
         raise SessionFormatError(f"{path}.content must be a list of parts")
     for j, part in enumerate(content):
-        keys = _PART_KEYS.get(part.get("type")) if isinstance(part, dict) else None
+        keys = _PART_KEYS.get(str(part.get("type"))) if isinstance(part, dict) else None
         if keys is None:
             raise SessionFormatError(f"{path}.content[{j}]: unknown part {part!r:.80}")
         for k in keys:
@@ -109,14 +109,15 @@ def reduce(session: Session, event: AgentEvent) -> Session:
 
 def fold(messages: list[Message], memory: dict[str, Any], event: AgentEvent) -> None:
     """The transcript rules, shared by `reduce()` and the loop's own view of the turn."""
-    kind = event["type"]
+    ev: Any = event  # one dict-shaped union; the `type` tag decides which keys exist
+    kind = ev["type"]
     if kind == "tool_result":
         part: Part = {
             "type": "tool_result",
-            "id": event["id"],  # type: ignore[typeddict-item]
-            "name": event["name"],  # type: ignore[typeddict-item]
-            "output": event["output"],  # type: ignore[typeddict-item]
-            "is_error": bool(event.get("is_error", False)),
+            "id": ev["id"],
+            "name": ev["name"],
+            "output": ev["output"],
+            "is_error": bool(ev.get("is_error", False)),
         }
         if messages and messages[-1]["role"] == "tool":
             messages[-1]["content"].append(part)
@@ -125,30 +126,28 @@ def fold(messages: list[Message], memory: dict[str, Any], event: AgentEvent) -> 
     elif kind == "tool_use":
         call: Part = {
             "type": "tool_call",
-            "id": event["id"],  # type: ignore[typeddict-item]
-            "name": event["name"],  # type: ignore[typeddict-item]
-            "input": event["input"],  # type: ignore[typeddict-item]
+            "id": ev["id"],
+            "name": ev["name"],
+            "input": ev["input"],
         }
-        preamble = event.get("preamble")
+        preamble = ev.get("preamble")
         if preamble is not None or not messages or messages[-1]["role"] != "assistant":
-            content: list[Part] = [dict(p) for p in preamble or ()]  # type: ignore[misc]
+            content: list[Any] = [dict(p) for p in preamble or ()]
             content.append(call)
             messages.append({"role": "assistant", "content": content})
         else:
             messages[-1]["content"].append(call)
     elif kind == "message":
-        messages.append(
-            {"role": "user", "content": [{"type": "text", "text": event["text"]}]}  # type: ignore[typeddict-item]
-        )
+        messages.append({"role": "user", "content": [{"type": "text", "text": ev["text"]}]})
     elif kind == "done":
-        content = [dict(p) for p in event.get("preamble") or ()]  # type: ignore[misc]
-        text = event["text"]  # type: ignore[typeddict-item]
+        content = [dict(p) for p in ev.get("preamble") or ()]
+        text = ev["text"]
         if text:
             content.append({"type": "text", "text": text})
         if content:
             messages.append({"role": "assistant", "content": content})
     elif kind == "memory":
-        for key, value in event["patch"].items():  # type: ignore[typeddict-item]
+        for key, value in ev["patch"].items():
             if value is None:
                 memory.pop(key, None)
             else:

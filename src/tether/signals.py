@@ -18,7 +18,7 @@ class AbortSignal:
         self._callbacks: list[Callable[[], None]] = []
 
     def add_callback(self, fn: Callable[[], None]) -> Callable[[], None]:
-        """Call `fn` on abort (at once if already aborted). Returns a function that unregisters it."""
+        """Call `fn` on abort (now if already aborted); returns a function that unregisters it."""
         if self.aborted:
             fn()
             return lambda: None

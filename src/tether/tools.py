@@ -22,6 +22,7 @@ import pydantic
 from ._json import dumps
 from .context import RunContext
 from .errors import ToolDefinitionError
+from .llm.base import ToolSpec
 
 __all__ = ["Endpoint", "Tool", "ToolResult", "define_tool", "tool"]
 
@@ -65,7 +66,7 @@ class Tool:
     _is_async: bool = field(default=True, repr=False)
 
     @property
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> ToolSpec:
         return {
             "name": self.name,
             "description": self.description,
@@ -114,7 +115,8 @@ class Tool:
         if self.endpoint is not None:
             return await _call_endpoint(self, value, ctx)
         assert self.execute is not None
-        result = self.execute(value, ctx) if self._takes_ctx else self.execute(value)  # type: ignore[call-arg]
+        fn: Any = self.execute
+        result = fn(value, ctx) if self._takes_ctx else fn(value)
         if self._is_async or inspect.isawaitable(result):
             return await result
         return result
@@ -270,7 +272,7 @@ def tool(
                 raise ToolDefinitionError(f"tool {tool_name!r}: *args/**kwargs cannot be described")
             default = ... if p.default is inspect.Parameter.empty else p.default
             fields[p.name] = (ann, default)
-        model = pydantic.create_model(  # type: ignore[call-overload]
+        model = pydantic.create_model(
             f"{tool_name}_input", __config__=pydantic.ConfigDict(extra="forbid"), **fields
         )
         schema = model.model_json_schema()
