@@ -1,0 +1,429 @@
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from tether import (
+    AbortController,
+    AbortedError,
+    RunContext,
+    Session,
+    create_agent,
+    define_tool,
+    has_tool_call,
+    prompt_layer,
+    reduce,
+    step_count_is,
+)
+from tether.errors import LLMError
+from tether.testing import collect, script_client
+
+
+def kinds(events: list[Any]) -> list[str]:
+    return [e["type"] if e["type"] != "progress" else f"progress:{e['stage']}" for e in events]
+
+
+ADD_SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+    "required": ["a", "b"],
+}
+
+
+def add_tool(**kwargs: Any) -> Any:
+    return define_tool(
+        name="add",
+        description="Add two integers",
+        input_schema=ADD_SCHEMA,
+        execute=lambda i: i["a"] + i["b"],
+        **kwargs,
+    )
+
+
+async def test_a_turn_without_tools_streams_text_and_ends_with_done() -> None:
+    client = script_client(
+        [{"text": ["Hel", "lo"], "usage": {"input_tokens": 3, "output_tokens": 2}}]
+    )
+    agent = create_agent(llm=client, prompt=["You are terse."])
+    session = agent.create_session()
+    events = await collect(agent, session, "hi")
+    assert kinds(events) == ["message", "progress:sent", "text", "text", "progress:done", "done"]
+    assert [e["snapshot"] for e in events if e["type"] == "text"] == ["Hel", "Hello"]
+    assert events[-1] == {
+        "type": "done",
+        "text": "Hello",
+        "usage": {"input_tokens": 3, "output_tokens": 2},
+        "stop_reason": "end_turn",
+    }
+
+
+async def test_folding_a_turn_gives_exactly_the_transcript_sent_on_the_next_round() -> None:
+    # Multi-round: thinking with signatures, preamble text, parallel calls, then a final answer
+    # with its own thinking; then a second turn that must see the whole first one.
+    client = script_client(
+        [
+            {
+                "thinking": {"text": "need sums", "signature": "sig-1"},
+                "text": "Let me add.",
+                "tool_use": [
+                    {"name": "add", "input": {"a": 1, "b": 2}},
+                    {"name": "add", "input": {"a": 3, "b": 4}},
+                ],
+            },
+            {
+                "thinking": {"text": "one more", "signature": "sig-2"},
+                "tool_use": [{"name": "add", "input": {"a": 3, "b": 7}}],
+            },
+            {"thinking": {"text": "done", "signature": "sig-3"}, "text": ["It is ", "10."]},
+            {"text": "Still 10."},
+        ]
+    )
+    agent = create_agent(llm=client, prompt=["sys"], tools=[add_tool()])
+    session = Session()
+    sent_views: list[Any] = []
+    for text in ("sum things", "again?"):
+        async for event in agent.send(session, text):
+            if event["type"] == "progress" and event["stage"] == "sent":
+                sent_views.append(copy.deepcopy(session.messages))
+            reduce(session, event)
+    assert len(client.calls) == 4
+    for view, call in zip(sent_views, client.calls, strict=True):
+        assert call["messages"] == view
+    # The fold of turn 1 is what turn 2 sent, plus turn 2's user message.
+    assert sent_views[2][-1] == {
+        "role": "tool",
+        "content": [
+            {
+                "type": "tool_result",
+                "id": "call_3",
+                "name": "add",
+                "output": "10",
+                "is_error": False,
+            }
+        ],
+    }
+    assert client.calls[3]["messages"][:-1] == sent_views[2] + [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "text": "done", "signature": "sig-3"},
+                {"type": "text", "text": "It is 10."},
+            ],
+        },
+    ]
+    round1 = client.calls[1]["messages"]
+    assert round1[1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "text": "need sums", "signature": "sig-1"},
+            {"type": "text", "text": "Let me add."},
+            {"type": "tool_call", "id": "call_1", "name": "add", "input": {"a": 1, "b": 2}},
+            {"type": "tool_call", "id": "call_2", "name": "add", "input": {"a": 3, "b": 4}},
+        ],
+    }
+    assert [p["output"] for p in round1[2]["content"]] == ["3", "7"]
+
+
+async def test_progress_stages_are_emitted_exactly_where_the_seed_says() -> None:
+    client = script_client(
+        [
+            {
+                "tool_use": [
+                    {"name": "add", "input": {"a": 1, "b": 1}},
+                    {"name": "add", "input": {"a": 2, "b": 2}},
+                ]
+            },
+            {"text": "4"},
+        ]
+    )
+    agent = create_agent(llm=client, tools=[add_tool()])
+    events = await collect(agent, Session(), "go")
+    assert [k for k in kinds(events) if k != "text"] == [
+        "message",
+        "progress:sent",
+        "tool_use",
+        "tool_use",
+        "progress:tool",
+        "tool_result",
+        "progress:tool",
+        "tool_result",
+        "progress:retry",
+        "progress:sent",
+        "progress:done",
+        "done",
+    ]
+
+
+async def test_usage_is_summed_over_the_turn() -> None:
+    client = script_client(
+        [
+            {
+                "tool_use": [{"name": "add", "input": {"a": 1, "b": 1}}],
+                "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 7},
+            },
+            {"text": "2", "usage": {"input_tokens": 20, "output_tokens": 1}},
+        ]
+    )
+    agent = create_agent(llm=client, tools=[add_tool()])
+    events = await collect(agent, Session(), "go")
+    assert events[-1]["usage"] == {"input_tokens": 30, "output_tokens": 6, "cache_read_tokens": 7}
+
+
+async def test_max_tool_rounds_stops_with_the_synthetic_stop_reason() -> None:
+    client = script_client([{"tool_use": [{"name": "add", "input": {"a": 1, "b": 1}}]}] * 5)
+    agent = create_agent(llm=client, tools=[add_tool()], max_tool_rounds=3)
+    session = Session()
+    events = await collect(agent, session, "loop forever")
+    assert len(client.calls) == 3
+    assert events[-1]["stop_reason"] == "max_tool_rounds"
+    assert events[-1]["text"] == ""
+    assert session.messages[-1]["role"] == "tool"  # every call has its result
+
+
+@pytest.mark.parametrize(
+    ("condition", "expected_calls"),
+    [
+        (step_count_is(2), 2),
+        (has_tool_call("finish"), 3),
+        (lambda steps: any("stop now" in s.text for s in steps), 1),
+    ],
+)
+async def test_stop_when_conditions_end_the_loop_after_a_tool_step(
+    condition: Any, expected_calls: int
+) -> None:
+    finish = define_tool(name="finish", execute=lambda i: "ok")
+    client = script_client(
+        [
+            {"text": "stop now", "tool_use": [{"name": "add", "input": {"a": 1, "b": 1}}]}
+            if expected_calls == 1
+            else {"tool_use": [{"name": "add", "input": {"a": 1, "b": 1}}]},
+            {"tool_use": [{"name": "add", "input": {"a": 1, "b": 1}}]},
+            {"tool_use": [{"name": "finish", "input": {}}]},
+            {"text": "never reached"},
+        ]
+    )
+    agent = create_agent(llm=client, tools=[add_tool(), finish], stop_when=condition)
+    events = await collect(agent, Session(), "go")
+    assert len(client.calls) == expected_calls
+    assert events[-1]["type"] == "done"
+    assert events[-1]["stop_reason"] == "tool_use"
+
+
+async def test_stop_when_given_per_send_overrides_the_agent() -> None:
+    client = script_client([{"tool_use": [{"name": "add", "input": {"a": 1, "b": 1}}]}] * 3)
+    agent = create_agent(llm=client, tools=[add_tool()], stop_when=step_count_is(3))
+    await collect(agent, Session(), "go", stop_when=[step_count_is(1)])
+    assert len(client.calls) == 1
+
+
+async def test_a_tool_that_remembers_yields_memory_right_after_its_result() -> None:
+    async def note(value: dict[str, Any], ctx: RunContext) -> str:
+        ctx.remember({"last": value["x"]})
+        return "noted"
+
+    client = script_client(
+        [
+            {
+                "tool_use": [
+                    {"name": "note", "input": {"x": 1}},
+                    {"name": "add", "input": {"a": 1, "b": 1}},
+                ]
+            },
+            {"text": "ok"},
+        ]
+    )
+    agent = create_agent(llm=client, tools=[define_tool(name="note", execute=note), add_tool()])
+    session = Session()
+    events = await collect(agent, session, "go")
+    ks = kinds(events)
+    first_result = ks.index("tool_result")
+    assert ks[first_result + 1] == "memory"
+    assert events[first_result + 1]["patch"] == {"last": 1}
+    assert session.memory == {"last": 1}
+
+
+async def test_a_final_round_tool_write_is_drained_before_done() -> None:
+    async def note(value: Any, ctx: RunContext) -> str:
+        ctx.remember({"k": "v"})
+        return "ok"
+
+    client = script_client([{"tool_use": [{"name": "note", "input": {}}]}])
+    agent = create_agent(
+        llm=client, tools=[define_tool(name="note", execute=note)], max_tool_rounds=1
+    )
+    session = Session()
+    events = await collect(agent, session, "go")
+    assert kinds(events)[-4:] == ["tool_result", "memory", "progress:done", "done"]
+    assert session.memory == {"k": "v"}
+
+
+async def test_a_provider_error_is_an_error_event_and_ends_the_turn() -> None:
+    client = script_client([{"text": "par", "error": LLMError("provider exploded")}])
+    agent = create_agent(llm=client)
+    session = Session()
+    events = await collect(agent, session, "go")
+    assert events[-1]["type"] == "error"
+    assert str(events[-1]["error"]) == "provider exploded"
+    # the partial text was render-only: the transcript holds only the user's message
+    assert session.messages == [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
+
+
+async def test_a_turn_with_text_none_runs_on_the_transcript_as_it_is() -> None:
+    client = script_client([{"text": "yes"}])
+    agent = create_agent(llm=client)
+    session = Session(messages=[{"role": "user", "content": [{"type": "text", "text": "q"}]}])
+    events = await collect(agent, session, None)
+    assert kinds(events)[0] == "progress:sent"
+    assert client.calls[0]["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "q"}]}
+    ]
+
+
+async def test_script_client_records_every_request() -> None:
+    client = script_client(
+        [{"tool_use": [{"name": "add", "input": {"a": 1, "b": 1}}]}, {"text": "2"}]
+    )
+    agent = create_agent(
+        llm=client, prompt=[prompt_layer("id", "sys", cache=True)], tools=[add_tool()]
+    )
+    await collect(agent, Session(), "go")
+    assert len(client.calls) == 2
+    assert client.calls[0]["tools"] == [
+        {"name": "add", "description": "Add two integers", "input_schema": ADD_SCHEMA}
+    ]
+    assert len(client.calls[1]["messages"]) == 3
+
+
+async def test_script_client_out_of_turns_is_an_error_event() -> None:
+    agent = create_agent(llm=script_client([]))
+    events = await collect(agent, Session(), "hi")
+    assert events[-1]["type"] == "error"
+    assert "ran out of turns" in str(events[-1]["error"])
+
+
+# -- cancellation ------------------------------------------------------------------------------
+
+
+class HangingClient:
+    """A provider whose stream sends one chunk and then waits forever; records its cleanup."""
+
+    model = "hang"
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.started = asyncio.Event()
+
+    async def chat(self, request: Any) -> Any:
+        try:
+            yield {"type": "text", "text": "partial"}
+            self.started.set()
+            await asyncio.Event().wait()
+        finally:
+            self.closed = True
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_abort_signal_stops_an_in_flight_provider_stream_and_closes_it() -> None:
+    client = HangingClient()
+    agent = create_agent(llm=client)
+    controller = AbortController()
+    session = Session()
+
+    async def abort_soon() -> None:
+        await client.started.wait()
+        controller.abort("user pressed stop")
+
+    aborter = asyncio.create_task(abort_soon())
+    events = await asyncio.wait_for(collect(agent, session, "hi", signal=controller.signal), 5)
+    await aborter
+    assert events[-1]["type"] == "error"
+    assert isinstance(events[-1]["error"], AbortedError)
+    assert events[-1]["error"].reason == "user pressed stop"
+    assert client.closed
+    assert asyncio.current_task() is not None and not asyncio.current_task().cancelling()  # type: ignore[union-attr]
+    assert {t for t in asyncio.all_tasks() if not t.done()} == {asyncio.current_task()}
+
+
+async def test_cancelling_the_consuming_task_closes_the_provider_stream() -> None:
+    client = HangingClient()
+    agent = create_agent(llm=client)
+    task = asyncio.create_task(collect(agent, Session(), "hi"))
+    await client.started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert client.closed
+    assert {t for t in asyncio.all_tasks() if not t.done()} == {asyncio.current_task()}
+
+
+async def test_abort_during_a_tool_cancels_it_and_every_call_gets_a_result() -> None:
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def slow(value: Any, ctx: RunContext) -> str:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    client = script_client(
+        [{"tool_use": [{"name": "slow", "input": {}}, {"name": "add", "input": {"a": 1, "b": 1}}]}]
+    )
+    agent = create_agent(llm=client, tools=[define_tool(name="slow", execute=slow), add_tool()])
+    controller = AbortController()
+    session = Session()
+
+    async def abort_soon() -> None:
+        await started.wait()
+        controller.abort()
+
+    aborter = asyncio.create_task(abort_soon())
+    events = await asyncio.wait_for(collect(agent, session, "go", signal=controller.signal), 5)
+    await aborter
+    assert cancelled.is_set()
+    results = [e for e in events if e["type"] == "tool_result"]
+    assert [(r["id"], r["is_error"]) for r in results] == [("call_1", True), ("call_2", True)]
+    assert isinstance(events[-1]["error"], AbortedError)
+    # the session is still a valid request: every tool call has a result
+    calls = [p["id"] for m in session.messages for p in m["content"] if p["type"] == "tool_call"]
+    done = [p["id"] for m in session.messages for p in m["content"] if p["type"] == "tool_result"]
+    assert calls == done
+
+
+async def test_a_signal_aborted_before_the_turn_stops_before_the_provider() -> None:
+    client = script_client([{"text": "no"}])
+    agent = create_agent(llm=client)
+    controller = AbortController()
+    controller.abort()
+    events = await collect(agent, Session(), "hi", signal=controller.signal)
+    assert isinstance(events[-1]["error"], AbortedError)
+    assert client.calls == []
+
+
+async def test_an_abort_while_the_consumer_handles_an_event_does_not_cancel_the_consumer() -> None:
+    client = script_client([{"text": ["a", "b"]}, {"text": "x"}])
+    agent = create_agent(llm=client)
+    controller = AbortController()
+    seen: list[str] = []
+    async for event in agent.send(Session(), "hi", signal=controller.signal):
+        seen.append(event["type"])
+        if event["type"] == "text":
+            controller.abort()
+            await asyncio.sleep(0)  # the consumer's own await must not be cancelled
+    assert seen[-1] == "error"
+
+
+def test_requests_are_json_serializable_without_a_signal() -> None:
+    client = script_client([{"text": "x"}])
+    agent = create_agent(llm=client, prompt=["p"])
+    asyncio.run(collect(agent, Session(), "hi"))
+    json.dumps(client.calls[0])

@@ -1,0 +1,206 @@
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tether import NotJSONSafeError, Session, SessionFormatError, reduce, remember
+from tether.events import RENDER_ONLY
+
+
+def test_render_only_events_return_the_same_session_unchanged() -> None:
+    s = Session(id="s1")
+    before = s.to_json()
+    samples: list[Any] = [
+        {"type": "text", "text": "a", "snapshot": "a"},
+        {"type": "thinking", "text": "hmm"},
+        {"type": "tool_input_delta", "id": "c", "name": "t", "partial": "{", "snapshot": "{"},
+        {"type": "step", "workflow": "w", "step": "s"},
+        {"type": "progress", "stage": "sent"},
+        {"type": "surface", "surface_id": "sf", "line": "{}"},
+        {"type": "guardrail", "name": "g", "target": "output", "action": "deny"},
+        {"type": "trace", "record": {"phase": "tool", "name": "x", "at": 0.0}},
+        {"type": "error", "error": RuntimeError("x")},
+    ]
+    assert {e["type"] for e in samples} == RENDER_ONLY
+    for event in samples:
+        assert reduce(s, event) is s
+    assert s.to_json() == before
+
+
+def test_reduce_folds_message_tool_use_tool_result_and_done() -> None:
+    s = Session(id="s1")
+    for event in [
+        {"type": "message", "role": "user", "text": "hi"},
+        {
+            "type": "tool_use",
+            "id": "a",
+            "name": "t",
+            "input": {"x": 1},
+            "preamble": [{"type": "thinking", "text": "plan", "signature": "sig"}],
+        },
+        {"type": "tool_use", "id": "b", "name": "t", "input": {"x": 2}},
+        {"type": "tool_result", "id": "a", "name": "t", "output": "1"},
+        {"type": "tool_result", "id": "b", "name": "t", "output": "boom", "is_error": True},
+        {"type": "done", "text": "ok", "usage": {}, "stop_reason": "end_turn"},
+    ]:
+        s = reduce(s, event)  # type: ignore[arg-type]
+    assert s.messages == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "text": "plan", "signature": "sig"},
+                {"type": "tool_call", "id": "a", "name": "t", "input": {"x": 1}},
+                {"type": "tool_call", "id": "b", "name": "t", "input": {"x": 2}},
+            ],
+        },
+        {
+            "role": "tool",
+            "content": [
+                {"type": "tool_result", "id": "a", "name": "t", "output": "1", "is_error": False},
+                {"type": "tool_result", "id": "b", "name": "t", "output": "boom", "is_error": True},
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+    ]
+
+
+def test_done_with_empty_text_adds_no_message() -> None:
+    s = Session()
+    reduce(s, {"type": "done", "text": "", "usage": {}, "stop_reason": "max_tool_rounds"})
+    assert s.messages == []
+
+
+def test_remember_sets_keys_and_none_deletes() -> None:
+    s = Session()
+    s = reduce(s, remember({"patient_id": "p_7", "tone": "brief"}))
+    assert s.memory == {"patient_id": "p_7", "tone": "brief"}
+    s = reduce(s, remember({"tone": None}))
+    assert s.memory == {"patient_id": "p_7"}
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ({"when": dt.datetime(2026, 1, 1)}, "memory.when: datetime is not JSON-safe"),
+        ({"a": {"b": [1, {1, 2}]}}, "memory.a.b[1]: set is not JSON-safe"),
+        ({"t": (1, 2)}, "memory.t: tuple is not JSON-safe"),
+        ({"f": math.nan}, "memory.f: float nan is not JSON-safe"),
+        ({"fn": len}, "memory.fn: builtin_function_or_method is not JSON-safe"),
+        ({"k": {1: "x"}}, "memory.k[1]: int key is not JSON-safe"),
+    ],
+)
+def test_a_patch_that_is_not_json_safe_raises_at_the_write_naming_the_path(
+    patch: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(NotJSONSafeError) as info:
+        remember(patch)
+    assert str(info.value) == message
+
+
+def test_reduce_over_a_turn_costs_the_same_on_a_long_session() -> None:
+    # reduce appends in place: the session list object is the one that grows, never copied.
+    long = Session(
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": str(i)}]} for i in range(10_000)
+        ]
+    )
+    messages = long.messages
+    reduce(long, {"type": "message", "role": "user", "text": "x"})
+    assert long.messages is messages and len(messages) == 10_001
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=10,
+)
+parts = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, st.text()),
+    st.builds(lambda t, s: {"type": "thinking", "text": t, "signature": s}, st.text(), st.text()),
+    st.builds(
+        lambda i, n, v: {"type": "tool_call", "id": i, "name": n, "input": v},
+        st.text(min_size=1),
+        st.text(min_size=1),
+        json_values,
+    ),
+    st.builds(
+        lambda i, n, o, e: {"type": "tool_result", "id": i, "name": n, "output": o, "is_error": e},
+        st.text(),
+        st.text(),
+        st.text(),
+        st.booleans(),
+    ),
+)
+sessions = st.builds(
+    lambda sid, msgs, mem: Session(id=sid, messages=msgs, memory=mem),
+    st.text(),
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["user", "assistant", "tool"]),
+                "content": st.lists(parts, max_size=3),
+            }
+        ),
+        max_size=5,
+    ),
+    st.dictionaries(st.text(max_size=8), json_values, max_size=4),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sessions)
+def test_any_session_survives_to_json_from_json(session: Session) -> None:
+    again = Session.from_json(session.to_json())
+    assert again == session
+    assert again.to_json() == session.to_json()
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ("{not json", "session is not JSON"),
+        ("[]", "session must be an object"),
+        (json.dumps({"messages": []}), "session.id must be a string"),
+        (
+            json.dumps({"id": "s", "messages": [{"role": "system", "content": []}]}),
+            "session.messages[0]: a message needs role",
+        ),
+        (
+            json.dumps({"id": "s", "messages": [{"role": "user", "content": [{"type": "img"}]}]}),
+            "session.messages[0].content[0]: unknown part",
+        ),
+        (
+            json.dumps(
+                {
+                    "id": "s",
+                    "messages": [
+                        {
+                            "role": "tool",
+                            "content": [{"type": "tool_result", "id": "a", "name": "t"}],
+                        }
+                    ],
+                }
+            ),
+            "tool_result part lacks 'output'",
+        ),
+        (json.dumps({"id": "s", "memory": []}), "session.memory must be an object"),
+    ],
+)
+def test_a_corrupt_session_raises_a_typed_error_naming_what_is_wrong(
+    data: str, fragment: str
+) -> None:
+    with pytest.raises(SessionFormatError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+        Session.from_json(data)
