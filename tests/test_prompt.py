@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tether import RunContext, Session, ToolDefinitionError, create_agent, prompt_layer
+from tether.testing import collect, script_client
+
+
+async def test_static_layers_come_first_with_cache_control_on_the_last_cached_one() -> None:
+    turn = {"n": 0}
+
+    def context() -> str:
+        turn["n"] += 1
+        return f"turn {turn['n']}"
+
+    client = script_client([{"text": "a"}, {"text": "b"}])
+    agent = create_agent(
+        llm=client,
+        prompt=[
+            prompt_layer("identity", "You are X.", cache=True),
+            prompt_layer("context", context),
+            prompt_layer("rules", "Be brief.", cache=True),
+            prompt_layer("style", "No emoji."),
+        ],
+    )
+    session = Session()
+    await collect(agent, session, "one")
+    await collect(agent, session, "two")
+    assert client.calls[0]["system"] == [
+        {"type": "text", "text": "You are X."},
+        {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "No emoji."},
+        {"type": "text", "text": "turn 1"},
+    ]
+    # dynamic layers are evaluated every turn and never cached
+    assert client.calls[1]["system"][3] == {"type": "text", "text": "turn 2"}
+
+
+async def test_dynamic_layers_may_be_async_and_take_the_context() -> None:
+    async def who(ctx: RunContext) -> str:
+        return f"session {ctx.session_id}; tenant {ctx.services['tenant']}"
+
+    client = script_client([{"text": "a"}])
+    agent = create_agent(llm=client, prompt=[prompt_layer("who", who)], services={"tenant": "acme"})
+    await collect(agent, Session(id="s7"), "hi")
+    assert client.calls[0]["system"] == [{"type": "text", "text": "session s7; tenant acme"}]
+
+
+def test_a_dynamic_layer_cannot_be_cached() -> None:
+    with pytest.raises(ToolDefinitionError, match="cannot be cached"):
+        prompt_layer("now", lambda: "x", cache=True)
+
+
+async def test_no_layer_is_cached_when_none_asks() -> None:
+    client = script_client([{"text": "a"}])
+    agent = create_agent(llm=client, prompt=["one", "two"])
+    await collect(agent, Session(), "hi")
+    system: list[Any] = client.calls[0]["system"]
+    assert all("cache_control" not in block for block in system)
+
+
+def test_joined_string_for_providers_without_blocks() -> None:
+    from tether.prompt import joined
+
+    assert (
+        joined(
+            [
+                {"type": "text", "text": "a"},
+                {"type": "text", "text": "b", "cache_control": {"type": "ephemeral"}},
+            ]
+        )
+        == "a\n\nb"
+    )

@@ -1,0 +1,297 @@
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import jsonschema
+import pytest
+import uvicorn
+from pydantic import Field
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.routing import Route
+
+from tether import (
+    RunContext,
+    Session,
+    ToolDefinitionError,
+    ToolError,
+    create_agent,
+    define_tool,
+    tool,
+)
+from tether.testing import collect, script_client
+
+ADD_SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+    "required": ["a", "b"],
+    "additionalProperties": False,
+}
+
+
+def ctx() -> RunContext:
+    return RunContext(session_id="s")
+
+
+async def test_define_tool_checks_input_at_the_call_boundary() -> None:
+    calls: list[Any] = []
+    t = define_tool(name="add", input_schema=ADD_SCHEMA, execute=lambda i: calls.append(i) or 3)
+    bad = await t.call({"a": 1, "b": "two"}, ctx())
+    assert (
+        bad.is_error
+        and bad.output == "Invalid input for tool add: b: 'two' is not of type 'integer'"
+    )
+    missing = await t.call({"a": 1}, ctx())
+    assert missing.is_error and "'b' is a required property" in missing.output
+    assert calls == []
+    ok = await t.call({"a": 1, "b": 2}, ctx())
+    assert (ok.output, ok.is_error) == ("3", False)
+
+
+async def test_validators_are_compiled_once_per_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    t = define_tool(name="add", input_schema=ADD_SCHEMA, execute=lambda i: i["a"] + i["b"])
+
+    def forbidden(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a validator was built at call time")
+
+    monkeypatch.setattr(jsonschema.validators, "validator_for", forbidden)
+    monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", forbidden)
+    for _ in range(3):
+        assert (await t.call({"a": 1, "b": 2}, ctx())).output == "3"
+
+
+def test_an_invalid_schema_is_refused_at_definition() -> None:
+    with pytest.raises(ToolDefinitionError, match="not a valid JSON Schema"):
+        define_tool(name="x", input_schema={"type": "objekt"}, execute=lambda i: 1)
+
+
+@pytest.mark.parametrize("name", ["", "has space", "x" * 65, "semi;colon"])
+def test_a_tool_name_the_providers_refuse_is_refused_at_definition(name: str) -> None:
+    with pytest.raises(ToolDefinitionError, match="tool name"):
+        define_tool(name=name, execute=lambda i: 1)
+
+
+def test_execute_or_endpoint_exactly_one() -> None:
+    with pytest.raises(ToolDefinitionError, match="exactly one"):
+        define_tool(name="x")
+    with pytest.raises(ToolDefinitionError, match="exactly one"):
+        define_tool(name="x", execute=lambda i: 1, endpoint={"url": "http://x"})
+
+
+async def test_every_tool_failure_becomes_an_error_result() -> None:
+    def boom(i: Any) -> Any:
+        raise KeyError("missing")
+
+    async def slow(i: Any) -> Any:
+        await asyncio.sleep(5)
+
+    def raises_tool_error(i: Any) -> Any:
+        raise ToolError("city not found, try a nearby one")
+
+    cases = {
+        "bad json": (define_tool(name="t", execute=lambda i: 1), '{"a": 1'),
+        "exception": (define_tool(name="t", execute=boom), {}),
+        "timeout": (define_tool(name="t", execute=slow, timeout=0.01), {}),
+        "tool error": (define_tool(name="t", execute=raises_tool_error), {}),
+        "unserializable": (define_tool(name="t", execute=lambda i: {1, 2}), {}),
+    }
+    outputs = {}
+    for label, (t, value) in cases.items():
+        result = await t.call(value, ctx())
+        assert result.is_error, label
+        outputs[label] = result.output
+    assert outputs["bad json"] == "Invalid arguments for tool t: not valid JSON: '{\"a\": 1'"
+    assert outputs["exception"] == "Tool t failed: KeyError: 'missing'"
+    assert outputs["timeout"] == "Tool t timed out after 0.01s"
+    assert outputs["tool error"] == "city not found, try a nearby one"
+    assert outputs["unserializable"].startswith("Tool t returned a value that is not JSON")
+
+
+async def test_the_loop_goes_on_after_a_failed_tool_and_the_model_sees_the_error() -> None:
+    def boom(i: Any) -> Any:
+        raise RuntimeError("db down")
+
+    client = script_client(
+        [
+            {"tool_use": [{"name": "boom", "input": {}}, {"name": "nope", "input": {}}]},
+            {"text": "sorry"},
+        ]
+    )
+    agent = create_agent(llm=client, tools=[define_tool(name="boom", execute=boom)])
+    events = await collect(agent, Session(), "go")
+    results = [e for e in events if e["type"] == "tool_result"]
+    assert results[0]["output"] == "Tool boom failed: RuntimeError: db down"
+    assert results[1]["output"] == "Unknown tool 'nope'. Available tools: boom."
+    assert all(r["is_error"] for r in results)
+    assert events[-1]["text"] == "sorry"
+
+
+async def test_non_string_results_are_json_serialized() -> None:
+    t = define_tool(name="t", execute=lambda i: {"temp": 21.5, "city": "Oslø"})
+    assert (await t.call({}, ctx())).output == '{"temp":21.5,"city":"Oslø"}'
+
+
+async def test_tool_ctx_carries_signal_services_and_remember() -> None:
+    from tether import AbortController
+
+    seen: dict[str, Any] = {}
+
+    async def spy(value: Any, c: RunContext) -> str:
+        seen.update(signal=c.signal, services=c.services, call=c.tool_call_id)
+        c.remember({"seen": True})
+        return "ok"
+
+    controller = AbortController()
+    client = script_client(
+        [{"tool_use": [{"name": "spy", "input": {}, "id": "c1"}]}, {"text": "done"}]
+    )
+    agent = create_agent(
+        llm=client,
+        tools=[define_tool(name="spy", execute=spy)],
+        services={"db": "agent-db", "cache": "agent-cache"},
+    )
+    session = Session()
+    await collect(agent, session, "go", signal=controller.signal, services={"db": "run-db"})
+    assert seen == {
+        "signal": controller.signal,
+        "services": {"db": "run-db", "cache": "agent-cache"},
+        "call": "c1",
+    }
+    assert session.memory == {"seen": True}
+
+
+def test_the_tool_decorator_derives_the_schema_from_a_typed_function() -> None:
+    @tool
+    def forecast(city: Annotated[str, Field(description="City name")], days: int = 1) -> str:
+        """Weather forecast for a city."""
+        return f"{city}:{days}"
+
+    assert forecast.name == "forecast"
+    assert forecast.description == "Weather forecast for a city."
+    assert forecast.input_schema == {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "City name", "title": "City"},
+            "days": {"type": "integer", "default": 1, "title": "Days"},
+        },
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+
+
+async def test_a_typed_tool_validates_converts_and_injects_the_context() -> None:
+    @tool(name="scale", timeout=1)
+    async def scale(value: float, c: RunContext, factor: int = 2) -> dict[str, Any]:
+        """Scale a value."""
+        return {"value": value * factor, "session": c.session_id}
+
+    assert "c" not in scale.input_schema["properties"]
+    good = await scale.call({"value": 1.5}, RunContext(session_id="s9"))
+    assert good.output == '{"value":3.0,"session":"s9"}'
+    bad = await scale.call({"value": "x", "extra": 1}, ctx())
+    assert bad.is_error
+    assert "value: Input should be a valid number" in bad.output
+    assert "extra: Extra inputs are not permitted" in bad.output
+
+
+# -- endpoint tools, against a real local HTTP server -------------------------------------------
+
+
+async def _echo(request: Request) -> Any:
+    if request.method == "GET":
+        return JSONResponse({"method": "GET", "q": dict(request.query_params)})
+    return JSONResponse(
+        {
+            "method": request.method,
+            "body": await request.json(),
+            "auth": request.headers.get("authorization"),
+        }
+    )
+
+
+async def _fail(request: Request) -> Any:
+    return PlainTextResponse("upstream is sad", status_code=503)
+
+
+async def _slow(request: Request) -> Any:
+    await asyncio.sleep(2)
+    return PlainTextResponse("late")
+
+
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[str]:
+    app = Starlette(
+        routes=[
+            Route("/echo", _echo, methods=["GET", "POST"]),
+            Route("/fail", _fail, methods=["POST"]),
+            Route("/slow", _slow, methods=["POST"]),
+        ]
+    )
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(5)
+
+
+async def test_an_endpoint_tool_posts_its_input_as_json(http_server: str) -> None:
+    client = script_client(
+        [{"tool_use": [{"name": "echo", "input": {"q": "oslo"}}]}, {"text": "ok"}]
+    )
+    echo = define_tool(
+        name="echo",
+        endpoint={
+            "url": f"{http_server}/echo",
+            "method": "POST",
+            "headers": {"authorization": "Bearer t"},
+        },
+    )
+    async with create_agent(llm=client, tools=[echo]) as agent:
+        events = await collect(agent, Session(), "go")
+    result = next(e for e in events if e["type"] == "tool_result")
+    assert result == {
+        "type": "tool_result",
+        "id": "call_1",
+        "name": "echo",
+        "output": '{"method":"POST","body":{"q":"oslo"},"auth":"Bearer t"}',
+    }
+
+
+async def test_an_endpoint_get_sends_query_parameters(http_server: str) -> None:
+    agent = create_agent(llm=script_client([]))
+    t = define_tool(name="echo", endpoint={"url": f"{http_server}/echo", "method": "GET"})
+    c = RunContext(session_id="s", _http=agent._http)
+    assert (await t.call({"q": "x"}, c)).output == '{"method":"GET","q":{"q":"x"}}'
+    await agent.aclose()
+
+
+async def test_endpoint_errors_and_timeouts_are_error_results(http_server: str) -> None:
+    agent = create_agent(llm=script_client([]))
+    c = RunContext(session_id="s", _http=agent._http)
+    fail = define_tool(name="fail", endpoint={"url": f"{http_server}/fail"})
+    slow = define_tool(name="slow", endpoint={"url": f"{http_server}/slow", "timeout": 0.1})
+    dead = define_tool(name="dead", endpoint={"url": "http://127.0.0.1:9/none"})
+    r1, r2, r3 = [await t.call({}, c) for t in (fail, slow, dead)]
+    await agent.aclose()
+    assert (
+        r1.is_error
+        and r1.output == f"Tool fail: endpoint {http_server}/fail answered 503: upstream is sad"
+    )
+    assert (
+        r2.is_error and r2.output == f"Tool slow: endpoint {http_server}/slow timed out after 0.1s"
+    )
+    assert r3.is_error and r3.output.startswith(
+        "Tool dead: endpoint http://127.0.0.1:9/none failed"
+    )
