@@ -1,52 +1,128 @@
 """Guardrails: deterministic code between the model and the world.
 
-A `tool_call` guardrail sees a call before it executes and may allow (return None), rewrite
-(``{"action": "rewrite", "input": ...}``) or deny (``{"action": "deny", "reason": ...}``). An `output`
-guardrail sees the text of the round that ends the turn and may rewrite (``{"text": ...}``) or
-deny it. They run in declaration order; a rewrite feeds the next, the first deny stops the chain.
+A `tool_call` guardrail sees a call before it executes and may allow (return None or
+``{"action": "allow"}``), rewrite (``{"action": "rewrite", "input": {...}}``) or deny
+(``{"action": "deny", "reason": "..."}``). An `output` guardrail sees the text of the round that
+ends the turn and may rewrite it (``{"action": "rewrite", "text": "..."}``) or deny it.
+
+Guardrails run in declaration order and chain: a rewrite feeds the next one, the first deny stops
+the chain. A guardrail decides from the call (or the final text) and the harness's own context;
+the text of a tool result, a resource or a model turn is data and never reaches it as anything
+else.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, cast
 
 from .errors import ToolDefinitionError
 
-__all__ = ["Guardrail", "define_guardrail"]
+__all__ = [
+    "Guardrail",
+    "GuardrailDecision",
+    "OutputGuardrail",
+    "ToolCallGuardrail",
+    "ToolCallSubject",
+    "decide",
+    "define_guardrail",
+]
 
-GuardrailFn = Callable[..., Any]
+
+class ToolCallSubject(TypedDict):
+    """What a `tool_call` guardrail is shown: the call, and nothing the call did not carry."""
+
+    id: str
+    name: str
+    input: Any
+
+
+class GuardrailDecision(TypedDict):
+    """A non-allow decision. `input` goes with a tool-call rewrite, `text` with an output one."""
+
+    action: Literal["rewrite", "deny"]
+    reason: NotRequired[str]
+    input: NotRequired[Any]
+    text: NotRequired[str]
+
+
+_Result: TypeAlias = GuardrailDecision | dict[str, Any] | None
+ToolCallGuardrail: TypeAlias = Callable[..., _Result | Awaitable[_Result]]
+"""``(call: ToolCallSubject, ctx: RunContext) -> decision | None``, sync or async; ctx optional."""
+OutputGuardrail: TypeAlias = Callable[..., _Result | Awaitable[_Result]]
+"""``(text: str, ctx: RunContext) -> decision | None``, sync or async; ctx optional."""
+
+Target: TypeAlias = Literal["tool_call", "output"]
 
 
 @dataclass(slots=True, frozen=True)
 class Guardrail:
+    """A named guardrail with one or both attach points. Build one with `define_guardrail`."""
+
     name: str
-    tool_call: GuardrailFn | None = None
-    output: GuardrailFn | None = None
+    """Names the guardrail in `guardrail` events, trace records and denial messages."""
+    tool_call: ToolCallGuardrail | None = None
+    """Runs before a tool call executes."""
+    output: OutputGuardrail | None = None
+    """Runs on the text of the round that ends the turn."""
 
 
 def define_guardrail(
-    *, name: str, tool_call: GuardrailFn | None = None, output: GuardrailFn | None = None
+    *,
+    name: str,
+    tool_call: ToolCallGuardrail | None = None,
+    output: OutputGuardrail | None = None,
 ) -> Guardrail:
-    """`tool_call(call, ctx)` and `output(text, ctx)` may be sync or async."""
+    """Declare a guardrail. `tool_call(call, ctx)` and `output(text, ctx)` may be sync or async,
+    and may take only their first argument. `ctx` is the same context a tool receives
+    (`services`, `memory`, `remember()`, `trace()`, `signal`)."""
+    if not isinstance(name, str) or not name:
+        raise ToolDefinitionError(f"a guardrail needs a non-empty name, got {name!r}")
     if tool_call is None and output is None:
         raise ToolDefinitionError(f"guardrail {name!r} needs tool_call=, output= or both")
+    for label, fn in (("tool_call", tool_call), ("output", output)):
+        if fn is not None and not callable(fn):
+            raise ToolDefinitionError(f"guardrail {name!r}: {label}= must be callable")
     return Guardrail(name, tool_call, output)
 
 
-async def decide(fn: GuardrailFn, subject: Any, ctx: Any) -> dict[str, Any] | None:
-    """Run one guardrail function; None or ``{"action": "allow"}`` means allow."""
-    n = len(inspect.signature(fn).parameters)
-    result = fn(subject, ctx) if n >= 2 else fn(subject)
+def _takes_ctx(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # some builtins and C callables have no signature
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+async def decide(
+    fn: Callable[..., Any], subject: Any, ctx: Any, *, target: Target | None = None
+) -> GuardrailDecision | None:
+    """Run one guardrail function and return its decision; None means allow.
+
+    A result that is not None or a dict with action 'allow', 'rewrite' or 'deny' raises
+    ToolDefinitionError (the loop turns that into a denial: a guardrail that cannot be read
+    fails closed). With `target`, a rewrite must also carry what it rewrites: ``input`` for a
+    tool call, a string ``text`` for output.
+    """
+    result = fn(subject, ctx) if _takes_ctx(fn) else fn(subject)
     if inspect.isawaitable(result):
         result = await result
-    if result is None or (isinstance(result, dict) and result.get("action") == "allow"):
+    if result is None:
         return None
-    if not isinstance(result, dict) or result.get("action") not in ("rewrite", "deny"):
+    action = result.get("action") if isinstance(result, dict) else None
+    if action == "allow":
+        return None
+    if action not in ("rewrite", "deny"):
         raise ToolDefinitionError(
-            f"a guardrail returned {result!r}; return None, or a dict with action "
+            f"a guardrail returned {result!r:.200}; return None, or a dict with action "
             "'allow', 'rewrite' or 'deny'"
         )
-    return result
+    if action == "rewrite":
+        if target == "tool_call" and "input" not in result:
+            raise ToolDefinitionError("a tool_call guardrail's rewrite needs an 'input'")
+        if target == "output" and not isinstance(result.get("text"), str):
+            raise ToolDefinitionError("an output guardrail's rewrite needs a string 'text'")
+    return cast(GuardrailDecision, result)

@@ -168,7 +168,9 @@ async def run_turn(
             if intr is not None:
                 intr.armed = False
             if tracer is not None:
-                yield tracer.record("prompt", "assembled", _prompt_data(system))
+                yield tracer.record(
+                    "prompt", "assembled", {"round": rounds, **_prompt_data(system)}
+                )
             request: ChatRequest = {"model": client.model, "system": system, "messages": messages}
             if specs:
                 request["tools"] = specs
@@ -241,8 +243,16 @@ async def run_turn(
                         yield tracer.record(
                             "response",
                             "chat:failed",
-                            {"round": rounds, "model": client.model, "error": repr(exc)},
+                            {
+                                "round": rounds,
+                                "model": client.model,
+                                "error": repr(exc),
+                                "error_type": type(exc).__name__,
+                            },
                         )
+                        for tev in tracer.drain():
+                            yield tev
+                        yield tracer.record("usage", "turn:failed", dict(usage))
                     yield {"type": "error", "error": exc}
                     return
                 finally:
@@ -260,6 +270,8 @@ async def run_turn(
                         "round": rounds,
                         "model": client.model,
                         "stop_reason": stop_reason,
+                        "tool_calls": sum(1 for p in finish["content"] if p["type"] == "tool_call"),
+                        "usage": dict(finish["usage"]),
                         "ms": round((time.perf_counter() - started) * 1000, 3),
                     },
                 )
@@ -378,6 +390,10 @@ async def run_turn(
                 "is_error": True,
             }
             yield res
+        if tracer is not None:
+            for tev in tracer.drain():
+                yield tev
+            yield tracer.record("usage", "turn:aborted", dict(usage))
         yield {"type": "error", "error": exc}
     finally:
         if intr is not None:
@@ -428,7 +444,7 @@ async def _execute(
         chain.extend(agent._tool_guards)
         for gname, fn in chain:
             try:
-                decision = await decide(fn, subject, call_ctx)
+                decision = await decide(fn, subject, call_ctx, target="tool_call")
             except Exception as exc:
                 decision = {
                     "action": "deny",
@@ -454,7 +470,13 @@ async def _execute(
                     tracer.record(
                         "guardrail",
                         gname,
-                        {"target": "tool_call", "action": action, "reason": reason, "tool": name},
+                        {
+                            "target": "tool_call",
+                            "action": action,
+                            "reason": reason,
+                            "tool": name,
+                            "tool_use_id": cid,
+                        },
                     )
                 )
             if action == "deny":
@@ -496,7 +518,7 @@ async def _finish(
         original = text
         for gname, fn in agent._output_guards:
             try:
-                decision = await decide(fn, text, ctx)
+                decision = await decide(fn, text, ctx, target="output")
             except Exception as exc:
                 decision = {
                     "action": "deny",

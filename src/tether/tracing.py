@@ -1,4 +1,25 @@
-"""Tracing: structured records of what the harness did, to a sink and onto the event stream."""
+"""Tracing: structured records of what the harness did, to a sink and onto the event stream.
+
+Off by default. ``trace=True`` logs each record on the ``tether.trace`` logger; a callable is
+the sink. Every record is also yielded as a ``{"type": "trace", "record": ...}`` event, so a UI
+can render the same thing the sink received. A record is
+``{"phase", "name", "at", "session_id"?, "data"?}`` with `phase` from the closed `TRACE_PHASES`:
+
+| phase       | name                          | data                                             |
+|-------------|-------------------------------|--------------------------------------------------|
+| `prompt`    | `assembled`                   | round, layers, cached_blocks, chars              |
+| `request`   | `chat`                        | round, model, tools (offered)                    |
+| `response`  | `chat` / `chat:failed`        | round, model, stop_reason, tool_calls, usage, ms |
+|             |                               | / round, model, error, error_type                |
+| `tool`      | the tool's name               | id, ms, is_error                                 |
+| `workflow`  | what the step named           | whatever it passed to ``ctx.trace()``           |
+| `guardrail` | the guardrail's name          | target, action, reason, tool?, tool_use_id?      |
+| `usage`     | `turn` / `turn:failed` / `turn:aborted` | the turn's token totals                |
+| `mcp`       | `connect` / `connect:failed`  | per source                                       |
+
+A sink that raises warns (once per turn) and the turn goes on. There is no exporter protocol:
+`tether.otel` is one sink, and any function is another.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +29,41 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
+from .errors import ConfigError
 from .events import TraceEvent, TracePhase, TraceRecord
 
 __all__ = ["TraceSink", "Tracer", "logging_sink"]
 
 TraceSink: TypeAlias = Callable[[TraceRecord], Any]
+"""Receives every record as it is made; its return value is ignored."""
 
 logger = logging.getLogger("tether.trace")
 
 
 def logging_sink(record: TraceRecord) -> None:
-    """The sink `trace=True` uses: one INFO line per record on the ``tether.trace`` logger."""
-    logger.info("%s %s %s", record["phase"], record["name"], record.get("data", {}))
+    """The sink ``trace=True`` uses: one INFO line per record on the ``tether.trace`` logger.
+
+    The record itself rides the log record as ``tether_trace`` for handlers that want the
+    structure rather than the line.
+    """
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    logger.info(
+        "%s %s %s",
+        record["phase"],
+        record["name"],
+        record.get("data", {}),
+        extra={"tether_trace": record},
+    )
 
 
 class Tracer:
-    """Builds records, hands them to the sink, and keeps the ones raised inside a call (a tool,
-    a guardrail, a step) until the loop can put them on the stream."""
+    """One turn's (or one workflow run's) tracer.
+
+    Builds records, hands each to the sink at once, and keeps the ones raised inside a call (a
+    tool, a guardrail, a prompt layer, a step) in `buffer` until the loop can put them on the
+    stream.
+    """
 
     __slots__ = ("_warned", "buffer", "session_id", "sink")
 
@@ -42,6 +81,8 @@ class Tracer:
         *,
         buffer: bool = False,
     ) -> TraceEvent:
+        """Make a record, give it to the sink, and return its `trace` event (kept in `buffer`
+        instead when `buffer` is true)."""
         rec: TraceRecord = {"phase": phase, "name": name, "at": time.time()}
         if self.session_id is not None:
             rec["session_id"] = self.session_id
@@ -53,7 +94,10 @@ class Tracer:
             if not self._warned:
                 self._warned = True
                 warnings.warn(
-                    f"trace sink raised {exc!r}; the turn goes on", RuntimeWarning, stacklevel=2
+                    f"the trace sink {self.sink!r} raised {exc!r}; the turn goes on "
+                    "(further failures of this turn are not reported)",
+                    RuntimeWarning,
+                    stacklevel=2,
                 )
         event: TraceEvent = {"type": "trace", "record": rec}
         if buffer:
@@ -61,12 +105,19 @@ class Tracer:
         return event
 
     def drain(self) -> list[TraceEvent]:
+        """The buffered events, oldest first; the buffer is left empty."""
         out, self.buffer = self.buffer, []
         return out
 
     @classmethod
     def from_option(cls, option: bool | TraceSink | None, session_id: str | None) -> Tracer | None:
+        """The tracer for an agent's ``trace=`` option: None (off), True (logging) or a sink."""
         if option is None or option is False:
             return None
-        sink = logging_sink if option is True else option
-        return cls(sink, session_id)
+        if option is True:
+            return cls(logging_sink, session_id)
+        if not callable(option):
+            raise ConfigError(
+                f"trace= must be True, False or a callable sink, got {type(option).__name__}"
+            )
+        return cls(option, session_id)
