@@ -1,0 +1,121 @@
+"""Harness overhead of the tool-call loop, with the scripted client (no network).
+
+    .venv/bin/python bench/loop_overhead.py
+
+Prints medians of:
+- µs per tool round: one 10-round turn (one trivial `add` tool) per run, divided by 10;
+- µs per streamed text chunk: one turn of 2,000 chunks, minus a 1-chunk turn, per chunk;
+- reduce() over one turn's events on a 10-message and a 10,000-message session;
+- bytes held by a finished 10-round session against the size of its JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import statistics
+import sys
+import time
+from typing import Any
+
+from tether import Session, create_agent, define_tool, reduce
+from tether.testing import script_client
+
+ADD = define_tool(
+    name="add",
+    description="Add two integers",
+    input_schema={
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    },
+    execute=lambda i: i["a"] + i["b"],
+)
+ROUNDS = 10
+
+
+def tool_turns() -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = [
+        {"tool_use": [{"name": "add", "input": {"a": i, "b": 1}, "id": f"c{i}"}]}
+        for i in range(ROUNDS - 1)
+    ]
+    turns.append({"text": "done"})
+    return turns
+
+
+async def one_tool_run() -> tuple[float, Session, list[Any]]:
+    agent = create_agent(llm=script_client(tool_turns()), prompt=["You add."], tools=[ADD])
+    session = Session()
+    events: list[Any] = []
+    start = time.perf_counter()
+    async for event in agent.send(session, "count"):
+        reduce(session, event)
+        events.append(event)
+    return time.perf_counter() - start, session, events
+
+
+async def chunk_run(n: int) -> float:
+    agent = create_agent(llm=script_client([{"text": ["x"] * n}]))
+    session = Session()
+    start = time.perf_counter()
+    async for event in agent.send(session, "stream"):
+        reduce(session, event)
+    return time.perf_counter() - start
+
+
+def deep_size(obj: Any, seen: set[int]) -> int:
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    size = sys.getsizeof(obj)
+    if isinstance(obj, dict):
+        size += sum(deep_size(k, seen) + deep_size(v, seen) for k, v in obj.items())
+    elif isinstance(obj, list):
+        size += sum(deep_size(v, seen) for v in obj)
+    return size
+
+
+def reduce_cost(prefill: int, events: list[Any], repeats: int = 200) -> float:
+    base = [
+        {"role": "user", "content": [{"type": "text", "text": f"m{i}"}]} for i in range(prefill)
+    ]
+    samples = []
+    for _ in range(repeats):
+        session = Session(messages=list(base))
+        start = time.perf_counter()
+        for event in events:
+            reduce(session, event)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e6
+
+
+async def main() -> None:
+    for _ in range(20):  # warm up
+        await one_tool_run()
+    gc.collect()
+    samples = [(await one_tool_run())[0] for _ in range(300)]
+    per_round = statistics.median(samples) / ROUNDS * 1e6
+    _, session, events = await one_tool_run()
+
+    big = [await chunk_run(2000) for _ in range(30)]
+    small = [await chunk_run(1) for _ in range(30)]
+    per_chunk = (statistics.median(big) - statistics.median(small)) / 1999 * 1e6
+
+    r10 = reduce_cost(10, events)
+    r10k = reduce_cost(10_000, events)
+
+    held = deep_size(session.messages, set()) + deep_size(session.memory, set())
+    json_size = len(session.to_json().encode())
+
+    print(f"tool round (10 rounds/run, median of 300): {per_round:8.1f} µs per round")
+    print(f"streamed text chunk:                       {per_chunk:8.2f} µs per chunk")
+    print(f"reduce over one turn ({len(events)} events), 10 msgs:   {r10:8.1f} µs")
+    print(f"reduce over one turn ({len(events)} events), 10k msgs:  {r10k:8.1f} µs")
+    print(
+        f"finished 10-round session: {held} bytes in memory, {json_size} bytes of JSON "
+        f"({held / json_size:.2f}x)"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
