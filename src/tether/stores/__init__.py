@@ -7,10 +7,23 @@ share `tether.stores.sqlite` (connection helper, ordered named migrations, trans
 
 from __future__ import annotations
 
-from .sqlite import Migrations, connect, transaction
+from .sqlite import Migrations, SqliteWorkflowStore, connect, transaction
+from .workflow_store import (
+    InMemoryWorkflowStore,
+    RunStatus,
+    StepRecord,
+    WorkflowRunRecord,
+    WorkflowStore,
+)
 
 __all__ = [
+    "InMemoryWorkflowStore",
     "Migrations",
+    "RunStatus",
+    "SqliteWorkflowStore",
+    "StepRecord",
+    "WorkflowRunRecord",
+    "WorkflowStore",
     "connect",
     "transaction",
 ]

@@ -29,20 +29,33 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
+from typing import Any, Literal
 
 from ..errors import StoreError
+from .workflow_store import (
+    StepRecord,
+    WorkflowRunRecord,
+    _check_finish,
+    _check_status,
+    _decode,
+    _decode_error,
+    _encode,
+)
 
 __all__ = [
     "MIGRATIONS_TABLE",
     "Migration",
     "Migrations",
+    "SqliteWorkflowStore",
     "connect",
     "transaction",
+    "workflow_migrations",
 ]
 
 MIGRATIONS_TABLE = "_tether_migrations"
@@ -223,3 +236,273 @@ def _ensure_table(conn: sqlite3.Connection) -> None:
         " applied_at TEXT NOT NULL,"
         " PRIMARY KEY (store, name))"
     )
+
+
+# -- the SQLite WorkflowStore ----------------------------------------------------------------
+
+workflow_migrations = Migrations("workflow")
+"""Schema of `SqliteWorkflowStore`. Append only."""
+
+
+@workflow_migrations
+def m001_create_workflow_tables(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE workflow_runs ("
+        " run_id TEXT PRIMARY KEY,"
+        " workflow_id TEXT NOT NULL,"
+        " status TEXT NOT NULL,"
+        " input TEXT NOT NULL,"
+        " output TEXT,"
+        " error TEXT,"
+        " parent_run_id TEXT,"
+        " root_run_id TEXT NOT NULL,"
+        " parent_step_id TEXT,"
+        " attempts INTEGER NOT NULL DEFAULT 1,"
+        " created_at REAL NOT NULL,"
+        " updated_at REAL NOT NULL)"
+    )
+    conn.execute("CREATE INDEX workflow_runs_by_workflow ON workflow_runs (workflow_id)")
+    conn.execute("CREATE INDEX workflow_runs_by_root ON workflow_runs (root_run_id)")
+    conn.execute(
+        "CREATE TABLE workflow_steps ("
+        " run_id TEXT NOT NULL REFERENCES workflow_runs (run_id),"
+        " step_id TEXT NOT NULL,"
+        " seq INTEGER NOT NULL,"
+        " name TEXT NOT NULL,"
+        " output TEXT NOT NULL,"
+        " created_at REAL NOT NULL,"
+        " PRIMARY KEY (run_id, step_id),"
+        " UNIQUE (run_id, seq))"
+    )
+
+
+_RUN_COLUMNS = (
+    "run_id, workflow_id, status, input, output, error, parent_run_id, root_run_id,"
+    " parent_step_id, attempts, created_at, updated_at"
+)
+_STEP_COLUMNS = "run_id, step_id, name, seq, output, created_at"
+
+
+class SqliteWorkflowStore:
+    """A WorkflowStore in SQLite: one row per run, one row per completed step.
+
+    Takes its connection from the caller (see `connect()`) and migrates on construction; use
+    `SqliteWorkflowStore.open(path)` to have the store open — and later close — its own.
+    Each append is one `BEGIN IMMEDIATE` transaction, so several processes may journal into one
+    file; a step's sequence number comes from the `(run_id, seq)` index, so an append costs the
+    same at step 10 and step 10,000.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, *, _owned: bool = False) -> None:
+        self._conn = conn
+        self._owned = _owned
+        self._closed = False
+        workflow_migrations.apply(conn)
+
+    @classmethod
+    def open(cls, path: str | PathLike[str]) -> SqliteWorkflowStore:
+        """Open (creating if needed) the database at `path`; `aclose()` closes it."""
+        return cls(connect(path), _owned=True)
+
+    def _db(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError("the workflow store is closed")
+        return self._conn
+
+    @staticmethod
+    def _run(row: tuple[Any, ...]) -> WorkflowRunRecord:
+        run_id = row[0]
+        where = f"workflow run {run_id!r}"
+        return WorkflowRunRecord(
+            run_id=run_id,
+            workflow_id=row[1],
+            status=_check_status(row[2], where),
+            input=_decode(row[3], f"{where}.input"),
+            output=None if row[4] is None else _decode(row[4], f"{where}.output"),
+            error=_decode_error(row[5], where),
+            parent_run_id=row[6],
+            root_run_id=row[7],
+            parent_step_id=row[8],
+            attempts=row[9],
+            created_at=row[10],
+            updated_at=row[11],
+        )
+
+    @staticmethod
+    def _step(row: tuple[Any, ...]) -> StepRecord:
+        where = f"workflow step {row[0]!r}/{row[1]!r}"
+        return StepRecord(
+            run_id=row[0],
+            step_id=row[1],
+            name=row[2],
+            seq=row[3],
+            output=_decode(row[4], f"{where}.output"),
+            created_at=row[5],
+        )
+
+    def _fetch_run(self, run_id: str) -> WorkflowRunRecord:
+        row = (
+            self._db()
+            .execute(f"SELECT {_RUN_COLUMNS} FROM workflow_runs WHERE run_id = ?", (run_id,))
+            .fetchone()
+        )
+        if row is None:
+            raise StoreError(f"no workflow run {run_id!r}")
+        return self._run(row)
+
+    async def create_run(
+        self,
+        *,
+        run_id: str,
+        workflow_id: str,
+        input: Any,
+        parent_run_id: str | None = None,
+        root_run_id: str | None = None,
+        parent_step_id: str | None = None,
+    ) -> WorkflowRunRecord:
+        conn = self._db()
+        encoded = _encode(input, "input")
+        now = time.time()
+        try:
+            with transaction(conn):
+                conn.execute(
+                    f"INSERT INTO workflow_runs ({_RUN_COLUMNS})"
+                    " VALUES (?, ?, 'running', ?, NULL, NULL, ?, ?, ?, 1, ?, ?)",
+                    (
+                        run_id,
+                        workflow_id,
+                        encoded,
+                        parent_run_id,
+                        root_run_id or run_id,
+                        parent_step_id,
+                        now,
+                        now,
+                    ),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(f"workflow run {run_id!r} already exists") from exc
+        return self._fetch_run(run_id)
+
+    async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
+        row = (
+            self._db()
+            .execute(f"SELECT {_RUN_COLUMNS} FROM workflow_runs WHERE run_id = ?", (run_id,))
+            .fetchone()
+        )
+        return None if row is None else self._run(row)
+
+    async def start_attempt(self, run_id: str) -> WorkflowRunRecord:
+        conn = self._db()
+        with transaction(conn):
+            cur = conn.execute(
+                "UPDATE workflow_runs SET status = 'running', attempts = attempts + 1,"
+                " updated_at = ? WHERE run_id = ?",
+                (time.time(), run_id),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"no workflow run {run_id!r}")
+        return self._fetch_run(run_id)
+
+    async def finish_run(
+        self,
+        run_id: str,
+        *,
+        status: Literal["completed", "failed", "cancelled"],
+        output: Any = None,
+        error: dict[str, Any] | None = None,
+    ) -> WorkflowRunRecord:
+        conn = self._db()
+        out, err = _check_finish(status, error, output)
+        with transaction(conn):
+            cur = conn.execute(
+                "UPDATE workflow_runs SET status = ?, output = ?, error = ?, updated_at = ?"
+                " WHERE run_id = ?",
+                (status, out, err, time.time(), run_id),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"no workflow run {run_id!r}")
+        return self._fetch_run(run_id)
+
+    async def list_runs(
+        self,
+        *,
+        workflow_id: str | None = None,
+        root_run_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[WorkflowRunRecord]:
+        where: list[str] = []
+        params: list[Any] = []
+        if workflow_id is not None:
+            where.append("workflow_id = ?")
+            params.append(workflow_id)
+        if root_run_id is not None:
+            where.append("root_run_id = ?")
+            params.append(root_run_id)
+        sql = f"SELECT {_RUN_COLUMNS} FROM workflow_runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY rowid DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [self._run(row) for row in self._db().execute(sql, params).fetchall()]
+
+    async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
+        conn = self._db()
+        encoded = _encode(output, "output")
+        # Read-then-write inside BEGIN IMMEDIATE: no other writer can slip in between.
+        with transaction(conn):
+            if (
+                conn.execute("SELECT 1 FROM workflow_runs WHERE run_id = ?", (run_id,)).fetchone()
+                is None
+            ):
+                raise StoreError(f"no workflow run {run_id!r}")
+            row = conn.execute(
+                f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? AND step_id = ?",
+                (run_id, step_id),
+            ).fetchone()
+            if row is None:
+                (last,) = conn.execute(
+                    "SELECT COALESCE(MAX(seq), 0) FROM workflow_steps WHERE run_id = ?",
+                    (run_id,),
+                ).fetchone()
+                row = (run_id, step_id, name, last + 1, encoded, time.time())
+                conn.execute(
+                    f"INSERT INTO workflow_steps ({_STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", row
+                )
+        return self._step(row)
+
+    async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
+        row = (
+            self._db()
+            .execute(
+                f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? AND step_id = ?",
+                (run_id, step_id),
+            )
+            .fetchone()
+        )
+        return None if row is None else self._step(row)
+
+    async def list_steps(self, run_id: str) -> list[StepRecord]:
+        rows = (
+            self._db()
+            .execute(
+                f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? ORDER BY seq",
+                (run_id,),
+            )
+            .fetchall()
+        )
+        return [self._step(row) for row in rows]
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._owned:
+            self._conn.close()
+
+    async def __aenter__(self) -> SqliteWorkflowStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
