@@ -63,6 +63,20 @@ async def chunk_run(n: int) -> float:
     return time.perf_counter() - start
 
 
+async def realistic_session() -> Session:
+    lookup = define_tool(name="lookup", execute=lambda i: "r" * 300)
+    turns: list[dict[str, Any]] = [
+        {"text": "t" * 200, "tool_use": [{"name": "lookup", "input": {"q": f"query {i}"}}]}
+        for i in range(ROUNDS - 1)
+    ]
+    turns.append({"text": "a" * 200})
+    agent = create_agent(llm=script_client(turns), tools=[lookup])
+    session = Session()
+    async for event in agent.send(session, "research"):
+        reduce(session, event)
+    return session
+
+
 def deep_size(obj: Any, seen: set[int]) -> int:
     if id(obj) in seen:
         return 0
@@ -106,6 +120,9 @@ async def main() -> None:
 
     held = deep_size(session.messages, set()) + deep_size(session.memory, set())
     json_size = len(session.to_json().encode())
+    realistic = await realistic_session()
+    held_r = deep_size(realistic.messages, set())
+    json_r = len(realistic.to_json().encode())
 
     print(f"tool round (10 rounds/run, median of 300): {per_round:8.1f} µs per round")
     print(f"streamed text chunk:                       {per_chunk:8.2f} µs per chunk")
@@ -114,6 +131,10 @@ async def main() -> None:
     print(
         f"finished 10-round session: {held} bytes in memory, {json_size} bytes of JSON "
         f"({held / json_size:.2f}x)"
+    )
+    print(
+        f"10-round session, 300-byte tool outputs, 200-char replies: {held_r} bytes in memory, "
+        f"{json_r} bytes of JSON ({held_r / json_r:.2f}x)"
     )
 
 

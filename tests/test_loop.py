@@ -427,3 +427,61 @@ def test_requests_are_json_serializable_without_a_signal() -> None:
     agent = create_agent(llm=client, prompt=["p"])
     asyncio.run(collect(agent, Session(), "hi"))
     json.dumps(client.calls[0])
+
+
+async def test_tool_input_deltas_carry_the_raw_json_snapshot_per_call() -> None:
+    client = script_client(
+        [
+            {
+                "tool_use": [
+                    {
+                        "name": "add",
+                        "input": {"a": 1, "b": 2},
+                        "id": "x",
+                        "partials": ['{"a"', ": 1, ", '"b": 2}'],
+                    },
+                    {
+                        "name": "add",
+                        "input": {"a": 5, "b": 5},
+                        "id": "y",
+                        "partials": ['{"a": 5, "b": 5}'],
+                    },
+                ]
+            },
+            {"text": "ok"},
+        ]
+    )
+    agent = create_agent(llm=client, tools=[add_tool()])
+    events = await collect(agent, Session(), "go")
+    deltas = [
+        (e["id"], e["partial"], e["snapshot"]) for e in events if e["type"] == "tool_input_delta"
+    ]
+    assert deltas == [
+        ("x", '{"a"', '{"a"'),
+        ("x", ": 1, ", '{"a": 1, '),
+        ("x", '"b": 2}', '{"a": 1, "b": 2}'),
+        ("y", '{"a": 5, "b": 5}', '{"a": 5, "b": 5}'),
+    ]
+    # execution happens only on tool_use, after every delta
+    assert kinds(events).index("tool_use") > max(
+        i for i, e in enumerate(events) if e["type"] == "tool_input_delta"
+    )
+
+
+async def test_a_tool_remembering_something_not_json_safe_gets_an_error_result() -> None:
+    import datetime as dt
+
+    async def bad(value: Any, ctx: RunContext) -> str:
+        ctx.remember({"when": dt.date(2026, 1, 1)})
+        return "unreachable"
+
+    client = script_client([{"tool_use": [{"name": "bad", "input": {}}]}, {"text": "ok"}])
+    agent = create_agent(llm=client, tools=[define_tool(name="bad", execute=bad)])
+    session = Session()
+    events = await collect(agent, session, "go")
+    result = next(e for e in events if e["type"] == "tool_result")
+    assert result["is_error"]
+    assert (
+        result["output"] == "Tool bad failed: NotJSONSafeError: memory.when: date is not JSON-safe"
+    )
+    assert session.memory == {}
