@@ -19,25 +19,24 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from os import PathLike
-from typing import Any, Literal, Protocol, TypeAlias, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from .._json import check_json_safe, dumps
 from ..errors import StoreCorruptError, StoreError
 from .message_store import SqliteBacked
 from .sqlite import Migrations, connect, transaction
+from .workflow_store import RUN_STATUSES, RunStatus
 
 __all__ = [
     "InMemoryRunStore",
     "NewRunEvent",
     "RunEvent",
     "RunInfo",
-    "RunStatus",
     "RunStore",
     "SqliteRunStore",
 ]
 
-RunStatus: TypeAlias = Literal["running", "finished", "failed", "cancelled"]
-_STATUSES = ("running", "finished", "failed", "cancelled")
+_STATUSES = RUN_STATUSES
 
 
 @dataclass(slots=True, frozen=True)
@@ -53,7 +52,7 @@ class RunInfo:
     started_at: float = 0.0
     """Unix time the run started."""
     ended_at: float | None = None
-    """Unix time it finished, failed or was cancelled."""
+    """Unix time it completed, failed or was cancelled."""
     tags: list[str] = field(default_factory=list)
     memory_scope: str | None = None
     """The conversation an episode ran on."""

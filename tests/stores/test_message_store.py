@@ -1,0 +1,278 @@
+"""The MessageStore contract, run against every implementation.
+
+Adding an implementation is one line in STORES: a name and a factory taking pytest's tmp_path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
+from tether.stores.message_store import (
+    InMemoryMessageStore,
+    MessageStore,
+    SqliteMessageStore,
+    StoredRecord,
+)
+from tether.stores.sqlite import connect
+
+STORES: dict[str, Callable[[Path], MessageStore]] = {
+    "memory": lambda tmp: InMemoryMessageStore(),
+    "sqlite": lambda tmp: SqliteMessageStore.open(tmp / "messages.db"),
+}
+
+
+@pytest.fixture(params=list(STORES))
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MessageStore]:
+    s = STORES[request.param](tmp_path)
+    yield s
+    await s.aclose()
+
+
+def user(text: str) -> StoredRecord:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def text_of(record: StoredRecord) -> str:
+    part: Any = record["content"][0]
+    return str(part["text"])
+
+
+def assistant(text: str) -> StoredRecord:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+async def test_an_unknown_scope_is_empty(store: MessageStore) -> None:
+    assert await store.load("nope") == []
+    assert await store.length("nope") == 0
+    assert await store.info("nope") is None
+    assert await store.get_title("nope") is None
+
+
+async def test_append_returns_the_new_length_and_load_returns_the_records_in_order(
+    store: MessageStore,
+) -> None:
+    pin: StoredRecord = {
+        "role": "system",
+        "content": [{"type": "text", "text": "You are terse."}],
+        "agent_id": "a",
+    }
+    assert await store.append("s", [pin, user("hi")]) == 2
+    assert await store.append("s", [assistant("hello")]) == 3
+    assert await store.load("s") == [pin, user("hi"), assistant("hello")]
+    assert await store.load("s", start=2) == [assistant("hello")]
+    assert await store.length("s") == 3
+
+
+async def test_scopes_are_separate_lists(store: MessageStore) -> None:
+    await store.append("a", [user("1")])
+    await store.append("b", [user("2"), user("3")])
+    assert await store.load("a") == [user("1")]
+    assert await store.load("b") == [user("2"), user("3")]
+
+
+async def test_load_returns_copies_the_caller_may_change(store: MessageStore) -> None:
+    records = [user("hi")]
+    await store.append("s", records)
+    records[0]["content"][0]["text"] = "changed after append"  # type: ignore[typeddict-unknown-key]
+    loaded = await store.load("s")
+    loaded[0]["content"].clear()
+    assert await store.load("s") == [user("hi")]
+
+
+async def test_a_bad_record_is_refused_and_nothing_of_the_batch_is_written(
+    store: MessageStore,
+) -> None:
+    await store.append("s", [user("kept")])
+    with pytest.raises(NotJSONSafeError, match=r"records\[1\]"):
+        bad: Any = {"role": "user", "content": [object()]}
+        await store.append("s", [user("lost"), bad])
+    with pytest.raises(StoreError, match=r"records\[0\]"):
+        await store.append("s", ["not a record"])  # type: ignore[list-item]
+    with pytest.raises(StoreError, match="scope"):
+        await store.append("", [user("x")])
+    assert await store.load("s") == [user("kept")]
+
+
+async def test_replace_swaps_the_whole_list_and_keeps_the_title(store: MessageStore) -> None:
+    await store.append("s", [user("1"), assistant("2")])
+    await store.set_title("s", "Numbers")
+    await store.replace("s", [user("only")])
+    assert await store.load("s") == [user("only")]
+    assert await store.length("s") == 1
+    assert await store.get_title("s") == "Numbers"
+    assert await store.append("s", [assistant("next")]) == 2
+
+
+async def test_the_title_is_stored_with_the_scope(store: MessageStore) -> None:
+    await store.append("s", [user("hi")])
+    await store.set_title("s", "Greeting")
+    info = await store.info("s")
+    assert info is not None
+    assert (info.scope, info.length, info.title) == ("s", 1, "Greeting")
+    assert info.created_at <= info.updated_at
+
+
+async def test_scopes_lists_most_recently_written_first(store: MessageStore) -> None:
+    await store.append("old", [user("1")])
+    await store.append("new", [user("2")])
+    await store.append("newest", [user("3")])
+    names = [s.scope for s in await store.scopes()]
+    assert names == ["newest", "new", "old"]
+    assert [s.scope for s in await store.scopes(limit=1, offset=1)] == ["new"]
+
+
+async def test_delete_forgets_the_scope(store: MessageStore) -> None:
+    await store.append("s", [user("hi")])
+    await store.set_title("s", "t")
+    await store.delete("s")
+    await store.delete("s")
+    assert await store.load("s") == []
+    assert await store.info("s") is None
+    assert await store.append("s", [user("again")]) == 1
+
+
+async def test_concurrent_tasks_appending_to_one_scope_lose_nothing(
+    store: MessageStore,
+) -> None:
+    async def writer(w: int) -> None:
+        for i in range(25):
+            await store.append("shared", [user(f"{w}:{i}"), assistant(f"{w}:{i}")])
+
+    await asyncio.gather(*(writer(w) for w in range(8)))
+    records = await store.load("shared")
+    assert len(records) == 8 * 25 * 2
+    # Each append is atomic: its two records stay adjacent, and each writer's order holds.
+    pairs = [(records[i], records[i + 1]) for i in range(0, len(records), 2)]
+    assert all(u["content"] == a["content"] for u, a in pairs)
+    for w in range(8):
+        mine = [text_of(u) for u, _ in pairs if text_of(u).startswith(f"{w}:")]
+        assert mine == [f"{w}:{i}" for i in range(25)]
+
+
+def _thread_writers(make: Callable[[], MessageStore], writers: int, each: int) -> None:
+    errors: list[BaseException] = []
+
+    def run(w: int) -> None:
+        async def go() -> None:
+            s = make()
+            try:
+                for i in range(each):
+                    await s.append("shared", [user(f"{w}:{i}")])
+            finally:
+                await s.aclose()
+
+        try:
+            asyncio.run(go())
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+async def test_threads_with_their_own_connections_to_one_file_lose_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "shared.db"
+    SqliteMessageStore.open(path)  # migrate once up front; the writers race on appends only
+    await asyncio.to_thread(_thread_writers, lambda: SqliteMessageStore.open(path), 6, 30)
+    s = SqliteMessageStore.open(path)
+    records = await s.load("shared")
+    await s.aclose()
+    assert len(records) == 180
+    texts = [text_of(r) for r in records]
+    for w in range(6):
+        assert [t for t in texts if t.startswith(f"{w}:")] == [f"{w}:{i}" for i in range(30)]
+
+
+async def test_threads_sharing_one_store_and_connection_lose_nothing(tmp_path: Path) -> None:
+    shared = SqliteMessageStore(connect(tmp_path / "one.db"))
+
+    class Borrowed:
+        """The shared store, handed to each thread without closing it."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(shared, name)
+
+        async def aclose(self) -> None:
+            return None
+
+    borrowed: Any = Borrowed()
+    await asyncio.to_thread(_thread_writers, lambda: borrowed, 6, 30)
+    assert await shared.length("shared") == 180
+    assert len(await shared.load("shared")) == 180
+
+
+async def test_an_append_costs_the_same_at_record_10_and_record_10000(tmp_path: Path) -> None:
+    """O(1) appends, measured in SQLite VM instructions (deterministic, unlike time)."""
+    conn = connect(tmp_path / "big.db")
+    s = SqliteMessageStore(conn)
+
+    async def cost_of_one_append(scope: str) -> int:
+        count = 0
+
+        def tick() -> int:
+            nonlocal count
+            count += 1
+            return 0
+
+        conn.set_progress_handler(tick, 1)
+        try:
+            await s.append(scope, [user("one more")])
+        finally:
+            conn.set_progress_handler(None, 1)
+        return count
+
+    await s.append("small", [user(str(i)) for i in range(10)])
+    await s.append("big", [user(str(i)) for i in range(10_000)])
+    small, big = await cost_of_one_append("small"), await cost_of_one_append("big")
+    assert big <= small * 1.2, (small, big)
+    assert await s.length("big") == 10_001
+    await s.aclose()
+
+
+async def test_a_corrupt_record_is_reported_with_scope_and_index(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "c.db")
+    s = SqliteMessageStore(conn)
+    await s.append("s", [user("ok"), user("to be broken")])
+    conn.execute("UPDATE messages SET record = '{not json' WHERE scope = 's' AND seq = 1")
+    with pytest.raises(StoreCorruptError, match=r"'s', record 1"):
+        await s.load("s")
+    await s.aclose()
+
+
+async def test_a_store_migrates_on_construction_and_reopens_with_the_data(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    s = SqliteMessageStore.open(path)
+    await s.append("s", [user("persisted")])
+    await s.set_title("s", "kept")
+    await s.aclose()
+    await s.aclose()
+    again = SqliteMessageStore.open(path)
+    assert await again.load("s") == [user("persisted")]
+    assert await again.get_title("s") == "kept"
+    await again.aclose()
+    with pytest.raises(StoreError, match="closed"):
+        await again.load("s")
+
+
+async def test_a_store_on_a_callers_connection_leaves_it_open(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "caller.db")
+    s = SqliteMessageStore(conn)
+    await s.aclose()
+    assert conn.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+    conn.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        conn.execute("SELECT 1")
