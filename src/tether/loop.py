@@ -168,6 +168,8 @@ async def run_turn(
             if intr is not None:
                 intr.armed = False
             if tracer is not None:
+                for tev in tracer.drain():  # what layers and attached reads traced, in order
+                    yield tev
                 yield tracer.record(
                     "prompt", "assembled", {"round": rounds, **_prompt_data(system)}
                 )
@@ -450,6 +452,8 @@ async def _execute(
                     "action": "deny",
                     "reason": f"guardrail raised {type(exc).__name__}: {exc}",
                 }
+            if tracer is not None:  # what the guardrail itself traced comes before its record
+                events.extend(tracer.drain())
             if decision is None:
                 continue
             action = decision["action"]
@@ -524,6 +528,9 @@ async def _finish(
                     "action": "deny",
                     "reason": f"guardrail raised {type(exc).__name__}: {exc}",
                 }
+            if tracer is not None:  # what the guardrail itself traced comes before its record
+                for tev in tracer.drain():
+                    yield tev
             if decision is None:
                 continue
             action, reason = decision["action"], decision.get("reason")
