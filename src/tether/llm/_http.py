@@ -1,0 +1,488 @@
+"""What every HTTP adapter shares: credentials, the httpx client, request retries, error mapping,
+and the read loop that turns an SSE body into normalized chunks.
+
+An adapter supplies three things: the URL and auth headers, `build_body(request)` (a pure function
+of the request, so it can be pinned), and a fresh `StreamParser` per response, a synchronous state
+machine fed one `ServerSentEvent` at a time. Keeping the parser free of I/O is what lets the tests
+feed it recorded bytes split at every point.
+
+Retries here are *request* retries (`max_retries`): a connection error, or a 408 / 409 / 429 / 5xx
+status (Anthropic's 529 included) before any of the body was read, waits and tries again. Once a
+200 stream has started, a failure raises `LLMStreamError(retryable=True)` instead, and the loop,
+which owns `stream_retries`, decides whether to rerun the model step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, ClassVar, Protocol
+
+import httpx
+
+from .._json import dumps
+from ..errors import (
+    AuthenticationError,
+    ContextLengthError,
+    LLMConnectionError,
+    LLMHTTPError,
+    LLMStreamError,
+    MissingKeyError,
+    RateLimitError,
+)
+from ._sse import ServerSentEvent, SSEDecoder
+from .base import ChatRequest, FinishChunk, StreamChunk
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "HTTPAdapter",
+    "Sleep",
+    "StreamParser",
+    "backoff_delay",
+    "end_of_stream",
+    "parse_json_or_raw",
+    "response_error",
+    "retry_after",
+    "stream_error",
+]
+
+Sleep = Callable[[float], Awaitable[None]]
+"""How a retry waits; tests pass a recorder instead of `asyncio.sleep`."""
+
+DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
+"""Reasoning models can think for minutes between two events; connecting should be quick."""
+
+INITIAL_BACKOFF = 0.5
+MAX_BACKOFF = 8.0
+MAX_RETRY_AFTER = 60.0
+"""A server's retry-after longer than this is capped: a turn should fail, not hang."""
+JITTER = 0.25
+"""Each computed backoff is shortened by up to this fraction, so clients do not retry in step."""
+
+_RETRY_STATUS = frozenset({408, 409, 429})
+_MALFORMED = (ValueError, KeyError, TypeError, AttributeError, IndexError)
+"""What a parser raises on an event that is not the shape its API documents."""
+
+_CONTEXT_RE = re.compile(
+    r"context.length|context.window|context size|maximum context|prompt is too long|"
+    r"too many (input )?tokens|input token count|exceeds the maximum number of tokens|"
+    r"maximum number of tokens|request_too_large|reduce the length",
+    re.IGNORECASE,
+)
+
+_RETRYABLE_KINDS = frozenset(
+    {
+        "overloaded_error",
+        "api_error",
+        "rate_limit_error",
+        "server_error",
+        "internal_error",
+        "rate_limit_exceeded",
+        "timeout",
+        "unavailable",
+        "internal",
+        "resource_exhausted",
+        "deadline_exceeded",
+        "cancelled",
+        "aborted",
+    }
+)
+_RETRYABLE_CODES = frozenset({408, 409, 429, 499, 500, 502, 503, 504, 529})
+
+
+class StreamParser(Protocol):
+    """One response's state machine: SSE events in, normalized chunks out."""
+
+    done: bool
+    """True once the provider's terminal event arrived."""
+
+    def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:
+        """The chunks this event produces (often none). Raise LLMStreamError for an error event."""
+        ...
+
+    def finish(self) -> FinishChunk:
+        """The assembled response; called once, after `done`."""
+        ...
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the server asked us to wait: ``retry-after-ms``, or ``retry-after`` as seconds or
+    an HTTP date. None when absent or unreadable."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def backoff_delay(attempt: int, headers: Mapping[str, str] | None, rng: random.Random) -> float:
+    """The wait before retry number `attempt` (0-based): the server's retry-after when it gave one
+    (capped at MAX_RETRY_AFTER), else exponential backoff with jitter."""
+    if headers is not None:
+        asked = retry_after(headers)
+        if asked is not None:
+            return min(asked, MAX_RETRY_AFTER)
+    delay = min(INITIAL_BACKOFF * (2.0**attempt), MAX_BACKOFF)
+    return delay * (1.0 - JITTER * rng.random())
+
+
+def _provider_message(body: Any) -> tuple[str | None, str | None]:
+    """(message, kind) from the error bodies the four APIs send: ``{"error": {...}}``,
+    Anthropic's ``{"type": "error", "error": {...}}``, Gemini's list-wrapped form."""
+    if isinstance(body, list) and body:
+        body = body[0]
+    if not isinstance(body, dict):
+        return None, None
+    err = body.get("error", body)
+    if isinstance(err, str):
+        return err, None
+    if not isinstance(err, dict):
+        return None, None
+    message = err.get("message")
+    kind = err.get("type") or err.get("status") or err.get("code")
+    return (
+        str(message) if message is not None else None,
+        str(kind) if kind is not None else None,
+    )
+
+
+def _decode_body(raw: bytes) -> Any:
+    text = raw.decode("utf-8", "replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def response_error(provider: str, status: int, raw: bytes, *, env_var: str | None) -> LLMHTTPError:
+    """The typed error for a non-2xx answer, carrying status, parsed body and provider message."""
+    body = _decode_body(raw)
+    message, kind = _provider_message(body)
+    detail = message or (body if isinstance(body, str) and body else f"HTTP {status}")
+    detail = str(detail)[:2000]
+    retryable = status in _RETRY_STATUS or status >= 500
+    text = f"{provider} returned {status}: {detail}"
+    if status in (401, 403):
+        hint = f"check {env_var} or llm={{'api_key': ...}}" if env_var else "check the API key"
+        return AuthenticationError(
+            f"{text} ({hint})", status=status, body=body, provider=provider, retryable=False
+        )
+    if status == 429:
+        return RateLimitError(text, status=status, body=body, provider=provider, retryable=True)
+    if status in (400, 413, 422) and (
+        _CONTEXT_RE.search(detail) or (kind is not None and _CONTEXT_RE.search(kind))
+    ):
+        return ContextLengthError(
+            f"{text} (shorten the conversation or the system prompt)",
+            status=status,
+            body=body,
+            provider=provider,
+            retryable=False,
+        )
+    return LLMHTTPError(text, status=status, body=body, provider=provider, retryable=retryable)
+
+
+def stream_error(provider: str, payload: Any, *, what: str = "error event") -> LLMStreamError:
+    """An error reported inside a 200 stream. Retryable when the provider calls it transient
+    (overloaded, server error, unavailable, rate limit) or gives a 408/429/5xx-like code."""
+    message, kind = _provider_message(payload)
+    code: Any = None
+    inner = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(inner, dict):
+        code = inner.get("code")
+    retryable = (kind is not None and kind.lower() in _RETRYABLE_KINDS) or (
+        isinstance(code, int) and code in _RETRYABLE_CODES
+    )
+    label = f" ({kind})" if kind else ""
+    return LLMStreamError(
+        f"{provider} stream {what}{label}: {message or payload!r:.500}",
+        provider=provider,
+        retryable=retryable,
+    )
+
+
+def parse_json_or_raw(raw: str, empty: Any) -> Any:
+    """Tool arguments parsed once: `empty` for an empty string, the raw text if not JSON."""
+    if not raw or raw.isspace():
+        return empty
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def usage_int(value: Any) -> int | None:
+    """A token count from a usage object, or None when absent or not a number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    return None
+
+
+class HTTPAdapter:
+    """Base of the four adapters: holds credentials and the httpx client, and streams.
+
+    The httpx client is created on first use, in the event loop that uses it, and `aclose()`
+    releases it; a later `chat()` opens a new one, so an agent stays usable after `aclose()`.
+    A client passed in as `http_client` is the caller's and is never closed here.
+    """
+
+    provider: ClassVar[str]
+    env_vars: ClassVar[tuple[str, ...]]
+    default_base_url: ClassVar[str]
+    key_required: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        max_retries: int = 2,
+        stream_retries: int = 0,
+        timeout: float | httpx.Timeout | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        """Args:
+        model: The provider's model id (without the ``provider:`` prefix).
+        api_key: Overrides the environment variable(s) in `env_vars`.
+        base_url: Where the API lives; replaces the provider's default.
+        headers: Extra headers sent with every request (a proxy's auth, a beta flag).
+        max_retries: Request retries before any body is read (connection error, 408, 409, 429, 5xx).
+        stream_retries: Read by the loop: reruns of a model step after a stream broke.
+        timeout: Seconds, or an httpx.Timeout; default 600 s read, 10 s connect.
+        http_client: An httpx.AsyncClient to use instead of our own (stays the caller's).
+        extra_body: Top-level keys merged into every request body (thinking, reasoning effort…).
+        sleep: How retry waits happen; `asyncio.sleep` unless a test injects a recorder.
+        """
+        if max_retries < 0 or stream_retries < 0:
+            raise ValueError("max_retries and stream_retries must be >= 0")
+        self.model = model
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        key = api_key
+        if key is None:
+            for var in self.env_vars:
+                key = os.environ.get(var) or None
+                if key:
+                    break
+        if key is None and self._needs_key(base_url):
+            raise MissingKeyError(self.provider, " or ".join(self.env_vars))
+        self.api_key = key
+        self.extra_headers = dict(headers or {})
+        self.max_retries = max_retries
+        self.stream_retries = stream_retries
+        self.extra_body = dict(extra_body or {})
+        self._timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+        self._given_client = http_client
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._sleep: Sleep = sleep or asyncio.sleep
+        self._rng = random.Random()
+        self._headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            **self.auth_headers(),
+            **self.extra_headers,
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    # -- what an adapter provides ----------------------------------------------------------------
+
+    def _needs_key(self, base_url: str | None) -> bool:
+        return self.key_required
+
+    def auth_headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def url(self, request: ChatRequest) -> str:
+        raise NotImplementedError
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def new_parser(self) -> StreamParser:
+        raise NotImplementedError
+
+    # -- the shared machinery --------------------------------------------------------------------
+
+    def encode(self, request: ChatRequest) -> bytes:
+        """The exact bytes sent for `request`."""
+        body = self.build_body(request)
+        for key, value in self.extra_body.items():
+            mine = body.get(key)
+            # One level deep, so extra_body={"generationConfig": {...}} adds to ours.
+            body[key] = (
+                {**mine, **value} if isinstance(mine, dict) and isinstance(value, dict) else value
+            )
+        return dumps(body).encode("utf-8")
+
+    def http(self) -> httpx.AsyncClient:
+        """The httpx client for the running event loop."""
+        if self._given_client is not None:
+            return self._given_client
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            # A client bound to an earlier (now finished) loop cannot be reused or closed here.
+            self._client = httpx.AsyncClient(timeout=self._timeout)
+            self._client_loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the connections this adapter opened. Idempotent; a later chat() reopens."""
+        client, self._client, self._client_loop = self._client, None, None
+        if client is not None:
+            await client.aclose()
+
+    async def __aenter__(self) -> HTTPAdapter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @asynccontextmanager
+    async def open_stream(self, url: str, content: bytes) -> AsyncIterator[httpx.Response]:
+        """POST `content` and yield the 2xx response, retrying what may be retried first.
+
+        The response is closed when the block exits, also on cancellation, which is how an
+        aborted turn stops reading from the provider.
+        """
+        client = self.http()
+        attempt = 0
+        env_var = " or ".join(self.env_vars) if self.env_vars else None
+        while True:
+            request = client.build_request("POST", url, content=content, headers=self._headers)
+            try:
+                response = await client.send(request, stream=True)
+            except httpx.UnsupportedProtocol as exc:
+                raise LLMConnectionError(
+                    f"{self.provider}: bad base_url {self.base_url!r}: {exc}",
+                    provider=self.provider,
+                ) from exc
+            except httpx.TransportError as exc:
+                if attempt < self.max_retries:
+                    await self._sleep(backoff_delay(attempt, None, self._rng))
+                    attempt += 1
+                    continue
+                raise LLMConnectionError(
+                    f"could not reach {self.provider} at {url}: {type(exc).__name__}: {exc}",
+                    provider=self.provider,
+                    retryable=True,
+                ) from exc
+            status = response.status_code
+            if status >= 300:
+                try:
+                    raw = await response.aread()
+                except httpx.TransportError:
+                    raw = b""
+                finally:
+                    await response.aclose()
+                error = response_error(self.provider, status, raw, env_var=env_var)
+                should = response.headers.get("x-should-retry")
+                retry = error.retryable if should is None else should.lower() == "true"
+                if retry and attempt < self.max_retries:
+                    await self._sleep(backoff_delay(attempt, response.headers, self._rng))
+                    attempt += 1
+                    continue
+                raise error
+            try:
+                yield response
+            finally:
+                await response.aclose()
+            return
+
+    async def chat(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
+        """Stream one response as normalized chunks, ending with exactly one `finish`."""
+        content = self.encode(request)
+        parser = self.new_parser()
+        decoder = SSEDecoder()
+        provider = self.provider
+        async with self.open_stream(self.url(request), content) as response:
+            body = response.aiter_bytes()
+            ended = False
+            while not ended:
+                try:
+                    raw = await body.__anext__()
+                except StopAsyncIteration:
+                    ended = True
+                    events = decoder.flush()
+                except httpx.TransportError as exc:
+                    raise LLMStreamError(
+                        f"{provider} stream broke: {type(exc).__name__}: {exc}",
+                        provider=provider,
+                        retryable=True,
+                    ) from exc
+                else:
+                    events = decoder.feed(raw)
+                try:
+                    for event in events:
+                        for chunk in parser.handle(event):
+                            yield chunk
+                except _MALFORMED as exc:
+                    raise LLMStreamError(
+                        f"{provider} sent an event we could not read: {exc!r:.300}",
+                        provider=provider,
+                    ) from exc
+        yield end_of_stream(provider, decoder, parser)
+
+
+def end_of_stream(provider: str, decoder: SSEDecoder, parser: StreamParser) -> FinishChunk:
+    """After the body ended (and `decoder.flush()` was fed to the parser): the finish chunk, or
+    the stream error the body amounts to. A 200 body that stops before the provider's terminal
+    event is a retryable `LLMStreamError`: the loop's `stream_retries` rerun the step."""
+    if decoder.stray:
+        _raise_stray(provider, decoder.stray, parser.done)
+    if not parser.done:
+        raise LLMStreamError(
+            f"{provider} stream ended before the response finished",
+            provider=provider,
+            retryable=True,
+        )
+    return parser.finish()
+
+
+def _raise_stray(provider: str, lines: list[str], done: bool) -> None:
+    """A body that carried non-SSE text. A JSON error object appended to (or sent instead of)
+    the stream is a stream error; other noise after a finished response is ignored, and a body
+    that was never an event stream says so."""
+    text = "\n".join(lines).strip()
+    try:
+        payload: Any = json.loads(text) if text else None
+    except ValueError:
+        payload = None
+    if isinstance(payload, list) and payload:
+        payload = payload[0]
+    if isinstance(payload, dict) and "error" in payload:
+        raise stream_error(provider, payload, what="ended with an error")
+    if not done and text:
+        raise LLMStreamError(
+            f"{provider} answered with something that is not an event stream: {text:.300}",
+            provider=provider,
+        )

@@ -1,0 +1,305 @@
+"""Anthropic Messages API (``POST /v1/messages``, streamed).
+
+Wire mapping:
+
+- `system` goes out as the block array the prompt layers built (``cache_control`` already on the
+  last cached layer); tools go out as they are declared (`ToolSpec` is Anthropic's own shape).
+- Messages: a ``tool`` message becomes a ``user`` message of ``tool_result`` blocks (consecutive
+  messages of one role are merged, tool results first, as the API expects). Thinking parts go back
+  unchanged as ``thinking`` blocks with their signature, or as ``redacted_thinking`` blocks;
+  thinking without a signature (from another provider) is left out, since the API rejects it.
+- Stream: ``text_delta`` → text, ``thinking_delta`` → thinking, ``signature_delta`` kept for the
+  part, ``input_json_delta`` → ``tool_input_delta``; ``ping`` ignored; ``event: error`` raises
+  `LLMStreamError` (retryable for overloaded / api / rate-limit errors); ``message_stop`` ends it.
+- Usage: ``message_start.usage`` overlaid by each ``message_delta.usage`` (those are cumulative).
+  `input_tokens` counts every prompt token, cached or not (Anthropic's own ``input_tokens`` leaves
+  out cache reads and writes), so totals compare across providers.
+- `response_format` becomes ``output_config.format`` (JSON-schema structured output).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ..events import Part, ThinkingPart, Usage
+from ._http import HTTPAdapter, parse_json_or_raw, stream_error, usage_int
+from ._sse import ServerSentEvent
+from .base import ChatRequest, FinishChunk, StreamChunk
+
+__all__ = ["AnthropicClient", "AnthropicStream", "to_anthropic_messages"]
+
+DEFAULT_MAX_TOKENS = 4096
+ANTHROPIC_VERSION = "2023-06-01"
+
+_NONE: tuple[StreamChunk, ...] = ()
+
+
+def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """Neutral transcript → Anthropic ``messages``."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message["role"]
+        blocks: list[dict[str, Any]] = []
+        for part in message["content"]:
+            kind = part["type"]
+            if kind == "text":
+                if part["text"]:  # the API rejects empty text blocks
+                    blocks.append({"type": "text", "text": part["text"]})
+            elif kind == "thinking":
+                if "redacted" in part:
+                    blocks.append({"type": "redacted_thinking", "data": part["redacted"]})
+                elif part.get("signature"):
+                    blocks.append(
+                        {
+                            "type": "thinking",
+                            "thinking": part["text"],
+                            "signature": part["signature"],
+                        }
+                    )
+            elif kind == "tool_call":
+                value = part["input"]
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": part["id"],
+                        "name": part["name"],
+                        # Arguments that never parsed were answered with an error result; the
+                        # API only takes an object here.
+                        "input": value if isinstance(value, dict) else {},
+                    }
+                )
+            elif kind == "tool_result":
+                block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part["id"]}
+                if part["output"]:
+                    block["content"] = part["output"]
+                if part.get("is_error"):
+                    block["is_error"] = True
+                blocks.append(block)
+        wire_role = "assistant" if role == "assistant" else "user"
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == wire_role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": wire_role, "content": blocks})
+    return out
+
+
+class _Block:
+    __slots__ = ("chunks", "data", "id", "input", "kind", "name", "signature")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.chunks: list[str] = []
+        self.id = ""
+        self.name = ""
+        self.signature = ""
+        self.data = ""
+        self.input: Any = None
+
+
+class AnthropicStream:
+    """Parser for one Messages stream."""
+
+    __slots__ = ("_blocks", "_usage", "done", "stop_reason")
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, _Block] = {}
+        self._usage: dict[str, Any] = {}
+        self.stop_reason: str | None = None
+        self.done = False
+
+    def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:
+        if event.event == "ping":
+            return _NONE
+        payload = json.loads(event.data)
+        kind = payload.get("type") or event.event
+        if kind == "content_block_delta":
+            block = self._blocks.get(payload["index"])
+            if block is None:
+                return _NONE
+            delta = payload["delta"]
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                text = delta["text"]
+                if not text:
+                    return _NONE
+                block.chunks.append(text)
+                return ({"type": "text", "text": text},)
+            if dtype == "input_json_delta":
+                partial = delta["partial_json"]
+                if not partial:
+                    return _NONE
+                block.chunks.append(partial)
+                return (
+                    {
+                        "type": "tool_input_delta",
+                        "id": block.id,
+                        "name": block.name,
+                        "partial": partial,
+                    },
+                )
+            if dtype == "thinking_delta":
+                text = delta["thinking"]
+                if not text:
+                    return _NONE
+                block.chunks.append(text)
+                return ({"type": "thinking", "text": text},)
+            if dtype == "signature_delta":
+                block.signature += delta["signature"]
+            return _NONE
+        if kind == "content_block_start":
+            start = payload["content_block"]
+            btype = start.get("type")
+            index = payload["index"]
+            if btype == "text":
+                block = _Block("text")
+                if start.get("text"):
+                    block.chunks.append(start["text"])
+            elif btype == "tool_use":
+                block = _Block("tool_use")
+                block.id = start["id"]
+                block.name = start["name"]
+                block.input = start.get("input") or {}
+            elif btype == "thinking":
+                block = _Block("thinking")
+                if start.get("thinking"):
+                    block.chunks.append(start["thinking"])
+                block.signature = start.get("signature") or ""
+            elif btype == "redacted_thinking":
+                block = _Block("redacted_thinking")
+                block.data = start.get("data") or ""
+            else:
+                return _NONE  # server tools, citations…: not part of the neutral transcript
+            self._blocks[index] = block
+            if block.chunks:
+                if btype == "text":
+                    return ({"type": "text", "text": block.chunks[0]},)
+                return ({"type": "thinking", "text": block.chunks[0]},)
+            return _NONE
+        if kind == "message_delta":
+            delta = payload.get("delta") or {}
+            if delta.get("stop_reason") is not None:
+                self.stop_reason = delta["stop_reason"]
+            self._overlay(payload.get("usage"))
+            return _NONE
+        if kind == "message_start":
+            self._overlay((payload.get("message") or {}).get("usage"))
+            return _NONE
+        if kind == "message_stop":
+            self.done = True
+            return _NONE
+        if kind == "error":
+            raise stream_error("anthropic", payload)
+        return _NONE  # content_block_stop, ping, and event types added later
+
+    def _overlay(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            for key, value in usage.items():
+                if value is not None:
+                    self._usage[key] = value
+
+    def usage(self) -> Usage:
+        raw = self._usage
+        out: Usage = {}
+        if not raw:
+            return out
+        cache_read = usage_int(raw.get("cache_read_input_tokens"))
+        cache_write = usage_int(raw.get("cache_creation_input_tokens"))
+        out["input_tokens"] = (
+            (usage_int(raw.get("input_tokens")) or 0) + (cache_read or 0) + (cache_write or 0)
+        )
+        out["output_tokens"] = usage_int(raw.get("output_tokens")) or 0
+        if cache_read is not None:
+            out["cache_read_tokens"] = cache_read
+        if cache_write is not None:
+            out["cache_creation_tokens"] = cache_write
+        return out
+
+    def finish(self) -> FinishChunk:
+        content: list[Part] = []
+        for block in self._blocks.values():
+            kind = block.kind
+            if kind == "text":
+                text = "".join(block.chunks)
+                if text:
+                    content.append({"type": "text", "text": text})
+            elif kind == "tool_use":
+                content.append(
+                    {
+                        "type": "tool_call",
+                        "id": block.id,
+                        "name": block.name,
+                        "input": parse_json_or_raw("".join(block.chunks), block.input),
+                    }
+                )
+            elif kind == "thinking":
+                part: ThinkingPart = {"type": "thinking", "text": "".join(block.chunks)}
+                if block.signature:
+                    part["signature"] = block.signature
+                content.append(part)
+            else:
+                content.append({"type": "thinking", "text": "", "redacted": block.data})
+        return {
+            "type": "finish",
+            "content": content,
+            "stop_reason": self.stop_reason,
+            "usage": self.usage(),
+        }
+
+
+class AnthropicClient(HTTPAdapter):
+    """`anthropic:<model>`: the Messages API. Key from ANTHROPIC_API_KEY.
+
+    `base_url` is the API root without ``/v1`` (default ``https://api.anthropic.com``);
+    `max_tokens` is sent when a request sets none (the API requires it).
+    """
+
+    provider: ClassVar[str] = "anthropic"
+    env_vars: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
+    default_base_url: ClassVar[str] = "https://api.anthropic.com"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        anthropic_version: str = ANTHROPIC_VERSION,
+        **options: Any,
+    ) -> None:
+        self.max_tokens = max_tokens
+        self.anthropic_version = anthropic_version
+        super().__init__(model, **options)
+
+    def auth_headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": self.anthropic_version}
+        if self.api_key:
+            headers["x-api-key"] = self.api_key
+        return headers
+
+    def url(self, request: ChatRequest) -> str:
+        return f"{self.base_url}/v1/messages"
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request["model"],
+            "max_tokens": request.get("max_tokens", self.max_tokens),
+        }
+        if request["system"]:
+            body["system"] = request["system"]
+        body["messages"] = to_anthropic_messages(request["messages"])
+        if "tools" in request:
+            body["tools"] = request["tools"]
+        if "temperature" in request:
+            body["temperature"] = request["temperature"]
+        if "response_format" in request:
+            body["output_config"] = {
+                "format": {"type": "json_schema", "schema": request["response_format"]["schema"]}
+            }
+        body["stream"] = True
+        return body
+
+    def new_parser(self) -> AnthropicStream:
+        return AnthropicStream()

@@ -1,0 +1,311 @@
+"""Gemini API (``POST {base_url}/models/{model}:streamGenerateContent?alt=sse``).
+
+Wire mapping:
+
+- The system blocks are joined into ``systemInstruction``; tools become ``functionDeclarations``
+  with ``parametersJsonSchema`` (full JSON Schema, no OpenAPI subset conversion).
+- Messages: ``assistant`` → role ``model``; a tool result → a ``functionResponse`` part
+  ``{"name", "response": {"result" | "error": output}, "id"?}`` in a ``user`` turn (consecutive
+  turns of one role are merged).
+- Stream: every SSE event is a whole ``GenerateContentResponse``. Text parts → text, parts with
+  ``"thought": true`` → thinking, ``functionCall`` parts are complete calls (Gemini sends no
+  argument deltas, so no ``tool_input_delta`` is emitted). ``usageMetadata`` comes on every chunk
+  and the last one wins; the last ``finishReason`` is the `stop_reason`; a blocked prompt ends
+  with ``promptFeedback.blockReason`` as the `stop_reason`. An error object inside the stream,
+  ``data:``-framed or a bare JSON body after the events, raises `LLMStreamError`.
+- Call ids: gemini-3 sends ``functionCall.id`` and it is used as is. gemini-2.5 sends none, so one
+  is generated, ``gemini_call_<responseId>_<n>``: stable for the whole response and never sent
+  back (a ``functionResponse`` only carries an id the API gave).
+- Thought signatures: a ``thoughtSignature`` travels in the transcript as a thinking part with
+  empty text whose ``signature`` is the signature, placed immediately before the part it came
+  on (a function call, usually). On the next request, such a part is dropped and its signature
+  re-attached to the part that follows it in the same message (to the one before it when it is
+  last). A signature that came on a thought part stays on that thinking part. Thought summaries
+  without a signature are not sent back; the API does not need them.
+- Usage: `input_tokens` = ``promptTokenCount``; `output_tokens` = ``candidatesTokenCount`` +
+  ``thoughtsTokenCount`` (what is billed as output, as the other APIs count it);
+  `reasoning_tokens` = ``thoughtsTokenCount``; `cache_read_tokens` = ``cachedContentTokenCount``.
+- `response_format` becomes ``generationConfig.responseMimeType`` ``application/json`` with
+  ``responseJsonSchema``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any, ClassVar
+from urllib.parse import quote
+
+from ..events import Part, ThinkingPart, Usage
+from ..prompt import joined
+from ._http import HTTPAdapter, stream_error, usage_int
+from ._sse import ServerSentEvent
+from .base import ChatRequest, FinishChunk, StreamChunk
+
+__all__ = ["GENERATED_ID_PREFIX", "GeminiClient", "GeminiStream", "to_gemini_contents"]
+
+_NONE: tuple[StreamChunk, ...] = ()
+GENERATED_ID_PREFIX = "gemini_call_"
+
+
+def _signature_only(part: Any) -> bool:
+    return part["type"] == "thinking" and not part["text"] and bool(part.get("signature"))
+
+
+def to_gemini_contents(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """Neutral transcript → Gemini ``contents``."""
+    contents: list[dict[str, Any]] = []
+    for message in messages:
+        role = "model" if message["role"] == "assistant" else "user"
+        parts: list[dict[str, Any]] = []
+        pending: str | None = None  # a signature waiting for the part it belongs to
+        for part in message["content"]:
+            kind = part["type"]
+            wire: dict[str, Any] | None = None
+            if kind == "thinking":
+                if _signature_only(part):
+                    pending = part["signature"]
+                elif part.get("signature"):
+                    wire = {"text": part["text"], "thought": True}
+                    wire["thoughtSignature"] = part["signature"]
+            elif kind == "text":
+                if part["text"]:
+                    wire = {"text": part["text"]}
+            elif kind == "tool_call":
+                call: dict[str, Any] = {"name": part["name"]}
+                value = part["input"]
+                call["args"] = value if isinstance(value, dict) else {}
+                if not part["id"].startswith(GENERATED_ID_PREFIX):
+                    call["id"] = part["id"]
+                wire = {"functionCall": call}
+            elif kind == "tool_result":
+                key = "error" if part.get("is_error") else "result"
+                response: dict[str, Any] = {"name": part["name"], "response": {key: part["output"]}}
+                if not part["id"].startswith(GENERATED_ID_PREFIX):
+                    response["id"] = part["id"]
+                wire = {"functionResponse": response}
+            if wire is None:
+                continue
+            if pending is not None and "thoughtSignature" not in wire:
+                wire["thoughtSignature"] = pending
+                pending = None
+            parts.append(wire)
+        if pending is not None:
+            if parts and "thoughtSignature" not in parts[-1]:
+                parts[-1]["thoughtSignature"] = pending
+            elif not parts:
+                parts.append({"text": "", "thoughtSignature": pending})
+        if not parts:
+            continue
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+    return contents
+
+
+class _Run:
+    """A run of text or thought text being assembled into one part."""
+
+    __slots__ = ("chunks", "kind", "signature")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.chunks: list[str] = []
+        self.signature = ""
+
+
+class GeminiStream:
+    """Parser for one streamGenerateContent SSE stream (candidate 0)."""
+
+    __slots__ = ("_calls", "_parts", "_response_id", "_usage", "done", "stop_reason")
+
+    def __init__(self) -> None:
+        self._parts: list[_Run | Part] = []
+        self._calls = 0
+        self._response_id: str | None = None
+        self._usage: dict[str, Any] | None = None
+        self.stop_reason: str | None = None
+        self.done = False
+
+    def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:
+        payload = json.loads(event.data)
+        if isinstance(payload, list):  # a JSON-array framed chunk
+            out: list[StreamChunk] = []
+            for item in payload:
+                out.extend(self._chunk(item))
+            return out
+        return self._chunk(payload)
+
+    def _chunk(self, payload: dict[str, Any]) -> Sequence[StreamChunk]:
+        if "error" in payload:
+            raise stream_error("gemini", payload)
+        if self._response_id is None and payload.get("responseId"):
+            self._response_id = payload["responseId"]
+        usage = payload.get("usageMetadata")
+        if usage:
+            self._usage = usage
+        feedback = payload.get("promptFeedback")
+        if feedback and feedback.get("blockReason"):
+            self.stop_reason = feedback["blockReason"]
+            self.done = True
+        candidates = payload.get("candidates")
+        if not candidates:
+            return _NONE
+        candidate = candidates[0]
+        out: list[StreamChunk] = []
+        for part in (candidate.get("content") or {}).get("parts") or ():
+            self._part(part, out)
+        reason = candidate.get("finishReason")
+        if reason:
+            self.stop_reason = reason
+            self.done = True
+        return out
+
+    def _run(self, kind: str) -> _Run:
+        parts = self._parts
+        last = parts[-1] if parts else None
+        if isinstance(last, _Run) and last.kind == kind:
+            return last
+        run = _Run(kind)
+        parts.append(run)
+        return run
+
+    def _signature(self, signature: str) -> None:
+        self._parts.append({"type": "thinking", "text": "", "signature": signature})
+
+    def _part(self, part: dict[str, Any], out: list[StreamChunk]) -> None:
+        signature = part.get("thoughtSignature")
+        call = part.get("functionCall")
+        if call is not None:
+            if signature:
+                self._signature(signature)
+            cid = call.get("id")
+            if not cid:
+                cid = f"{GENERATED_ID_PREFIX}{self._prefix()}_{self._calls}"
+            self._calls += 1
+            self._parts.append(
+                {
+                    "type": "tool_call",
+                    "id": cid,
+                    "name": call.get("name") or "",
+                    "input": call.get("args") or {},
+                }
+            )
+            return
+        text = part.get("text")
+        if text is None:
+            if signature:
+                self._signature(signature)
+            return  # inline data, executable code…: not part of the neutral transcript
+        if part.get("thought"):
+            run = self._run("thinking")
+            if signature:
+                if run.signature:
+                    run = _Run("thinking")
+                    self._parts.append(run)
+                run.signature = signature
+            if text:
+                run.chunks.append(text)
+                out.append({"type": "thinking", "text": text})
+            return
+        if signature:
+            self._signature(signature)
+        if text:
+            self._run("text").chunks.append(text)
+            out.append({"type": "text", "text": text})
+
+    def _prefix(self) -> str:
+        if self._response_id is None:
+            self._response_id = uuid.uuid4().hex[:16]
+        return self._response_id
+
+    def usage(self) -> Usage:
+        raw = self._usage
+        out: Usage = {}
+        if not raw:
+            return out
+        thoughts = usage_int(raw.get("thoughtsTokenCount"))
+        out["input_tokens"] = usage_int(raw.get("promptTokenCount")) or 0
+        out["output_tokens"] = (usage_int(raw.get("candidatesTokenCount")) or 0) + (thoughts or 0)
+        cached = usage_int(raw.get("cachedContentTokenCount"))
+        if cached is not None:
+            out["cache_read_tokens"] = cached
+        if thoughts is not None:
+            out["reasoning_tokens"] = thoughts
+        return out
+
+    def finish(self) -> FinishChunk:
+        content: list[Part] = []
+        for item in self._parts:
+            if isinstance(item, _Run):
+                text = "".join(item.chunks)
+                if item.kind == "text":
+                    if text:
+                        content.append({"type": "text", "text": text})
+                elif text or item.signature:
+                    thinking: ThinkingPart = {"type": "thinking", "text": text}
+                    if item.signature:
+                        thinking["signature"] = item.signature
+                    content.append(thinking)
+            else:
+                content.append(item)
+        return {
+            "type": "finish",
+            "content": content,
+            "stop_reason": self.stop_reason,
+            "usage": self.usage(),
+        }
+
+
+class GeminiClient(HTTPAdapter):
+    """`gemini:<model>`: the Gemini API. Key from GEMINI_API_KEY, else GOOGLE_API_KEY.
+
+    `base_url` includes the version path (default
+    ``https://generativelanguage.googleapis.com/v1beta``).
+    """
+
+    provider: ClassVar[str] = "gemini"
+    env_vars: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com/v1beta"
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"x-goog-api-key": self.api_key} if self.api_key else {}
+
+    def url(self, request: ChatRequest) -> str:
+        model = quote(request["model"], safe="")
+        return f"{self.base_url}/models/{model}:streamGenerateContent?alt=sse"
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {"contents": to_gemini_contents(request["messages"])}
+        system = joined(request["system"])
+        if system:
+            body["systemInstruction"] = {"parts": [{"text": system}]}
+        if "tools" in request:
+            body["tools"] = [
+                {
+                    "functionDeclarations": [
+                        {
+                            "name": t["name"],
+                            "description": t["description"],
+                            "parametersJsonSchema": t["input_schema"],
+                        }
+                        for t in request["tools"]
+                    ]
+                }
+            ]
+        config: dict[str, Any] = {}
+        if "max_tokens" in request:
+            config["maxOutputTokens"] = request["max_tokens"]
+        if "temperature" in request:
+            config["temperature"] = request["temperature"]
+        if "response_format" in request:
+            config["responseMimeType"] = "application/json"
+            config["responseJsonSchema"] = request["response_format"]["schema"]
+        if config:
+            body["generationConfig"] = config
+        return body
+
+    def new_parser(self) -> GeminiStream:
+        return GeminiStream()

@@ -1,0 +1,269 @@
+"""OpenAI Chat Completions (``POST {base_url}/chat/completions``, streamed), and through
+`base_url` every server that speaks it: vLLM, Ollama, llama.cpp's server, LiteLLM's proxy.
+
+Wire mapping:
+
+- The system blocks are joined into one ``system`` message (Chat has no cache markers).
+- Messages: an assistant message carries its text as ``content`` and its calls as
+  ``tool_calls`` (arguments as the JSON string); thinking is not sent back (the API has no place
+  for it). A ``tool`` message becomes one ``tool`` message per result.
+- Stream: ``delta.content`` → text; ``delta.refusal`` → text as well (it is what the user should
+  see; `stop_reason` stays the API's own); ``delta.reasoning_content`` / ``delta.reasoning``
+  (DeepSeek, vLLM, Ollama, OpenRouter) → thinking. Tool-call fragments are keyed by ``index``:
+  id and name arrive on a call's first fragment, later ones carry only arguments, and several
+  calls can interleave. ``stream_options.include_usage`` makes the server send usage in a last
+  chunk with no choices; ``data: [DONE]`` ends the stream. A server that closes right after a
+  ``finish_reason`` without ``[DONE]`` is accepted too (some compatible servers do).
+- An ``{"error": ...}`` chunk inside the stream raises `LLMStreamError`.
+- `response_format` becomes ``{"type": "json_schema", "json_schema": {name, schema, strict?}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from .._json import dumps
+from ..events import Part, Usage
+from ..prompt import joined
+from ._http import HTTPAdapter, parse_json_or_raw, stream_error, usage_int
+from ._sse import ServerSentEvent
+from .base import ChatRequest, FinishChunk, StreamChunk
+
+__all__ = ["OpenAIChatClient", "OpenAIChatStream", "to_chat_messages"]
+
+_NONE: tuple[StreamChunk, ...] = ()
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def _arguments(value: Any) -> str:
+    return value if isinstance(value, str) else dumps(value)
+
+
+def to_chat_messages(system: str, messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """Neutral transcript (plus the joined system prompt) → Chat ``messages``."""
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        role = message["role"]
+        parts = message["content"]
+        if role == "tool":
+            for part in parts:
+                if part["type"] == "tool_result":
+                    out.append(
+                        {"role": "tool", "tool_call_id": part["id"], "content": part["output"]}
+                    )
+            continue
+        texts = [p["text"] for p in parts if p["type"] == "text"]
+        if role == "user":
+            if len(texts) == 1:
+                out.append({"role": "user", "content": texts[0]})
+            else:
+                out.append(
+                    {"role": "user", "content": [{"type": "text", "text": t} for t in texts]}
+                )
+            continue
+        calls = [
+            {
+                "id": p["id"],
+                "type": "function",
+                "function": {"name": p["name"], "arguments": _arguments(p["input"])},
+            }
+            for p in parts
+            if p["type"] == "tool_call"
+        ]
+        entry: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+        if calls:
+            entry["tool_calls"] = calls
+        elif entry["content"] is None:
+            entry["content"] = ""
+        out.append(entry)
+    return out
+
+
+class _Call:
+    __slots__ = ("chunks", "id", "name")
+
+    def __init__(self, id: str, name: str) -> None:
+        self.id = id
+        self.name = name
+        self.chunks: list[str] = []
+
+
+class OpenAIChatStream:
+    """Parser for one Chat Completions stream (choice 0; ``n > 1`` is not requested)."""
+
+    __slots__ = ("_calls", "_text", "_thinking", "_usage", "done", "stop_reason")
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._thinking: list[str] = []
+        self._calls: dict[int, _Call] = {}
+        self._usage: dict[str, Any] | None = None
+        self.stop_reason: str | None = None
+        self.done = False
+
+    def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:
+        data = event.data
+        if data == "[DONE]":
+            self.done = True
+            return _NONE
+        payload = json.loads(data)
+        if payload.get("error"):
+            raise stream_error("openai", payload)
+        usage = payload.get("usage")
+        if usage:
+            self._usage = usage
+        choices = payload.get("choices")
+        if not choices:
+            return _NONE
+        out: list[StreamChunk] = []
+        for choice in choices:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            if delta:
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if reasoning and isinstance(reasoning, str):
+                    self._thinking.append(reasoning)
+                    out.append({"type": "thinking", "text": reasoning})
+                text = delta.get("content")
+                if text:
+                    self._text.append(text)
+                    out.append({"type": "text", "text": text})
+                refusal = delta.get("refusal")
+                if refusal:
+                    self._text.append(refusal)
+                    out.append({"type": "text", "text": refusal})
+                calls = delta.get("tool_calls")
+                if calls:
+                    self._tool_fragments(calls, out)
+            reason = choice.get("finish_reason")
+            if reason:
+                self.stop_reason = reason
+                self.done = True  # [DONE] and the usage chunk may still follow
+        return out
+
+    def _tool_fragments(self, fragments: list[dict[str, Any]], out: list[StreamChunk]) -> None:
+        for position, fragment in enumerate(fragments):
+            index = fragment.get("index", position)
+            function = fragment.get("function") or {}
+            call = self._calls.get(index)
+            if call is None:
+                call = _Call(
+                    fragment.get("id") or f"call_{uuid.uuid4().hex[:24]}",
+                    function.get("name") or "",
+                )
+                self._calls[index] = call
+            elif not call.name and function.get("name"):
+                call.name = function["name"]
+            partial = function.get("arguments")
+            if partial:
+                if not isinstance(partial, str):  # a server that sends the object itself
+                    partial = dumps(partial)
+                call.chunks.append(partial)
+                out.append(
+                    {
+                        "type": "tool_input_delta",
+                        "id": call.id,
+                        "name": call.name,
+                        "partial": partial,
+                    }
+                )
+
+    def usage(self) -> Usage:
+        raw = self._usage
+        out: Usage = {}
+        if not raw:
+            return out
+        out["input_tokens"] = usage_int(raw.get("prompt_tokens")) or 0
+        out["output_tokens"] = usage_int(raw.get("completion_tokens")) or 0
+        cached = usage_int((raw.get("prompt_tokens_details") or {}).get("cached_tokens"))
+        if cached is not None:
+            out["cache_read_tokens"] = cached
+        reasoning = usage_int((raw.get("completion_tokens_details") or {}).get("reasoning_tokens"))
+        if reasoning is not None:
+            out["reasoning_tokens"] = reasoning
+        return out
+
+    def finish(self) -> FinishChunk:
+        content: list[Part] = []
+        if self._thinking:
+            content.append({"type": "thinking", "text": "".join(self._thinking)})
+        if self._text:
+            content.append({"type": "text", "text": "".join(self._text)})
+        for index in sorted(self._calls):
+            call = self._calls[index]
+            content.append(
+                {
+                    "type": "tool_call",
+                    "id": call.id,
+                    "name": call.name,
+                    "input": parse_json_or_raw("".join(call.chunks), {}),
+                }
+            )
+        return {
+            "type": "finish",
+            "content": content,
+            "stop_reason": self.stop_reason,
+            "usage": self.usage(),
+        }
+
+
+class OpenAIChatClient(HTTPAdapter):
+    """`openai:<model>`: Chat Completions. Key from OPENAI_API_KEY.
+
+    `base_url` includes the version path (default ``https://api.openai.com/v1``; for Ollama
+    ``http://localhost:11434/v1``). With a `base_url` of your own, a key is optional: local
+    servers usually need none, and no ``Authorization`` header is sent without one.
+    """
+
+    provider: ClassVar[str] = "openai"
+    env_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
+    default_base_url: ClassVar[str] = DEFAULT_BASE_URL
+
+    def _needs_key(self, base_url: str | None) -> bool:
+        return base_url is None or base_url.rstrip("/") == DEFAULT_BASE_URL
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def url(self, request: ChatRequest) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request["model"],
+            "messages": to_chat_messages(joined(request["system"]), request["messages"]),
+        }
+        if "tools" in request:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t["name"],
+                        "description": t["description"],
+                        "parameters": t["input_schema"],
+                    },
+                }
+                for t in request["tools"]
+            ]
+        if "max_tokens" in request:
+            body["max_completion_tokens"] = request["max_tokens"]
+        if "temperature" in request:
+            body["temperature"] = request["temperature"]
+        if "response_format" in request:
+            fmt = request["response_format"]
+            schema: dict[str, Any] = {"name": fmt["name"], "schema": fmt["schema"]}
+            if "strict" in fmt:
+                schema["strict"] = fmt["strict"]
+            body["response_format"] = {"type": "json_schema", "json_schema": schema}
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        return body
+
+    def new_parser(self) -> OpenAIChatStream:
+        return OpenAIChatStream()

@@ -1,0 +1,347 @@
+"""OpenAI Responses API (``POST {base_url}/responses``, streamed).
+
+Wire mapping:
+
+- The system blocks are joined into ``instructions``; the transcript goes out as ``input`` items:
+  user / assistant messages, ``function_call`` items (the tool call's id is the ``call_id``),
+  ``function_call_output`` items for tool results, and ``reasoning`` items for thinking parts
+  that came from this API (see below).
+- Stream: ``response.output_text.delta`` (and ``response.refusal.delta``) → text;
+  ``response.reasoning_summary_text.delta`` / ``response.reasoning_text.delta`` → thinking (the
+  summary parts of one reasoning item are separated by a blank line);
+  ``response.function_call_arguments.delta`` → ``tool_input_delta`` keyed by ``call_id`` (the
+  ``fc_…`` item id is internal to the API). ``response.completed`` / ``response.incomplete`` end
+  the stream and carry usage; ``response.failed`` and ``error`` raise `LLMStreamError`.
+- `stop_reason` is the response ``status`` (``completed``), or for an incomplete response the
+  reason the API gives (``max_output_tokens``, ``content_filter``).
+- A reasoning item becomes a thinking part whose text is its summary and whose ``signature`` is
+  the compact JSON ``{"id": "rs_…", "encrypted_content"?: …}``; that is what goes back as the
+  ``reasoning`` input item on the next request (by id with the API's default ``store``; the
+  encrypted content when you ask for it with ``extra_body={"include":
+  ["reasoning.encrypted_content"], "store": False}``). Thinking from other providers is not sent.
+- `response_format` becomes ``text.format`` ``{"type": "json_schema", name, schema, strict?}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from .._json import dumps
+from ..events import Part, Usage
+from ..prompt import joined
+from ._http import HTTPAdapter, parse_json_or_raw, stream_error, usage_int
+from ._sse import ServerSentEvent
+from .base import ChatRequest, FinishChunk, StreamChunk
+
+__all__ = ["OpenAIResponsesClient", "OpenAIResponsesStream", "to_responses_input"]
+
+_NONE: tuple[StreamChunk, ...] = ()
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def _reasoning_ref(signature: str) -> dict[str, Any] | None:
+    """The reasoning item a thinking part's signature names, or None if it is not ours."""
+    if not signature.startswith("{"):
+        return None
+    try:
+        ref = json.loads(signature)
+    except ValueError:
+        return None
+    if isinstance(ref, dict) and isinstance(ref.get("id"), str):
+        return ref
+    return None
+
+
+def to_responses_input(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """Neutral transcript → Responses ``input`` items."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        role = message["role"]
+        parts = message["content"]
+        if role == "user":
+            texts = [p["text"] for p in parts if p["type"] == "text"]
+            if len(texts) == 1:
+                items.append({"role": "user", "content": texts[0]})
+            elif texts:
+                items.append(
+                    {"role": "user", "content": [{"type": "input_text", "text": t} for t in texts]}
+                )
+            continue
+        for part in parts:
+            kind = part["type"]
+            if kind == "text":
+                if part["text"]:
+                    items.append({"role": "assistant", "content": part["text"]})
+            elif kind == "tool_call":
+                value = part["input"]
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": part["id"],
+                        "name": part["name"],
+                        "arguments": value if isinstance(value, str) else dumps(value),
+                    }
+                )
+            elif kind == "tool_result":
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": part["id"],
+                        "output": part["output"],
+                    }
+                )
+            elif kind == "thinking":
+                ref = _reasoning_ref(part.get("signature") or "")
+                if ref is None:
+                    continue
+                item: dict[str, Any] = {
+                    "type": "reasoning",
+                    "id": ref["id"],
+                    "summary": (
+                        [{"type": "summary_text", "text": part["text"]}] if part["text"] else []
+                    ),
+                }
+                if ref.get("encrypted_content"):
+                    item["encrypted_content"] = ref["encrypted_content"]
+                items.append(item)
+    return items
+
+
+class _Item:
+    __slots__ = ("arguments", "call_id", "chunks", "encrypted", "id", "kind", "name", "parts")
+
+    def __init__(self, kind: str, id: str) -> None:
+        self.kind = kind
+        self.id = id
+        self.chunks: list[str] = []
+        self.call_id = ""
+        self.name = ""
+        self.arguments: str | None = None
+        """The final arguments from ``.done`` / ``output_item.done``, when they arrived."""
+        self.encrypted: str | None = None
+        self.parts = 0
+        """Reasoning summary parts seen, to separate them."""
+
+
+class OpenAIResponsesStream:
+    """Parser for one Responses stream."""
+
+    __slots__ = ("_items", "_usage", "done", "stop_reason")
+
+    def __init__(self) -> None:
+        self._items: dict[str, _Item] = {}
+        self._usage: dict[str, Any] | None = None
+        self.stop_reason: str | None = None
+        self.done = False
+
+    def _item(self, kind: str, item_id: str) -> _Item:
+        item = self._items.get(item_id)
+        if item is None:
+            item = self._items[item_id] = _Item(kind, item_id)
+        return item
+
+    def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:
+        payload = json.loads(event.data)
+        kind = payload.get("type") or event.event
+        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            text = payload["delta"]
+            if not text:
+                return _NONE
+            self._item("message", payload["item_id"]).chunks.append(text)
+            return ({"type": "text", "text": text},)
+        if kind == "response.function_call_arguments.delta":
+            partial = payload["delta"]
+            item = self._item("function_call", payload["item_id"])
+            if not partial:
+                return _NONE
+            item.chunks.append(partial)
+            return (
+                {
+                    "type": "tool_input_delta",
+                    "id": item.call_id or item.id,
+                    "name": item.name,
+                    "partial": partial,
+                },
+            )
+        if (
+            kind == "response.reasoning_summary_text.delta"
+            or kind == "response.reasoning_text.delta"
+        ):
+            text = payload["delta"]
+            if not text:
+                return _NONE
+            self._item("reasoning", payload["item_id"]).chunks.append(text)
+            return ({"type": "thinking", "text": text},)
+        if kind == "response.reasoning_summary_part.added":
+            item = self._item("reasoning", payload["item_id"])
+            item.parts += 1
+            if item.parts > 1 and item.chunks:
+                item.chunks.append("\n\n")
+                return ({"type": "thinking", "text": "\n\n"},)
+            return _NONE
+        if kind == "response.output_item.added":
+            self._added(payload["item"])
+            return _NONE
+        if kind == "response.function_call_arguments.done":
+            self._item("function_call", payload["item_id"]).arguments = payload.get("arguments")
+            return _NONE
+        if kind == "response.output_item.done":
+            return self._item_done(payload["item"])
+        if kind == "response.completed" or kind == "response.incomplete":
+            response = payload.get("response") or {}
+            self._usage = response.get("usage") or self._usage
+            status = response.get("status") or kind.rsplit(".", 1)[-1]
+            reason = (response.get("incomplete_details") or {}).get("reason")
+            self.stop_reason = reason if status == "incomplete" and reason else status
+            self.done = True
+            return _NONE
+        if kind == "response.failed":
+            response = payload.get("response") or {}
+            raise stream_error(
+                "openai-responses", {"error": response.get("error") or {}}, what="failed"
+            )
+        if kind == "error":
+            raise stream_error("openai-responses", {"error": payload.get("error") or payload})
+        return _NONE
+
+    def _added(self, data: dict[str, Any]) -> None:
+        kind = data.get("type") or ""
+        item_id = data.get("id") or f"item_{len(self._items)}"
+        if kind not in ("message", "function_call", "reasoning"):
+            return  # built-in tools (web search…): not part of the neutral transcript
+        item = self._item(kind, item_id)
+        if kind == "function_call":
+            item.call_id = data.get("call_id") or item_id
+            item.name = data.get("name") or ""
+
+    def _item_done(self, data: dict[str, Any]) -> Sequence[StreamChunk]:
+        kind = data.get("type")
+        item_id = data.get("id")
+        if kind not in ("message", "function_call", "reasoning") or not item_id:
+            return _NONE
+        item = self._item(kind, item_id)
+        if kind == "function_call":
+            item.call_id = data.get("call_id") or item.call_id or item_id
+            item.name = data.get("name") or item.name
+            if isinstance(data.get("arguments"), str):
+                item.arguments = data["arguments"]
+        elif kind == "reasoning":
+            item.encrypted = data.get("encrypted_content") or None
+            if not item.chunks:  # a server that sent the summary only here
+                summary = [s.get("text", "") for s in data.get("summary") or ()]
+                text = "\n\n".join(t for t in summary if t)
+                if text:
+                    item.chunks.append(text)
+                    return ({"type": "thinking", "text": text},)
+        elif not item.chunks:
+            text = "".join(
+                c.get("text") or c.get("refusal") or "" for c in data.get("content") or ()
+            )
+            if text:
+                item.chunks.append(text)
+                return ({"type": "text", "text": text},)
+        return _NONE
+
+    def usage(self) -> Usage:
+        raw = self._usage
+        out: Usage = {}
+        if not raw:
+            return out
+        out["input_tokens"] = usage_int(raw.get("input_tokens")) or 0
+        out["output_tokens"] = usage_int(raw.get("output_tokens")) or 0
+        cached = usage_int((raw.get("input_tokens_details") or {}).get("cached_tokens"))
+        if cached is not None:
+            out["cache_read_tokens"] = cached
+        reasoning = usage_int((raw.get("output_tokens_details") or {}).get("reasoning_tokens"))
+        if reasoning is not None:
+            out["reasoning_tokens"] = reasoning
+        return out
+
+    def finish(self) -> FinishChunk:
+        content: list[Part] = []
+        for item in self._items.values():
+            if item.kind == "message":
+                text = "".join(item.chunks)
+                if text:
+                    content.append({"type": "text", "text": text})
+            elif item.kind == "function_call":
+                raw = item.arguments if item.arguments is not None else "".join(item.chunks)
+                content.append(
+                    {
+                        "type": "tool_call",
+                        "id": item.call_id or item.id,
+                        "name": item.name,
+                        "input": parse_json_or_raw(raw, {}),
+                    }
+                )
+            else:
+                ref: dict[str, str] = {"id": item.id}
+                if item.encrypted:
+                    ref["encrypted_content"] = item.encrypted
+                content.append(
+                    {"type": "thinking", "text": "".join(item.chunks), "signature": dumps(ref)}
+                )
+        return {
+            "type": "finish",
+            "content": content,
+            "stop_reason": self.stop_reason,
+            "usage": self.usage(),
+        }
+
+
+class OpenAIResponsesClient(HTTPAdapter):
+    """`openai-responses:<model>`: the Responses API. Key from OPENAI_API_KEY.
+
+    `base_url` includes the version path (default ``https://api.openai.com/v1``).
+    """
+
+    provider: ClassVar[str] = "openai-responses"
+    env_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
+    default_base_url: ClassVar[str] = DEFAULT_BASE_URL
+
+    def _needs_key(self, base_url: str | None) -> bool:
+        return base_url is None or base_url.rstrip("/") == DEFAULT_BASE_URL
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def url(self, request: ChatRequest) -> str:
+        return f"{self.base_url}/responses"
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": request["model"]}
+        system = joined(request["system"])
+        if system:
+            body["instructions"] = system
+        body["input"] = to_responses_input(request["messages"])
+        if "tools" in request:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "name": t["name"],
+                    "description": t["description"],
+                    "parameters": t["input_schema"],
+                }
+                for t in request["tools"]
+            ]
+        if "max_tokens" in request:
+            body["max_output_tokens"] = request["max_tokens"]
+        if "temperature" in request:
+            body["temperature"] = request["temperature"]
+        if "response_format" in request:
+            fmt = request["response_format"]
+            spec: dict[str, Any] = {
+                "type": "json_schema",
+                "name": fmt["name"],
+                "schema": fmt["schema"],
+            }
+            if "strict" in fmt:
+                spec["strict"] = fmt["strict"]
+            body["text"] = {"format": spec}
+        body["stream"] = True
+        return body
+
+    def new_parser(self) -> OpenAIResponsesStream:
+        return OpenAIResponsesStream()
