@@ -1,6 +1,25 @@
 """Keyless test fixtures: the scripted client (and, with the MCP work, an in-process MCP server)."""
 
+from .mcp_server import (
+    DropConnection,
+    McpRpcError,
+    TestMcpResource,
+    TestMcpServer,
+    TestMcpTool,
+    create_test_mcp_server,
+)
 from .script_client import ScriptClient, ScriptTurn, script_client
 from .turns import collect
 
-__all__ = ["ScriptClient", "ScriptTurn", "collect", "script_client"]
+__all__ = [
+    "DropConnection",
+    "McpRpcError",
+    "ScriptClient",
+    "ScriptTurn",
+    "TestMcpResource",
+    "TestMcpServer",
+    "TestMcpTool",
+    "collect",
+    "create_test_mcp_server",
+    "script_client",
+]

@@ -1,0 +1,187 @@
+"""Streamable HTTP: one POST per message, answered by a JSON body or an SSE stream."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+from typing import Any
+
+import httpx
+
+from .._json import dumps
+from ._protocol import (
+    HEADER_VERSIONS,
+    ChannelError,
+    JsonObject,
+    SessionLost,
+    answer_server_request,
+    is_response_to,
+    is_server_request,
+    parse_message,
+)
+from ._sse import SseParser
+
+__all__ = ["BorrowedTransport", "HttpChannel"]
+
+_ACCEPT = "application/json, text/event-stream"
+_CLOSE_TIMEOUT = 5.0
+"""Seconds a session DELETE (or a fire-and-forget notification) may take."""
+
+
+class BorrowedTransport(httpx.AsyncBaseTransport):
+    """A transport the caller passed in: used, never closed (it stays the caller's)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class HttpChannel:
+    """One MCP session over streamable HTTP. The httpx client is shared by the reconnects of a
+    connection and owned by the caller of this class."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, headers: dict[str, str]) -> None:
+        self._http = http
+        self._url = url
+        self._headers = dict(headers)
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self.lost = False
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def open(self) -> None:
+        return None
+
+    def _request_headers(self) -> dict[str, str]:
+        headers = {**self._headers, "accept": _ACCEPT, "content-type": "application/json"}
+        if self.session_id is not None:
+            headers["mcp-session-id"] = self.session_id
+        if self.protocol_version is not None and self.protocol_version in HEADER_VERSIONS:
+            headers["mcp-protocol-version"] = self.protocol_version
+        return headers
+
+    async def request(self, message: JsonObject) -> JsonObject:
+        request_id = message["id"]
+        initialize = message.get("method") == "initialize"
+        try:
+            async with self._http.stream(
+                "POST", self._url, content=dumps(message), headers=self._request_headers()
+            ) as resp:
+                await self._check_status(resp, initialize=initialize)
+                if initialize:
+                    self.session_id = resp.headers.get("mcp-session-id") or None
+                ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+                if ctype == "text/event-stream":
+                    return await self._answer_from_sse(resp, request_id)
+                if ctype == "application/json" or ctype.endswith("+json"):
+                    return self._answer_from_json(await resp.aread(), request_id)
+                if resp.status_code == 202:
+                    raise ChannelError(
+                        "the server accepted the request (202) without answering it", status=202
+                    )
+                raise ChannelError(
+                    f"the server answered with content-type {ctype or 'none'!r}, "
+                    "expected application/json or text/event-stream",
+                    status=resp.status_code,
+                )
+        except httpx.HTTPError as exc:
+            raise _transport_error(self._url, exc) from exc
+
+    async def _check_status(self, resp: httpx.Response, *, initialize: bool) -> None:
+        status = resp.status_code
+        if 200 <= status < 300:
+            return
+        body = (await resp.aread()).decode("utf-8", "replace")[:300]
+        # An unknown session is 404 by the spec, 400 on some servers: both mean it is gone.
+        if status in (400, 404) and self.session_id is not None and not initialize:
+            self.lost = True
+            raise SessionLost(
+                f"the server no longer knows session {self.session_id} (HTTP {status})",
+                status=status,
+            )
+        detail = f": {body}" if body.strip() else ""
+        raise ChannelError(f"the server answered HTTP {status}{detail}", status=status)
+
+    def _answer_from_json(self, raw: bytes, request_id: Any) -> JsonObject:
+        message = parse_message(raw)
+        candidates = message if isinstance(message, list) else [message]
+        for item in candidates:
+            if is_response_to(item, request_id):
+                return item  # type: ignore[no-any-return]
+        raise ChannelError(
+            f"the server's JSON body is not the answer to request {request_id}: "
+            f"{raw[:200].decode('utf-8', 'replace')!r}"
+        )
+
+    async def _answer_from_sse(self, resp: httpx.Response, request_id: Any) -> JsonObject:
+        parser = SseParser()
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        async for chunk in resp.aiter_bytes():
+            for event in parser.feed(decoder.decode(chunk)):
+                if event.event != "message" or not event.data.strip():
+                    continue  # a primer (empty data) or an event type we do not read
+                message = parse_message(event.data)
+                for item in message if isinstance(message, list) else [message]:
+                    if is_response_to(item, request_id):
+                        return item  # type: ignore[no-any-return]
+                    if is_server_request(item):
+                        self._spawn(self._post_quietly(answer_server_request(item)))
+        raise ChannelError(f"the server ended the event stream without answering {request_id}")
+
+    async def notify(self, message: JsonObject) -> None:
+        try:
+            resp = await self._http.post(
+                self._url, content=dumps(message), headers=self._request_headers()
+            )
+        except httpx.HTTPError as exc:
+            raise _transport_error(self._url, exc) from exc
+        if resp.status_code in (400, 404) and self.session_id is not None:
+            self.lost = True
+            raise SessionLost(
+                f"the server no longer knows session {self.session_id} (HTTP {resp.status_code})",
+                status=resp.status_code,
+            )
+        if not 200 <= resp.status_code < 300:
+            raise ChannelError(
+                f"the server answered HTTP {resp.status_code}: {resp.text[:300]}",
+                status=resp.status_code,
+            )
+
+    async def _post_quietly(self, message: JsonObject) -> None:
+        try:
+            async with asyncio.timeout(_CLOSE_TIMEOUT):
+                await self.notify(message)
+        except (ChannelError, TimeoutError):
+            pass
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def aclose(self) -> None:
+        """End the session: DELETE it unless the server already dropped it. Idempotent."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        session_id, self.session_id = self.session_id, None
+        if session_id is None or self.lost:
+            return
+        headers = {**self._headers, "mcp-session-id": session_id}
+        if self.protocol_version is not None and self.protocol_version in HEADER_VERSIONS:
+            headers["mcp-protocol-version"] = self.protocol_version
+        try:
+            async with asyncio.timeout(_CLOSE_TIMEOUT):
+                await self._http.delete(self._url, headers=headers)
+        except (httpx.HTTPError, TimeoutError):
+            pass  # 405 (the server does not let clients end sessions) is fine too
+
+
+def _transport_error(url: str, exc: httpx.HTTPError) -> ChannelError:
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return ChannelError(f"cannot reach {url}: {exc or type(exc).__name__}")
+    return ChannelError(f"the connection to {url} failed: {type(exc).__name__}: {exc}")

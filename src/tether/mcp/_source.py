@@ -1,0 +1,492 @@
+"""MCP servers as integration sources: `mcp_server(url=…)` and `mcp_stdio(command, …)`.
+
+A source connects (handshake, `tools/list`, `resources/list`), checks what it got against the
+caller's allowlist, cap and attach names, and hands the agent plain `Tool`s and `Resource`s. The
+server's tools then run through the same loop as declared ones; nothing downstream knows the
+difference.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from importlib import metadata
+from typing import Any, ClassVar
+
+import httpx
+
+from ..context import RunContext
+from ..errors import (
+    AbortedError,
+    ConfigError,
+    McpCallError,
+    McpConnectionError,
+    ToolDefinitionError,
+)
+from ..integrations import MAX_INTEGRATIONS, SourceConnection
+from ..resources import Resource, define_resource
+from ..signals import AbortSignal
+from ..tools import Tool, ToolResult, define_tool
+from ._client import Aborted, McpClient, VersionRefused, abortable
+from ._http import BorrowedTransport, HttpChannel
+from ._protocol import (
+    DEFAULT_MCP_TIMEOUT_MS,
+    Channel,
+    ChannelError,
+    JsonObject,
+    RpcError,
+    content_text,
+)
+from ._stdio import StdioChannel
+
+__all__ = ["McpServerSource", "McpSource", "McpStdioSource", "mcp_server", "mcp_stdio"]
+
+_MAX_PAGES = 1000
+"""A server that keeps handing out cursors past this is broken, not large."""
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_PREFIX = re.compile(r"^[A-Za-z0-9_-]*$")
+
+
+def _client_info() -> JsonObject:
+    try:
+        version = metadata.version("tether")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        version = "0"
+    return {"name": "tether", "version": version}
+
+
+class McpSource:
+    """What both transports share: the connect sequence and the mapping to tools/resources."""
+
+    transport: ClassVar[str]
+
+    def __init__(
+        self,
+        *,
+        prefix: str,
+        tools: Sequence[str] | None,
+        max_tools: int,
+        attach: Sequence[str],
+        timeout_ms: int,
+    ) -> None:
+        if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+            raise ConfigError(f"prefix={prefix!r} may hold only letters, digits, '_' and '-'")
+        if isinstance(tools, str) or (
+            tools is not None and not all(isinstance(t, str) for t in tools)
+        ):
+            raise ConfigError("tools= is a list of tool names (the names the server lists)")
+        if isinstance(attach, str) or not all(isinstance(a, str) for a in attach):
+            raise ConfigError("attach= is a list of resource names or URIs")
+        if not isinstance(max_tools, int) or max_tools < 1:
+            raise ConfigError(f"max_tools must be a positive integer, got {max_tools!r}")
+        if not isinstance(timeout_ms, int | float) or timeout_ms < 0:
+            raise ConfigError(f"timeout_ms must be >= 0 (0 disables it), got {timeout_ms!r}")
+        self.prefix = prefix
+        self.allow = None if tools is None else list(tools)
+        self.max_tools = max_tools
+        self.attach = list(attach)
+        self.timeout_ms = timeout_ms
+
+    @property
+    def label(self) -> str:
+        """How errors and traces name this source."""
+        raise NotImplementedError
+
+    def _report_base(self) -> JsonObject:
+        raise NotImplementedError
+
+    def _transport(self) -> tuple[Callable[[], Channel], Callable[[], Awaitable[None]] | None]:
+        """A channel factory for this connection (one channel per session) and the cleanup of
+        whatever the factory shares between sessions."""
+        raise NotImplementedError
+
+    # -- connecting --------------------------------------------------------------------------
+
+    async def connect(self, signal: AbortSignal | None = None) -> SourceConnection:
+        """Handshake, list, and build the tools and resources. Raises `McpConnectionError`
+        (or `AbortedError` when `signal` fires) and leaves nothing open when it does."""
+        if signal is not None and signal.aborted:
+            raise AbortedError(signal.reason)
+        make_channel, cleanup = self._transport()
+        client = McpClient(
+            make_channel,
+            timeout=self.timeout_ms / 1000 if self.timeout_ms else None,
+            timeout_ms=int(self.timeout_ms),
+            client_info=_client_info(),
+            on_close=cleanup,
+        )
+        try:
+            # The signal cancels the handshake but does not stay attached to the connection.
+            return await abortable(self._connect(client), signal)
+        except Aborted:
+            await client.aclose()
+            raise AbortedError(signal.reason if signal is not None else None) from None
+        except BaseException:
+            await client.aclose()
+            raise
+
+    def _fail(self, what: str, exc: BaseException) -> McpConnectionError:
+        if isinstance(exc, TimeoutError):
+            why = f"no answer within {self.timeout_ms} ms"
+        elif isinstance(exc, RpcError):
+            why = f"the server answered {exc}"
+        else:
+            why = str(exc)
+        return McpConnectionError(f"MCP server {self.label}: {what} failed: {why}")
+
+    async def _connect(self, client: McpClient) -> SourceConnection:
+        try:
+            await client.open()
+        except VersionRefused as exc:
+            raise McpConnectionError(f"MCP server {self.label}: {exc}") from exc
+        except (ChannelError, RpcError, TimeoutError) as exc:
+            raise self._fail("initialize", exc) from exc
+        caps = client.capabilities
+        listed = await self._list(client, "tools/list", "tools") if "tools" in caps else []
+        resources = (
+            await self._list(client, "resources/list", "resources") if "resources" in caps else []
+        )
+        tools = self._tools(client, listed)
+        attach, resource_tools, resource_report = self._resources(client, resources)
+        init = client.init_result
+        server_info = init.get("serverInfo")
+        report: JsonObject = {
+            **self._report_base(),
+            "server_info": server_info if isinstance(server_info, dict) else {},
+            "protocol_version": client.protocol_version,
+            "tools": [t.name for t in tools + resource_tools],
+            "resources": resource_report,
+            "validation": "remote",
+        }
+        if isinstance(init.get("instructions"), str):
+            report["instructions"] = init["instructions"]  # data for the app, never prompt
+        return SourceConnection(
+            report=report, tools=tools + resource_tools, attach=attach, close=client.aclose
+        )
+
+    async def _list(self, client: McpClient, method: str, key: str) -> list[JsonObject]:
+        items: list[JsonObject] = []
+        cursor: Any = None
+        seen: set[str] = set()
+        for _ in range(_MAX_PAGES):
+            try:
+                page = await client.request(method, {"cursor": cursor} if cursor else None)
+            except (ChannelError, RpcError, TimeoutError) as exc:
+                raise self._fail(method, exc) from exc
+            batch = page.get(key)
+            if not isinstance(batch, list):
+                raise McpConnectionError(
+                    f"MCP server {self.label}: {method} answered without a {key!r} list"
+                )
+            items.extend(item for item in batch if isinstance(item, dict))
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return items
+            if not isinstance(cursor, str) or cursor in seen:
+                raise McpConnectionError(
+                    f"MCP server {self.label}: {method} repeats its cursor {cursor!r}"
+                )
+            seen.add(cursor)
+        raise McpConnectionError(
+            f"MCP server {self.label}: {method} was still paginating after {_MAX_PAGES} pages"
+        )
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def _tools(self, client: McpClient, listed: list[JsonObject]) -> list[Tool]:
+        named = [t for t in listed if isinstance(t.get("name"), str)]
+        if self.allow is not None:
+            names = {t["name"] for t in named}
+            missing = [n for n in self.allow if n not in names]
+            if missing:
+                raise McpConnectionError(
+                    f"MCP server {self.label}: tools= names {missing!r}, which the server does "
+                    f"not list (it lists {sorted(names)!r})"
+                )
+            keep = set(self.allow)
+            named = [t for t in named if t["name"] in keep]
+        if len(named) > self.max_tools:
+            raise McpConnectionError(
+                f"MCP server {self.label} lists {len(named)} tools, more than max_tools="
+                f"{self.max_tools}; choose the ones the agent needs with tools=[...] or raise "
+                "max_tools"
+            )
+        return [self._tool(client, t) for t in named]
+
+    def _tool(self, client: McpClient, spec: JsonObject) -> Tool:
+        remote = spec["name"]
+        name = self.prefix + remote
+        schema = spec.get("inputSchema")
+        description = spec.get("description")
+        what = f"MCP tool {remote} on {self.label}"
+
+        async def execute(value: Any, ctx: RunContext) -> ToolResult:
+            try:
+                result = await client.call(
+                    "tools/call",
+                    {"name": remote, "arguments": value},
+                    what=what,
+                    signal=ctx.signal,
+                    tracer=ctx._tracer,
+                )
+            except McpCallError as exc:
+                return ToolResult(str(exc), is_error=True)
+            text = content_text(result.get("content"))
+            if not text and "structuredContent" in result:
+                from .._json import dumps
+
+                text = dumps(result["structuredContent"])
+            if result.get("isError") is True:
+                return ToolResult(str(McpCallError(f"{what} reported an error: {text}")), True)
+            return ToolResult(text)
+
+        try:
+            # The server's schema passes verbatim and the server validates (validation="remote").
+            return define_tool(
+                name=name,
+                description=description if isinstance(description, str) else "",
+                input_schema=schema if isinstance(schema, dict) else {"type": "object"},
+                execute=execute,
+                validation="remote",
+            )
+        except ToolDefinitionError as exc:
+            raise McpConnectionError(
+                f"MCP server {self.label} lists tool {remote!r}, which cannot be offered to a "
+                f"model as {name!r} ({exc}); leave it out with tools=[...]"
+            ) from exc
+
+    # -- resources ---------------------------------------------------------------------------
+
+    def _resources(
+        self, client: McpClient, listed: list[JsonObject]
+    ) -> tuple[list[Resource], list[Tool], list[JsonObject]]:
+        wanted = set(self.attach)
+        matched: set[str] = set()
+        attach: list[Resource] = []
+        tools: list[Tool] = []
+        report: list[JsonObject] = []
+        for spec in listed:
+            uri = spec.get("uri")
+            if not isinstance(uri, str):
+                continue
+            given = spec.get("name")
+            name: str = given if isinstance(given, str) and given else uri
+            description = spec.get("description")
+            description = description if isinstance(description, str) else ""
+            read = self._reader(client, uri, f"MCP resource {name} on {self.label}")
+            hits = {k for k in (name, uri) if k in wanted}
+            if hits:
+                matched |= hits
+                attach.append(
+                    define_resource(name=name, mode="attach", get=read, description=description)
+                )
+                report.append({"name": name, "uri": uri, "mode": "attach"})
+                continue
+            tool_name = f"{self.prefix}read_{_UNSAFE.sub('_', name)}"
+
+            async def execute(value: Any, ctx: RunContext, read: Any = read) -> ToolResult:
+                try:
+                    return ToolResult(await read(value, ctx))
+                except McpCallError as exc:
+                    return ToolResult(str(exc), is_error=True)
+
+            try:
+                tools.append(
+                    define_tool(
+                        name=tool_name,
+                        description=description or f"Read the {name} resource ({uri}).",
+                        input_schema={"type": "object", "properties": {}},
+                        execute=execute,
+                        validation="remote",
+                    )
+                )
+            except ToolDefinitionError as exc:
+                raise McpConnectionError(
+                    f"MCP server {self.label} lists resource {name!r}, which cannot become the "
+                    f"tool {tool_name!r} ({exc})"
+                ) from exc
+            report.append({"name": name, "uri": uri, "mode": "tool", "tool": tool_name})
+        missing = sorted(wanted - matched)
+        if missing:
+            raise McpConnectionError(
+                f"MCP server {self.label}: attach= names {missing!r}, which the server does not "
+                "list as resources (by name or URI)"
+            )
+        return attach, tools, report
+
+    def _reader(
+        self, client: McpClient, uri: str, what: str
+    ) -> Callable[[Any, RunContext], Awaitable[str]]:
+        async def read(value: Any, ctx: RunContext) -> str:
+            result = await client.call(
+                "resources/read",
+                {"uri": uri},
+                what=f"reading {what}",
+                signal=ctx.signal,
+                tracer=ctx._tracer,
+            )
+            return content_text(result.get("contents"))
+
+        return read
+
+
+class McpServerSource(McpSource):
+    """An MCP server over streamable HTTP."""
+
+    transport = "http"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        prefix: str = "",
+        tools: Sequence[str] | None = None,
+        max_tools: int = MAX_INTEGRATIONS,
+        attach: Sequence[str] = (),
+        timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(
+            prefix=prefix, tools=tools, max_tools=max_tools, attach=attach, timeout_ms=timeout_ms
+        )
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"mcp_server(url=...) needs an http:// or https:// URL, got {url!r}")
+        self.url = url
+        self.headers = dict(headers or {})
+        self._http_transport = transport
+
+    @property
+    def label(self) -> str:
+        return self.url
+
+    def _report_base(self) -> JsonObject:
+        return {"url": self.url, "transport": "http"}
+
+    def _transport(self) -> tuple[Callable[[], Channel], Callable[[], Awaitable[None]] | None]:
+        # httpx's own timeouts are off: timeout_ms (asyncio) covers the whole round trip,
+        # including the wait on an SSE body, and 0 must mean no clock at all.
+        http = httpx.AsyncClient(
+            transport=None
+            if self._http_transport is None
+            else BorrowedTransport(self._http_transport),
+            timeout=httpx.Timeout(None),
+        )
+        return (lambda: HttpChannel(http, self.url, self.headers)), http.aclose
+
+    def __repr__(self) -> str:
+        return f"mcp_server(url={self.url!r})"
+
+
+class McpStdioSource(McpSource):
+    """An MCP server run as a child process speaking JSON-RPC on stdio."""
+
+    transport = "stdio"
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        prefix: str = "",
+        tools: Sequence[str] | None = None,
+        max_tools: int = MAX_INTEGRATIONS,
+        attach: Sequence[str] = (),
+        timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
+    ) -> None:
+        super().__init__(
+            prefix=prefix, tools=tools, max_tools=max_tools, attach=attach, timeout_ms=timeout_ms
+        )
+        if not isinstance(command, str) or not command:
+            raise ConfigError("mcp_stdio(command, ...) needs the program to run")
+        if isinstance(args, str):
+            raise ConfigError("mcp_stdio(args=...) is a list of arguments, not one string")
+        self.command = command
+        self.args = [str(a) for a in args]
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
+
+    @property
+    def label(self) -> str:
+        return " ".join(["stdio:", self.command, *self.args])
+
+    def _report_base(self) -> JsonObject:
+        return {"command": [self.command, *self.args], "transport": "stdio"}
+
+    def _transport(self) -> tuple[Callable[[], Channel], Callable[[], Awaitable[None]] | None]:
+        return (lambda: StdioChannel(self.command, self.args, self.env, self.cwd)), None
+
+    def __repr__(self) -> str:
+        return f"mcp_stdio({self.command!r}, {self.args!r})"
+
+
+def mcp_server(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    prefix: str = "",
+    tools: Sequence[str] | None = None,
+    max_tools: int = MAX_INTEGRATIONS,
+    attach: Sequence[str] = (),
+    timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> McpServerSource:
+    """An MCP server over streamable HTTP, as an integration source.
+
+    Args:
+        url: The server's MCP endpoint.
+        headers: Sent with every request (v1 auth is headers only).
+        prefix: Prepended to every tool name the server contributes.
+        tools: Allowlist of the server's tool names; None takes everything it lists.
+        max_tools: Connecting fails, naming the count, when more tools are listed (after the
+            allowlist) than this.
+        attach: Resource names or URIs to inline in the prompt every turn; every other resource
+            becomes a `read_<name>` tool.
+        timeout_ms: Per round trip, including the wait for an SSE answer; 0 disables it.
+        transport: An httpx transport to send through instead of the network (tests use
+            `tether.testing.create_test_mcp_server()`); it stays the caller's to close.
+    """
+    return McpServerSource(
+        url,
+        headers=headers,
+        prefix=prefix,
+        tools=tools,
+        max_tools=max_tools,
+        attach=attach,
+        timeout_ms=timeout_ms,
+        transport=transport,
+    )
+
+
+def mcp_stdio(
+    command: str,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    prefix: str = "",
+    tools: Sequence[str] | None = None,
+    max_tools: int = MAX_INTEGRATIONS,
+    attach: Sequence[str] = (),
+    timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
+) -> McpStdioSource:
+    """An MCP server run as a child process (newline-delimited JSON-RPC on its stdin/stdout).
+
+    Each session is one child; closing the session ends it (stdin closed, then SIGTERM, then
+    SIGKILL). `env` is added to this process's environment. The other options are those of
+    `mcp_server`.
+    """
+    return McpStdioSource(
+        command,
+        args,
+        env=env,
+        cwd=cwd,
+        prefix=prefix,
+        tools=tools,
+        max_tools=max_tools,
+        attach=attach,
+        timeout_ms=timeout_ms,
+    )

@@ -1,0 +1,214 @@
+"""stdio: a child process speaking newline-delimited JSON-RPC on its stdin and stdout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._json import dumps
+from ._protocol import (
+    ChannelError,
+    JsonObject,
+    SessionLost,
+    answer_server_request,
+    is_server_request,
+    parse_message,
+)
+
+__all__ = ["StdioChannel"]
+
+_LINE_LIMIT = 32 * 1024 * 1024
+"""Bytes one message line may take; a resource body arrives on one line."""
+_STDERR_TAIL = 2000
+"""Characters of the child's stderr kept to explain an exit."""
+_EXIT_GRACE = 2.0
+"""Seconds the child gets after stdin closes (and again after SIGTERM) before the next step."""
+
+
+class StdioChannel:
+    """One MCP session = one child process. Ending the session ends the child."""
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str],
+        env: Mapping[str, str] | None,
+        cwd: str | os.PathLike[str] | None,
+    ) -> None:
+        self._command = command
+        self._args = list(args)
+        self._env = None if env is None else {**os.environ, **env}
+        self._cwd = cwd
+        self.protocol_version: str | None = None
+        self.lost = False
+        self._why_lost = "the server process is not running"
+        self._proc: asyncio.subprocess.Process | None = None
+        self._pending: dict[Any, asyncio.Future[JsonObject]] = {}
+        self._write_lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stderr = ""
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    async def open(self) -> None:
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                self._command,
+                *self._args,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self._env,
+                cwd=self._cwd,
+                limit=_LINE_LIMIT,
+                # Its own process group, so close() also ends what a wrapper (npx, uvx) started.
+                start_new_session=sys.platform != "win32",
+            )
+        except OSError as exc:
+            self.lost = True
+            raise ChannelError(f"cannot start {self._command!r}: {exc}") from exc
+        self._tasks = [
+            asyncio.create_task(self._read_stdout()),
+            asyncio.create_task(self._read_stderr()),
+        ]
+
+    async def _read_stdout(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        reason = "the server process closed its stdout"
+        try:
+            while True:
+                try:
+                    line = await proc.stdout.readline()
+                except ValueError:  # a line longer than the limit: the stream is unusable
+                    reason = f"the server sent a message longer than {_LINE_LIMIT} bytes"
+                    break
+                if not line:
+                    break
+                message = parse_message(line)
+                for item in message if isinstance(message, list) else [message]:
+                    self._dispatch(item)
+        finally:
+            # Give the exit status (and the last of stderr) a moment to arrive: it is the
+            # most useful thing to tell about a crash.
+            with contextlib.suppress(asyncio.CancelledError):
+                await _exited(proc, 1.0)
+            self._lose(reason, proc.returncode)
+
+    def _dispatch(self, item: Any) -> None:
+        if not isinstance(item, dict):
+            return  # not JSON-RPC (a stray print): the spec forbids it, we skip it
+        if "method" not in item and ("result" in item or "error" in item):
+            future = self._pending.pop(item.get("id"), None)
+            if future is not None and not future.done():
+                future.set_result(item)
+        elif is_server_request(item):
+            task = asyncio.ensure_future(self._write_quietly(answer_server_request(item)))
+            self._tasks.append(task)
+
+    async def _read_stderr(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stderr is not None
+        with contextlib.suppress(ValueError, OSError):
+            while chunk := await proc.stderr.read(4096):
+                self._stderr = (self._stderr + chunk.decode("utf-8", "replace"))[-_STDERR_TAIL:]
+
+    def _lose(self, reason: str, code: int | None = None) -> None:
+        if self.lost:
+            return
+        self.lost = True
+        why = reason if code is None else f"the server process exited with status {code}"
+        tail = self._stderr.strip()
+        self._why_lost = f"{why}; its stderr ends: {tail[-500:]}" if tail else why
+        # A request in flight may have run: it fails as a call (never resent); the next
+        # request finds the channel lost and reconnects.
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(
+                    ChannelError(f"the server went away before answering: {self._why_lost}")
+                )
+
+    async def request(self, message: JsonObject) -> JsonObject:
+        if self.lost:
+            raise SessionLost(self._why_lost)
+        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
+        self._pending[message["id"]] = future
+        try:
+            await self._write(message)
+            return await future
+        finally:
+            self._pending.pop(message["id"], None)
+
+    async def notify(self, message: JsonObject) -> None:
+        if self.lost:
+            raise SessionLost(self._why_lost)
+        await self._write(message)
+
+    async def _write(self, message: JsonObject) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None
+        data = dumps(message).encode("utf-8") + b"\n"
+        try:
+            async with self._write_lock:
+                proc.stdin.write(data)
+                await proc.stdin.drain()
+        except (ConnectionError, RuntimeError) as exc:
+            self._lose("the server process stopped reading its stdin")
+            raise SessionLost(self._why_lost) from exc
+
+    async def _write_quietly(self, message: JsonObject) -> None:
+        with contextlib.suppress(ChannelError):
+            await self._write(message)
+
+    async def aclose(self) -> None:
+        """Close stdin, give the child a moment, then SIGTERM, then SIGKILL. Idempotent."""
+        proc = self._proc
+        if proc is None:
+            return
+        self._proc = None
+        try:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError, RuntimeError):
+                    proc.stdin.close()
+            if proc.returncode is None and not await _exited(proc, _EXIT_GRACE):
+                _signal(proc, signal.SIGTERM)
+                if not await _exited(proc, _EXIT_GRACE):
+                    _signal(proc, signal.SIGKILL)
+                    await proc.wait()
+        except BaseException:  # cancelled mid-close: the child must not outlive us
+            _signal(proc, signal.SIGKILL)
+            raise
+        finally:
+            tasks, self._tasks = self._tasks, []
+            if tasks:
+                # The readers end at EOF; a grandchild holding the pipes open must not hang us.
+                _, stuck = await asyncio.wait(tasks, timeout=_EXIT_GRACE)
+                for task in stuck:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+            self._lose("the session was closed")
+
+
+async def _exited(proc: asyncio.subprocess.Process, seconds: float) -> bool:
+    try:
+        async with asyncio.timeout(seconds):
+            await proc.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
+def _signal(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if sys.platform != "win32":
+            os.killpg(proc.pid, sig)
+        else:  # pragma: no cover - no process groups
+            proc.send_signal(sig)

@@ -1,0 +1,562 @@
+"""`create_test_mcp_server()`: an in-process MCP server behind an httpx transport.
+
+It speaks real JSON-RPC over the streamable HTTP shapes — session ids, the protocol-version
+header, cursor pagination, `isError` results, JSON or SSE bodies (CRLF, an empty priming
+event, split chunks) — with no network, no ports and no SDK. Pass it as the `transport=` of
+`tether.mcp.mcp_server`:
+
+```python
+server = create_test_mcp_server(tools=[{"name": "add", "run": lambda a: a["x"] + a["y"]}])
+agent = create_agent(llm=..., integrations=[mcp_server(server.url, transport=server)])
+...
+await server.aclose()   # cancels handlers still running
+```
+
+Everything the client sent is recorded (`requests`, `cancelled`, `deleted`), and failures are
+injected by setting attributes (`http_errors`, `rpc_errors`, `down`) or calling `restart()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NotRequired, TypedDict
+
+import httpx
+
+__all__ = [
+    "DropConnection",
+    "McpRpcError",
+    "RecordedRequest",
+    "TestMcpResource",
+    "TestMcpServer",
+    "TestMcpTool",
+    "create_test_mcp_server",
+]
+
+SPOKEN_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+_HEADER_VERSIONS = frozenset({"2025-11-25", "2025-06-18"})
+
+
+class TestMcpTool(TypedDict):
+    """A tool the test server lists. `run(arguments)` may be sync or async and returns a str
+    (one text block), a dict with "content" (a raw result), or anything JSON (text of it).
+    Raising any exception answers `isError: true` with its message; raising `McpRpcError`
+    answers a JSON-RPC error; raising `DropConnection` drops the connection unanswered."""
+
+    name: str
+    run: Callable[[dict[str, Any]], Any]
+    description: NotRequired[str]
+    input_schema: NotRequired[dict[str, Any]]
+
+
+class TestMcpResource(TypedDict):
+    """A resource the test server lists: a fixed `text`, or `read()` (sync or async; raising
+    answers a JSON-RPC error)."""
+
+    name: str
+    uri: str
+    text: NotRequired[str]
+    read: NotRequired[Callable[[], Any]]
+    description: NotRequired[str]
+    mime_type: NotRequired[str]
+
+
+class McpRpcError(Exception):
+    """Raise in a handler to answer with this JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class DropConnection(Exception):
+    """Raise in a handler to make the server go away mid-request: the connection breaks and
+    no answer is ever sent."""
+
+
+@dataclass(slots=True)
+class RecordedRequest:
+    """One HTTP request the server received."""
+
+    http_method: str
+    method: str | None
+    """The JSON-RPC method (None for a DELETE, or a response the client sent us)."""
+    id: Any
+    params: Any
+    session_id: str | None
+    protocol_version_header: str | None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Session:
+    id: str
+    protocol_version: str
+    initialized: bool = False
+
+
+class TestMcpServer(httpx.AsyncBaseTransport):
+    """The in-process server. Build it with `create_test_mcp_server()`."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    url = "http://mcp.test/mcp"
+
+    def __init__(
+        self,
+        *,
+        tools: Sequence[TestMcpTool] = (),
+        resources: Sequence[TestMcpResource] = (),
+        sse: bool = False,
+        crlf: bool = False,
+        prime: bool = False,
+        chunk_size: int | None = None,
+        notify_first: bool = False,
+        ping_first: bool = False,
+        page_size: int | None = None,
+        versions: Sequence[str] = SPOKEN_VERSIONS,
+        answer_version: str | None = None,
+        sessions: bool = True,
+        unknown_session_status: int = 404,
+        server_info: dict[str, Any] | None = None,
+        instructions: str | None = None,
+        capabilities: dict[str, Any] | None = None,
+    ) -> None:
+        self.tools = list(tools)
+        self.resources = list(resources)
+        self.sse = sse
+        self.crlf = crlf
+        self.prime = prime
+        self.chunk_size = chunk_size
+        self.notify_first = notify_first
+        self.ping_first = ping_first
+        self.page_size = page_size
+        self.versions = list(versions)
+        self.answer_version = answer_version
+        self.use_sessions = sessions
+        self.unknown_session_status = unknown_session_status
+        self.server_info = server_info or {"name": "tether-test-mcp", "version": "1.0.0"}
+        self.instructions = instructions
+        self.capabilities = capabilities
+        self.http_errors: dict[str, int] = {}
+        """JSON-RPC method -> HTTP status to answer it with (a non-2xx failure)."""
+        self.rpc_errors: dict[str, tuple[int, str]] = {}
+        """JSON-RPC method -> (code, message) to answer it with."""
+        self.down = False
+        """True: every request fails to connect, as if nothing listened."""
+        self.requests: list[RecordedRequest] = []
+        self.cancelled: list[Any] = []
+        """Request ids named by the client's `notifications/cancelled`."""
+        self.cancelled_handlers: list[Any] = []
+        """Request ids whose handler was still running when cancelled (and so was stopped)."""
+        self.client_responses: list[dict[str, Any]] = []
+        """Answers the client sent to our own requests (the ping of `ping_first`)."""
+        self.deleted: list[str] = []
+        self.sessions: dict[str, _Session] = {}
+        self.restarts = 0
+        self._inflight: dict[tuple[str | None, Any], asyncio.Task[dict[str, Any]]] = {}
+
+    # -- what tests read ---------------------------------------------------------------------
+
+    @property
+    def methods(self) -> list[str]:
+        """The JSON-RPC methods received, in order (DELETEs appear as "DELETE")."""
+        return [r.method or r.http_method for r in self.requests]
+
+    def restart(self) -> None:
+        """Forget every session and stop every handler, as a restarted server would."""
+        self.restarts += 1
+        self.sessions.clear()
+        for task in self._inflight.values():
+            task.cancel()
+
+    async def aclose(self) -> None:
+        """Stop handlers still running. (Safe to call more than once.)"""
+        tasks = list(self._inflight.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> TestMcpServer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.down:
+            raise httpx.ConnectError(
+                "connection refused (the test server is down)", request=request
+            )
+        sid = request.headers.get("mcp-session-id")
+        pv = request.headers.get("mcp-protocol-version")
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        if request.method == "DELETE":
+            self.requests.append(RecordedRequest("DELETE", None, None, None, sid, pv, headers))
+            if sid is not None and self.sessions.pop(sid, None) is not None:
+                self.deleted.append(sid)
+                return httpx.Response(200)
+            return httpx.Response(404)
+        if request.method != "POST":
+            return httpx.Response(405, headers={"allow": "POST, DELETE"})
+        message = _loads(await request.aread())
+        if not isinstance(message, dict):
+            return _rpc_error_response(400, None, -32700, "Parse error")
+        method = message.get("method")
+        rid = message.get("id")
+        self.requests.append(
+            RecordedRequest("POST", method, rid, message.get("params"), sid, pv, headers)
+        )
+        accept = request.headers.get("accept", "")
+        if "application/json" not in accept or "text/event-stream" not in accept:
+            return _rpc_error_response(406, rid, -32600, "Accept must list both content types")
+        if isinstance(method, str) and method in self.http_errors:
+            return httpx.Response(self.http_errors[method], text=f"injected failure of {method}")
+        session: _Session | None = None
+        if method != "initialize" and self.use_sessions:
+            if sid is None:
+                return _rpc_error_response(400, rid, -32600, "Bad Request: missing session id")
+            session = self.sessions.get(sid)
+            if session is None:
+                return _rpc_error_response(
+                    self.unknown_session_status, rid, -32001, "Session not found"
+                )
+            if session.protocol_version in _HEADER_VERSIONS and pv != session.protocol_version:
+                return _rpc_error_response(
+                    400, rid, -32600, f"Bad mcp-protocol-version header: {pv!r}"
+                )
+        if method is None:  # the client answering a request of ours
+            self.client_responses.append(message)
+            return httpx.Response(202)
+        if rid is None:
+            self._notification(method, message.get("params"), sid, session)
+            return httpx.Response(202)
+        if method == "initialize":
+            session, result = self._initialize(message.get("params"))
+            response_headers = {"mcp-session-id": session.id} if self.use_sessions else {}
+            return self._answer({"jsonrpc": "2.0", "id": rid, "result": result}, response_headers)
+        task = asyncio.ensure_future(self._dispatch(method, message.get("params"), rid))
+        key = (sid, rid)
+        self._inflight[key] = task
+        task.add_done_callback(lambda _t: self._inflight.pop(key, None))
+        response_headers = {"mcp-session-id": sid} if sid else {}
+        if self.sse:
+            return httpx.Response(
+                200,
+                headers={"content-type": "text/event-stream", **response_headers},
+                stream=_SseBody(self, task),
+            )
+        answer = await self._await_handler(task)
+        return self._answer(answer, response_headers)
+
+    def _answer(self, message: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
+        if self.sse:
+            return httpx.Response(
+                200,
+                headers={"content-type": "text/event-stream", **headers},
+                stream=_SseBody(self, None, message),
+            )
+        return httpx.Response(200, json=message, headers=headers)
+
+    async def _await_handler(self, task: asyncio.Task[dict[str, Any]]) -> dict[str, Any]:
+        # The handler outlives a client that stops waiting; only `notifications/cancelled`
+        # (or aclose/restart) stops it, as with a real server.
+        try:
+            return await asyncio.shield(task)
+        except DropConnection:
+            raise httpx.RemoteProtocolError("the server went away without answering") from None
+        except asyncio.CancelledError:
+            if task.cancelled() and not _cancelling():
+                raise httpx.RemoteProtocolError("the server stopped the request") from None
+            raise
+
+    def _notification(
+        self, method: str, params: Any, sid: str | None, session: _Session | None
+    ) -> None:
+        if method == "notifications/initialized" and session is not None:
+            session.initialized = True
+        elif method == "notifications/cancelled" and isinstance(params, dict):
+            request_id = params.get("requestId")
+            self.cancelled.append(request_id)
+            task = self._inflight.get((sid, request_id))
+            if task is not None and not task.done():
+                task.cancel()
+
+    def _initialize(self, params: Any) -> tuple[_Session, dict[str, Any]]:
+        offered = params.get("protocolVersion") if isinstance(params, dict) else None
+        if self.answer_version is not None:
+            version = self.answer_version
+        elif offered in self.versions:
+            version = offered
+        else:
+            version = self.versions[0]
+        session = _Session(uuid.uuid4().hex, version)
+        if self.use_sessions:
+            self.sessions[session.id] = session
+        caps = self.capabilities
+        if caps is None:
+            caps = {}
+            if self.tools:
+                caps["tools"] = {"listChanged": False}
+            if self.resources:
+                caps["resources"] = {}
+        result: dict[str, Any] = {
+            "protocolVersion": version,
+            "capabilities": caps,
+            "serverInfo": self.server_info,
+        }
+        if self.instructions is not None:
+            result["instructions"] = self.instructions
+        return session, result
+
+    # -- JSON-RPC ----------------------------------------------------------------------------
+
+    async def _dispatch(self, method: str, params: Any, rid: Any) -> dict[str, Any]:
+        params = params if isinstance(params, dict) else {}
+        try:
+            if method in self.rpc_errors:
+                code, text = self.rpc_errors[method]
+                raise McpRpcError(code, text)
+            result = await self._result(method, params)
+        except McpRpcError as exc:
+            error: dict[str, Any] = {"code": exc.code, "message": exc.message}
+            if exc.data is not None:
+                error["data"] = exc.data
+            return {"jsonrpc": "2.0", "id": rid, "error": error}
+        except asyncio.CancelledError:
+            self.cancelled_handlers.append(rid)
+            raise
+        return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+    async def _result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "ping":
+            return {}
+        if method == "tools/list":
+            items = [
+                {
+                    "name": t["name"],
+                    "description": t.get("description", ""),
+                    "inputSchema": t.get("input_schema", {"type": "object", "properties": {}}),
+                }
+                for t in self.tools
+            ]
+            return self._page(items, "tools", params)
+        if method == "tools/call":
+            return await self._call_tool(params)
+        if method == "resources/list":
+            items = []
+            for r in self.resources:
+                item: dict[str, Any] = {"name": r["name"], "uri": r["uri"]}
+                if "description" in r:
+                    item["description"] = r["description"]
+                if "mime_type" in r:
+                    item["mimeType"] = r["mime_type"]
+                items.append(item)
+            return self._page(items, "resources", params)
+        if method == "resources/read":
+            return await self._read_resource(params)
+        raise McpRpcError(-32601, f"Method not found: {method}")
+
+    def _page(
+        self, items: list[dict[str, Any]], key: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        if self.page_size is None:
+            return {key: items}
+        cursor = params.get("cursor")
+        start = 0
+        if cursor is not None:
+            if not isinstance(cursor, str) or not cursor.startswith("page:"):
+                raise McpRpcError(-32602, f"Invalid cursor: {cursor!r}")
+            start = int(cursor[5:])
+        end = start + self.page_size
+        page: dict[str, Any] = {key: items[start:end]}
+        if end < len(items):
+            page["nextCursor"] = f"page:{end}"
+        return page
+
+    async def _call_tool(self, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("name")
+        tool = next((t for t in self.tools if t["name"] == name), None)
+        if tool is None:
+            raise McpRpcError(-32602, f"Unknown tool: {name}")
+        arguments = params.get("arguments")
+        try:
+            value = tool["run"](arguments if isinstance(arguments, dict) else {})
+            if inspect.isawaitable(value):
+                value = await value
+        except (McpRpcError, DropConnection, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+        if isinstance(value, str):
+            return {"content": [{"type": "text", "text": value}]}
+        if isinstance(value, dict) and "content" in value:
+            return value
+        return {"content": [{"type": "text", "text": json.dumps(value)}]}
+
+    async def _read_resource(self, params: dict[str, Any]) -> dict[str, Any]:
+        uri = params.get("uri")
+        res = next((r for r in self.resources if r["uri"] == uri), None)
+        if res is None:
+            raise McpRpcError(-32002, f"Resource not found: {uri}")
+        if "read" in res:
+            try:
+                text = res["read"]()
+                if inspect.isawaitable(text):
+                    text = await text
+            except (McpRpcError, DropConnection, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                raise McpRpcError(-32603, f"Reading {uri} failed: {exc}") from exc
+        else:
+            text = res.get("text", "")
+        content: dict[str, Any] = {"uri": uri, "text": str(text)}
+        if "mime_type" in res:
+            content["mimeType"] = res["mime_type"]
+        return {"contents": [content]}
+
+
+class _SseBody(httpx.AsyncByteStream):
+    """One POST's event stream: optional primer / notification / ping, then the answer."""
+
+    def __init__(
+        self,
+        server: TestMcpServer,
+        task: asyncio.Task[dict[str, Any]] | None,
+        answer: dict[str, Any] | None = None,
+    ) -> None:
+        self._server = server
+        self._task = task
+        self._answer = answer
+
+    def _event(self, data: str, event_id: str | None = None) -> str:
+        nl = "\r\n" if self._server.crlf else "\n"
+        head = f"id: {event_id}{nl}" if event_id is not None else ""
+        return f"{head}event: message{nl}data: {data}{nl}{nl}" if data else f"{head}data:{nl}{nl}"
+
+    async def _text(self) -> AsyncIterator[str]:
+        server = self._server
+        if server.prime:
+            yield self._event("", "0")  # the empty-data primer resumable servers send first
+        if server.notify_first:
+            note = {
+                "jsonrpc": "2.0",
+                "method": "notifications/message",
+                "params": {"level": "info", "data": "working on it"},
+            }
+            yield self._event(json.dumps(note))
+        if server.ping_first:
+            ping = {"jsonrpc": "2.0", "id": f"srv-{uuid.uuid4().hex[:8]}", "method": "ping"}
+            yield self._event(json.dumps(ping))
+        if self._answer is not None:
+            answer = self._answer
+        else:
+            assert self._task is not None
+            try:
+                answer = await server._await_handler(self._task)
+            except httpx.RemoteProtocolError:
+                raise httpx.ReadError("the server went away mid-stream") from None
+        yield self._event(json.dumps(answer), "1")
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = self._server.chunk_size
+        async for text in self._text():
+            data = text.encode("utf-8")
+            if size is None:
+                yield data
+            else:
+                for i in range(0, len(data), size):
+                    yield data[i : i + size]
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _loads(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _rpc_error_response(status: int, rid: Any, code: int, message: str) -> httpx.Response:
+    return httpx.Response(
+        status, json={"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+    )
+
+
+def create_test_mcp_server(
+    *,
+    tools: Sequence[TestMcpTool] = (),
+    resources: Sequence[TestMcpResource] = (),
+    sse: bool = False,
+    crlf: bool = False,
+    prime: bool = False,
+    chunk_size: int | None = None,
+    notify_first: bool = False,
+    ping_first: bool = False,
+    page_size: int | None = None,
+    versions: Sequence[str] = SPOKEN_VERSIONS,
+    answer_version: str | None = None,
+    sessions: bool = True,
+    unknown_session_status: int = 404,
+    server_info: dict[str, Any] | None = None,
+    instructions: str | None = None,
+    capabilities: dict[str, Any] | None = None,
+) -> TestMcpServer:
+    """An in-process MCP server; pass it as `mcp_server(server.url, transport=server)`.
+
+    Args:
+        tools: What `tools/list` lists and `tools/call` runs (see `TestMcpTool`).
+        resources: What `resources/list` lists and `resources/read` reads.
+        sse: Answer requests with an SSE body instead of a JSON one.
+        crlf: End SSE lines with CRLF.
+        prime: Open each SSE body with an event whose data is empty.
+        chunk_size: Deliver SSE bodies in chunks of this many bytes (splitting lines and CRLFs).
+        notify_first: Send a notification on the SSE body before the answer.
+        ping_first: Send a `ping` request on the SSE body before the answer (the client's reply
+            lands in `client_responses`).
+        page_size: Paginate `tools/list` and `resources/list` with cursors, this many per page.
+        versions: Protocol versions the server negotiates (it echoes the client's offer when it
+            is one of them, else answers the first).
+        answer_version: Answer `initialize` with this version regardless of the offer.
+        sessions: Issue an `mcp-session-id` and require it on later requests.
+        unknown_session_status: The HTTP status for an unknown session (404 by the spec; some
+            servers answer 400).
+        server_info: `serverInfo` of the initialize result.
+        instructions: `instructions` of the initialize result.
+        capabilities: Override the advertised capabilities (default: tools and/or resources
+            when there are any).
+    """
+    return TestMcpServer(
+        tools=tools,
+        resources=resources,
+        sse=sse,
+        crlf=crlf,
+        prime=prime,
+        chunk_size=chunk_size,
+        notify_first=notify_first,
+        ping_first=ping_first,
+        page_size=page_size,
+        versions=versions,
+        answer_version=answer_version,
+        sessions=sessions,
+        unknown_session_status=unknown_session_status,
+        server_info=server_info,
+        instructions=instructions,
+        capabilities=capabilities,
+    )
