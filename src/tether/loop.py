@@ -135,14 +135,14 @@ async def run_turn(
         if intr is not None:
             intr.arm()
             try:
-                conns = await agent._integrations.ensure(signal)
+                conns = await agent._integrations.ensure(signal, tracer=tracer)
             except asyncio.CancelledError:
                 if intr.absorb():
                     raise AbortedError(signal.reason if signal else None) from None
                 raise
             intr.armed = False
         else:
-            conns = await agent._integrations.ensure(None)
+            conns = await agent._integrations.ensure(None, tracer=tracer)
         index, specs, attach = agent._toolset(conns, opts.tools)
         layers = opts.prompt
         static, dynamic = (agent._static, agent._dynamic) if layers is None else _split(layers)
