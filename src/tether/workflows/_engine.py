@@ -1,0 +1,507 @@
+"""The durable workflow engine: `create_workflow`, `ctx.step`, resumable and nested runs.
+
+A run executes `run(input, ctx)` in its own task. Each `ctx.step(name, fn)` is looked up in the
+run's journal (a WorkflowStore) first: a step that completed in an earlier attempt is not
+executed again, and its journaled output is returned instead. So running a failed, cancelled or
+crashed run again with the same `workflow_run_id` picks up where it stopped — provided the
+workflow body is deterministic: the same input reaches the same steps in the same order.
+
+Steps are matched by name and occurrence: the first `ctx.step("fetch", …)` of a run is step id
+`fetch`, the second `fetch#2`, and so on; a step run inside step `fetch` is `fetch/<name>`.
+
+A run started while another run is active (inside its body or one of its steps) is **nested**: it
+joins the active run's tree (`parent_run_id`, `root_run_id`), shares its store and recorders, and
+gets a run id derived from its parent, so the parent's resume resumes the child too. A nested run
+that the parent leaves unfinished is cancelled when the parent ends. `isolated=True` starts a
+separate root run instead (same store and recorders, its own tree, a fresh id).
+
+The active run and step are kept in context variables, so code running inside a step — an agent
+run, a tool — reads them with `current_run()` / `current_step()` without being handed them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import uuid
+import warnings
+from collections.abc import Awaitable, Callable, Generator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
+
+from .._json import check_json_safe
+from ..errors import NotJSONSafeError, StepOutputError, WorkflowError
+from ._events import WorkflowEvent, WorkflowEventHandler
+
+if TYPE_CHECKING:
+    from ..signals import AbortSignal
+    from ..stores.workflow_store import WorkflowRunRecord, WorkflowStore
+
+__all__ = [
+    "StepLink",
+    "Workflow",
+    "WorkflowContext",
+    "WorkflowHandle",
+    "create_workflow",
+    "current_run",
+    "current_step",
+]
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+T = TypeVar("T")
+
+_NAMESPACE = uuid.UUID("6f0f6c2e-4d1b-4c5e-9a39-2b8f3f1d7a10")
+
+_current_run: ContextVar[WorkflowContext[Any] | None] = ContextVar(
+    "tether_workflow_run", default=None
+)
+_current_step: ContextVar[str | None] = ContextVar("tether_workflow_step", default=None)
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True, slots=True)
+class StepLink:
+    """Where the calling code runs: the active workflow run, and its step if inside one.
+
+    This is what an agent run started inside a workflow records as its `workflow` link.
+    """
+
+    workflow_id: str
+    workflow_run_id: str
+    root_run_id: str
+    step_id: str | None
+    """The running step's id, or None in the workflow body outside any step."""
+
+
+def current_run() -> WorkflowContext[Any] | None:
+    """The context of the workflow run the caller is running inside, if any."""
+    return _current_run.get()
+
+
+def current_step() -> StepLink | None:
+    """The active workflow run and step, or None outside every workflow run."""
+    ctx = _current_run.get()
+    if ctx is None:
+        return None
+    return StepLink(ctx.workflow_id, ctx.workflow_run_id, ctx.root_run_id, _current_step.get())
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+class _Recorders:
+    """The recorders of one run tree; warns once per run when one raises."""
+
+    __slots__ = ("handlers", "warned")
+
+    def __init__(self, handlers: list[WorkflowEventHandler]) -> None:
+        self.handlers = handlers
+        self.warned = False
+
+    async def emit(self, event: WorkflowEvent) -> None:
+        for handler in self.handlers:
+            try:
+                result = handler(event)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                if not self.warned:
+                    self.warned = True
+                    warnings.warn(
+                        f"workflow recorder raised {exc!r}; the run goes on",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+
+
+class WorkflowContext(Generic[In]):
+    """What a durable workflow's `run(input, ctx)` receives as `ctx`."""
+
+    def __init__(
+        self,
+        *,
+        workflow_id: str,
+        record: WorkflowRunRecord,
+        store: WorkflowStore,
+        recorders: _Recorders,
+    ) -> None:
+        self.workflow_id = workflow_id
+        """The workflow's id (what `create_workflow` was given)."""
+        self.workflow_run_id = record.run_id
+        """This run's id: pass it to `.run(workflow_run_id=…)` to resume the run."""
+        self.parent_run_id = record.parent_run_id
+        """The run this one is nested in, or None for a root run."""
+        self.root_run_id = record.root_run_id
+        """The root of this run's nest tree (its own id for a root run)."""
+        self.input: In = record.input
+        """The run's input (the journaled copy, so a resume sees exactly what the first try saw)."""
+        self.attempt = record.attempts
+        """1 on the first try, 2 on the first resume, …"""
+        self.store = store
+        """The WorkflowStore journaling this run (nested runs share it)."""
+        self._recorders = recorders
+        self._step_counts: dict[str, int] = {}
+        self._child_counts: dict[str, int] = {}
+        self._children: list[asyncio.Task[Any]] = []
+
+    def memory_scope_with_suffix(self, suffix: str) -> str:
+        """`f"{root_run_id}:{suffix}"`: a conversation shared by every run of this nest tree."""
+        return f"{self.root_run_id}:{suffix}"
+
+    def run_local_scope(self, suffix: str) -> str:
+        """`f"{workflow_run_id}:{suffix}"`: a conversation private to this run."""
+        return f"{self.workflow_run_id}:{suffix}"
+
+    def _event_base(self) -> dict[str, Any]:
+        return {
+            "workflow_id": self.workflow_id,
+            "workflow_run_id": self.workflow_run_id,
+            "parent_run_id": self.parent_run_id,
+            "root_run_id": self.root_run_id,
+            "at": time.time(),
+        }
+
+    async def _emit(self, type_: str, **fields: Any) -> None:
+        event = {"type": type_, **self._event_base(), **fields}
+        await self._recorders.emit(cast("WorkflowEvent", event))
+
+    def _next_step_id(self, name: str) -> str:
+        if not isinstance(name, str) or not name or "#" in name or "/" in name:
+            raise WorkflowError(
+                f"a step name must be a non-empty string without '#' or '/': {name!r}"
+            )
+        # A step inside another step is scoped by it: when the outer step is replayed, the
+        # inner ones are not reached, and must not shift the numbering of later steps.
+        outer = _current_step.get()
+        base = name if outer is None else f"{outer}/{name}"
+        n = self._step_counts.get(base, 0) + 1
+        self._step_counts[base] = n
+        return base if n == 1 else f"{base}#{n}"
+
+    def _next_child_id(self, workflow_id: str) -> str:
+        # Counted per enclosing step for the same reason as step ids; derived from this run's
+        # id so that a resumed parent finds (and resumes) the same child.
+        key = f"{_current_step.get() or ''}/{workflow_id}"
+        n = self._child_counts.get(key, 0) + 1
+        self._child_counts[key] = n
+        return str(uuid.uuid5(_NAMESPACE, f"{self.workflow_run_id}/{key}/{n}"))
+
+    @overload
+    async def step(self, name: str, fn: Callable[[], Awaitable[T]]) -> T: ...
+    @overload
+    async def step(self, name: str, fn: Callable[[], T]) -> T: ...
+
+    async def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run `fn()` (sync or async) once per run and journal what it returns.
+
+        If this step completed in an earlier attempt of the run, `fn` is not called and the
+        journaled output is returned. The output must be JSON-safe; anything else raises
+        StepOutputError naming the step and the path. What is returned is the journaled copy,
+        on the first try and on a resume alike.
+        """
+        step_id = self._next_step_id(name)
+        journaled = await self.store.get_step(self.workflow_run_id, step_id)
+        if journaled is not None:
+            await self._emit(
+                "workflow_step_finished",
+                step_id=step_id,
+                step=name,
+                output=journaled.output,
+                replayed=True,
+            )
+            return journaled.output
+        await self._emit("workflow_step_started", step_id=step_id, step=name)
+        token = _current_step.set(step_id)
+        try:
+            value = fn()
+            if inspect.isawaitable(value):
+                value = await value
+            try:
+                check_json_safe(value, "output")
+            except NotJSONSafeError as exc:
+                raise StepOutputError(step_id, exc.path, exc.what) from exc
+        except BaseException as exc:
+            await self._emit("workflow_step_failed", step_id=step_id, step=name, error=_error(exc))
+            raise
+        finally:
+            _current_step.reset(token)
+        record = await self.store.append_step(
+            self.workflow_run_id, step_id=step_id, name=name, output=value
+        )
+        await self._emit(
+            "workflow_step_finished",
+            step_id=step_id,
+            step=name,
+            output=record.output,
+            replayed=False,
+        )
+        return record.output
+
+
+class WorkflowHandle(Generic[Out]):
+    """A started run: its id at once, its outcome when `result` is awaited.
+
+    `await handle` is the same as `await handle.result`.
+    """
+
+    __slots__ = ("result", "workflow_id", "workflow_run_id")
+
+    def __init__(self, workflow_id: str, workflow_run_id: str, task: asyncio.Task[Out]) -> None:
+        self.workflow_id = workflow_id
+        self.workflow_run_id = workflow_run_id
+        """Keep it to resume the run after a failure, a cancellation or a crash."""
+        self.result: asyncio.Task[Out] = task
+        """Resolves to the run's output, or raises what the run raised."""
+
+    def cancel(self) -> None:
+        """Cancel the run; it is stored as "cancelled" and can be resumed later."""
+        self.result.cancel()
+
+    def __await__(self) -> Generator[Any, None, Out]:
+        return self.result.__await__()
+
+
+_default_store: WorkflowStore | None = None
+
+
+def _fallback_store() -> WorkflowStore:
+    # The harness does not depend on stores/ at import time; the process-wide in-memory journal
+    # is created only when a run names no store at all.
+    global _default_store
+    if _default_store is None:
+        from ..stores.workflow_store import InMemoryWorkflowStore
+
+        _default_store = InMemoryWorkflowStore()
+    return _default_store
+
+
+class Workflow(Generic[In, Out]):
+    """A durable workflow: `run(input, ctx)` whose `ctx.step`s are journaled."""
+
+    def __init__(
+        self,
+        id: str,
+        run: Callable[[In, WorkflowContext[In]], Awaitable[Out]],
+        *,
+        store: WorkflowStore | None = None,
+        on_event: WorkflowEventHandler | None = None,
+    ) -> None:
+        if not isinstance(id, str) or not id:
+            raise WorkflowError(f"a workflow id must be a non-empty string, got {id!r}")
+        if not callable(run):
+            raise WorkflowError(f"workflow {id!r}: run must be an async function (input, ctx)")
+        self.id = id
+        self.fn = run
+        self.store = store
+        """The default store of this workflow's root runs (None: the process-wide in-memory one)."""
+        self.on_event = on_event
+
+    def __repr__(self) -> str:
+        return f"Workflow({self.id!r})"
+
+    def run(
+        self,
+        input: In = _UNSET,
+        *,
+        isolated: bool = False,
+        workflow_run_id: str | None = None,
+        store: WorkflowStore | None = None,
+        on_event: WorkflowEventHandler | None = None,
+        signal: AbortSignal | None = None,
+    ) -> WorkflowHandle[Out]:
+        """Start (or resume) a run in a new task and return its handle at once.
+
+        Args:
+            input: The run's input; must be JSON-safe. May be omitted when resuming.
+            isolated: Start a separate root run even when called inside another run.
+            workflow_run_id: Resume this run: completed steps are not executed again, and a
+                completed run returns its stored output. An id that is not stored yet starts a
+                new run under that id (it then needs `input`).
+            store: Where to journal. Defaults to the enclosing run's store, then the
+                workflow's, then a process-wide in-memory store.
+            on_event: A recorder for this run, in addition to the workflow's and the enclosing
+                run's.
+            signal: Aborting it cancels the run.
+
+        Raises:
+            NotJSONSafeError: `input` is not JSON-safe (raised here, before anything starts).
+            WorkflowError: called outside a running event loop.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise WorkflowError(
+                f"workflow {self.id!r}: .run() starts a task; call it inside a running event "
+                "loop (for example from an async function run with asyncio.run)"
+            ) from None
+        if input is not _UNSET:
+            check_json_safe(input, "input")
+        enclosing = _current_run.get()
+        parent = None if isolated else enclosing
+        handlers: list[WorkflowEventHandler] = []
+        if enclosing is not None:
+            handlers.extend(enclosing._recorders.handlers)
+        for h in (self.on_event, on_event):
+            if h is not None and h not in handlers:
+                handlers.append(h)
+        chosen = store or (enclosing.store if enclosing else None) or self.store
+        chosen = chosen or _fallback_store()
+        if workflow_run_id is not None:
+            run_id = workflow_run_id
+        elif parent is not None:
+            run_id = parent._next_child_id(self.id)
+        else:
+            run_id = uuid.uuid4().hex
+        parent_step = _current_step.get() if parent is not None else None
+        task = asyncio.ensure_future(
+            self._execute(
+                run_id,
+                input,
+                explicit_id=workflow_run_id is not None,
+                parent=parent,
+                parent_step=parent_step,
+                store=chosen,
+                recorders=_Recorders(handlers),
+            )
+        )
+        if parent is not None:
+            parent._children.append(task)
+        if signal is not None:
+
+            def abort() -> None:
+                task.cancel()
+
+            remove = signal.add_callback(abort)
+            task.add_done_callback(lambda _: remove())
+        return WorkflowHandle(self.id, run_id, task)
+
+    async def _load(
+        self,
+        run_id: str,
+        input: Any,
+        *,
+        explicit_id: bool,
+        parent: WorkflowContext[Any] | None,
+        parent_step: str | None,
+        store: WorkflowStore,
+    ) -> tuple[WorkflowRunRecord, bool]:
+        """The run to execute, and whether it was created just now."""
+        existing = await store.get_run(run_id)
+        if existing is None:
+            if input is _UNSET:
+                raise WorkflowError(
+                    f"workflow {self.id!r}: there is no stored run {run_id!r} to resume; "
+                    "pass input= to start a new run under that id"
+                    if explicit_id
+                    else f"workflow {self.id!r}: pass input= to start a run"
+                )
+            created = await store.create_run(
+                run_id=run_id,
+                workflow_id=self.id,
+                input=input,
+                parent_run_id=parent.workflow_run_id if parent else None,
+                root_run_id=parent.root_run_id if parent else None,
+                parent_step_id=parent_step,
+            )
+            return created, True
+        if existing.workflow_id != self.id:
+            raise WorkflowError(
+                f"run {run_id!r} belongs to workflow {existing.workflow_id!r}, not {self.id!r}"
+            )
+        if input is not _UNSET and input != existing.input:
+            raise WorkflowError(
+                f"workflow {self.id!r}: run {run_id!r} was started with a different input; "
+                "resume it without input= (or with the same input)"
+            )
+        return existing, False
+
+    async def _execute(
+        self,
+        run_id: str,
+        input: Any,
+        *,
+        explicit_id: bool,
+        parent: WorkflowContext[Any] | None,
+        parent_step: str | None,
+        store: WorkflowStore,
+        recorders: _Recorders,
+    ) -> Out:
+        record, created = await self._load(
+            run_id,
+            input,
+            explicit_id=explicit_id,
+            parent=parent,
+            parent_step=parent_step,
+            store=store,
+        )
+        if record.status == "completed":
+            return cast("Out", record.output)
+        if not created:
+            record = await store.start_attempt(run_id)
+        ctx: WorkflowContext[In] = WorkflowContext(
+            workflow_id=self.id, record=record, store=store, recorders=recorders
+        )
+        run_token = _current_run.set(ctx)
+        step_token = _current_step.set(None)
+        try:
+            await ctx._emit("workflow_started", input=record.input, attempt=record.attempts)
+            try:
+                output = await self.fn(ctx.input, ctx)
+                check_json_safe(output, "output")
+                done = await store.finish_run(run_id, status="completed", output=output)
+            except asyncio.CancelledError as exc:
+                await store.finish_run(run_id, status="cancelled", error=_error(exc))
+                await ctx._emit("workflow_failed", status="cancelled", error=_error(exc))
+                raise
+            except Exception as exc:
+                await store.finish_run(run_id, status="failed", error=_error(exc))
+                await ctx._emit("workflow_failed", status="failed", error=_error(exc))
+                raise
+            await ctx._emit("workflow_finished", output=done.output)
+            return cast("Out", done.output)
+        finally:
+            for child in ctx._children:
+                if not child.done():
+                    child.cancel()
+            _current_step.reset(step_token)
+            _current_run.reset(run_token)
+
+
+def create_workflow(
+    id: str,
+    run: Callable[[In, WorkflowContext[In]], Awaitable[Out]],
+    *,
+    store: WorkflowStore | None = None,
+    on_event: WorkflowEventHandler | None = None,
+) -> Workflow[In, Out]:
+    """Declare a durable workflow.
+
+    ```python
+    async def review(input: dict, ctx: WorkflowContext[dict]) -> dict:
+        papers = await ctx.step("search", lambda: search(input["topic"]))
+        summary = await ctx.step("summarize", lambda: summarize(papers))
+        return {"summary": summary}
+
+    literature_review = create_workflow("literature-review", review)
+    handle = literature_review.run({"topic": "CRISPR delivery"})
+    output = await handle.result
+    ```
+
+    Args:
+        id: The workflow's id, stored on each of its runs.
+        run: `async def run(input, ctx)`; its return value is the run's output (JSON-safe).
+        store: Default WorkflowStore for this workflow's root runs.
+        on_event: A recorder that receives every run event of every run of this workflow.
+    """
+    return Workflow(id, run, store=store, on_event=on_event)
