@@ -221,6 +221,15 @@ class NoObjectGeneratedError(AgentRunError):
 class TemplateError(AgentRunError, ConfigError):
     """A system-prompt template could not render (names the template and the variable)."""
 
+    def __init__(
+        self, message: str, *, template: str | None = None, variable: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.template = template
+        """The template's name (its path as given, or `<string>`)."""
+        self.variable = variable
+        """The variable (or input field) that was missing or wrong, when there is one."""
+
 
 class AbortedError(TetherError):
     """The turn was aborted through its signal."""
