@@ -1,0 +1,490 @@
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from tether import (
+    AbortController,
+    RunContext,
+    Session,
+    create_agent,
+    define_guardrail,
+    define_tool,
+)
+from tether.errors import LLMStreamError
+from tether.otel import OtelSink
+from tether.testing import collect, script_client
+
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+}
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    exp = InMemorySpanExporter()
+    yield exp
+    exp.shutdown()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
+    prov = TracerProvider()
+    prov.add_span_processor(SimpleSpanProcessor(exporter))
+    yield prov
+    prov.shutdown()
+
+
+def tee(sink: OtelSink, records: list[Any]) -> Callable[[Any], None]:
+    def both(record: Any) -> None:
+        records.append(record)
+        sink(record)
+
+    return both
+
+
+def ns(seconds: float) -> int:
+    return int(seconds * 1_000_000_000)
+
+
+def weather_tool(**kwargs: Any) -> Any:
+    return define_tool(
+        name="get_weather",
+        description="Weather for a city",
+        input_schema=WEATHER_SCHEMA,
+        execute=lambda value: f"4°C in {value['city']}",
+        **kwargs,
+    )
+
+
+def two_round_client() -> Any:
+    return script_client(
+        [
+            {
+                "text": "Let me look.",
+                "tool_use": [{"name": "get_weather", "input": {"city": "Oslo"}, "id": "toolu_1"}],
+                "usage": {"input_tokens": 120, "output_tokens": 18},
+            },
+            {
+                "text": "It is 4°C in Oslo.",
+                "usage": {"input_tokens": 160, "output_tokens": 9, "cache_read_tokens": 100},
+            },
+        ],
+        model="claude-sonnet-4-6",
+    )
+
+
+def by_name(spans: Any) -> dict[str, list[ReadableSpan]]:
+    out: dict[str, list[ReadableSpan]] = {}
+    for span in spans:
+        out.setdefault(span.name, []).append(span)
+    return out
+
+
+def test_importing_without_opentelemetry_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    monkeypatch.delitem(sys.modules, "tether.otel")
+    with pytest.raises(ImportError, match=r"pip install 'tether\[otel\]'"):
+        importlib.import_module("tether.otel")
+
+
+async def test_a_two_round_turn_with_one_tool_call_exports_the_genai_span_tree(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    records: list[Any] = []
+    sink = OtelSink(provider, agent_name="forecaster", provider_name="anthropic")
+    agent = create_agent(llm=two_round_client(), tools=[weather_tool()], trace=tee(sink, records))
+    session = Session(id="sess-1")
+    events = await collect(agent, session, "Weather in Oslo?")
+    assert events[-1]["type"] == "done"
+
+    spans = exporter.get_finished_spans()
+    assert len(spans) == 4
+    named = by_name(spans)
+    assert sorted(named) == [
+        "chat claude-sonnet-4-6",
+        "execute_tool get_weather",
+        "invoke_agent forecaster",
+    ]
+    [turn] = named["invoke_agent forecaster"]
+    chat1, chat2 = sorted(named["chat claude-sonnet-4-6"], key=lambda s: s.start_time or 0)
+    [tool] = named["execute_tool get_weather"]
+
+    # the tree: one trace, the turn at its root, every other span its child
+    assert turn.parent is None
+    trace_ids = {s.context.trace_id for s in spans}
+    assert trace_ids == {turn.context.trace_id}
+    for child in (chat1, tool, chat2):
+        assert child.parent is not None
+        assert child.parent.span_id == turn.context.span_id
+    assert chat1.start_time <= tool.start_time <= chat2.start_time  # type: ignore[operator]
+
+    assert turn.kind is SpanKind.INTERNAL
+    assert dict(turn.attributes or {}) == {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.agent.name": "forecaster",
+        "gen_ai.conversation.id": "sess-1",
+        "gen_ai.request.model": "claude-sonnet-4-6",
+        "gen_ai.usage.input_tokens": 280,
+        "gen_ai.usage.output_tokens": 27,
+        "gen_ai.usage.cache_read.input_tokens": 100,
+        "gen_ai.response.finish_reasons": ("end_turn",),
+    }
+    assert turn.status.status_code is StatusCode.UNSET
+
+    assert chat1.kind is SpanKind.CLIENT
+    assert dict(chat1.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.conversation.id": "sess-1",
+        "gen_ai.request.model": "claude-sonnet-4-6",
+        "gen_ai.response.finish_reasons": ("tool_use",),
+        "gen_ai.usage.input_tokens": 120,
+        "gen_ai.usage.output_tokens": 18,
+        "tether.round": 1,
+    }
+    assert chat1.status.status_code is StatusCode.UNSET
+
+    assert chat2.kind is SpanKind.CLIENT
+    assert dict(chat2.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.conversation.id": "sess-1",
+        "gen_ai.request.model": "claude-sonnet-4-6",
+        "gen_ai.response.finish_reasons": ("end_turn",),
+        "gen_ai.usage.input_tokens": 160,
+        "gen_ai.usage.output_tokens": 9,
+        "gen_ai.usage.cache_read.input_tokens": 100,
+        "tether.round": 2,
+    }
+
+    assert tool.kind is SpanKind.INTERNAL
+    assert dict(tool.attributes or {}) == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "get_weather",
+        "gen_ai.tool.call.id": "toolu_1",
+        "gen_ai.tool.type": "function",
+    }
+    assert tool.status.status_code is StatusCode.UNSET
+    assert "error.type" not in (turn.attributes or {})
+
+    # the turn span carries prompt assembly as events; no message content anywhere
+    assert [(e.name, dict(e.attributes or {})) for e in turn.events] == [
+        (
+            "tether.prompt",
+            {
+                "tether.name": "assembled",
+                "tether.round": n,
+                "tether.layers": 0,
+                "tether.cached_blocks": 0,
+                "tether.chars": 0,
+            },
+        )
+        for n in (1, 2)
+    ]
+    flat = repr([dict(s.attributes or {}) for s in spans])
+    assert "Oslo" not in flat
+
+
+async def test_span_times_are_the_records_times(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    records: list[Any] = []
+    sink = OtelSink(provider, agent_name="forecaster", provider_name="anthropic")
+    agent = create_agent(llm=two_round_client(), tools=[weather_tool()], trace=tee(sink, records))
+    await collect(agent, Session(), "Weather in Oslo?")
+    named = by_name(exporter.get_finished_spans())
+    [turn] = named["invoke_agent forecaster"]
+    chat1, chat2 = sorted(named["chat claude-sonnet-4-6"], key=lambda s: s.start_time or 0)
+    [tool] = named["execute_tool get_weather"]
+
+    def at(phase: str, nth: int = 0) -> Any:
+        return [r for r in records if r["phase"] == phase][nth]
+
+    assert turn.start_time == ns(at("prompt")["at"])
+    assert turn.end_time == ns(at("usage")["at"])
+    assert (chat1.start_time, chat1.end_time) == (ns(at("request")["at"]), ns(at("response")["at"]))
+    assert (chat2.start_time, chat2.end_time) == (
+        ns(at("request", 1)["at"]),
+        ns(at("response", 1)["at"]),
+    )
+    tool_record = at("tool")
+    assert tool.end_time == ns(tool_record["at"])
+    assert tool.start_time == ns(tool_record["at"] - tool_record["data"]["ms"] / 1000)
+    assert [e.timestamp for e in turn.events] == [
+        ns(r["at"]) for r in records if r["phase"] == "prompt"
+    ]
+
+
+async def test_the_turn_span_is_a_child_of_the_span_current_when_the_turn_began(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    agent = create_agent(llm=two_round_client(), tools=[weather_tool()], trace=OtelSink(provider))
+    app_tracer = provider.get_tracer("app")
+    with app_tracer.start_as_current_span("handle_request") as outer:
+        await collect(agent, Session(), "Weather in Oslo?")
+    named = by_name(exporter.get_finished_spans())
+    [turn] = named["invoke_agent"]  # no agent name: the bare operation name
+    assert turn.parent is not None
+    assert turn.parent.span_id == outer.get_span_context().span_id
+    assert "gen_ai.agent.name" not in (turn.attributes or {})
+    assert "gen_ai.provider.name" not in (turn.attributes or {})
+
+
+async def test_a_failed_provider_call_sets_error_type_on_its_chat_span_and_the_turn(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    client = script_client(
+        [
+            {"tool_use": [{"name": "get_weather", "input": {"city": "Oslo"}}]},
+            {"text": "par", "error": LLMStreamError("connection reset")},
+        ],
+        model="m",
+    )
+    agent = create_agent(llm=client, tools=[weather_tool()], trace=OtelSink(provider))
+    events = await collect(agent, Session(), "go")
+    assert events[-1]["type"] == "error"
+    named = by_name(exporter.get_finished_spans())
+    [turn] = named["invoke_agent"]
+    ok, failed = sorted(named["chat m"], key=lambda s: s.start_time or 0)
+    assert "error.type" not in (ok.attributes or {})
+    assert failed.attributes is not None and failed.attributes["error.type"] == "LLMStreamError"
+    assert "gen_ai.response.finish_reasons" not in failed.attributes
+    assert failed.status.status_code is StatusCode.ERROR
+    assert turn.attributes is not None and turn.attributes["error.type"] == "LLMStreamError"
+    assert turn.status.status_code is StatusCode.ERROR
+    assert turn.attributes["gen_ai.usage.input_tokens"] == 1  # the round that did finish
+
+
+async def test_an_aborted_turn_ends_its_span_with_error_type_aborted(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    started = asyncio.Event()
+
+    async def slow(value: Any, ctx: RunContext) -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return "never"
+
+    agent = create_agent(
+        llm=script_client([{"tool_use": [{"name": "slow", "input": {}}]}]),
+        tools=[define_tool(name="slow", execute=slow)],
+        trace=OtelSink(provider),
+    )
+    controller = AbortController()
+
+    async def abort_soon() -> None:
+        await started.wait()
+        controller.abort()
+
+    aborter = asyncio.create_task(abort_soon())
+    await asyncio.wait_for(collect(agent, Session(), "go", signal=controller.signal), 5)
+    await aborter
+    named = by_name(exporter.get_finished_spans())
+    [turn] = named["invoke_agent"]
+    assert turn.attributes is not None and turn.attributes["error.type"] == "AbortedError"
+    assert turn.status.status_code is StatusCode.ERROR
+    assert "execute_tool slow" not in named  # it never finished, so it has no record
+
+
+async def test_a_tool_error_result_sets_error_type_on_the_tool_span(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    client = script_client(
+        [{"tool_use": [{"name": "get_weather", "input": {"city": 7}}]}, {"text": "sorry"}]
+    )
+    agent = create_agent(llm=client, tools=[weather_tool()], trace=OtelSink(provider))
+    await collect(agent, Session(), "go")
+    [tool] = by_name(exporter.get_finished_spans())["execute_tool get_weather"]
+    assert tool.attributes is not None and tool.attributes["error.type"] == "tool_error"
+    assert tool.status.status_code is StatusCode.ERROR
+    [turn] = by_name(exporter.get_finished_spans())["invoke_agent"]
+    assert turn.status.status_code is StatusCode.UNSET  # the model saw the error and answered
+
+
+async def test_a_guardrail_denied_call_is_an_error_tool_span_carrying_the_decision(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    agent = create_agent(
+        llm=two_round_client(),
+        tools=[weather_tool()],
+        trace=OtelSink(provider),
+        guardrails=[
+            define_guardrail(
+                name="no-oslo", tool_call=lambda c: {"action": "deny", "reason": "not Oslo"}
+            )
+        ],
+    )
+    await collect(agent, Session(), "go")
+    [tool] = by_name(exporter.get_finished_spans())["execute_tool get_weather"]
+    assert tool.attributes is not None and tool.attributes["error.type"] == "guardrail_denied"
+    assert [(e.name, dict(e.attributes or {})) for e in tool.events] == [
+        (
+            "tether.guardrail",
+            {
+                "tether.name": "no-oslo",
+                "tether.target": "tool_call",
+                "tether.action": "deny",
+                "tether.reason": "not Oslo",
+                "tether.tool": "get_weather",
+                "tether.tool_use_id": "toolu_1",
+            },
+        )
+    ]
+
+
+async def test_an_output_guardrail_denial_is_the_turns_finish_reason_and_an_event(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    agent = create_agent(
+        llm=script_client([{"text": "secret"}], model="m"),
+        trace=OtelSink(provider),
+        guardrails=[define_guardrail(name="dlp", output=lambda t: {"action": "deny"})],
+    )
+    await collect(agent, Session(), "go")
+    named = by_name(exporter.get_finished_spans())
+    [turn] = named["invoke_agent"]
+    [chat] = named["chat m"]
+    assert turn.attributes is not None
+    assert turn.attributes["gen_ai.response.finish_reasons"] == ("guardrail_denied",)
+    assert chat.attributes is not None
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("end_turn",)  # the model's own
+    assert ("tether.guardrail", "dlp") in [
+        (e.name, (e.attributes or {}).get("tether.name")) for e in turn.events
+    ]
+
+
+async def test_workflow_records_made_while_a_tool_runs_are_events_on_its_span(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    def step(value: Any, ctx: RunContext) -> str:
+        ctx.trace("step:verdict", {"step": "zettel", "accepted": False, "tags": ["a", "b"]})
+        return "ok"
+
+    agent = create_agent(
+        llm=script_client([{"tool_use": [{"name": "step", "input": {}}]}, {"text": "done"}]),
+        tools=[define_tool(name="step", execute=step)],
+        trace=OtelSink(provider),
+    )
+    await collect(agent, Session(), "go")
+    [tool] = by_name(exporter.get_finished_spans())["execute_tool step"]
+    assert [(e.name, dict(e.attributes or {})) for e in tool.events] == [
+        (
+            "tether.workflow",
+            {
+                "tether.name": "step:verdict",
+                "tether.step": "zettel",
+                "tether.accepted": False,
+                "tether.tags": ("a", "b"),
+            },
+        )
+    ]
+
+
+async def test_a_turn_left_without_its_final_record_is_ended_by_the_next_turn_of_its_session(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    client = script_client(
+        [
+            {"tool_use": [{"name": "get_weather", "input": {"city": "Oslo"}}]},
+            {"text": "second turn"},
+        ],
+        model="m",
+    )
+    agent = create_agent(llm=client, tools=[weather_tool()], trace=OtelSink(provider))
+    session = Session()
+    # the consumer stops after the first tool result: the loop never reaches its usage record
+    stream = agent.send(session, "go")
+    async for event in stream:
+        if event["type"] == "tool_result":
+            break
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert exporter.get_finished_spans() == ()
+    await collect(agent, session, None)
+    turns = sorted(
+        by_name(exporter.get_finished_spans())["invoke_agent"], key=lambda s: s.start_time or 0
+    )
+    assert len(turns) == 2
+    assert turns[0].attributes is not None and turns[0].attributes["error.type"] == "_OTHER"
+    assert turns[0].status.status_code is StatusCode.ERROR
+    assert turns[1].status.status_code is StatusCode.UNSET
+    assert turns[0].context.trace_id != turns[1].context.trace_id
+
+
+async def test_end_open_turns_ends_what_is_still_waiting(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    sink = OtelSink(provider)
+    sink(
+        {
+            "phase": "prompt",
+            "name": "assembled",
+            "at": 10.0,
+            "session_id": "s",
+            "data": {"round": 1},
+        }
+    )
+    sink(
+        {
+            "phase": "request",
+            "name": "chat",
+            "at": 10.5,
+            "session_id": "s",
+            "data": {"round": 1, "model": "m"},
+        }
+    )
+    assert exporter.get_finished_spans() == ()
+    sink.end_open_turns()
+    named = by_name(exporter.get_finished_spans())
+    [turn] = named["invoke_agent"]
+    [chat] = named["chat m"]
+    assert (turn.start_time, turn.end_time) == (ns(10.0), ns(10.5))
+    assert chat.attributes is not None and chat.attributes["error.type"] == "_OTHER"
+    assert turn.attributes is not None and turn.attributes["error.type"] == "_OTHER"
+    sink.end_open_turns()
+    assert len(exporter.get_finished_spans()) == 2
+
+
+async def test_each_turn_and_each_session_is_its_own_trace(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    agent = create_agent(
+        llm=script_client([{"text": "a"}, {"text": "b"}, {"text": "c"}]), trace=OtelSink(provider)
+    )
+    one, two = Session(id="one"), Session(id="two")
+    await collect(agent, one, "hi")
+    await collect(agent, two, "hi")
+    await collect(agent, one, "again")
+    turns = by_name(exporter.get_finished_spans())["invoke_agent"]
+    assert [t.attributes["gen_ai.conversation.id"] for t in turns] == ["one", "two", "one"]  # type: ignore[index]
+    assert len({t.context.trace_id for t in turns}) == 3
+
+
+def test_records_outside_a_turn_become_events_on_the_current_span(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    sink = OtelSink(provider)
+    with provider.get_tracer("app").start_as_current_span("startup"):
+        sink({"phase": "mcp", "name": "connect", "at": 1.0, "data": {"url": "http://x/mcp"}})
+    [startup] = exporter.get_finished_spans()
+    assert [(e.name, dict(e.attributes or {})) for e in startup.events] == [
+        ("tether.mcp", {"tether.name": "connect", "tether.url": "http://x/mcp"})
+    ]
+    sink({"phase": "workflow", "name": "step:start", "at": 2.0})  # no span open: nothing at all
+    assert trace.get_current_span() is trace.INVALID_SPAN
+    assert len(exporter.get_finished_spans()) == 1
