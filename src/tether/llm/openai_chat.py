@@ -148,9 +148,13 @@ class OpenAIChatStream:
         return out
 
     def _tool_fragments(self, fragments: list[dict[str, Any]], out: list[StreamChunk]) -> None:
-        for position, fragment in enumerate(fragments):
-            index = fragment.get("index", position)
+        for fragment in fragments:
             function = fragment.get("function") or {}
+            index = fragment.get("index")
+            if index is None:
+                # Servers that omit `index` send whole calls: an id or a name starts a new one,
+                # a bare arguments fragment continues the last.
+                index = self._index_for(fragment.get("id"), function.get("name"))
             call = self._calls.get(index)
             if call is None:
                 call = _Call(
@@ -173,6 +177,16 @@ class OpenAIChatStream:
                         "partial": partial,
                     }
                 )
+
+    def _index_for(self, call_id: str | None, name: str | None) -> int:
+        calls = self._calls
+        if call_id:
+            for index, call in calls.items():
+                if call.id == call_id:
+                    return index
+        if call_id or name or not calls:
+            return max(calls, default=-1) + 1
+        return max(calls)
 
     def usage(self) -> Usage:
         raw = self._usage
