@@ -485,6 +485,8 @@ def test_records_outside_a_turn_become_events_on_the_current_span(
     assert [(e.name, dict(e.attributes or {})) for e in startup.events] == [
         ("tether.mcp", {"tether.name": "connect", "tether.url": "http://x/mcp"})
     ]
-    sink({"phase": "workflow", "name": "step:start", "at": 2.0})  # no span open: nothing at all
+    # no span open: nothing at all, and no turn is opened for it either
     assert trace.get_current_span() is trace.INVALID_SPAN
+    sink({"phase": "workflow", "name": "step:start", "at": 2.0})
+    sink.end_open_turns()
     assert len(exporter.get_finished_spans()) == 1

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 import pytest
@@ -99,14 +98,6 @@ async def test_trace_true_logs_every_record_on_the_tether_trace_logger(
     assert all(r.levelno == logging.INFO for r in logged)
 
 
-def test_the_logging_sink_is_silent_when_the_logger_is_not_enabled(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    with caplog.at_level(logging.WARNING, logger="tether.trace"):
-        logging_sink({"phase": "usage", "name": "turn", "at": 0.0})
-    assert caplog.records == []
-
-
 async def test_a_callable_is_the_sink_and_gets_every_record_the_stream_carries() -> None:
     received: list[Any] = []
     agent = create_agent(llm=two_rounds(), tools=[add_tool()], trace=received.append)
@@ -119,18 +110,14 @@ async def test_every_record_is_phase_name_at_session_id_and_data() -> None:
     received: list[Any] = []
     agent = create_agent(llm=two_rounds(), tools=[add_tool()], trace=received.append)
     session = Session()
-    before = time.time()
     await collect(agent, session, "go")
-    after = time.time()
-    ats = []
+    assert received
     for record in received:
         assert set(record) == {"phase", "name", "at", "session_id", "data"}
         assert isinstance(record["name"], str)
+        assert isinstance(record["at"], float) and record["at"] > 0  # Unix seconds
         assert record["session_id"] == session.id
         assert isinstance(record["data"], dict)
-        ats.append(record["at"])
-    assert before <= ats[0] and ats[-1] <= after
-    assert ats == sorted(ats)
 
 
 def test_a_record_without_session_or_data_leaves_those_keys_out() -> None:

@@ -46,8 +46,6 @@ def logging_sink(record: TraceRecord) -> None:
     The record itself rides the log record as ``tether_trace`` for handlers that want the
     structure rather than the line.
     """
-    if not logger.isEnabledFor(logging.INFO):
-        return
     logger.info(
         "%s %s %s",
         record["phase"],
