@@ -23,10 +23,18 @@ of `send()`.
 
 from ..integrations import MAX_INTEGRATIONS
 from ._protocol import DEFAULT_MCP_TIMEOUT_MS, LATEST_PROTOCOL_VERSION, PROTOCOL_VERSIONS
-from ._source import McpServerSource, McpSource, McpStdioSource, mcp_server, mcp_stdio
+from ._source import (
+    DEFAULT_STARTUP_TIMEOUT_MS,
+    McpServerSource,
+    McpSource,
+    McpStdioSource,
+    mcp_server,
+    mcp_stdio,
+)
 
 __all__ = [
     "DEFAULT_MCP_TIMEOUT_MS",
+    "DEFAULT_STARTUP_TIMEOUT_MS",
     "LATEST_PROTOCOL_VERSION",
     "MAX_INTEGRATIONS",
     "PROTOCOL_VERSIONS",

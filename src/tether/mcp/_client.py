@@ -89,11 +89,15 @@ class McpClient:
         timeout: float | None,
         timeout_ms: int,
         client_info: JsonObject,
+        handshake_timeout: float | None,
+        handshake_timeout_ms: int,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._make_channel = make_channel
         self.timeout = timeout
         self._timeout_ms = timeout_ms
+        self.handshake_timeout = handshake_timeout
+        self.handshake_timeout_ms = handshake_timeout_ms
         self._client_info = client_info
         self._on_close = on_close
         self._channel: Channel | None = None
@@ -134,6 +138,7 @@ class McpClient:
                     "clientInfo": self._client_info,
                 },
                 cancellable=False,  # the spec forbids cancelling initialize
+                handshake=True,
             )
             version = result.get("protocolVersion")
             if version not in PROTOCOL_VERSIONS:
@@ -151,19 +156,25 @@ class McpClient:
 
     # -- requests ----------------------------------------------------------------------------
 
-    async def _timed(self, aw: Awaitable[T]) -> T:
-        async with asyncio.timeout(self.timeout):
+    async def _timed(self, aw: Awaitable[T], *, handshake: bool = False) -> T:
+        async with asyncio.timeout(self.handshake_timeout if handshake else self.timeout):
             return await aw
 
     async def _round_trip(
-        self, channel: Channel, method: str, params: JsonObject | None, *, cancellable: bool = True
+        self,
+        channel: Channel,
+        method: str,
+        params: JsonObject | None,
+        *,
+        cancellable: bool = True,
+        handshake: bool = False,
     ) -> JsonObject:
         request_id = next(self._ids)
         message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
         try:
-            response = await self._timed(channel.request(message))
+            response = await self._timed(channel.request(message), handshake=handshake)
         except TimeoutError:
             if cancellable:
                 await self._cancel_on_wire(channel, request_id, "timed out")

@@ -40,8 +40,17 @@ from ._protocol import (
 )
 from ._stdio import StdioChannel
 
-__all__ = ["McpServerSource", "McpSource", "McpStdioSource", "mcp_server", "mcp_stdio"]
+__all__ = [
+    "DEFAULT_STARTUP_TIMEOUT_MS",
+    "McpServerSource",
+    "McpSource",
+    "McpStdioSource",
+    "mcp_server",
+    "mcp_stdio",
+]
 
+DEFAULT_STARTUP_TIMEOUT_MS = 30_000
+"""How long a stdio child may take to start and answer `initialize`."""
 _MAX_PAGES = 1000
 """A server that keeps handing out cursors past this is broken, not large."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -87,6 +96,7 @@ class McpSource:
         self.max_tools = max_tools
         self.attach = list(attach)
         self.timeout_ms = timeout_ms
+        self.handshake_timeout_ms = timeout_ms
 
     @property
     def label(self) -> str:
@@ -113,6 +123,10 @@ class McpSource:
             make_channel,
             timeout=self.timeout_ms / 1000 if self.timeout_ms else None,
             timeout_ms=int(self.timeout_ms),
+            handshake_timeout=self.handshake_timeout_ms / 1000
+            if self.handshake_timeout_ms
+            else None,
+            handshake_timeout_ms=int(self.handshake_timeout_ms),
             client_info=_client_info(),
             on_close=cleanup,
         )
@@ -126,9 +140,9 @@ class McpSource:
             await client.aclose()
             raise
 
-    def _fail(self, what: str, exc: BaseException) -> McpConnectionError:
+    def _fail(self, what: str, exc: BaseException, ms: int | None = None) -> McpConnectionError:
         if isinstance(exc, TimeoutError):
-            why = f"no answer within {self.timeout_ms} ms"
+            why = f"no answer within {self.timeout_ms if ms is None else ms} ms"
         elif isinstance(exc, RpcError):
             why = f"the server answered {exc}"
         else:
@@ -141,7 +155,7 @@ class McpSource:
         except VersionRefused as exc:
             raise McpConnectionError(f"MCP server {self.label}: {exc}") from exc
         except (ChannelError, RpcError, TimeoutError) as exc:
-            raise self._fail("initialize", exc) from exc
+            raise self._fail("initialize", exc, self.handshake_timeout_ms) from exc
         caps = client.capabilities
         listed = await self._list(client, "tools/list", "tools") if "tools" in caps else []
         resources = (
@@ -396,10 +410,16 @@ class McpStdioSource(McpSource):
         max_tools: int = MAX_INTEGRATIONS,
         attach: Sequence[str] = (),
         timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
+        startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS,
     ) -> None:
         super().__init__(
             prefix=prefix, tools=tools, max_tools=max_tools, attach=attach, timeout_ms=timeout_ms
         )
+        if not isinstance(startup_timeout_ms, int | float) or startup_timeout_ms < 0:
+            raise ConfigError(
+                f"startup_timeout_ms must be >= 0 (0 disables it), got {startup_timeout_ms!r}"
+            )
+        self.handshake_timeout_ms = startup_timeout_ms
         if not isinstance(command, str) or not command:
             raise ConfigError("mcp_stdio(command, ...) needs the program to run")
         if isinstance(args, str):
@@ -472,12 +492,14 @@ def mcp_stdio(
     max_tools: int = MAX_INTEGRATIONS,
     attach: Sequence[str] = (),
     timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
+    startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS,
 ) -> McpStdioSource:
     """An MCP server run as a child process (newline-delimited JSON-RPC on its stdin/stdout).
 
     Each session is one child; closing the session ends it (stdin closed, then SIGTERM, then
-    SIGKILL). `env` is added to this process's environment. The other options are those of
-    `mcp_server`.
+    SIGKILL). `env` is added to this process's environment. `startup_timeout_ms` bounds the
+    handshake instead of `timeout_ms`, since it includes the child starting (a cold `npx` or
+    `uvx` can take seconds); 0 disables it. The other options are those of `mcp_server`.
     """
     return McpStdioSource(
         command,
@@ -489,4 +511,5 @@ def mcp_stdio(
         max_tools=max_tools,
         attach=attach,
         timeout_ms=timeout_ms,
+        startup_timeout_ms=startup_timeout_ms,
     )

@@ -151,6 +151,9 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         """JSON-RPC method -> (code, message) to answer it with."""
         self.down = False
         """True: every request fails to connect, as if nothing listened."""
+        self.hold: dict[str, asyncio.Event] = {}
+        """JSON-RPC method -> an event the server waits for before answering it (a server that
+        accepted the request and says nothing until the test lets it)."""
         self.requests: list[RecordedRequest] = []
         self.cancelled: list[Any] = []
         """Request ids named by the client's `notifications/cancelled`."""
@@ -162,6 +165,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         self.sessions: dict[str, _Session] = {}
         self.restarts = 0
         self._inflight: dict[tuple[str | None, Any], asyncio.Task[dict[str, Any]]] = {}
+        self._arrival = asyncio.Event()
 
     # -- what tests read ---------------------------------------------------------------------
 
@@ -169,6 +173,19 @@ class TestMcpServer(httpx.AsyncBaseTransport):
     def methods(self) -> list[str]:
         """The JSON-RPC methods received, in order (DELETEs appear as "DELETE")."""
         return [r.method or r.http_method for r in self.requests]
+
+    async def received(self, method: str) -> RecordedRequest:
+        """Wait until a request for `method` (or "DELETE") has arrived; return the first."""
+        while True:
+            for r in self.requests:
+                if (r.method or r.http_method) == method:
+                    return r
+            await self._arrival.wait()
+
+    def _record(self, request: RecordedRequest) -> None:
+        self.requests.append(request)
+        arrival, self._arrival = self._arrival, asyncio.Event()
+        arrival.set()
 
     def restart(self) -> None:
         """Forget every session and stop every handler, as a restarted server would."""
@@ -201,7 +218,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         pv = request.headers.get("mcp-protocol-version")
         headers = {k.lower(): v for k, v in request.headers.items()}
         if request.method == "DELETE":
-            self.requests.append(RecordedRequest("DELETE", None, None, None, sid, pv, headers))
+            self._record(RecordedRequest("DELETE", None, None, None, sid, pv, headers))
             if sid is not None and self.sessions.pop(sid, None) is not None:
                 self.deleted.append(sid)
                 return httpx.Response(200)
@@ -213,9 +230,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
             return _rpc_error_response(400, None, -32700, "Parse error")
         method = message.get("method")
         rid = message.get("id")
-        self.requests.append(
-            RecordedRequest("POST", method, rid, message.get("params"), sid, pv, headers)
-        )
+        self._record(RecordedRequest("POST", method, rid, message.get("params"), sid, pv, headers))
         accept = request.headers.get("accept", "")
         if "application/json" not in accept or "text/event-stream" not in accept:
             return _rpc_error_response(406, rid, -32600, "Accept must list both content types")
@@ -238,9 +253,15 @@ class TestMcpServer(httpx.AsyncBaseTransport):
             self.client_responses.append(message)
             return httpx.Response(202)
         if rid is None:
-            self._notification(method, message.get("params"), sid, session)
+            await self._notification(method, message.get("params"), sid, session)
             return httpx.Response(202)
         if method == "initialize":
+            if "initialize" in self.hold:
+                await self.hold["initialize"].wait()
+            if "initialize" in self.rpc_errors:
+                code, text = self.rpc_errors["initialize"]
+                error = {"code": code, "message": text}
+                return self._answer({"jsonrpc": "2.0", "id": rid, "error": error}, {})
             session, result = self._initialize(message.get("params"))
             response_headers = {"mcp-session-id": session.id} if self.use_sessions else {}
             return self._answer({"jsonrpc": "2.0", "id": rid, "result": result}, response_headers)
@@ -279,7 +300,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
                 raise httpx.RemoteProtocolError("the server stopped the request") from None
             raise
 
-    def _notification(
+    async def _notification(
         self, method: str, params: Any, sid: str | None, session: _Session | None
     ) -> None:
         if method == "notifications/initialized" and session is not None:
@@ -290,6 +311,9 @@ class TestMcpServer(httpx.AsyncBaseTransport):
             task = self._inflight.get((sid, request_id))
             if task is not None and not task.done():
                 task.cancel()
+                # Settle the handler before answering, so a test that saw the 202 also sees
+                # the handler stopped (`cancelled_handlers`).
+                await asyncio.wait([task])
 
     def _initialize(self, params: Any) -> tuple[_Session, dict[str, Any]]:
         offered = params.get("protocolVersion") if isinstance(params, dict) else None
@@ -323,6 +347,8 @@ class TestMcpServer(httpx.AsyncBaseTransport):
     async def _dispatch(self, method: str, params: Any, rid: Any) -> dict[str, Any]:
         params = params if isinstance(params, dict) else {}
         try:
+            if method in self.hold:
+                await self.hold[method].wait()
             if method in self.rpc_errors:
                 code, text = self.rpc_errors[method]
                 raise McpRpcError(code, text)

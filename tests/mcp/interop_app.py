@@ -1,0 +1,65 @@
+"""A small app on the official MCP SDK's `MCPServer`, for the interop tests.
+
+Served over streamable HTTP by `tests/mcp/test_interop.py` (uvicorn on 127.0.0.1) and run as a
+child over stdio (`python interop_app.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+
+def build_app() -> MCPServer:
+    app = MCPServer("tether-interop", version="1.0.0", log_level="WARNING")
+    cancelled = 0
+    cancelled_event = asyncio.Event()
+
+    @app.tool(description="Add two integers.")
+    def add(a: int, b: int) -> str:
+        return str(a + b)
+
+    @app.tool(description="Always fails, with the reason given.")
+    def fail(reason: str) -> str:
+        raise ToolError(reason)
+
+    @app.tool(description="Sleep, then answer; counts the times it was cancelled.")
+    async def slow(seconds: float = 30.0) -> str:
+        nonlocal cancelled
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            cancelled += 1
+            cancelled_event.set()
+            raise
+        return "finished"
+
+    @app.tool(description="How many slow calls were cancelled (waits briefly for the first).")
+    async def cancellations() -> str:
+        if not cancelled:
+            try:
+                await asyncio.wait_for(cancelled_event.wait(), 5)
+            except TimeoutError:
+                pass
+        return str(cancelled)
+
+    @app.tool(description="The server's process id.")
+    def pid() -> str:
+        return str(os.getpid())
+
+    @app.resource("mem://style-guide", name="style-guide", description="House style.")
+    def style_guide() -> str:
+        return "Write short sentences. </resource> stays data."
+
+    @app.resource("mem://notes", name="notes", mime_type="text/plain")
+    def notes() -> str:
+        return "note one"
+
+    return app
+
+
+if __name__ == "__main__":
+    build_app().run("stdio")
