@@ -464,6 +464,10 @@ async def run_ladder(
             )
             await _trace(ctx, out, "step:start", {"step": rung.name, "round": round_})
             result, verdict, patches = await _round(ladder, rung, ctx, durable)
+            if ctx._tracer is not None:
+                # What the round recorded through ctx.trace() happened before its verdict.
+                for buffered in ctx._tracer.drain():
+                    await out.emit(buffered)
             for patch in patches:
                 await out.emit(cast(MemoryEvent, {"type": "memory", "patch": patch}))
             attempt = cast(Attempt, {"step": rung.name, **_verdict_dict(verdict), "round": round_})
@@ -497,9 +501,6 @@ async def _trace(ctx: LadderContext, out: _Emitter, name: str, data: dict[str, A
     tracer = ctx._tracer
     if tracer is None:
         return
-    # Records a step raised through ctx.trace() come first: they happened before this one.
-    for buffered in tracer.drain():
-        await out.emit(buffered)
     await out.emit(tracer.record("workflow", name, {"workflow": ctx.workflow_name, **data}))
 
 
