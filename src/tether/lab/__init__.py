@@ -1,0 +1,54 @@
+"""The lab: reusable agent definitions whose conversations persist by memory scope.
+
+A lab agent is a harness agent plus persistence. `Runtime.create_agent(...)` declares one; each
+`agent.run(...)` / `agent.stream(...)` is an episode: load the scope's transcript, append this
+turn, drive the harness loop (`Agent.send`) and store each completed step.
+
+```python
+from tether.lab import Runtime
+
+lab = Runtime(defaults={"model": "openai:gpt-4o"}, store="sqlite:///.tether/tether.db")
+researcher = lab.create_agent(id="researcher", system_prompt="You are a research assistant.")
+result = await researcher.run(memory_scope="notes", user="First turn").result
+```
+"""
+
+from __future__ import annotations
+
+from ._agent import DEFAULT_STOP_WHEN, LabAgent, ModelSpec
+from ._episode import SystemPromptConflict, WorkflowLink
+from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle
+from ._output import JSON_REQUEST
+from ._recorder import RunListener
+from ._registry import Registry, find_config, load_registry
+from ._runtime import ConversationTitleInput, ConversationTitleOutput, Runtime, ToolCallInfo
+from ._stores import DEFAULT_STORE
+from ._template import PromptInspection, Template, create_template
+from ._tools import ToolProvider, ToolSet, tool_provider
+
+__all__ = [
+    "DEFAULT_STOP_WHEN",
+    "DEFAULT_STORE",
+    "JSON_REQUEST",
+    "AgentRunHandle",
+    "AgentRunResult",
+    "AgentStreamHandle",
+    "ConversationTitleInput",
+    "ConversationTitleOutput",
+    "LabAgent",
+    "ModelSpec",
+    "PromptInspection",
+    "Registry",
+    "RunListener",
+    "Runtime",
+    "SystemPromptConflict",
+    "Template",
+    "ToolCallInfo",
+    "ToolProvider",
+    "ToolSet",
+    "WorkflowLink",
+    "create_template",
+    "find_config",
+    "load_registry",
+    "tool_provider",
+]

@@ -1,0 +1,157 @@
+"""What `agent.run()` and `agent.stream()` return: a handle on a running episode, and its result."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Generator
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ..events import AgentEvent, Usage
+from ..session import Message
+from ..signals import AbortController
+from ..stop import StepResult
+
+__all__ = ["AgentRunHandle", "AgentRunResult", "AgentStreamHandle"]
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class AgentRunResult(Generic[T]):
+    """How an episode ended."""
+
+    text: str
+    """The final answer's text (for structured output: the JSON it was parsed from)."""
+    output: T
+    """The parsed object when an output schema was set, else the same as `text`."""
+    turns: int
+    """Model requests made in the episode (steps), the structured-output follow-up included."""
+    memory_scope: str
+    """The conversation the episode ran on (the generated id when none was given)."""
+    new_messages: list[Message]
+    """Every message this episode appended to the stored transcript, in order."""
+    usage: Usage
+    """Tokens over every request of the episode."""
+    run_id: str
+    """The episode's id in the RunStore."""
+    stop_reason: str | None = None
+    """The provider's stop reason for the last request."""
+    steps: list[StepResult] = field(default_factory=list)
+    """One entry per model request."""
+
+
+class _EventBuffer:
+    """Every event of one episode, for any number of readers, each at its own pace.
+
+    Appending is O(1) and wakes the readers waiting for more; a reader that starts late
+    replays from the first event.
+    """
+
+    __slots__ = ("closed", "events", "wake")
+
+    def __init__(self) -> None:
+        self.events: list[AgentEvent] = []
+        self.closed = False
+        self.wake = asyncio.Event()
+
+    def push(self, event: AgentEvent) -> None:
+        self.events.append(event)
+        wake, self.wake = self.wake, asyncio.Event()
+        wake.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.wake.set()
+
+    async def read(self) -> AsyncIterator[AgentEvent]:
+        i = 0
+        while True:
+            while i < len(self.events):
+                yield self.events[i]
+                i += 1
+            if self.closed:
+                return
+            await self.wake.wait()
+
+
+class AgentRunHandle(Generic[T]):
+    """A started episode. `await handle.result` for its AgentRunResult; `cancel()` to stop it.
+
+    The episode runs in its own task whether or not `result` is awaited. Cancelling it stops the
+    model request or tool in flight; the steps completed before stay stored, and the stored
+    transcript stays a valid list.
+    """
+
+    __slots__ = ("_controller", "agent_id", "memory_scope", "result", "run_id")
+
+    def __init__(
+        self,
+        *,
+        agent_id: str,
+        run_id: str,
+        memory_scope: str,
+        task: asyncio.Task[AgentRunResult[T]],
+        controller: AbortController,
+    ) -> None:
+        self.agent_id = agent_id
+        self.run_id = run_id
+        """The episode's id in the RunStore."""
+        self.memory_scope = memory_scope
+        """The conversation this episode runs on (generated when none was given)."""
+        self.result: asyncio.Task[AgentRunResult[T]] = task
+        """Resolves to the AgentRunResult, or raises what failed the episode."""
+        self._controller = controller
+
+    def cancel(self, reason: object = "cancelled") -> None:
+        """Stop the episode. `result` then raises AbortedError."""
+        self._controller.abort(reason)
+
+    def __await__(self) -> Generator[Any, None, AgentRunResult[T]]:
+        return self.result.__await__()
+
+
+class AgentStreamHandle(AgentRunHandle[T]):
+    """A started episode whose events can be read as they happen.
+
+    `text_stream` yields the answer's text deltas (and raises what failed the episode, after
+    the text that came before the failure); `full_stream` yields every event of the harness
+    loop, the final `done` or `error` included. Both can be read more than once, by several
+    readers, and each starts from the beginning. Persistence is the same as `run()`.
+    """
+
+    __slots__ = ("_buffer",)
+
+    def __init__(
+        self,
+        *,
+        agent_id: str,
+        run_id: str,
+        memory_scope: str,
+        task: asyncio.Task[AgentRunResult[T]],
+        controller: AbortController,
+        buffer: _EventBuffer,
+    ) -> None:
+        super().__init__(
+            agent_id=agent_id,
+            run_id=run_id,
+            memory_scope=memory_scope,
+            task=task,
+            controller=controller,
+        )
+        self._buffer = buffer
+
+    @property
+    def full_stream(self) -> AsyncIterator[AgentEvent]:
+        return self._buffer.read()
+
+    @property
+    def text_stream(self) -> AsyncIterator[str]:
+        return self._text()
+
+    async def _text(self) -> AsyncIterator[str]:
+        async for event in self._buffer.read():
+            if event["type"] == "text" and event["text"]:
+                yield event["text"]
+        # The buffer closes when the episode ends; surface a failure to a text-only reader.
+        await self.result

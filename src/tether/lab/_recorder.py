@@ -1,0 +1,134 @@
+"""RunRecorder: an episode's run events, to live listeners at once and to the RunStore in order.
+
+`emit()` is synchronous and O(1): it numbers the event, hands it to the listeners and queues it.
+A writer task drains the queue into the store, one `append_events` per batch, so a streamed
+answer costs one write per batch instead of one per token, and a slow store never holds up the
+model stream. `close()` flushes, then records the final status. Recording never decides whether
+an episode succeeds: a store failure is logged once and the episode goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
+from ..stores.run_store import NewRunEvent, RunEvent, RunInfo, RunStore
+from ..stores.workflow_store import RunStatus
+
+__all__ = ["RunListener", "RunRecorder"]
+
+logger = logging.getLogger("tether.lab")
+
+RunListener: TypeAlias = Callable[[RunEvent], Any]
+"""Called with every run event as it happens (sync; exceptions are logged and ignored)."""
+
+
+def notify(listeners: list[RunListener], event: RunEvent) -> None:
+    for listener in listeners:
+        try:
+            listener(event)
+        except Exception:
+            logger.exception("a run listener raised; recording goes on")
+
+
+class RunRecorder:
+    """Records one run."""
+
+    def __init__(self, store: RunStore, listeners: list[RunListener], info: RunInfo) -> None:
+        self.store = store
+        self.info = info
+        self.run_id = info.run_id
+        self._listeners = listeners
+        self._queue: list[NewRunEvent] = []
+        self._seq = 0
+        self._written = 0
+        self._progress = asyncio.Condition()
+        self._wake = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._started = False
+        self._failed = False
+        self._closed = False
+
+    async def start(self) -> None:
+        """Create the run's summary and start the writer."""
+        try:
+            await self.store.start_run(self.info)
+            self._started = True
+        except Exception:
+            self._failed = True
+            logger.exception("could not record the start of run %s", self.run_id)
+            return
+        self._writer = asyncio.get_running_loop().create_task(self._drain())
+
+    def emit(self, kind: str, data: dict[str, Any]) -> None:
+        """Record one event: listeners now, the store soon."""
+        if self._closed:
+            raise RuntimeError(f"run {self.run_id} is already closed")
+        self._seq += 1
+        at = time.time()
+        notify(
+            self._listeners,
+            {"run_id": self.run_id, "seq": self._seq, "type": kind, "at": at, "data": data},
+        )
+        self._queue.append({"type": kind, "at": at, "data": data})
+        self._wake.set()
+
+    async def _write(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue, []
+            if self._started and not self._failed:
+                try:
+                    await self.store.append_events(self.run_id, batch)
+                except Exception:
+                    self._failed = True
+                    logger.exception(
+                        "could not record events of run %s; dropping them", self.run_id
+                    )
+            self._written += len(batch)
+
+    async def _drain(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await self._write()
+            async with self._progress:
+                self._progress.notify_all()
+            if self._closed and not self._queue:
+                return
+
+    async def flush(self) -> None:
+        """Wait until every event emitted so far is in the store."""
+        target = self._seq
+        writer = self._writer
+        if writer is None or writer.done():
+            await self._write()
+            return
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._written >= target or writer.done())
+        if self._written < target:
+            await self._write()
+
+    async def close(self, status: RunStatus, *, error: str | None = None) -> None:
+        """Flush and record how the run ended. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wake.set()
+        writer = self._writer
+        if writer is not None:
+            # Shielded: a cancelled episode still gets its final events written.
+            try:
+                await asyncio.shield(writer)
+            except asyncio.CancelledError:
+                await writer
+                raise
+        await self._write()
+        if not self._started:
+            return
+        try:
+            await self.store.finish_run(self.run_id, status, error=error)
+        except Exception:
+            logger.exception("could not record the end of run %s", self.run_id)

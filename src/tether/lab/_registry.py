@@ -1,0 +1,221 @@
+"""The project registry: which runtime, agents and workflows a project has, and where it stores.
+
+Declared in `tether.toml`:
+
+```toml
+runtime = "app.lab:lab"
+agents = ["app.agents:researcher", "app.agents:editor"]
+workflows = ["app.workflows:literature_review"]
+store = "sqlite:///.tether/tether.db"
+```
+
+or the same keys under `[tool.tether]` in `pyproject.toml`. Each entry is `module:attribute`
+(the attribute may be dotted); modules are imported with the project directory on `sys.path`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from ..errors import RegistryError
+from ..workflows import Workflow
+from ._agent import LabAgent
+from ._runtime import Runtime
+
+__all__ = ["Registry", "find_config", "load_registry"]
+
+_KEYS = ("runtime", "agents", "workflows", "store")
+
+
+@dataclass(slots=True)
+class Registry:
+    """What a project declares, loaded."""
+
+    runtime: Runtime
+    agents: dict[str, LabAgent[Any]] = field(default_factory=dict)
+    workflows: dict[str, Workflow[Any, Any]] = field(default_factory=dict)
+    root: Path = field(default_factory=Path.cwd)
+    """The directory of the config file (modules import relative to it)."""
+    config_path: Path | None = None
+    """The tether.toml or pyproject.toml the registry came from."""
+
+    def agent(self, id: str) -> LabAgent[Any]:
+        try:
+            return self.agents[id]
+        except KeyError:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise RegistryError(f"no agent {id!r} in the registry (known: {known})") from None
+
+    def workflow(self, id: str) -> Workflow[Any, Any]:
+        try:
+            return self.workflows[id]
+        except KeyError:
+            known = ", ".join(sorted(self.workflows)) or "none"
+            raise RegistryError(f"no workflow {id!r} in the registry (known: {known})") from None
+
+
+def find_config(start: str | PathLike[str] | None = None) -> tuple[Path, dict[str, Any]]:
+    """The nearest `tether.toml`, or `pyproject.toml` with a `[tool.tether]` table, at or above
+    `start` (default: the current directory), and its registry table.
+
+    Raises:
+        RegistryError: none found, or the file does not parse.
+    """
+    here = Path(start) if start is not None else Path.cwd()
+    if here.is_file():
+        return here, _read(here)
+    here = here.resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / "tether.toml"
+        if candidate.is_file():
+            return candidate, _read(candidate)
+        pyproject = directory / "pyproject.toml"
+        if pyproject.is_file():
+            data = _parse(pyproject)
+            table = data.get("tool", {}).get("tether")
+            if isinstance(table, dict):
+                return pyproject, _check_keys(pyproject, table)
+    raise RegistryError(
+        f"no tether.toml (or [tool.tether] in pyproject.toml) at or above {here}; "
+        "create one listing runtime, agents and workflows"
+    )
+
+
+def _parse(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RegistryError(f"cannot read {path}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise RegistryError(f"{path} is not valid TOML: {exc}") from exc
+
+
+def _read(path: Path) -> dict[str, Any]:
+    data = _parse(path)
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("tether")
+        if not isinstance(table, dict):
+            raise RegistryError(f"{path} has no [tool.tether] table")
+        data = table
+    return _check_keys(path, data)
+
+
+def _check_keys(path: Path, table: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(table) - set(_KEYS))
+    if unknown:
+        raise RegistryError(f"{path}: unknown registry key(s) {unknown}; known: {list(_KEYS)}")
+    for key in ("runtime", "store"):
+        if key in table and not isinstance(table[key], str):
+            raise RegistryError(f"{path}: {key} must be a string")
+    for key in ("agents", "workflows"):
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise RegistryError(f"{path}: {key} must be a list of 'module:attribute' strings")
+    return table
+
+
+def _import(entry: str, where: str) -> Any:
+    module_name, sep, attr_path = entry.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise RegistryError(
+            f"{where} = {entry!r}: write 'module:attribute', e.g. 'app.agents:researcher'"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing == module_name or module_name.startswith(missing + "."):
+            raise RegistryError(
+                f"{where} = {entry!r}: module {module_name!r} not found "
+                f"(is it under the project directory or installed?)"
+            ) from exc
+        raise RegistryError(
+            f"{where} = {entry!r}: importing {module_name!r} failed: {exc}"
+        ) from exc
+    except Exception as exc:
+        raise RegistryError(
+            f"{where} = {entry!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from exc
+    value: Any = module
+    for part in attr_path.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise RegistryError(
+                f"{where} = {entry!r}: module {module_name!r} has no attribute {attr_path!r}"
+            ) from None
+    return value
+
+
+def load_registry(start: str | PathLike[str] | None = None) -> Registry:
+    """Find the project's registry (see `find_config`), import what it lists and check it.
+
+    Raises:
+        RegistryError: a missing file, module or attribute, an entry of the wrong kind, a
+            duplicate id, or agents that belong to different runtimes.
+    """
+    path, table = find_config(start)
+    root = path.parent.resolve()
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    runtime: Runtime | None = None
+    if "runtime" in table:
+        runtime = _import(table["runtime"], "runtime")
+        if not isinstance(runtime, Runtime):
+            raise RegistryError(
+                f"runtime = {table['runtime']!r} is a {type(runtime).__name__}, "
+                "not a tether.lab.Runtime"
+            )
+    agents: dict[str, LabAgent[Any]] = {}
+    where_of: dict[str, str] = {}
+    for i, entry in enumerate(table.get("agents", [])):
+        where = f"agents[{i}]"
+        agent = _import(entry, where)
+        if not isinstance(agent, LabAgent):
+            raise RegistryError(
+                f"{where} = {entry!r} is a {type(agent).__name__}, not an agent "
+                "(made with runtime.create_agent)"
+            )
+        if agent.id in agents:
+            raise RegistryError(
+                f"duplicate agent id {agent.id!r}: {where_of[agent.id]} and {where} = {entry!r}"
+            )
+        agents[agent.id] = agent
+        where_of[agent.id] = f"{where} = {table['agents'][i]!r}"
+        if runtime is None:
+            runtime = agent.runtime
+        elif agent.runtime is not runtime:
+            raise RegistryError(
+                f"{where} = {entry!r} belongs to a different runtime than "
+                + ("the registry's runtime" if "runtime" in table else "the agents before it")
+            )
+    workflows: dict[str, Workflow[Any, Any]] = {}
+    where_of = {}
+    for i, entry in enumerate(table.get("workflows", [])):
+        where = f"workflows[{i}]"
+        workflow = _import(entry, where)
+        if not isinstance(workflow, Workflow):
+            raise RegistryError(
+                f"{where} = {entry!r} is a {type(workflow).__name__}, not a workflow "
+                "(made with runtime.create_workflow)"
+            )
+        if workflow.id in workflows:
+            raise RegistryError(
+                f"duplicate workflow id {workflow.id!r}: {where_of[workflow.id]} and "
+                f"{where} = {entry!r}"
+            )
+        workflows[workflow.id] = workflow
+        where_of[workflow.id] = f"{where} = {entry!r}"
+    if runtime is None:
+        runtime = Runtime(root=root)
+    store = table.get("store")
+    if store is not None and runtime.store_url is None and runtime._stores is None:
+        runtime.root = root
+        runtime.use_store(store)
+    return Registry(runtime, agents, workflows, root, path)

@@ -1,0 +1,632 @@
+"""The lab Runtime: defaults, stores and run recording shared by a project's agents and workflows.
+
+```python
+lab = Runtime(defaults={"model": "openai:gpt-4o"}, store="sqlite:///.tether/tether.db")
+researcher = lab.create_agent(id="researcher", system_prompt="You are a research assistant.")
+result = await researcher.run(memory_scope="notes", user="First turn").result
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any, TypedDict, TypeVar, overload
+
+import pydantic
+
+from ..agent import Agent, create_agent
+from ..context import RunContext
+from ..errors import ConfigError, WorkflowError
+from ..llm import LLMClient, client_from_config
+from ..session import Message
+from ..stop import StopCondition
+from ..stores.message_store import MessageStore
+from ..stores.run_store import RunInfo, RunStore
+from ..stores.workflow_store import WorkflowStore
+from ..tools import Tool, define_tool
+from ..workflows import Workflow, WorkflowContext, WorkflowEvent, create_workflow, current_run
+from ._agent import LabAgent, ModelSpec
+from ._episode import _TITLING
+from ._output import jsonable
+from ._provenance import detect_commit, detect_version
+from ._recorder import RunListener, logger, notify
+from ._stores import DEFAULT_STORE, StoreSet, open_stores
+from ._template import Template
+from ._tools import ToolsSpec
+
+__all__ = ["ConversationTitleInput", "ConversationTitleOutput", "Runtime", "ToolCallInfo"]
+
+T = TypeVar("T")
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+_log = logging.getLogger("tether.lab")
+_TOOL_NAME_BAD = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class ConversationTitleInput(TypedDict):
+    """What a title workflow receives: the scope and its transcript (pin excluded)."""
+
+    memory_scope: str
+    messages: list[Message]
+
+
+class ConversationTitleOutput(TypedDict):
+    """What a title workflow must return."""
+
+    title: str
+
+
+class ToolCallInfo:
+    """What `map_run` / `map_input` receive beside the tool's arguments."""
+
+    __slots__ = ("ctx", "tool_ctx")
+
+    def __init__(self, ctx: WorkflowContext[Any] | None, tool_ctx: RunContext) -> None:
+        self.ctx = ctx
+        """The workflow run the tool runs inside, or None outside any workflow."""
+        self.tool_ctx = tool_ctx
+        """The tool call's own context (`context`, `signal`, `services`, ...)."""
+
+
+class _LazyWorkflowStore:
+    """Stands in for the runtime's workflow store until the first journal write opens it, so
+    declaring a workflow never touches the disk."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runtime.workflow_store, name)
+
+
+class Runtime:
+    """Defaults, stores and run recording for a project's agents and workflows.
+
+    Args:
+        defaults: `{"model": ...}` used by agents created without a model (a model string, an
+            llm config dict or an LLMClient).
+        store: Where conversations, workflow journals and run records live: ``"memory"``,
+            ``"sqlite:///relative/path.db"`` (relative to `root`), ``"sqlite:////abs/path.db"``.
+            Default: ``sqlite:///.tether/tether.db``, opened on first use.
+        message_store / run_store / workflow_store: Store objects to use instead (they stay
+            the caller's: the runtime never closes them).
+        version: True records `version:` / `commit:` tags on every run (read from the project
+            under `root`); a string is used as the version; False records neither.
+        root: The project directory (default: the current directory).
+    """
+
+    def __init__(
+        self,
+        *,
+        defaults: Mapping[str, Any] | None = None,
+        store: str | None = None,
+        message_store: MessageStore | None = None,
+        run_store: RunStore | None = None,
+        workflow_store: WorkflowStore | None = None,
+        version: bool | str = True,
+        root: str | PathLike[str] | None = None,
+    ) -> None:
+        self.defaults: dict[str, Any] = dict(defaults or {})
+        unknown = sorted(set(self.defaults) - {"model"})
+        if unknown:
+            raise ConfigError(f"unknown runtime defaults {unknown}; the lab knows 'model'")
+        self.root = Path(root) if root is not None else Path.cwd()
+        self.store_url = store
+        self._explicit = {
+            "message": message_store,
+            "run": run_store,
+            "workflow": workflow_store,
+        }
+        self._stores: StoreSet | None = None
+        self.version = version
+        self._provenance: list[str] | None = None
+        self.agents: dict[str, LabAgent[Any]] = {}
+        """Agents created by this runtime, by id (a re-created id replaces the old one)."""
+        self.workflows: dict[str, Workflow[Any, Any]] = {}
+        """Workflows created by this runtime, by id."""
+        self._listeners: list[RunListener] = []
+        self._clients: dict[tuple[Any, ...], Agent] = {}
+        self._owned_clients: list[LLMClient] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._lazy_workflow_store: Any = _LazyWorkflowStore(self)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"Runtime(store={self.store_url or DEFAULT_STORE!r})"
+
+    # -- stores ------------------------------------------------------------------------------
+
+    def _open(self) -> StoreSet:
+        if self._closed:
+            raise ConfigError("this runtime is closed")
+        if self._stores is None:
+            self._stores = open_stores(self.store_url or DEFAULT_STORE, self.root)
+        return self._stores
+
+    def use_store(self, url: str) -> None:
+        """Point a runtime that has not opened its stores yet at `url` (the registry's `store`
+        key does this when the runtime was created without one)."""
+        if self._stores is not None:
+            raise ConfigError("the runtime's stores are already open; pass store= when creating it")
+        self.store_url = url
+
+    @property
+    def message_store(self) -> MessageStore:
+        explicit = self._explicit["message"]
+        return explicit if explicit is not None else self._open().message  # type: ignore[return-value]
+
+    @property
+    def run_store(self) -> RunStore:
+        explicit = self._explicit["run"]
+        return explicit if explicit is not None else self._open().run  # type: ignore[return-value]
+
+    @property
+    def workflow_store(self) -> WorkflowStore:
+        explicit = self._explicit["workflow"]
+        return explicit if explicit is not None else self._open().workflow  # type: ignore[return-value]
+
+    # -- provenance --------------------------------------------------------------------------
+
+    def provenance_tags(self) -> list[str]:
+        """The automatic `version:` / `commit:` tags (read once), or [] with version=False."""
+        if self.version is False:
+            return []
+        if self._provenance is None:
+            version = self.version if isinstance(self.version, str) else detect_version(self.root)
+            commit = detect_commit(self.root)
+            tags = []
+            if version:
+                tags.append(f"version:{version}")
+            if commit:
+                tags.append(f"commit:{commit}")
+            self._provenance = tags
+        return list(self._provenance)
+
+    # -- listeners ---------------------------------------------------------------------------
+
+    def subscribe(self, listener: RunListener) -> Callable[[], None]:
+        """Call `listener(event)` for every run event of this runtime as it happens.
+        Returns a function that unsubscribes."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # -- definitions -------------------------------------------------------------------------
+
+    @overload
+    def create_agent(
+        self,
+        *,
+        id: str,
+        system_prompt: str | Template | None = ...,
+        model: ModelSpec | None = ...,
+        tools: ToolsSpec | None = ...,
+        output_schema: None = ...,
+        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
+        title_workflow: Workflow[Any, Any] | None = ...,
+        max_retries: int | None = ...,
+        stream_retries: int | None = ...,
+        memory_store: MessageStore | None = ...,
+        description: str = ...,
+    ) -> LabAgent[str]: ...
+    @overload
+    def create_agent(
+        self,
+        *,
+        id: str,
+        system_prompt: str | Template | None = ...,
+        model: ModelSpec | None = ...,
+        tools: ToolsSpec | None = ...,
+        output_schema: type[T],
+        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
+        title_workflow: Workflow[Any, Any] | None = ...,
+        max_retries: int | None = ...,
+        stream_retries: int | None = ...,
+        memory_store: MessageStore | None = ...,
+        description: str = ...,
+    ) -> LabAgent[T]: ...
+
+    def create_agent(self, **kwargs: Any) -> LabAgent[Any]:
+        """Declare an agent (synchronous; nothing reaches the network or the disk).
+
+        Args:
+            id: The registry key.
+            system_prompt: A string or a Template; pinned as the first record of a new scope.
+            model: ``"provider:model"``, an llm config dict or an LLMClient; optional when the
+                runtime has a default model.
+            tools: A list of tools, or a ToolProvider building them per call.
+            output_schema: A pydantic model (or dataclass / TypedDict): structured output.
+            stop_when: Loop control; default step_count_is(20).
+            title_workflow: Names a new conversation after its first successful episode.
+            max_retries / stream_retries: Defaults for this agent's calls.
+            memory_store: Where its conversations live (default: the runtime's).
+            description: What the agent does (listings, and tools made from it).
+
+        Raises:
+            ConfigError: a bad definition, or no model here and none in the runtime defaults.
+        """
+        agent: LabAgent[Any] = LabAgent(self, **kwargs)
+        self.agents[agent.id] = agent
+        return agent
+
+    def create_template(
+        self,
+        *,
+        path: str | PathLike[str] | None = None,
+        relative_to: str | PathLike[str] | None = None,
+        source: str | None = None,
+        input_data: Any = None,
+        data: Any = None,
+    ) -> Template:
+        """A Jinja2 system-prompt template (StrictUndefined) from a file or a string; `path`
+        is resolved against `relative_to` (pass `__file__`) or, without it, against the
+        runtime's root."""
+        base = relative_to if relative_to is not None else (self.root if path is not None else None)
+        return Template(
+            path=path, relative_to=base, source=source, input_data=input_data, data=data
+        )
+
+    def create_workflow(
+        self, id: str, run: Callable[[In, WorkflowContext[In]], Awaitable[Out]]
+    ) -> Workflow[In, Out]:
+        """A durable workflow journaled in this runtime's workflow store, its runs recorded in
+        the run store."""
+        workflow = create_workflow(
+            id,
+            run,
+            store=self._lazy_workflow_store,
+            on_event=self._record_workflow_event,
+        )
+        self.workflows[id] = workflow
+        return workflow
+
+    # -- agents and workflows as tools -------------------------------------------------------
+
+    def tool_from_agent(
+        self,
+        agent: LabAgent[Any],
+        *,
+        description: str | None = None,
+        name: str | None = None,
+        input_schema: Any = None,
+        map_run: Callable[[Any, ToolCallInfo], Mapping[str, Any] | Awaitable[Mapping[str, Any]]]
+        | None = None,
+    ) -> Tool:
+        """A tool that runs one episode of `agent` and returns its output.
+
+        Without `input_schema` the tool takes `{"user": str}` and each call is a new
+        conversation. With one (a pydantic model or a JSON Schema dict), `map_run(args, info)`
+        receives the validated arguments (a model instance for a pydantic schema) and returns
+        the run options (`memory_scope`, `user`, `messages`, `tags`, ...). `info.ctx` is the
+        enclosing workflow run, or None. The caller's run `context` is passed on unless
+        `map_run` sets `context` itself; aborting the outer turn cancels the inner episode.
+        """
+        if not isinstance(agent, LabAgent):
+            raise ConfigError(f"tool_from_agent needs a lab agent, got {agent!r:.80}")
+        schema, model = _tool_schema(input_schema, default=_USER_SCHEMA)
+        if input_schema is None and map_run is None:
+
+            def default_map(args: Any, info: ToolCallInfo) -> Mapping[str, Any]:
+                return {"user": args["user"]}
+
+            map_run = default_map
+        elif map_run is None:
+            raise ConfigError(
+                f"tool_from_agent({agent.id!r}): with an input_schema, pass map_run to turn "
+                "the arguments into run options"
+            )
+        mapper = map_run
+
+        async def execute(value: Any, ctx: RunContext) -> Any:
+            args = model.model_validate(value) if model is not None else value
+            options = mapper(args, ToolCallInfo(current_run(), ctx))
+            if asyncio.iscoroutine(options) or isinstance(options, Awaitable):
+                options = await options
+            if not isinstance(options, Mapping):
+                raise ConfigError(
+                    f"map_run of tool {tool_name!r} must return a dict of run options"
+                )
+            options = dict(options)
+            options.setdefault("context", ctx.context)
+            handle = agent.run(**options)
+            remove = ctx.signal.add_callback(handle.cancel) if ctx.signal is not None else None
+            try:
+                result = await handle.result
+            finally:
+                if remove is not None:
+                    remove()
+            return jsonable(result.output)
+
+        tool_name = name or _tool_name(agent.id)
+        return define_tool(
+            name=tool_name,
+            description=description
+            or agent.description
+            or f"Run one episode of the {agent.id} agent.",
+            input_schema=schema,
+            execute=execute,
+        )
+
+    def tool_from_workflow(
+        self,
+        workflow: Workflow[Any, Any],
+        *,
+        description: str | None = None,
+        name: str | None = None,
+        input_schema: Any = None,
+        map_input: Callable[[Any, ToolCallInfo], Any] | None = None,
+    ) -> Tool:
+        """A tool that runs `workflow` and returns its output. The tool's arguments are the
+        run's input, or `map_input(args, info)` turns them into it. Called inside a workflow
+        run, the run nests under it."""
+        if not isinstance(workflow, Workflow):
+            raise ConfigError(f"tool_from_workflow needs a workflow, got {workflow!r:.80}")
+        schema, model = _tool_schema(input_schema, default={"type": "object"})
+
+        async def execute(value: Any, ctx: RunContext) -> Any:
+            args = model.model_validate(value) if model is not None else value
+            if map_input is not None:
+                run_input = map_input(args, ToolCallInfo(current_run(), ctx))
+                if asyncio.iscoroutine(run_input):
+                    run_input = await run_input
+            else:
+                run_input = jsonable(args)
+            handle = workflow.run(run_input, signal=ctx.signal)
+            return await handle.result
+
+        return define_tool(
+            name=name or _tool_name(workflow.id),
+            description=description or f"Run the {workflow.id} workflow.",
+            input_schema=schema,
+            execute=execute,
+        )
+
+    def workflow_from_agent(self, agent: LabAgent[Any], *, id: str) -> Workflow[str, Any]:
+        """A workflow that takes a user message (a string), runs one episode of `agent` as a
+        journaled step on a scope private to the run, and returns the agent's output."""
+        if not isinstance(agent, LabAgent):
+            raise ConfigError(f"workflow_from_agent needs a lab agent, got {agent!r:.80}")
+
+        async def run(user: str, ctx: WorkflowContext[str]) -> Any:
+            if not isinstance(user, str):
+                raise WorkflowError(
+                    f"workflow {id!r} takes a user message (a string), got {type(user).__name__}"
+                )
+
+            async def episode() -> Any:
+                handle = agent.run(memory_scope=ctx.run_local_scope(agent.id), user=user)
+                return jsonable((await handle.result).output)
+
+            return await ctx.step(agent.id, episode)
+
+        return self.create_workflow(id, run)
+
+    # -- models ------------------------------------------------------------------------------
+
+    def _harness(self, model: ModelSpec | None, max_retries: int | None, agent_id: str) -> Agent:
+        """The harness agent that runs episodes on `model` (one per client, reused)."""
+        spec = model if model is not None else self.defaults.get("model")
+        if spec is None:
+            raise ConfigError(
+                f"agent {agent_id!r} has no model and the runtime has no default model; "
+                "pass model= or Runtime(defaults={'model': ...})"
+            )
+        if isinstance(spec, str):
+            config: dict[str, Any] | None = {"model": spec}
+        elif isinstance(spec, Mapping):
+            config = dict(spec)
+        else:
+            config = None
+        if config is not None:
+            if max_retries is not None:
+                config["max_retries"] = max_retries
+            key: tuple[Any, ...] = ("config", json.dumps(config, sort_keys=True, default=repr))
+            agent = self._clients.get(key)
+            if agent is None:
+                client = client_from_config(config)
+                self._owned_clients.append(client)
+                agent = self._clients[key] = _harness_agent(client)
+            return agent
+        if not isinstance(spec, LLMClient):
+            raise ConfigError(
+                f"agent {agent_id!r}: model must be 'provider:model', an llm config dict or an "
+                f"LLMClient, got {spec!r:.80}"
+            )
+        if max_retries is not None and getattr(spec, "max_retries", None) != max_retries:
+            raise ConfigError(
+                f"agent {agent_id!r}: max_retries={max_retries} needs the model as a string or "
+                "config dict; a client object keeps its own max_retries (set it on the client)"
+            )
+        key = ("client", id(spec))
+        agent = self._clients.get(key)
+        if agent is None or agent.client is not spec:
+            agent = self._clients[key] = _harness_agent(spec)
+        return agent
+
+    # -- background work ---------------------------------------------------------------------
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(_settle(self._tasks))
+
+    def _start_title(self, agent: LabAgent[Any], scope: str, run_id: str) -> None:
+        token = _TITLING.set(True)
+        try:
+            task = asyncio.get_running_loop().create_task(
+                self._title(agent, scope, run_id), name=f"tether-lab:title:{scope}"
+            )
+        finally:
+            _TITLING.reset(token)
+        self._background.add(task)
+        task.add_done_callback(_settle(self._background))
+
+    async def _title(self, agent: LabAgent[Any], scope: str, run_id: str) -> None:
+        """Best effort: any failure is a warning on the episode's run, never an error."""
+        workflow = agent.title_workflow
+        assert workflow is not None
+        store = agent.memory_store or self.message_store
+        try:
+            stored = await store.load(scope)
+            payload: ConversationTitleInput = {
+                "memory_scope": scope,
+                "messages": [r for r in stored if r.get("role") != "system"],  # type: ignore[misc]
+            }
+            output = await workflow.run(payload, isolated=True).result
+            title = output.get("title") if isinstance(output, Mapping) else None
+            if not isinstance(title, str) or not title.strip():
+                raise ValueError(
+                    f"a title workflow must return {{'title': str}} with a non-empty title, "
+                    f"got {output!r:.120}"
+                )
+            await store.set_title(scope, title.strip())
+        except Exception as exc:
+            message = f"title workflow {workflow.id!r} failed for memory scope {scope!r}: {exc!r}"
+            _log.warning(message)
+            event = {
+                "type": "agent_warning",
+                "at": _now(),
+                "data": {"code": "title_failed", "message": message, "memory_scope": scope},
+            }
+            try:
+                seq = await self.run_store.append_events(run_id, [event])  # type: ignore[list-item]
+            except Exception:
+                logger.exception("could not record the title failure of run %s", run_id)
+            else:
+                notify(self._listeners, {"run_id": run_id, "seq": seq, **event})  # type: ignore[typeddict-item]
+
+    async def wait_idle(self) -> None:
+        """Wait for running episodes and background title workflows to finish."""
+        while self._tasks or self._background:
+            await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
+
+    # -- recording workflow runs -------------------------------------------------------------
+
+    async def _record_workflow_event(self, event: WorkflowEvent) -> None:
+        # Recording must not decide whether a run succeeds: failures are logged, not raised.
+        try:
+            await self._write_workflow_event(event)
+        except Exception:
+            logger.exception("could not record workflow event %s", event.get("type"))
+
+    async def _write_workflow_event(self, event: WorkflowEvent) -> None:
+        store = self.run_store
+        kind = event["type"]
+        run_id = event["workflow_run_id"]
+        data = {k: v for k, v in event.items() if k not in ("type", "at")}
+        if kind == "workflow_started":
+            existing = await store.get_run(run_id)
+            if existing is None:
+                await store.start_run(
+                    RunInfo(
+                        run_id=run_id,
+                        kind="workflow",
+                        name=event["workflow_id"],
+                        started_at=event["at"],
+                        workflow_run_id=event["parent_run_id"],
+                        meta={"root_run_id": event["root_run_id"]},
+                    )
+                )
+            else:
+                await store.finish_run(run_id, "running")
+        seq = await store.append_events(run_id, [{"type": kind, "at": event["at"], "data": data}])
+        notify(
+            self._listeners,
+            {"run_id": run_id, "seq": seq, "type": kind, "at": event["at"], "data": data},
+        )
+        if kind == "workflow_finished":
+            await store.finish_run(run_id, "completed", ended_at=event["at"])
+        elif kind == "workflow_failed":
+            fields: dict[str, Any] = dict(event)
+            error = fields.get("error") or {}
+            await store.finish_run(
+                run_id,
+                "cancelled" if fields.get("status") == "cancelled" else "failed",
+                ended_at=event["at"],
+                error=f"{error.get('type')}: {error.get('message')}",
+            )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Wait for background work, then close the clients and stores this runtime opened.
+        Idempotent."""
+        if self._closed:
+            return
+        await self.wait_idle()
+        self._closed = True
+        clients, self._owned_clients = self._owned_clients, []
+        for client in clients:
+            await client.aclose()
+        for agent in self._clients.values():
+            await agent.aclose()
+        self._clients.clear()
+        if self._stores is not None:
+            await self._stores.aclose()
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+_USER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"user": {"type": "string", "description": "The message to send"}},
+    "required": ["user"],
+}
+
+
+def _tool_schema(
+    input_schema: Any, *, default: dict[str, Any]
+) -> tuple[dict[str, Any], type[pydantic.BaseModel] | None]:
+    if input_schema is None:
+        return default, None
+    if isinstance(input_schema, dict):
+        return input_schema, None
+    if isinstance(input_schema, type) and issubclass(input_schema, pydantic.BaseModel):
+        schema = input_schema.model_json_schema()
+        schema.pop("title", None)
+        return schema, input_schema
+    raise ConfigError(
+        "input_schema must be a pydantic model class or a JSON Schema dict, "
+        f"got {input_schema!r:.80}"
+    )
+
+
+def _tool_name(id: str) -> str:
+    return _TOOL_NAME_BAD.sub("_", id)[:64] or "agent"
+
+
+def _harness_agent(client: LLMClient) -> Agent:
+    # The lab's stop_when decides when a loop ends, so the harness's own round cap is lifted.
+    return create_agent(llm=client, max_tool_rounds=sys.maxsize)
+
+
+def _settle(tasks: set[asyncio.Task[Any]]) -> Callable[[asyncio.Task[Any]], None]:
+    def done(task: asyncio.Task[Any]) -> None:
+        tasks.discard(task)
+        # The outcome reaches whoever awaits the handle; an unawaited failure is in the run
+        # store, so do not let asyncio log it a second time as "never retrieved".
+        if not task.cancelled():
+            task.exception()
+
+    return done
+
+
+def _now() -> float:
+    return time.time()

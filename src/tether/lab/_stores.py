@@ -1,0 +1,82 @@
+"""Store URLs: `memory`, `sqlite:///relative.db`, `sqlite:////absolute.db`, `sqlite:///:memory:`.
+
+The runtime opens its stores from one URL the first time it needs one. Each SQLite store gets
+its own connection to the file (the workflow journal and the lab stores do not share
+transaction state), and the runtime closes what it opened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..stores.message_store import InMemoryMessageStore, MessageStore, SqliteMessageStore
+from ..stores.run_store import InMemoryRunStore, RunStore, SqliteRunStore
+from ..stores.sqlite import SqliteWorkflowStore
+from ..stores.workflow_store import InMemoryWorkflowStore, WorkflowStore
+
+__all__ = ["DEFAULT_STORE", "StoreSet", "open_stores", "sqlite_path"]
+
+DEFAULT_STORE = "sqlite:///.tether/tether.db"
+"""Where a runtime keeps its data when it is given no store: a file under `.tether/`."""
+
+
+@dataclass(slots=True)
+class StoreSet:
+    """The three stores of a runtime, and what it must close."""
+
+    message: MessageStore
+    run: RunStore
+    workflow: WorkflowStore
+    owned: list[Any] = field(default_factory=list)
+
+    async def aclose(self) -> None:
+        owned, self.owned = self.owned, []
+        for store in owned:
+            await store.aclose()
+
+
+def sqlite_path(url: str, root: Path) -> str | None:
+    """The database path a `sqlite:///…` URL names (relative paths against `root`), or None
+    when `url` is not a SQLite URL."""
+    if not url.startswith("sqlite://"):
+        return None
+    rest = url[len("sqlite://") :]
+    if not rest.startswith("/"):
+        raise ConfigError(
+            f"store URL {url!r}: write sqlite:///relative/path.db or sqlite:////absolute/path.db"
+        )
+    path = rest[1:]
+    if not path:
+        raise ConfigError(f"store URL {url!r} names no database file")
+    if path == ":memory:":
+        return path
+    p = Path(path)
+    return str(p if p.is_absolute() else root / p)
+
+
+def open_stores(url: str, root: Path) -> StoreSet:
+    """Open the stores a URL names.
+
+    Raises:
+        ConfigError: the URL is not one tether knows.
+    """
+    if url in ("memory", "memory://", ":memory:"):
+        return StoreSet(InMemoryMessageStore(), InMemoryRunStore(), InMemoryWorkflowStore())
+    if url.startswith(("postgres://", "postgresql://")):
+        raise ConfigError(
+            f"store URL {url!r}: PostgreSQL stores are not available yet; "
+            "use sqlite:///.tether/tether.db or memory"
+        )
+    path = sqlite_path(url, root)
+    if path is None:
+        raise ConfigError(
+            f"unknown store URL {url!r}; use memory, sqlite:///relative/path.db "
+            "or sqlite:////absolute/path.db"
+        )
+    message = SqliteMessageStore.open(path)
+    run = SqliteRunStore.open(path)
+    workflow = SqliteWorkflowStore.open(path)
+    return StoreSet(message, run, workflow, owned=[message, run, workflow])

@@ -1,0 +1,78 @@
+"""Tool sets that depend on the call (`ToolProvider`), and resolving what an episode may use."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from ..errors import ConfigError, ToolDefinitionError
+from ..tools import Tool
+
+__all__ = [
+    "ToolProvider",
+    "ToolSet",
+    "ToolsSpec",
+    "check_tool_set",
+    "resolve_tools",
+    "tool_provider",
+]
+
+ToolSet: TypeAlias = Sequence[Tool]
+
+
+@runtime_checkable
+class ToolProvider(Protocol):
+    """Builds an episode's tools from the call's `tool_provider_context` (a sandbox root,
+    credentials ...). The framework passes the raw value through, unvalidated, and None when
+    the caller gave none."""
+
+    def get_tools(self, context: Any) -> ToolSet | Awaitable[ToolSet]: ...
+
+
+ToolsSpec: TypeAlias = ToolSet | ToolProvider
+
+
+class _FunctionProvider:
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any], ToolSet | Awaitable[ToolSet]]) -> None:
+        self.fn = fn
+
+    def get_tools(self, context: Any) -> ToolSet | Awaitable[ToolSet]:
+        return self.fn(context)
+
+    def __repr__(self) -> str:
+        return f"tool_provider({getattr(self.fn, '__name__', self.fn)!r})"
+
+
+def tool_provider(fn: Callable[[Any], ToolSet | Awaitable[ToolSet]]) -> ToolProvider:
+    """A ToolProvider from a function `(context) -> tools` (sync or async)."""
+    return _FunctionProvider(fn)
+
+
+def check_tool_set(tools: Any, where: str) -> list[Tool]:
+    """A list of Tools with unique names, or a ConfigError saying what is wrong."""
+    if isinstance(tools, (str, bytes, dict)) or not isinstance(tools, Sequence):
+        raise ConfigError(f"{where} must be a list of tools or a ToolProvider, got {tools!r:.80}")
+    out = list(tools)
+    seen: set[str] = set()
+    for i, t in enumerate(out):
+        if not isinstance(t, Tool):
+            raise ConfigError(f"{where}[{i}] is not a Tool (use define_tool or @tool): {t!r:.80}")
+        if t.name in seen:
+            raise ToolDefinitionError(f"{where}: two tools are named {t.name!r}")
+        seen.add(t.name)
+    return out
+
+
+async def resolve_tools(spec: ToolsSpec | None, context: Any, where: str) -> list[Tool]:
+    """The tools of one episode: a static list as is, a provider asked with `context`."""
+    if spec is None:
+        return []
+    if isinstance(spec, ToolProvider) and not isinstance(spec, Sequence):
+        tools = spec.get_tools(context)
+        if inspect.isawaitable(tools):
+            tools = await tools
+        return check_tool_set(tools, f"{where} (from its ToolProvider)")
+    return check_tool_set(spec, where)
