@@ -1,0 +1,398 @@
+"""The shared HTTP layer against a loopback server: request retries and their waits, typed errors,
+broken streams, cancellation closing the response, and the client's lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import socket
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tether.errors import (
+    AuthenticationError,
+    ContextLengthError,
+    LLMConnectionError,
+    LLMHTTPError,
+    LLMStreamError,
+    RateLimitError,
+)
+from tether.llm import client_from_config
+from tether.llm._http import HTTPAdapter, backoff_delay, retry_after
+from tether.llm.anthropic import AnthropicClient
+from tether.llm.gemini import GeminiClient
+from tether.llm.openai_chat import OpenAIChatClient
+from tether.llm.openai_responses import OpenAIResponsesClient
+
+from .conftest import Reply, Sleeps, WireServer, run_chat, simple_request, sse
+
+OK_CHAT = sse(
+    (None, {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": None}]}),
+    (None, {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+    (None, "[DONE]"),
+)
+OK_ANTHROPIC = sse(
+    ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 1}}}),
+    (
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    ),
+    (
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}},
+    ),
+    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
+    ("message_stop", {"type": "message_stop"}),
+)
+
+
+def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None) -> bytes:
+    return json.dumps({"error": {"message": message, "type": kind, "code": code}}).encode()
+
+
+def chat_client(wire: WireServer, sleeps: Sleeps, **options: Any) -> OpenAIChatClient:
+    return OpenAIChatClient(
+        "gpt-test", base_url=f"{wire.url}/v1", api_key="k", sleep=sleeps, **options
+    )
+
+
+def anthropic_client(wire: WireServer, sleeps: Sleeps, **options: Any) -> AnthropicClient:
+    return AnthropicClient("claude-test", base_url=wire.url, api_key="k", sleep=sleeps, **options)
+
+
+# -- request retries --------------------------------------------------------------------------
+
+
+async def test_429_waits_as_long_as_retry_after_says(wire: WireServer, sleeps: Sleeps) -> None:
+    wire.reply(
+        Reply(
+            429,
+            error_body("Rate limit reached", "requests", "rate_limit_exceeded"),
+            {"retry-after": "3"},
+        ),
+        Reply(body=OK_CHAT),
+    )
+    async with chat_client(wire, sleeps) as client:
+        out = await run_chat(client, simple_request())
+    assert out.error is None and out.text == "ok"
+    assert len(wire.requests) == 2
+    assert sleeps.waits == [3.0]
+    assert wire.requests[0].body == wire.requests[1].body
+
+
+async def test_retry_after_ms_wins_over_retry_after(wire: WireServer, sleeps: Sleeps) -> None:
+    wire.reply(
+        Reply(429, error_body("slow down"), {"retry-after-ms": "1500", "retry-after": "2"}),
+        Reply(body=OK_CHAT),
+    )
+    async with chat_client(wire, sleeps) as client:
+        assert (await run_chat(client, simple_request())).error is None
+    assert sleeps.waits == [1.5]
+
+
+async def test_529_then_503_back_off_exponentially(wire: WireServer, sleeps: Sleeps) -> None:
+    overloaded = json.dumps(
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    )
+    wire.reply(
+        Reply(529, overloaded.encode()),
+        Reply(503, b"upstream unavailable"),
+        Reply(body=OK_ANTHROPIC),
+    )
+    async with anthropic_client(wire, sleeps) as client:
+        out = await run_chat(client, simple_request())
+    assert out.error is None and out.text == "ok"
+    assert len(wire.requests) == 3
+    first, second = sleeps.waits
+    assert 0.375 <= first <= 0.5  # 0.5 s less up to 25 % jitter
+    assert 0.75 <= second <= 1.0
+
+
+async def test_retries_run_out(wire: WireServer, sleeps: Sleeps) -> None:
+    wire.reply(*(Reply(503, error_body("busy", "server_error")) for _ in range(3)))
+    async with chat_client(wire, sleeps, max_retries=2) as client:
+        out = await run_chat(client, simple_request())
+    assert isinstance(out.error, LLMHTTPError) and type(out.error) is LLMHTTPError
+    assert out.error.status == 503 and out.error.retryable
+    assert "busy" in str(out.error) and out.error.body == {
+        "error": {"message": "busy", "type": "server_error", "code": None}
+    }
+    assert len(wire.requests) == 3 and len(sleeps.waits) == 2
+
+
+async def test_rate_limit_error_after_the_last_retry(wire: WireServer, sleeps: Sleeps) -> None:
+    wire.reply(*(Reply(429, error_body("quota", "insufficient_quota")) for _ in range(2)))
+    async with chat_client(wire, sleeps, max_retries=1) as client:
+        out = await run_chat(client, simple_request())
+    assert isinstance(out.error, RateLimitError) and out.error.status == 429
+    assert "quota" in str(out.error)
+    assert len(wire.requests) == 2
+
+
+async def test_max_retries_zero_does_not_retry(wire: WireServer, sleeps: Sleeps) -> None:
+    wire.reply(Reply(500, error_body("oops", "server_error")))
+    async with chat_client(wire, sleeps, max_retries=0) as client:
+        out = await run_chat(client, simple_request())
+    assert isinstance(out.error, LLMHTTPError) and out.error.status == 500
+    assert len(wire.requests) == 1 and sleeps.waits == []
+
+
+async def test_x_should_retry_overrides_the_status(wire: WireServer, sleeps: Sleeps) -> None:
+    wire.reply(Reply(503, error_body("no"), {"x-should-retry": "false"}))
+    async with chat_client(wire, sleeps) as client:
+        out = await run_chat(client, simple_request())
+    assert isinstance(out.error, LLMHTTPError) and len(wire.requests) == 1
+    wire.reply(Reply(400, error_body("try again"), {"x-should-retry": "true"}), Reply(body=OK_CHAT))
+    async with chat_client(wire, sleeps) as client:
+        assert (await run_chat(client, simple_request())).error is None
+    assert len(wire.requests) == 3
+
+
+async def test_408_and_409_are_retried(wire: WireServer, sleeps: Sleeps) -> None:
+    wire.reply(Reply(408, b""), Reply(409, error_body("conflict")), Reply(body=OK_CHAT))
+    async with chat_client(wire, sleeps) as client:
+        assert (await run_chat(client, simple_request())).error is None
+    assert len(wire.requests) == 3 and len(sleeps.waits) == 2
+
+
+async def test_connection_refused_is_retried_then_raised(sleeps: Sleeps) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    client = OpenAIChatClient(
+        "gpt-test", base_url=f"http://127.0.0.1:{port}/v1", sleep=sleeps, max_retries=1
+    )
+    async with client:
+        out = await run_chat(client, simple_request())
+    assert isinstance(out.error, LLMConnectionError)
+    assert f"127.0.0.1:{port}" in str(out.error)
+    assert isinstance(out.error.__cause__, httpx.ConnectError)
+    assert len(sleeps.waits) == 1
+
+
+def test_retry_after_forms() -> None:
+    assert retry_after(httpx.Headers({"retry-after": "2.5"})) == 2.5
+    assert retry_after(httpx.Headers({"retry-after-ms": "250"})) == 0.25
+    assert retry_after(httpx.Headers({"retry-after": "soon"})) is None
+    assert retry_after(httpx.Headers({})) is None
+    later = email.utils.formatdate(time.time() + 30, usegmt=True)
+    value = retry_after(httpx.Headers({"retry-after": later}))
+    assert value is not None and 25 <= value <= 31
+    import random
+
+    rng = random.Random(0)
+    assert backoff_delay(0, httpx.Headers({"retry-after": "600"}), rng) == 60.0
+    for attempt, top in [(0, 0.5), (1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (9, 8.0)]:
+        assert top * 0.75 <= backoff_delay(attempt, None, rng) <= top
+
+
+# -- typed errors -----------------------------------------------------------------------------
+
+
+async def test_bad_key_is_an_authentication_error(wire: WireServer, sleeps: Sleeps) -> None:
+    body = json.dumps(
+        {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+    )
+    wire.reply(Reply(401, body.encode()))
+    async with anthropic_client(wire, sleeps) as client:
+        out = await run_chat(client, simple_request())
+    assert isinstance(out.error, AuthenticationError)
+    assert out.error.status == 401 and not out.error.retryable
+    assert "invalid x-api-key" in str(out.error) and "ANTHROPIC_API_KEY" in str(out.error)
+    assert len(wire.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("make", "status", "body"),
+    [
+        (
+            "anthropic",
+            400,
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "prompt is too long: 210000 tokens > 200000 maximum",
+                },
+            },
+        ),
+        (
+            "openai",
+            400,
+            {
+                "error": {
+                    "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.",
+                    "type": "invalid_request_error",
+                    "code": "context_length_exceeded",
+                }
+            },
+        ),
+        (
+            "gemini",
+            400,
+            [
+                {
+                    "error": {
+                        "code": 400,
+                        "message": "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+                        "status": "INVALID_ARGUMENT",
+                    }
+                }
+            ],
+        ),
+        (
+            "anthropic",
+            413,
+            {
+                "type": "error",
+                "error": {
+                    "type": "request_too_large",
+                    "message": "Request exceeds the maximum allowed number of bytes.",
+                },
+            },
+        ),
+    ],
+)
+async def test_context_too_long(
+    wire: WireServer, sleeps: Sleeps, make: str, status: int, body: Any
+) -> None:
+    wire.reply(Reply(status, json.dumps(body).encode()))
+    client: HTTPAdapter
+    if make == "anthropic":
+        client = anthropic_client(wire, sleeps)
+    elif make == "openai":
+        client = chat_client(wire, sleeps)
+    else:
+        client = GeminiClient("g", base_url=f"{wire.url}/v1beta", api_key="k", sleep=sleeps)
+    async with client:
+        out = await run_chat(client, simple_request())
+    assert isinstance(out.error, ContextLengthError) and out.error.status == status
+    assert out.error.body == body and len(wire.requests) == 1
+
+
+async def test_other_client_errors_keep_the_provider_message(
+    wire: WireServer, sleeps: Sleeps
+) -> None:
+    wire.reply(
+        Reply(
+            400, error_body("Invalid schema for function 'f'", code="invalid_function_parameters")
+        )
+    )
+    async with chat_client(wire, sleeps) as client:
+        out = await run_chat(client, simple_request())
+    assert type(out.error) is LLMHTTPError
+    assert out.error.status == 400 and not out.error.retryable
+    assert "Invalid schema for function 'f'" in str(out.error)
+    assert out.error.provider == "openai"
+
+
+# -- broken streams ---------------------------------------------------------------------------
+
+
+async def test_cut_mid_body_is_a_retryable_stream_error(wire: WireServer, sleeps: Sleeps) -> None:
+    wire.reply(Reply(body=[OK_CHAT[:60]], cut=True))
+    async with chat_client(wire, sleeps) as client:
+        out = await run_chat(client, simple_request())
+    assert isinstance(out.error, LLMStreamError) and out.error.retryable
+    assert isinstance(out.error.__cause__, httpx.RemoteProtocolError)
+    assert len(wire.requests) == 1 and sleeps.waits == []  # not a request retry
+
+
+async def test_clean_end_before_the_terminal_event(wire: WireServer, sleeps: Sleeps) -> None:
+    wire.reply(Reply(body=OK_ANTHROPIC[: OK_ANTHROPIC.index(b"event: message_delta")]))
+    async with anthropic_client(wire, sleeps) as client:
+        out = await run_chat(client, simple_request())
+    assert isinstance(out.error, LLMStreamError) and out.error.retryable
+    assert out.text == "ok"
+
+
+async def test_anthropic_error_event_mid_stream(wire: WireServer, sleeps: Sleeps) -> None:
+    cut = OK_ANTHROPIC.index(b"event: message_delta")
+    error = sse(
+        ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    )
+    wire.reply(Reply(body=OK_ANTHROPIC[:cut] + error))
+    async with anthropic_client(wire, sleeps) as client:
+        out = await run_chat(client, simple_request())
+    assert isinstance(out.error, LLMStreamError) and out.error.retryable
+    assert "Overloaded" in str(out.error) and out.text == "ok"
+
+
+# -- cancellation and lifecycle ---------------------------------------------------------------
+
+
+async def test_cancelling_the_consumer_closes_the_response(
+    wire: WireServer, sleeps: Sleeps
+) -> None:
+    wire.reply(Reply(body=[OK_CHAT[: OK_CHAT.index(b"data:", 10)]], hold=True))
+    first = asyncio.Event()
+
+    async def consume(client: OpenAIChatClient) -> None:
+        async for _ in client.chat(simple_request()):
+            first.set()
+
+    async with chat_client(wire, sleeps) as client:
+        task = asyncio.create_task(consume(client))
+        await first.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The server sees the connection go away: the response was closed, not leaked.
+        await wire.disconnected.wait()
+    assert wire.disconnects == 1
+
+
+async def test_aclose_is_idempotent_and_the_client_reopens(
+    wire: WireServer, sleeps: Sleeps
+) -> None:
+    wire.reply(Reply(body=OK_CHAT), Reply(body=OK_CHAT))
+    client = chat_client(wire, sleeps)
+    assert (await run_chat(client, simple_request())).text == "ok"
+    await client.aclose()
+    await client.aclose()
+    assert (await run_chat(client, simple_request())).text == "ok"
+    await client.aclose()
+
+
+async def test_a_given_http_client_stays_the_callers(wire: WireServer, sleeps: Sleeps) -> None:
+    wire.reply(Reply(body=OK_CHAT))
+    async with httpx.AsyncClient() as http:
+        client = chat_client(wire, sleeps, http_client=http)
+        assert (await run_chat(client, simple_request())).text == "ok"
+        await client.aclose()
+        assert not http.is_closed
+
+
+async def test_extra_headers_are_sent(wire: WireServer, sleeps: Sleeps) -> None:
+    wire.reply(Reply(body=OK_CHAT))
+    async with chat_client(wire, sleeps, headers={"x-proxy-token": "p"}) as client:
+        await run_chat(client, simple_request())
+    assert wire.requests[0].headers["x-proxy-token"] == "p"
+
+
+def test_client_from_config_builds_each_adapter() -> None:
+    for model, cls in [
+        ("anthropic:claude-x", AnthropicClient),
+        ("openai:gpt-x", OpenAIChatClient),
+        ("openai-responses:gpt-x", OpenAIResponsesClient),
+        ("gemini:gemini-x", GeminiClient),
+    ]:
+        client = client_from_config(
+            {"model": model, "api_key": "k", "base_url": "http://h/v9", "stream_retries": 2}
+        )
+        assert isinstance(client, cls)
+        assert client.model == model.split(":", 1)[1]
+        assert (
+            client.base_url == "http://h/v9"
+            and client.stream_retries == 2
+            and client.max_retries == 2
+        )
+
+
+def test_negative_retry_budgets_are_refused() -> None:
+    with pytest.raises(ValueError, match="max_retries"):
+        OpenAIChatClient("gpt-x", api_key="k", max_retries=-1)
