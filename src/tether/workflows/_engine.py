@@ -15,6 +15,10 @@ gets a run id derived from its parent, so the parent's resume resumes the child 
 that the parent leaves unfinished is cancelled when the parent ends. `isolated=True` starts a
 separate root run instead (same store and recorders, its own tree, a fresh id).
 
+Nothing stops two processes from resuming the same run at once; both would execute its
+unfinished steps, and the journal keeps the first output written for each, so they agree on
+what every step returned.
+
 The active run and step are kept in context variables, so code running inside a step — an agent
 run, a tool — reads them with `current_run()` / `current_step()` without being handed them.
 """
@@ -355,8 +359,17 @@ class Workflow(Generic[In, Out]):
         for h in (self.on_event, on_event):
             if h is not None and h not in handlers:
                 handlers.append(h)
-        chosen = store or (enclosing.store if enclosing else None) or self.store
-        chosen = chosen or _fallback_store()
+        # A tree lives in one store: an enclosing run's store wins over the workflow's own.
+        chosen = next(
+            (
+                s
+                for s in (store, enclosing.store if enclosing else None, self.store)
+                if s is not None
+            ),
+            None,
+        )
+        if chosen is None:
+            chosen = _fallback_store()
         if workflow_run_id is not None:
             run_id = workflow_run_id
         elif parent is not None:
