@@ -757,3 +757,16 @@ async def test_an_output_guardrail_is_not_talked_past_by_the_text_it_judges() ->
         assert events[-1]["stop_reason"] == "guardrail_denied"
         assert events[-1]["text"] == ""
     assert verdicts == ["deny", "deny"]
+
+
+async def test_an_output_rewrite_to_the_same_text_still_sends_the_replace_event() -> None:
+    from tether import Session, create_agent, define_guardrail
+    from tether.testing import collect, script_client
+
+    same = define_guardrail(
+        name="noop-rewrite", output=lambda text: {"action": "rewrite", "text": text}
+    )
+    agent = create_agent(llm=script_client([{"text": "hello"}]), guardrails=[same])
+    events = await collect(agent, Session(), "hi")
+    texts = [e for e in events if e["type"] == "text"]
+    assert texts[-1] == {"type": "text", "text": "", "snapshot": "hello"}

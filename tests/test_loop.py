@@ -485,3 +485,43 @@ async def test_a_tool_remembering_something_not_json_safe_gets_an_error_result()
         result["output"] == "Tool bad failed: NotJSONSafeError: memory.when: date is not JSON-safe"
     )
     assert session.memory == {}
+
+
+async def test_a_tool_mutating_ctx_services_does_not_change_the_agent() -> None:
+    async def mutate(value: Any, ctx: RunContext) -> str:
+        ctx.services["leak"] = True
+        return "ok"
+
+    client = script_client([{"tool_use": [{"name": "m", "input": {}}]}, {"text": "ok"}])
+    agent = create_agent(
+        llm=client, tools=[define_tool(name="m", execute=mutate)], services={"db": 1}
+    )
+    await collect(agent, Session(), "go")
+    assert agent.services == {"db": 1}
+
+
+def test_a_bad_trace_option_is_refused_at_create_agent() -> None:
+    from tether import ConfigError
+
+    with pytest.raises(ConfigError, match="trace= must be True, False or a sink"):
+        create_agent(llm=script_client([]), trace="yes")
+
+
+async def test_records_traced_before_a_fault_still_reach_the_stream() -> None:
+    def broken(ctx: RunContext) -> str:
+        ctx.trace("layer:reading", {"source": "db"})
+        raise OSError("db gone")
+
+    records: list[Any] = []
+    agent = create_agent(
+        llm=script_client([{"text": "x"}]),
+        prompt=[prompt_layer("ctx", broken)],
+        trace=records.append,
+    )
+    events: list[Any] = []
+    with pytest.raises(OSError, match="db gone"):
+        async for event in agent.send(Session(), "hi"):
+            events.append(event)
+    streamed = [e["record"]["name"] for e in events if e["type"] == "trace"]
+    assert streamed == ["layer:reading", "turn:failed"]
+    assert [r["name"] for r in records] == streamed

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import httpx
 
 from .client_messages import ClientMessage, frame_client_message, should_run_turn
-from .errors import ToolDefinitionError
+from .errors import ConfigError, ToolDefinitionError
 from .events import AgentEvent
 from .guardrails import Guardrail
 from .integrations import Integrations, IntegrationSource, SourceConnection
@@ -75,6 +75,8 @@ class Agent:
         self.stop_when: Sequence[StopCondition] = (
             () if stop_when is None else [stop_when] if callable(stop_when) else list(stop_when)
         )
+        if not (isinstance(trace, bool) or callable(trace)):
+            raise ConfigError(f"trace= must be True, False or a sink function, got {trace!r}")
         self.trace = trace
         self.services = dict(services or {})
         self._integrations = Integrations(integrations, list(self._own_index))

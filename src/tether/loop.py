@@ -109,7 +109,8 @@ async def run_turn(
 ) -> AsyncIterator[AgentEvent]:
     signal = opts.signal
     tracer = Tracer.from_option(agent.trace, session.id)
-    services = agent.services if not opts.services else {**agent.services, **opts.services}
+    # A fresh dict per turn: a tool that mutates ctx.services cannot change the agent's.
+    services = {**agent.services, **opts.services} if opts.services else dict(agent.services)
     ctx = RunContext(
         session_id=session.id,
         signal=signal,
@@ -397,6 +398,14 @@ async def run_turn(
                 yield tev
             yield tracer.record("usage", "turn:aborted", dict(usage))
         yield {"type": "error", "error": exc}
+    except Exception:
+        # A fault the turn cannot degrade into (an MCP source that will not connect, an attach
+        # read or a prompt layer that fails): what was traced still reaches the stream first.
+        if tracer is not None:
+            for tev in tracer.drain():
+                yield tev
+            yield tracer.record("usage", "turn:failed", dict(usage))
+        raise
     finally:
         if intr is not None:
             intr.remove()
@@ -519,7 +528,7 @@ async def _finish(
     """Output guardrails on the final round's text, queued memory, then `done`."""
     thinking: list[ThinkingPart] = [p for p in content if p["type"] == "thinking"]
     if guard and agent._output_guards:
-        original = text
+        decided = False
         for gname, fn in agent._output_guards:
             try:
                 decision = await decide(fn, text, ctx, target="output")
@@ -533,6 +542,7 @@ async def _finish(
                     yield tev
             if decision is None:
                 continue
+            decided = True
             action, reason = decision["action"], decision.get("reason")
             gev: GuardrailEvent = {
                 "type": "guardrail",
@@ -551,7 +561,7 @@ async def _finish(
                 text, thinking, stop_reason = "", [], "guardrail_denied"
                 break
             text = str(decision.get("text", text))
-        if text != original or stop_reason == "guardrail_denied":
+        if decided:  # any rewrite or deny: the UI replaces what it streamed with the outcome
             replace: TextEvent = {"type": "text", "text": "", "snapshot": text}
             yield replace
     if tracer is not None:
