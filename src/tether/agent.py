@@ -64,7 +64,17 @@ class Agent:
         own = self.declared_tools + [r.as_tool() for r in self.resources if r.mode == "tool"]
         self._own_tools = own
         self._own_index = _index(own)
-        self.workflows = {w.name: w for w in workflows}
+        self.workflows: dict[str, LadderWorkflow] = {}
+        for w in workflows:
+            name = getattr(w, "name", None)
+            if not isinstance(name, str) or not hasattr(w, "steps"):
+                raise ToolDefinitionError(
+                    f"workflows= takes ladders from define_workflow(); got {w!r}. A durable "
+                    "workflow from create_workflow() runs on its own with .run(input)"
+                )
+            if name in self.workflows:
+                raise ToolDefinitionError(f"two workflows are named {name!r}")
+            self.workflows[name] = w
         self.guardrails = list(guardrails)
         self._tool_guards = [(g.name, g.tool_call) for g in self.guardrails if g.tool_call]
         self._output_guards = [(g.name, g.output) for g in self.guardrails if g.output]
@@ -176,11 +186,17 @@ class Agent:
         *,
         services: dict[str, Any] | None = None,
         signal: AbortSignal | None = None,
+        on_event: Callable[[Any], Any] | None = None,
     ) -> LadderOutcome:
-        """Run a declared cascade ladder; see `tether.workflows.define_workflow`."""
+        """Run a declared cascade ladder; see `tether.workflows.define_workflow`.
+
+        Step, trace and memory events are kept on `outcome.events`; `on_event` sees them live.
+        """
         from .workflows import run_ladder
 
-        return await run_ladder(self, session, name, input, services=services, signal=signal)
+        return await run_ladder(
+            self, session, name, input, services=services, signal=signal, on_event=on_event
+        )
 
     # -- integrations ------------------------------------------------------------------------
 

@@ -729,3 +729,32 @@ def test_define_workflow_refuses_malformed_steps(name: str, steps: Any, message:
 def test_define_workflow_refuses_a_non_callable_gate() -> None:
     with pytest.raises(WorkflowError, match="exit_gate"):
         define_workflow("w", [{"name": "a", "run": _ok}], exit_gate="strict")  # type: ignore[arg-type]
+
+
+async def test_run_workflow_passes_on_event_through_to_the_ladder() -> None:
+    from tether import Session, create_agent
+    from tether.testing import script_client
+    from tether.workflows import define_workflow
+
+    ladder = define_workflow("w", [{"name": "only", "run": lambda ctx: "r"}])
+    agent = create_agent(llm=script_client([]), workflows=[ladder])
+    seen: list[object] = []
+    outcome = await agent.run_workflow(Session(), "w", None, on_event=seen.append)
+    assert outcome.result == "r"
+    assert seen and seen == list(outcome.events)
+    assert {e["type"] for e in seen} == {"step"}  # type: ignore[index]
+
+
+def test_a_durable_workflow_given_as_a_ladder_is_a_clear_error() -> None:
+    import pytest
+
+    from tether import ToolDefinitionError, create_agent
+    from tether.testing import script_client
+    from tether.workflows import create_workflow
+
+    async def run(input: object, ctx: object) -> None:
+        return None
+
+    durable = create_workflow("d", run)
+    with pytest.raises(ToolDefinitionError, match="takes ladders from define_workflow"):
+        create_agent(llm=script_client([]), workflows=[durable])
