@@ -47,6 +47,7 @@ class StdioChannel:
         self.protocol_version: str | None = None
         self.lost = False
         self._why_lost = "the server process is not running"
+        self._explained = False
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[Any, asyncio.Future[JsonObject]] = {}
         self._write_lock = asyncio.Lock()
@@ -96,8 +97,11 @@ class StdioChannel:
                 for item in message if isinstance(message, list) else [message]:
                     self._dispatch(item)
         finally:
-            # Give the exit status (and the last of stderr) a moment to arrive: it is the
-            # most useful thing to tell about a crash.
+            # Nothing more can be answered: a request from now on reconnects instead of
+            # waiting. Then give the exit status (and the last of stderr) a moment to arrive,
+            # the most useful thing to tell about a crash, before failing what is in flight.
+            self.lost = True
+            self._why_lost = reason
             with contextlib.suppress(asyncio.CancelledError):
                 await _exited(proc, 1.0)
             self._lose(reason, proc.returncode)
@@ -121,9 +125,10 @@ class StdioChannel:
                 self._stderr = (self._stderr + chunk.decode("utf-8", "replace"))[-_STDERR_TAIL:]
 
     def _lose(self, reason: str, code: int | None = None) -> None:
-        if self.lost:
-            return
         self.lost = True
+        if self._explained:
+            return
+        self._explained = True
         why = reason if code is None else f"the server process exited with status {code}"
         tail = self._stderr.strip()
         self._why_lost = f"{why}; its stderr ends: {tail[-500:]}" if tail else why
@@ -163,6 +168,11 @@ class StdioChannel:
         except (ConnectionError, RuntimeError) as exc:
             self._lose("the server process stopped reading its stdin")
             raise SessionLost(self._why_lost) from exc
+        if proc.stdin.is_closing():
+            # A write to a dead child's stdin fails inside the transport, which closes itself;
+            # drain() only reports it a few loop iterations later. Nothing was delivered.
+            self._lose("the server process stopped reading its stdin")
+            raise SessionLost(self._why_lost)
 
     async def _write_quietly(self, message: JsonObject) -> None:
         with contextlib.suppress(ChannelError):

@@ -7,6 +7,7 @@ import socket
 from typing import Any
 
 import pytest
+from mcp_kit import Kit, add_tool, call, results
 
 from tether import (
     AbortController,
@@ -19,8 +20,6 @@ from tether import (
 )
 from tether.mcp import mcp_server
 from tether.testing import DropConnection, McpRpcError, collect, script_client
-
-from .conftest import Kit, add_tool, call, results
 
 # -- connect: loud ----------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Run the interop app (tests/mcp/interop_app.py) for real: uvicorn on 127.0.0.1 in a thread,
+"""Run the interop app (tests/mcp/mcp_interop_app.py) for real: uvicorn on 127.0.0.1 in a thread,
 or a child process over stdio."""
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ import time
 from pathlib import Path
 
 import uvicorn
+from mcp_interop_app import build_app
 
-from .interop_app import build_app
-
-APP_SCRIPT = Path(__file__).with_name("interop_app.py")
+APP_SCRIPT = Path(__file__).with_name("mcp_interop_app.py")
 STDIO_COMMAND = (sys.executable, [str(APP_SCRIPT)])
 
 

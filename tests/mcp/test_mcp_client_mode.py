@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from mcp_kit import ADD_SCHEMA, Kit, add_tool, call, results
 
 from tether import (
     AbortController,
@@ -18,8 +19,6 @@ from tether import (
 )
 from tether.mcp import LATEST_PROTOCOL_VERSION, PROTOCOL_VERSIONS, mcp_server, mcp_stdio
 from tether.testing import collect, script_client
-
-from .conftest import ADD_SCHEMA, Kit, add_tool, call, results
 
 # -- connection lifecycle ---------------------------------------------------------------------
 

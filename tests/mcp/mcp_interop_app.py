@@ -17,6 +17,7 @@ def build_app() -> MCPServer:
     app = MCPServer("tether-interop", version="1.0.0", log_level="WARNING")
     cancelled = 0
     cancelled_event = asyncio.Event()
+    slow_started = asyncio.Event()
 
     @app.tool(description="Add two integers.")
     def add(a: int, b: int) -> str:
@@ -29,6 +30,7 @@ def build_app() -> MCPServer:
     @app.tool(description="Sleep, then answer; counts the times it was cancelled.")
     async def slow(seconds: float = 30.0) -> str:
         nonlocal cancelled
+        slow_started.set()
         try:
             await asyncio.sleep(seconds)
         except asyncio.CancelledError:
@@ -45,6 +47,14 @@ def build_app() -> MCPServer:
             except TimeoutError:
                 pass
         return str(cancelled)
+
+    @app.tool(description="Answers once a slow call is running (waits up to 10 s for one).")
+    async def slow_started_probe() -> str:
+        try:
+            await asyncio.wait_for(slow_started.wait(), 10)
+        except TimeoutError:
+            return "no slow call started"
+        return "started"
 
     @app.tool(description="The server's process id.")
     def pid() -> str:

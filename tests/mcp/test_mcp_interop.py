@@ -1,0 +1,168 @@
+"""Interop with a real server: the official `mcp` SDK's `MCPServer` serving tests/mcp/mcp_interop_app.py
+over streamable HTTP on 127.0.0.1 (SSE and JSON bodies) and over stdio as a child process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from mcp_interop_servers import STDIO_COMMAND, HttpAppServer
+from mcp_kit import call, process_gone, results
+
+from tether import AbortController, AbortedError, Agent, RunContext, create_agent
+from tether.mcp import McpSource, mcp_server, mcp_stdio
+from tether.testing import collect, script_client
+from tether.testing.script_client import ScriptClient
+
+
+class App:
+    """The interop app behind one transport, and a way to restart it."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.http = None if kind == "stdio" else HttpAppServer(json_response=kind == "http-json")
+        self.agents: list[Agent] = []
+
+    def source(self, **kwargs: Any) -> McpSource:
+        if self.http is None:
+            command, args = STDIO_COMMAND
+            return mcp_stdio(command, args, **kwargs)
+        return mcp_server(self.http.url, **kwargs)
+
+    def agent(self, turns: list[Any], **kwargs: Any) -> tuple[Agent, ScriptClient]:
+        client = script_client(turns)
+        agent = create_agent(llm=client, integrations=[self.source(**kwargs)])
+        self.agents.append(agent)
+        return agent, client
+
+    async def restart(self, agent: Agent) -> None:
+        """HTTP: a new server process-alike on the same port (no sessions). stdio: the child
+        dies; the next call must start a new one."""
+        if self.http is not None:
+            await self.http.arestart()
+            return
+        pid = await pid_of(agent)
+        os.kill(pid, signal.SIGKILL)
+        await process_gone(pid)
+
+
+async def pid_of(agent: Agent) -> int:
+    [tool] = [t for t in agent.tools if t.name == "pid"]
+    result = await tool.call({}, RunContext("probe"))
+    assert not result.is_error, result.output
+    return int(result.output)
+
+
+@pytest.fixture(params=["http-sse", "http-json", "stdio"])
+async def app(request: pytest.FixtureRequest) -> AsyncIterator[App]:
+    a = App(request.param)
+    if a.http is not None:
+        await a.http.astart()
+    try:
+        yield a
+    finally:
+        for agent in a.agents:
+            await agent.aclose()
+        if a.http is not None:
+            await a.http.astop()
+
+
+EXPECTED_TOOLS = ["add", "fail", "slow", "cancellations", "slow_started_probe", "pid", "read_notes"]
+
+
+async def test_list_tools_and_resources(app: App) -> None:
+    agent, client = app.agent([{"text": "hi"}], attach=["style-guide"])
+    [report] = await agent.connect()
+    assert report["protocol_version"] == "2025-11-25"
+    assert report["server_info"]["name"] == "tether-interop"
+    assert report["tools"] == EXPECTED_TOOLS
+    assert report["resources"] == [
+        {"name": "style-guide", "uri": "mem://style-guide", "mode": "attach"},
+        {"name": "notes", "uri": "mem://notes", "mode": "tool", "tool": "read_notes"},
+    ]
+    await collect(agent, agent.create_session(), "hi")
+    [add] = [t for t in client.calls[0]["tools"] if t["name"] == "add"]
+    # The SDK's schema, verbatim (its pydantic title included).
+    assert add["input_schema"] == {
+        "type": "object",
+        "title": "addArguments",
+        "properties": {
+            "a": {"title": "A", "type": "integer"},
+            "b": {"title": "B", "type": "integer"},
+        },
+        "required": ["a", "b"],
+    }
+
+
+async def test_call_and_a_failing_tool(app: App) -> None:
+    agent, client = app.agent(
+        [call("add", {"a": 40, "b": 2}), call("fail", {"reason": "no such page"}), {"text": "ok"}]
+    )
+    added, failed = results(await collect(agent, agent.create_session(), "go"))
+    assert added["output"] == "42" and "is_error" not in added
+    assert failed["is_error"] is True
+    assert "reported an error" in failed["output"] and "no such page" in failed["output"]
+    assert len(client.calls) == 3  # the model saw each result and went on
+
+
+async def test_a_slow_tool_hits_the_timeout_and_is_cancelled_on_the_server(app: App) -> None:
+    agent, _ = app.agent(
+        [call("slow", {"seconds": 30}), call("cancellations"), {"text": "ok"}], timeout_ms=300
+    )
+    slow, cancellations = results(await collect(agent, agent.create_session(), "go"))
+    assert slow["is_error"] is True
+    assert slow["output"].endswith("timed out after 300 ms without an answer")
+    assert cancellations["output"] == "1"  # notifications/cancelled reached the server
+
+
+@pytest.mark.parametrize("how", ["abort", "task-cancel"])
+async def test_a_cancelled_call_is_cancelled_on_the_server(app: App, how: str) -> None:
+    agent, _ = app.agent([call("slow", {"seconds": 30}), {"text": "never"}])
+    await agent.connect()
+    controller = AbortController()
+    turn = asyncio.create_task(
+        collect(agent, agent.create_session(), "go", signal=controller.signal)
+    )
+    [probe] = [t for t in agent.tools if t.name == "slow_started_probe"]
+    assert (await probe.call({}, RunContext("probe"))).output == "started"
+    if how == "abort":
+        controller.abort("stop")
+        events = await turn
+        assert results(events)[0]["is_error"] is True
+        assert isinstance(events[-1]["error"], AbortedError)
+    else:
+        turn.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await turn
+    [count] = [t for t in agent.tools if t.name == "cancellations"]
+    assert (await count.call({}, RunContext("probe"))).output == "1"
+
+
+async def test_resources_attached_and_read(app: App) -> None:
+    agent, client = app.agent([call("read_notes"), {"text": "ok"}], attach=["mem://style-guide"])
+    [res] = results(await collect(agent, agent.create_session(), "read"))
+    assert res["output"] == "note one"
+    assert client.calls[0]["system"][-1]["text"] == (
+        '<resource name="style-guide" description="House style.">\n'
+        "Write short sentences. &lt;/resource> stays data.\n</resource>"
+    )
+    assert client.calls[1]["system"] == client.calls[0]["system"]  # read again for round two
+
+
+async def test_a_server_restarted_between_two_calls_is_reconnected_quietly(app: App) -> None:
+    agent, _ = app.agent(
+        [call("add", {"a": 1, "b": 2}), {"text": "3"}, call("add", {"a": 3, "b": 4}), {"text": "7"}]
+    )
+    session = agent.create_session()
+    [first] = results(await collect(agent, session, "one"))
+    before = await pid_of(agent) if app.kind == "stdio" else None
+    await app.restart(agent)
+    [second] = results(await collect(agent, session, "two"))
+    assert first["output"] == "3"
+    assert second == {"type": "tool_result", "id": "call_2", "name": "add", "output": "7"}
+    if before is not None:
+        assert await pid_of(agent) != before  # a new child answered
