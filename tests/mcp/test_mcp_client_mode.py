@@ -613,3 +613,60 @@ def test_the_default_cap_and_timeout() -> None:
     source = mcp_server("http://x/mcp")
     assert source.max_tools == 16 and source.timeout_ms == 60_000
     assert ADD_SCHEMA["required"] == ["a", "b"]
+
+
+async def test_an_event_stream_ended_before_the_answer_is_resumed_with_last_event_id(
+    kit: Kit,
+) -> None:
+    server = kit.server(
+        tools=[add_tool()],
+        resources=[{"name": "g", "uri": "mem://g", "text": "guide"}],
+        sse=True,
+        disconnect_first=True,
+    )
+    agent, client = kit.agent(server, [call("add", {"a": 5, "b": 5}), {"text": "10"}], attach=["g"])
+    [res] = results(await collect(agent, agent.create_session(), "add"))
+    assert res["output"] == "10"
+    assert "guide" in client.calls[0]["system"][-1]["text"]
+    [call_request] = [r for r in server.requests if r.method == "tools/call"]
+    resumes = [r for r in server.requests if r.http_method == "GET"]
+    sid = call_request.session_id
+    assert {"last_event_id": f"{sid}:{call_request.id}:0"} in [r.params for r in resumes]
+    assert all(r.session_id == sid for r in resumes)
+
+
+async def test_a_resume_the_server_refuses_is_an_error_and_the_call_is_not_resent(
+    kit: Kit,
+) -> None:
+    server = kit.server(tools=[add_tool()], sse=True)
+    agent, _ = kit.agent(server, [call("add", {"a": 1, "b": 2}), {"text": "x"}] * 2)
+    session = agent.create_session()
+    await collect(agent, session, "one")
+    server.disconnect_first = True
+    server._resumable = _Forgetful()  # the server ends the stream, then forgets the answer
+    [res] = results(await collect(agent, session, "two"))
+    assert res["is_error"] is True and "HTTP 405" in res["output"]
+    assert server.methods.count("tools/call") == 2  # once per turn: never resent
+
+
+class _Forgetful(dict[str, Any]):
+    def __setitem__(self, key: str, value: Any) -> None:
+        return None
+
+
+async def test_a_session_lost_while_resuming_fails_the_call_and_the_next_one_reconnects(
+    kit: Kit,
+) -> None:
+    server = kit.server(tools=[add_tool()], sse=True, disconnect_first=True)
+
+    def forget(args: dict[str, Any]) -> str:
+        server.sessions.clear()  # restarted while the answer was pending
+        return "lost"
+
+    server.tools.append({"name": "forget", "run": forget})
+    agent, _ = kit.agent(server, [call("forget"), call("add", {"a": 1, "b": 1}), {"text": "2"}])
+    lost, added = results(await collect(agent, agent.create_session(), "go"))
+    assert lost["is_error"] is True
+    assert "resuming the answer failed" in lost["output"] and "HTTP 404" in lost["output"]
+    assert added["output"] == "2"
+    assert server.methods.count("tools/call") == 2 and server.methods.count("initialize") == 2

@@ -49,3 +49,9 @@ def test_a_field_without_a_colon_space_keeps_its_value() -> None:
 
 def test_an_unterminated_event_is_not_dispatched() -> None:
     assert parse_all(["data: partial\n"]) == []
+
+
+def test_retry_is_kept_and_a_bad_retry_ignored() -> None:
+    parser = SseParser()
+    parser.feed("retry: 250\nid: 4\ndata:\n\nretry: soon\n\n")
+    assert parser.retry == 250

@@ -24,6 +24,10 @@ from ._sse import SseParser
 __all__ = ["BorrowedTransport", "HttpChannel"]
 
 _ACCEPT = "application/json, text/event-stream"
+_MAX_RESUMES = 100
+"""Times one answer's event stream may be resumed before we call the server broken."""
+_MAX_RETRY_MS = 30_000
+"""The longest `retry:` we honour between resumptions (timeout_ms bounds the whole wait)."""
 _CLOSE_TIMEOUT = 5.0
 """Seconds a session DELETE (or a fire-and-forget notification) may take."""
 
@@ -120,18 +124,58 @@ class HttpChannel:
 
     async def _answer_from_sse(self, resp: httpx.Response, request_id: Any) -> JsonObject:
         parser = SseParser()
+        answer, last_id = await self._read_events(resp, request_id, parser, None)
+        retry = parser.retry
+        resumes = 0
+        while answer is None:
+            # A server may end the stream before answering, having sent an event id, and
+            # expect the client to resume it: GET with Last-Event-ID (2025-11-25, "polling").
+            if last_id is None or resumes >= _MAX_RESUMES:
+                raise ChannelError(
+                    f"the server ended the event stream without answering {request_id}"
+                )
+            resumes += 1
+            if retry:
+                await asyncio.sleep(min(retry, _MAX_RETRY_MS) / 1000)
+            headers = self._request_headers()
+            del headers["content-type"]
+            headers["accept"] = "text/event-stream"
+            headers["last-event-id"] = last_id
+            async with self._http.stream("GET", self._url, headers=headers) as again:
+                try:
+                    await self._check_status(again, initialize=False)
+                except SessionLost as exc:
+                    # The request was delivered and may be running: never resend it. The
+                    # channel stays marked lost, so the next request reconnects.
+                    raise ChannelError(f"resuming the answer failed: {exc}") from exc
+                ctype = again.headers.get("content-type", "").split(";")[0].strip().lower()
+                if ctype != "text/event-stream":
+                    raise ChannelError(
+                        f"resuming the event stream got content-type {ctype or 'none'!r}"
+                    )
+                parser = SseParser()
+                answer, last_id = await self._read_events(again, request_id, parser, last_id)
+                retry = parser.retry if parser.retry is not None else retry
+        return answer
+
+    async def _read_events(
+        self, resp: httpx.Response, request_id: Any, parser: SseParser, last_id: str | None
+    ) -> tuple[JsonObject | None, str | None]:
+        """Read one SSE body until the answer to `request_id` (or its end)."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         async for chunk in resp.aiter_bytes():
             for event in parser.feed(decoder.decode(chunk)):
+                if event.id:
+                    last_id = event.id
                 if event.event != "message" or not event.data.strip():
                     continue  # a primer (empty data) or an event type we do not read
                 message = parse_message(event.data)
                 for item in message if isinstance(message, list) else [message]:
                     if is_response_to(item, request_id):
-                        return item  # type: ignore[no-any-return]
+                        return item, last_id
                     if is_server_request(item):
                         self._spawn(self._post_quietly(answer_server_request(item)))
-        raise ChannelError(f"the server ended the event stream without answering {request_id}")
+        return None, last_id
 
     async def notify(self, message: JsonObject) -> None:
         try:

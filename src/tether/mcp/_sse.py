@@ -21,9 +21,11 @@ class SseEvent:
 class SseParser:
     """Feed decoded text; collect complete events. One instance per response body."""
 
-    __slots__ = ("_buffer", "_data", "_event", "_id", "_pending_cr")
+    __slots__ = ("_buffer", "_data", "_event", "_id", "_pending_cr", "retry")
 
     def __init__(self) -> None:
+        self.retry: int | None = None
+        """The last `retry:` the server sent (milliseconds before reconnecting), if any."""
         self._buffer = ""
         self._pending_cr = False
         self._data: list[str] = []
@@ -77,4 +79,6 @@ class SseParser:
             self._event = value
         elif field == "id" and "\0" not in value:
             self._id = value
+        elif field == "retry" and value.isdigit():
+            self.retry = int(value)
         return None

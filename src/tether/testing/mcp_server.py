@@ -120,6 +120,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         chunk_size: int | None = None,
         notify_first: bool = False,
         ping_first: bool = False,
+        disconnect_first: bool = False,
         page_size: int | None = None,
         versions: Sequence[str] = SPOKEN_VERSIONS,
         answer_version: str | None = None,
@@ -137,6 +138,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         self.chunk_size = chunk_size
         self.notify_first = notify_first
         self.ping_first = ping_first
+        self.disconnect_first = disconnect_first
         self.page_size = page_size
         self.versions = list(versions)
         self.answer_version = answer_version
@@ -166,6 +168,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         self.restarts = 0
         self._inflight: dict[tuple[str | None, Any], asyncio.Task[dict[str, Any]]] = {}
         self._arrival = asyncio.Event()
+        self._resumable: dict[str, asyncio.Task[dict[str, Any]]] = {}
 
     # -- what tests read ---------------------------------------------------------------------
 
@@ -223,8 +226,10 @@ class TestMcpServer(httpx.AsyncBaseTransport):
                 self.deleted.append(sid)
                 return httpx.Response(200)
             return httpx.Response(404)
+        if request.method == "GET":
+            return self._resume(request, sid, pv, headers)
         if request.method != "POST":
-            return httpx.Response(405, headers={"allow": "POST, DELETE"})
+            return httpx.Response(405, headers={"allow": "GET, POST, DELETE"})
         message = _loads(await request.aread())
         if not isinstance(message, dict):
             return _rpc_error_response(400, None, -32700, "Parse error")
@@ -271,13 +276,35 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         task.add_done_callback(lambda _t: self._inflight.pop(key, None))
         response_headers = {"mcp-session-id": sid} if sid else {}
         if self.sse:
+            event_id = None
+            if self.disconnect_first:
+                event_id = f"{sid}:{rid}:0"
+                self._resumable[event_id] = task
             return httpx.Response(
                 200,
                 headers={"content-type": "text/event-stream", **response_headers},
-                stream=_SseBody(self, task),
+                stream=_SseBody(self, task, stop_after=event_id),
             )
         answer = await self._await_handler(task)
         return self._answer(answer, response_headers)
+
+    def _resume(
+        self, request: httpx.Request, sid: str | None, pv: str | None, headers: dict[str, str]
+    ) -> httpx.Response:
+        last = request.headers.get("last-event-id")
+        self._record(RecordedRequest("GET", None, None, {"last_event_id": last}, sid, pv, headers))
+        if self.use_sessions and (sid is None or sid not in self.sessions):
+            return _rpc_error_response(
+                self.unknown_session_status, None, -32001, "Session not found"
+            )
+        task = self._resumable.pop(last, None) if last is not None else None
+        if task is None:  # no standalone server-to-client stream here
+            return httpx.Response(405, headers={"allow": "POST, DELETE"})
+        return httpx.Response(
+            200,
+            headers={"content-type": "text/event-stream", "mcp-session-id": sid or ""},
+            stream=_SseBody(self, task, resumed=True),
+        )
 
     def _answer(self, message: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
         if self.sse:
@@ -459,10 +486,15 @@ class _SseBody(httpx.AsyncByteStream):
         server: TestMcpServer,
         task: asyncio.Task[dict[str, Any]] | None,
         answer: dict[str, Any] | None = None,
+        *,
+        stop_after: str | None = None,
+        resumed: bool = False,
     ) -> None:
         self._server = server
         self._task = task
         self._answer = answer
+        self._stop_after = stop_after
+        self._resumed = resumed
 
     def _event(self, data: str, event_id: str | None = None) -> str:
         nl = "\r\n" if self._server.crlf else "\n"
@@ -471,16 +503,21 @@ class _SseBody(httpx.AsyncByteStream):
 
     async def _text(self) -> AsyncIterator[str]:
         server = self._server
-        if server.prime:
+        if self._stop_after is not None:
+            # An id, a retry hint, and goodbye: the client resumes with GET + Last-Event-ID.
+            nl = "\r\n" if server.crlf else "\n"
+            yield f"id: {self._stop_after}{nl}retry: 1{nl}data:{nl}{nl}"
+            return
+        if server.prime and not self._resumed:
             yield self._event("", "0")  # the empty-data primer resumable servers send first
-        if server.notify_first:
+        if server.notify_first and not self._resumed:
             note = {
                 "jsonrpc": "2.0",
                 "method": "notifications/message",
                 "params": {"level": "info", "data": "working on it"},
             }
             yield self._event(json.dumps(note))
-        if server.ping_first:
+        if server.ping_first and not self._resumed:
             ping = {"jsonrpc": "2.0", "id": f"srv-{uuid.uuid4().hex[:8]}", "method": "ping"}
             yield self._event(json.dumps(ping))
         if self._answer is not None:
@@ -535,6 +572,7 @@ def create_test_mcp_server(
     chunk_size: int | None = None,
     notify_first: bool = False,
     ping_first: bool = False,
+    disconnect_first: bool = False,
     page_size: int | None = None,
     versions: Sequence[str] = SPOKEN_VERSIONS,
     answer_version: str | None = None,
@@ -556,6 +594,8 @@ def create_test_mcp_server(
         notify_first: Send a notification on the SSE body before the answer.
         ping_first: Send a `ping` request on the SSE body before the answer (the client's reply
             lands in `client_responses`).
+        disconnect_first: End each request's SSE body after an event id and a `retry:`, before
+            the answer; the answer comes on the client's GET with `Last-Event-ID`.
         page_size: Paginate `tools/list` and `resources/list` with cursors, this many per page.
         versions: Protocol versions the server negotiates (it echoes the client's offer when it
             is one of them, else answers the first).
@@ -577,6 +617,7 @@ def create_test_mcp_server(
         chunk_size=chunk_size,
         notify_first=notify_first,
         ping_first=ping_first,
+        disconnect_first=disconnect_first,
         page_size=page_size,
         versions=versions,
         answer_version=answer_version,
