@@ -4,6 +4,7 @@ and helpers to read what an episode stored."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,9 +14,11 @@ from tether.stores.run_store import RunEvent
 from tether.testing import ScriptClient, script_client
 
 
-@pytest.fixture
-async def lab() -> AsyncIterator[Runtime]:
-    runtime = Runtime(store="memory", version=False, defaults={"model": script_client([])})
+@pytest.fixture(params=["memory", "sqlite"])
+async def lab(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Runtime]:
+    """A runtime on in-memory stores, and on a SQLite file: every lab rule is checked on both."""
+    store = "memory" if request.param == "memory" else f"sqlite:///{tmp_path / 'lab.db'}"
+    runtime = Runtime(store=store, version=False, defaults={"model": script_client([])})
     yield runtime
     await runtime.aclose()
 

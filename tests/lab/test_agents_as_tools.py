@@ -41,7 +41,7 @@ async def test_an_agent_tool_runs_one_episode_and_returns_its_text(lab: Runtime)
     result = await orchestrator.run(user="Ask the researcher").result
     assert result.text == "Done."
     assert tool_results(outer_client.calls[1])[0]["output"] == "CRISPR edits genes."
-    assert inner_client.calls[0]["messages"][0]["content"][0]["text"] == "What is CRISPR?"
+    assert texts(inner_client.calls[0]["messages"]) == [("user", "What is CRISPR?")]
 
 
 async def test_typed_arguments_reach_map_run_and_the_output_is_the_agents_type(

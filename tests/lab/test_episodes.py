@@ -300,7 +300,7 @@ async def test_the_default_stop_when_is_twenty_steps(lab: Runtime) -> None:
 
 
 async def test_stop_when_on_the_agent_and_on_the_call(lab: Runtime) -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"tool_use": [{"name": "probe", "input": {}}]},
         {"tool_use": [{"name": "done", "input": {}}]},
         {"text": "never reached"},
@@ -373,7 +373,9 @@ async def test_a_tool_provider_gets_the_raw_tool_provider_context(lab: Runtime) 
 
 async def test_a_tool_provider_returning_a_non_tool_fails_the_episode(lab: Runtime) -> None:
     agent = lab.create_agent(
-        id="a", model=scripted({"text": "x"}), tools=tool_provider(lambda ctx: ["not a tool"])
+        id="a",
+        model=scripted({"text": "x"}),
+        tools=tool_provider(lambda ctx: ["not a tool"]),  # type: ignore[list-item]
     )
     with pytest.raises(ConfigError, match="is not a Tool"):
         await agent.run(user="x").result
@@ -507,5 +509,5 @@ async def test_concurrent_episodes_on_one_scope_lose_nothing(lab: Runtime) -> No
     assert len(stored) == 20
     for r in results:
         u, a = r.new_messages
-        i = stored.index(u)  # type: ignore[arg-type]
+        i = stored.index(u)
         assert stored[i + 1] == a

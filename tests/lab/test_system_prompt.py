@@ -21,7 +21,7 @@ async def test_a_new_scope_pins_the_prompt_as_its_first_record(lab: Runtime) -> 
     await researcher.run(memory_scope="notes", user="First turn").result
     stored = await lab.message_store.load("notes")
     assert stored[0] == pin("You are a research assistant.", "researcher")
-    assert all(m["role"] != "system" for m in client.calls[0]["messages"])
+    assert [r for r, _ in texts(client.calls[0]["messages"])] == ["user"]
 
 
 async def test_the_same_agent_again_keeps_the_pin_silently_even_after_a_hot_reload(

@@ -13,7 +13,7 @@ from tether.errors import LLMError
 from tether.lab import ConversationTitleInput, ConversationTitleOutput, Runtime
 from tether.workflows import Workflow, WorkflowContext
 
-from .conftest import scripted
+from .conftest import scripted, texts
 
 
 class TitleOut(pydantic.BaseModel):
@@ -65,8 +65,10 @@ async def test_a_new_scope_is_named_after_its_first_successful_episode(lab: Runt
     await lab.wait_idle()
     assert await lab.message_store.get_title("notes") == "CRISPR basics"
     # The workflow received the transcript (pin excluded).
-    prompt = namer_client.calls[0]["messages"][0]["content"][0]["text"]
-    assert prompt == "Write a short title.\n\nuser: What is CRISPR?\nassistant: CRISPR edits genes."
+    assert (
+        texts(namer_client.calls[0]["messages"])[0][1]
+        == "Write a short title.\n\nuser: What is CRISPR?\nassistant: CRISPR edits genes."
+    )
     info = await lab.message_store.info("notes")
     assert info is not None and info.title == "CRISPR basics"
 

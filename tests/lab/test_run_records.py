@@ -1,0 +1,229 @@
+"""Run records: the events an episode writes to the RunStore, live listeners, tags with
+provenance, and workflow runs recorded next to episodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether import define_tool
+from tether.errors import LLMError
+from tether.lab import Runtime
+from tether.stores.run_store import RunEvent
+from tether.workflows import WorkflowContext
+
+from .conftest import event_types, scripted
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+async def test_a_run_records_started_deltas_commits_and_finished(lab: Runtime) -> None:
+    live: list[RunEvent] = []
+    unsubscribe = lab.subscribe(live.append)
+    client = scripted(
+        {"tool_use": [{"name": "add", "input": {"a": 1, "b": 2}}]},
+        {"text": ["The sum ", "is 3."], "usage": {"input_tokens": 7, "output_tokens": 4}},
+    )
+    add = define_tool(name="add", description="Add", execute=lambda v: v["a"] + v["b"])
+    agent = lab.create_agent(id="calc", model=client, tools=[add])
+    result = await agent.run(memory_scope="m", user="1+2?", tags=["demo"]).result
+    events = await lab.run_store.events(result.run_id)
+    assert [e["type"] for e in events] == [
+        "agent_started",
+        "agent_tool_call",
+        "agent_tool_result",
+        "agent_messages_committed",
+        "agent_text_delta",
+        "agent_text_delta",
+        "agent_messages_committed",
+        "agent_finished",
+    ]
+    started, call, res, first, d1, d2, second, finished = (e["data"] for e in events)
+    assert started["agent_id"] == "calc" and started["memory_scope"] == "m"
+    assert started["memory_scope_generated"] is False
+    assert started["tags"] == ["demo"]
+    assert call == {"id": "call_1", "name": "add", "input": {"a": 1, "b": 2}}
+    assert res == {"id": "call_1", "name": "add", "output": "3", "is_error": False}
+    assert (first["start"], first["count"]) == (0, 3)
+    assert [m["role"] for m in first["messages"]] == ["user", "assistant", "tool"]
+    assert (d1["text"], d2["text"]) == ("The sum ", "is 3.")
+    assert (second["start"], second["count"]) == (3, 1)
+    assert finished["text"] == "The sum is 3." and finished["turns"] == 2
+    assert finished["usage"]["output_tokens"] == 5
+    # Live listeners saw the same events, numbered the same way, before they were stored.
+    assert [(e["seq"], e["type"]) for e in live] == [(e["seq"], e["type"]) for e in events]
+    unsubscribe()
+    seen = len(live)
+    await lab.create_agent(id="quiet", model=scripted({"text": "x"})).run(user="q").result
+    assert len(live) == seen
+    info = await lab.run_store.get_run(result.run_id)
+    assert info is not None
+    assert (info.kind, info.name, info.status, info.memory_scope) == (
+        "agent",
+        "calc",
+        "completed",
+        "m",
+    )
+    assert info.ended_at is not None and info.ended_at >= info.started_at
+
+
+async def test_a_failed_run_records_the_error(lab: Runtime) -> None:
+    agent = lab.create_agent(id="a", model=scripted({"error": LLMError("quota", provider="x")}))
+    handle = agent.run(user="q")
+    with pytest.raises(LLMError):
+        await handle.result
+    events = await lab.run_store.events(handle.run_id)
+    assert events[-1]["type"] == "agent_failed"
+    assert events[-1]["data"]["error"] == {"type": "LLMError", "message": "quota"}
+    assert events[-1]["data"]["cancelled"] is False
+    info = await lab.run_store.get_run(handle.run_id)
+    assert info is not None and info.status == "failed" and info.error == "LLMError: quota"
+
+
+async def test_a_listener_that_raises_does_not_break_the_run(
+    lab: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(event: RunEvent) -> None:
+        raise RuntimeError("listener bug")
+
+    lab.subscribe(broken)
+    agent = lab.create_agent(id="a", model=scripted({"text": "fine"}))
+    result = await agent.run(user="q").result
+    assert result.text == "fine"
+    assert await event_types(lab, result.run_id) == [
+        "agent_started",
+        "agent_text_delta",
+        "agent_messages_committed",
+        "agent_finished",
+    ]
+    assert "listener bug" in caplog.text
+
+
+def project(tmp_path: Path, *, version: str | None = "2.3.4", head: str | None = "branch") -> Path:
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    if version is not None:
+        (root / "pyproject.toml").write_text(
+            f'[project]\nname = "proj"\nversion = "{version}"\n', encoding="utf-8"
+        )
+    if head is not None:
+        git = root / ".git"
+        (git / "refs" / "heads").mkdir(parents=True)
+        if head == "branch":
+            (git / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+            (git / "refs" / "heads" / "main").write_text(SHA + "\n", encoding="utf-8")
+        elif head == "packed":
+            (git / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+            (git / "packed-refs").write_text(
+                f"# pack-refs with: peeled\n{SHA} refs/heads/main\n", encoding="utf-8"
+            )
+        else:
+            (git / "HEAD").write_text(SHA + "\n", encoding="utf-8")
+    return root / "pkg"
+
+
+async def tags_of(lab: Runtime, **run: Any) -> list[str]:
+    agent = lab.create_agent(id="a", model=scripted({"text": "x"}))
+    result = await agent.run(user="q", **run).result
+    info = await lab.run_store.get_run(result.run_id)
+    assert info is not None
+    return info.tags
+
+
+@pytest.mark.parametrize("head", ["branch", "packed", "detached"])
+async def test_runs_get_version_and_commit_tags_automatically(tmp_path: Path, head: str) -> None:
+    lab = Runtime(store="memory", root=project(tmp_path, head=head))
+    assert await tags_of(lab, tags=["nightly"]) == ["nightly", "version:2.3.4", f"commit:{SHA}"]
+    await lab.aclose()
+
+
+async def test_a_given_tag_with_the_prefix_replaces_the_automatic_one(tmp_path: Path) -> None:
+    lab = Runtime(store="memory", root=project(tmp_path))
+    assert await tags_of(lab, tags=["version:custom"]) == ["version:custom", f"commit:{SHA}"]
+    assert await tags_of(lab, tags=["commit:abc", "version:v"]) == ["commit:abc", "version:v"]
+    await lab.aclose()
+
+
+async def test_version_false_records_no_provenance_and_a_string_is_the_version(
+    tmp_path: Path,
+) -> None:
+    off = Runtime(store="memory", root=project(tmp_path), version=False)
+    assert await tags_of(off) == []
+    await off.aclose()
+    named = Runtime(store="memory", root=project(tmp_path / "b"), version="9.9")
+    assert await tags_of(named) == ["version:9.9", f"commit:{SHA}"]
+    await named.aclose()
+
+
+async def test_a_worktree_git_file_is_followed(tmp_path: Path) -> None:
+    main = tmp_path / "main" / ".git"
+    (main / "refs" / "heads").mkdir(parents=True)
+    (main / "refs" / "heads" / "feature").write_text(SHA, encoding="utf-8")
+    worktree_git = main / "worktrees" / "wt"
+    worktree_git.mkdir(parents=True)
+    (worktree_git / "HEAD").write_text("ref: refs/heads/feature\n", encoding="utf-8")
+    (worktree_git / "commondir").write_text("../..\n", encoding="utf-8")
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    (wt / ".git").write_text(f"gitdir: {worktree_git}\n", encoding="utf-8")
+    lab = Runtime(store="memory", root=wt)
+    assert await tags_of(lab) == [f"commit:{SHA}"]
+    await lab.aclose()
+
+
+async def test_outside_a_project_there_is_nothing_to_tag(tmp_path: Path) -> None:
+    lab = Runtime(store="memory", root=project(tmp_path, version=None, head=None))
+    assert await tags_of(lab) == []
+    await lab.aclose()
+
+
+async def test_an_episode_inside_a_workflow_step_is_linked_to_it(lab: Runtime) -> None:
+    agent = lab.create_agent(id="a", model=scripted({"text": "x"}, {"text": "y"}))
+
+    async def run(input: str, ctx: WorkflowContext[str]) -> str:
+        return await ctx.step("ask", lambda: _text(agent.run(user=input)))
+
+    handle = lab.create_workflow("wf", run).run("q")
+    await handle.result
+    [episode] = await lab.run_store.list_runs(kind="agent")
+    assert (episode.workflow_run_id, episode.step_id) == (handle.workflow_run_id, "ask")
+    # A standalone call can link itself explicitly.
+    result = await agent.run(user="q", workflow={"workflow_run_id": "wf-7", "step_id": None}).result
+    info = await lab.run_store.get_run(result.run_id)
+    assert info is not None and (info.workflow_run_id, info.step_id) == ("wf-7", None)
+
+
+async def _text(handle: Any) -> str:
+    return str((await handle.result).text)
+
+
+async def test_workflow_runs_are_recorded_with_their_events(lab: Runtime) -> None:
+    async def review(topic: str, ctx: WorkflowContext[str]) -> dict[str, Any]:
+        papers = await ctx.step("search", lambda: [topic])
+        return {"papers": papers}
+
+    async def failing(topic: str, ctx: WorkflowContext[str]) -> None:
+        raise ValueError("no papers")
+
+    ok = lab.create_workflow("review", review).run("CRISPR")
+    await ok.result
+    bad = lab.create_workflow("failing", failing).run("x")
+    with pytest.raises(ValueError):
+        await bad.result
+    info = await lab.run_store.get_run(ok.workflow_run_id)
+    assert info is not None and (info.kind, info.name, info.status) == (
+        "workflow",
+        "review",
+        "completed",
+    )
+    assert await event_types(lab, ok.workflow_run_id) == [
+        "workflow_started",
+        "workflow_step_started",
+        "workflow_step_finished",
+        "workflow_finished",
+    ]
+    failed = await lab.run_store.get_run(bad.workflow_run_id)
+    assert failed is not None and failed.status == "failed"
+    assert failed.error == "ValueError: no papers"
