@@ -7,6 +7,15 @@ share `tether.stores.sqlite` (connection helper, ordered named migrations, trans
 
 from __future__ import annotations
 
+from .message_store import (
+    InMemoryMessageStore,
+    MessageStore,
+    ScopeInfo,
+    SqliteMessageStore,
+    StoredRecord,
+    SystemRecord,
+)
+from .run_store import InMemoryRunStore, NewRunEvent, RunEvent, RunInfo, RunStore, SqliteRunStore
 from .sqlite import Migrations, SqliteWorkflowStore, connect, transaction
 from .workflow_store import (
     InMemoryWorkflowStore,
@@ -17,11 +26,23 @@ from .workflow_store import (
 )
 
 __all__ = [
+    "InMemoryMessageStore",
+    "InMemoryRunStore",
     "InMemoryWorkflowStore",
+    "MessageStore",
     "Migrations",
+    "NewRunEvent",
+    "RunEvent",
+    "RunInfo",
     "RunStatus",
+    "RunStore",
+    "ScopeInfo",
+    "SqliteMessageStore",
+    "SqliteRunStore",
     "SqliteWorkflowStore",
     "StepRecord",
+    "StoredRecord",
+    "SystemRecord",
     "WorkflowRunRecord",
     "WorkflowStore",
     "connect",
