@@ -13,8 +13,6 @@ result = await researcher.run(memory_scope="notes", user="First turn").result
 ```
 """
 
-from __future__ import annotations
-
 from ._agent import DEFAULT_STOP_WHEN, LabAgent, ModelSpec
 from ._episode import SystemPromptConflict, WorkflowLink
 from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle

@@ -161,6 +161,14 @@ class Episode:
     # -- the whole episode -------------------------------------------------------------------
 
     async def run(self) -> AgentRunResult[Any]:
+        try:
+            return await self._run()
+        finally:
+            # Stream readers end with the episode, however it ends.
+            if self.buffer is not None:
+                self.buffer.close()
+
+    async def _run(self) -> AgentRunResult[Any]:
         runtime = self.agent.runtime
         recorder = RunRecorder(
             runtime.run_store,
@@ -204,9 +212,6 @@ class Episode:
                 "cancelled" if cancelled else "failed", error=f"{type(exc).__name__}: {exc}"
             )
             raise
-        finally:
-            if self.buffer is not None:
-                self.buffer.close()
         recorder.emit(
             "agent_finished",
             {
