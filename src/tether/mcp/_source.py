@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from .._json import dumps
 from ..context import RunContext
 from ..errors import (
     AbortedError,
@@ -248,8 +249,6 @@ class McpSource:
                 return ToolResult(str(exc), is_error=True)
             text = content_text(result.get("content"))
             if not text and "structuredContent" in result:
-                from .._json import dumps
-
                 text = dumps(result["structuredContent"])
             if result.get("isError") is True:
                 return ToolResult(str(McpCallError(f"{what} reported an error: {text}")), True)
@@ -431,7 +430,7 @@ class McpStdioSource(McpSource):
 
     @property
     def label(self) -> str:
-        return " ".join(["stdio:", self.command, *self.args])
+        return " ".join([self.command, *self.args])
 
     def _report_base(self) -> JsonObject:
         return {"command": [self.command, *self.args], "transport": "stdio"}

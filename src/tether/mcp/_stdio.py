@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -21,6 +22,8 @@ from ._protocol import (
 )
 
 __all__ = ["StdioChannel"]
+
+logger = logging.getLogger("tether.mcp")
 
 _LINE_LIMIT = 32 * 1024 * 1024
 """Bytes one message line may take; a resource body arrives on one line."""
@@ -122,7 +125,10 @@ class StdioChannel:
         assert proc is not None and proc.stderr is not None
         with contextlib.suppress(ValueError, OSError):
             while chunk := await proc.stderr.read(4096):
-                self._stderr = (self._stderr + chunk.decode("utf-8", "replace"))[-_STDERR_TAIL:]
+                text = chunk.decode("utf-8", "replace")
+                # Servers log to stderr; it is theirs to fill, ours to keep a tail of.
+                logger.debug("%s stderr: %s", self._command, text.rstrip())
+                self._stderr = (self._stderr + text)[-_STDERR_TAIL:]
 
     def _lose(self, reason: str, code: int | None = None) -> None:
         self.lost = True
