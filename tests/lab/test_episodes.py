@@ -11,7 +11,8 @@ import pytest
 from tether import AbortedError, RunContext, Session, define_tool, has_tool_call, step_count_is
 from tether.errors import ConfigError, LLMError, LLMStreamError
 from tether.lab import AgentRunResult, Runtime, tool_provider
-from tether.testing import script_client
+from tether.stores import InMemoryMessageStore
+from tether.testing import ScriptClient, script_client
 
 from .conftest import assistant, event_types, pin, scripted, system_of, texts, user
 
@@ -73,6 +74,28 @@ async def test_an_omitted_scope_is_generated_persisted_and_not_shared(lab: Runti
     other = await agent.run(user="another").result
     assert other.memory_scope != result.memory_scope
     assert client.calls[1]["messages"] == [user("another")]
+
+
+async def test_every_step_of_a_one_shot_call_persists_to_the_generated_scope(
+    lab: Runtime,
+) -> None:
+    client = scripted({"tool_use": [{"name": "probe", "input": {}}]}, {"text": "done"})
+    agent = lab.create_agent(id="a", model=client, tools=[probe_tool(lab, [])])
+    result = await agent.run(user="go").result
+    assert texts(await lab.message_store.load(result.memory_scope)) == [
+        ("user", "go"),
+        ("assistant", "<call probe>"),
+        ("tool", "<result probed>"),
+        ("assistant", "done"),
+    ]
+
+
+async def test_an_agent_memory_store_replaces_the_runtimes(lab: Runtime) -> None:
+    own = InMemoryMessageStore()
+    agent = lab.create_agent(id="a", model=scripted({"text": "x"}), memory_store=own)
+    await agent.run(memory_scope="s", user="q").result
+    assert texts(await own.load("s")) == [("user", "q"), ("assistant", "x")]
+    assert await lab.message_store.load("s") == []
 
 
 async def test_turn_input_is_stored_then_user_then_each_message(lab: Runtime) -> None:
@@ -491,12 +514,19 @@ async def test_agent_stream_retries_apply_when_the_call_sets_none(lab: Runtime) 
     assert (await agent.run(user="q").result).text == "ok"
 
 
-async def test_max_retries_needs_a_model_string_when_the_client_is_an_object(
+async def test_max_retries_needs_a_model_string_when_the_client_object_has_its_own(
     lab: Runtime,
 ) -> None:
-    agent = lab.create_agent(id="a", model=scripted({"text": "x"}))
+    class RetryingClient(ScriptClient):
+        max_retries = 2
+
+    agent = lab.create_agent(id="a", model=RetryingClient([{"text": "x"}]))
     with pytest.raises(ConfigError, match="max_retries=0 needs the model as a string"):
         agent.run(user="q", max_retries=0)
+    # The same value is no conflict, and a client without request retries has nothing to set.
+    assert (await agent.run(user="q", max_retries=2).result).text == "x"
+    plain = lab.create_agent(id="b", model=scripted({"text": "y"}), max_retries=5)
+    assert (await plain.run(user="q").result).text == "y"
 
 
 async def test_concurrent_episodes_on_one_scope_lose_nothing(lab: Runtime) -> None:

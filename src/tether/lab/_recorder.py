@@ -44,8 +44,6 @@ class RunRecorder:
         self._listeners = listeners
         self._queue: list[NewRunEvent] = []
         self._seq = 0
-        self._written = 0
-        self._progress = asyncio.Condition()
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._started = False
@@ -87,29 +85,14 @@ class RunRecorder:
                     logger.exception(
                         "could not record events of run %s; dropping them", self.run_id
                     )
-            self._written += len(batch)
 
     async def _drain(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
             await self._write()
-            async with self._progress:
-                self._progress.notify_all()
             if self._closed and not self._queue:
                 return
-
-    async def flush(self) -> None:
-        """Wait until every event emitted so far is in the store."""
-        target = self._seq
-        writer = self._writer
-        if writer is None or writer.done():
-            await self._write()
-            return
-        async with self._progress:
-            await self._progress.wait_for(lambda: self._written >= target or writer.done())
-        if self._written < target:
-            await self._write()
 
     async def close(self, status: RunStatus, *, error: str | None = None) -> None:
         """Flush and record how the run ended. Idempotent."""

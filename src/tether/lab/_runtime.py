@@ -446,7 +446,11 @@ class Runtime:
                 f"agent {agent_id!r}: model must be 'provider:model', an llm config dict or an "
                 f"LLMClient, got {spec!r:.80}"
             )
-        if max_retries is not None and getattr(spec, "max_retries", None) != max_retries:
+        # A client object keeps its own request retries. One without the notion (a scripted
+        # or custom client) has nothing to configure; one with a different setting would
+        # silently ignore the request, so that is refused.
+        own = getattr(spec, "max_retries", None)
+        if max_retries is not None and own is not None and own != max_retries:
             raise ConfigError(
                 f"agent {agent_id!r}: max_retries={max_retries} needs the model as a string or "
                 "config dict; a client object keeps its own max_retries (set it on the client)"
