@@ -9,7 +9,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from tether.errors import LLMError
+from tether.errors import ConfigError, LLMError
 from tether.lab import ConversationTitleInput, ConversationTitleOutput, Runtime
 from tether.workflows import Workflow, WorkflowContext
 
@@ -180,3 +180,11 @@ async def test_the_title_run_is_isolated_from_the_enclosing_workflow(lab: Runtim
     title_run = runs["conversation-title"]
     assert title_run.parent_run_id is None
     assert title_run.root_run_id == title_run.run_id != handle.workflow_run_id
+
+
+async def test_a_title_workflow_must_be_a_workflow(lab: Runtime) -> None:
+    async def not_a_workflow(input: Any, ctx: Any) -> Any:
+        return {"title": "x"}
+
+    with pytest.raises(ConfigError, match="title_workflow must be a workflow"):
+        lab.create_agent(id="a", model=scripted(), title_workflow=not_a_workflow)  # type: ignore[call-overload]

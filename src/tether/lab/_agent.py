@@ -15,6 +15,7 @@ from ..session import Message, Session
 from ..signals import AbortController
 from ..stop import StopCondition, step_count_is
 from ..stores.message_store import MessageStore
+from ..workflows import Workflow, current_step
 from ._episode import Episode, SystemPromptConflict, WorkflowLink
 from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle, _EventBuffer
 from ._output import OutputSpec
@@ -23,7 +24,6 @@ from ._template import PromptInspection, Template
 from ._tools import ToolProvider, ToolsSpec, check_tool_set
 
 if TYPE_CHECKING:
-    from ..workflows import Workflow
     from ._runtime import Runtime
 
 __all__ = ["DEFAULT_STOP_WHEN", "LabAgent", "ModelSpec"]
@@ -77,8 +77,6 @@ def _normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
 
 def _link(workflow: Any) -> WorkflowLink | None:
     if workflow is None:
-        from ..workflows import current_step
-
         active = current_step()
         if active is None:
             return None
@@ -137,6 +135,11 @@ class LabAgent(Generic[T]):
                 raise ConfigError(f"agent {id!r}: {name} must be an integer >= 0, got {value!r}")
         if tools is not None and not isinstance(tools, ToolProvider):
             tools = check_tool_set(tools, f"agent {id!r} tools")
+        if title_workflow is not None and not isinstance(title_workflow, Workflow):
+            raise ConfigError(
+                f"agent {id!r}: title_workflow must be a workflow (runtime.create_workflow), "
+                f"got {title_workflow!r:.80}"
+            )
         self.runtime = runtime
         self.id = id
         self.system_prompt = system_prompt
