@@ -227,3 +227,30 @@ async def test_workflow_runs_are_recorded_with_their_events(lab: Runtime) -> Non
     failed = await lab.run_store.get_run(bad.workflow_run_id)
     assert failed is not None and failed.status == "failed"
     assert failed.error == "ValueError: no papers"
+
+
+async def test_a_resumed_workflow_run_is_running_again_then_completed(lab: Runtime) -> None:
+    attempts: list[int] = []
+
+    async def flaky(topic: str, ctx: WorkflowContext[str]) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise RuntimeError("transient")
+        return "ok"
+
+    workflow = lab.create_workflow("flaky", flaky)
+    first = workflow.run("x")
+    with pytest.raises(RuntimeError):
+        await first.result
+    failed = await lab.run_store.get_run(first.workflow_run_id)
+    assert failed is not None and failed.status == "failed"
+    assert await workflow.run(workflow_run_id=first.workflow_run_id).result == "ok"
+    info = await lab.run_store.get_run(first.workflow_run_id)
+    assert info is not None and (info.status, info.error) == ("completed", None)
+    assert await event_types(lab, first.workflow_run_id) == [
+        "workflow_started",
+        "workflow_failed",
+        "workflow_started",
+        "workflow_finished",
+    ]
+    assert attempts == [1, 2]

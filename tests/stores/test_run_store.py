@@ -94,6 +94,9 @@ async def test_finish_records_status_end_time_and_error(store: RunStore) -> None
     assert ok is not None and bad is not None
     assert (ok.status, ok.ended_at, ok.error) == ("completed", 5.0, None)
     assert (bad.status, bad.ended_at, bad.error) == ("failed", 6.0, "LLMError: boom")
+    await store.finish_run("bad", "running")
+    resumed = await store.get_run("bad")
+    assert resumed is not None and (resumed.status, resumed.ended_at) == ("running", None)
     with pytest.raises(StoreError, match="never started"):
         await store.finish_run("ghost", "completed")
     with pytest.raises(StoreError, match="status"):

@@ -114,7 +114,8 @@ class RunStore(Protocol):
         ended_at: float | None = None,
         error: str | None = None,
     ) -> None:
-        """Set the final status of a run (and why, for a failure)."""
+        """Set the final status of a run (and why, for a failure). Setting "running" again
+        (a resumed workflow run) clears the end time."""
         ...
 
     async def get_run(self, run_id: str) -> RunInfo | None:
@@ -163,6 +164,13 @@ def _encode_events(run_id: str, events: Sequence[NewRunEvent]) -> list[tuple[str
         at = ev.get("at")
         out.append((ev["type"], float(at) if at is not None else time.time(), dumps(data)))
     return out
+
+
+def _end_time(status: str, ended_at: float | None) -> float | None:
+    """A resumed run ("running" again) has no end yet; a finished one ends now by default."""
+    if status == "running":
+        return None
+    return ended_at if ended_at is not None else time.time()
 
 
 def _check_status(status: str) -> None:
@@ -217,7 +225,7 @@ class InMemoryRunStore:
             self._runs[run_id] = replace(
                 info,
                 status=status,
-                ended_at=ended_at if ended_at is not None else time.time(),
+                ended_at=_end_time(status, ended_at),
                 error=error,
             )
 
@@ -413,7 +421,7 @@ class SqliteRunStore(SqliteBacked):
         error: str | None = None,
     ) -> None:
         _check_status(status)
-        end = ended_at if ended_at is not None else time.time()
+        end = _end_time(status, ended_at)
 
         def op(conn: sqlite3.Connection) -> None:
             cur = conn.execute(
