@@ -20,7 +20,7 @@ from .resources import Resource
 from .session import Session
 from .stop import StopCondition
 from .tools import Tool
-from .tracing import TraceSink
+from .tracing import Tracer, TraceSink
 
 if TYPE_CHECKING:
     from .signals import AbortSignal
@@ -201,8 +201,9 @@ class Agent:
     # -- integrations ------------------------------------------------------------------------
 
     async def connect(self, signal: AbortSignal | None = None) -> list[dict[str, Any]]:
-        """Connect every integration now and report what each offered."""
-        return [c.report for c in await self._integrations.ensure(signal)]
+        """Connect every integration now and report what each offered (traced like a turn's)."""
+        tracer = Tracer.from_option(self.trace, None)
+        return [c.report for c in await self._integrations.ensure(signal, tracer=tracer)]
 
     async def aclose(self) -> None:
         """End integration sessions and close connections the agent opened. The agent stays

@@ -16,6 +16,7 @@ can render the same thing the sink received. A record is
 | `guardrail` | the guardrail's name          | target, action, reason, tool?, tool_use_id?      |
 | `usage`     | `turn` / `turn:failed` / `turn:aborted` | the turn's token totals                |
 | `mcp`       | `connect` / `connect:failed`  | per source                                       |
+| `mcp`       | `reconnect` / `reconnect:failed` | a lost session re-established by a call       |
 
 A sink that raises warns (once per turn) and the turn goes on. There is no exporter protocol:
 `tether.otel` is one sink, and any function is another.

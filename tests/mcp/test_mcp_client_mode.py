@@ -670,3 +670,11 @@ async def test_a_session_lost_while_resuming_fails_the_call_and_the_next_one_rec
     assert "resuming the answer failed" in lost["output"] and "HTTP 404" in lost["output"]
     assert added["output"] == "2"
     assert server.methods.count("tools/call") == 2 and server.methods.count("initialize") == 2
+
+
+async def test_an_eager_connect_is_traced_like_a_turns(kit: Kit) -> None:
+    server = kit.server(tools=[add_tool()])
+    records: list[Any] = []
+    agent, _ = kit.agent(server, agent_kwargs={"trace": records.append})
+    await agent.connect()
+    assert [(r["phase"], r["name"]) for r in records] == [("mcp", "connect")]
