@@ -322,3 +322,19 @@ async def test_a_read_tool_failure_is_an_error_result(kit: Kit) -> None:
     agent, _ = kit.agent(server, [call("read_notes"), {"text": "ok"}])
     [res] = results(await collect(agent, agent.create_session(), "read"))
     assert res["is_error"] is True and "gone" in res["output"]
+
+
+async def test_timeout_ms_zero_disables_the_clock(kit: Kit) -> None:
+    # The same answer that a 50 ms timeout refuses arrives when timeout_ms=0: nothing waits on
+    # a clock, the answer decides.
+    async def later(args: dict[str, Any]) -> str:
+        await asyncio.sleep(0.3)
+        return "late but fine"
+
+    for timeout_ms, expected_error in ((50, True), (0, False)):
+        server = kit.server(tools=[{"name": "later", "run": later}], sse=True)
+        agent, _ = kit.agent(server, [call("later"), {"text": "ok"}], timeout_ms=timeout_ms)
+        [res] = results(await collect(agent, agent.create_session(), "go"))
+        assert res.get("is_error", False) is expected_error
+        if not expected_error:
+            assert res["output"] == "late but fine"
