@@ -101,7 +101,7 @@ class WireServer:
             reply = self.handler(seen)
             if inspect.isawaitable(reply):
                 reply = await reply
-            return reply  # type: ignore[return-value]
+            return reply
         return Reply(500, b'{"error": {"message": "the test queued no reply"}}')
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -200,17 +200,17 @@ class Outcome:
 
     @property
     def text(self) -> str:
-        return "".join(c["text"] for c in self.chunks if c["type"] == "text")  # type: ignore[typeddict-item]
+        return "".join(c["text"] for c in self.chunks if c["type"] == "text")
 
     @property
     def thinking(self) -> str:
-        return "".join(c["text"] for c in self.chunks if c["type"] == "thinking")  # type: ignore[typeddict-item]
+        return "".join(c["text"] for c in self.chunks if c["type"] == "thinking")
 
     def partials(self) -> dict[str, str]:
         out: dict[str, str] = {}
         for c in self.chunks:
             if c["type"] == "tool_input_delta":
-                out[c["id"]] = out.get(c["id"], "") + c["partial"]  # type: ignore[typeddict-item]
+                out[c["id"]] = out.get(c["id"], "") + c["partial"]
         return out
 
     @property

@@ -77,11 +77,11 @@ def check_case(case: WireCase, out: Outcome) -> None:
         else:
             assert part["id"].startswith(GENERATED_ID_PREFIX)
         # A thoughtSignature rides in a signature-only thinking part right before its call.
-        before = content[i - 1] if i else None
-        signed = before is not None and before["type"] == "thinking" and not before["text"]
+        before: Any = content[i - 1] if i else {"type": None}
+        signed = before["type"] == "thinking" and not before["text"]
         assert signed is want["has_thought_signature"]
         if signed:
-            assert before is not None and before["signature"]
+            assert before["signature"]
     assert len({p["id"] for _, p in calls}) == len(calls)
     assert out.finish["stop_reason"] == (exp["stop_reason"] or exp["prompt_block_reason"])
     assert out.finish["usage"] == normalized_usage(exp["usage"])
@@ -97,7 +97,7 @@ def generated_ids_renamed(out: Outcome) -> Outcome:
         if part["type"] == "tool_call" and part["id"].startswith(GENERATED_ID_PREFIX):
             part = {**part, "id": names.setdefault(part["id"], f"generated-{len(names)}")}
         content.append(part)
-    return Outcome(out.chunks, {**out.finish, "content": content}, out.error)  # type: ignore[typeddict-item]
+    return Outcome(out.chunks, {**out.finish, "content": content}, out.error)
 
 
 async def test_recorded_stream_over_http(case: WireCase, wire: WireServer) -> None:

@@ -384,7 +384,7 @@ def test_client_from_config_builds_each_adapter() -> None:
         client = client_from_config(
             {"model": model, "api_key": "k", "base_url": "http://h/v9", "stream_retries": 2}
         )
-        assert isinstance(client, cls)
+        assert isinstance(client, HTTPAdapter) and isinstance(client, cls)
         assert client.model == model.split(":", 1)[1]
         assert (
             client.base_url == "http://h/v9"

@@ -77,7 +77,7 @@ def chat_agent(wire: WireServer, sleeps: Sleeps, **llm: Any) -> tuple[Agent, lis
 
 
 def texts(events: list[AgentEvent]) -> list[tuple[str, str]]:
-    return [(e["text"], e["snapshot"]) for e in events if e["type"] == "text"]  # type: ignore[typeddict-item]
+    return [(e["text"], e["snapshot"]) for e in events if e["type"] == "text"]
 
 
 async def test_stream_cut_is_rerun_and_leaves_no_trace(wire: WireServer, sleeps: Sleeps) -> None:

@@ -23,7 +23,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, Self
 
 import httpx
 
@@ -47,6 +47,7 @@ __all__ = [
     "StreamParser",
     "backoff_delay",
     "end_of_stream",
+    "loads",
     "parse_json_or_raw",
     "response_error",
     "retry_after",
@@ -221,6 +222,21 @@ def stream_error(provider: str, payload: Any, *, what: str = "error event") -> L
     )
 
 
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def loads(text: str) -> Any:
+    """`json.loads` for one event's data, minus the wrapper layers: the C scanner parses the value
+    and only an unusual payload (leading whitespace, trailing garbage) takes the strict path."""
+    try:
+        value, end = _scan_once(text, 0)
+    except StopIteration:
+        return json.loads(text)  # raises the proper JSONDecodeError, or handles leading space
+    if end != len(text) and not text[end:].isspace():
+        return json.loads(text)  # raises "Extra data"
+    return value
+
+
 def parse_json_or_raw(raw: str, empty: Any) -> Any:
     """Tool arguments parsed once: `empty` for an empty string, the raw text if not JSON."""
     if not raw or raw.isspace():
@@ -361,7 +377,7 @@ class HTTPAdapter:
         if client is not None:
             await client.aclose()
 
-    async def __aenter__(self) -> HTTPAdapter:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -425,7 +441,7 @@ class HTTPAdapter:
         decoder = SSEDecoder()
         provider = self.provider
         async with self.open_stream(self.url(request), content) as response:
-            body = response.aiter_bytes()
+            body = _body(response)
             ended = False
             while not ended:
                 try:
@@ -451,6 +467,18 @@ class HTTPAdapter:
                         provider=provider,
                     ) from exc
         yield end_of_stream(provider, decoder, parser)
+
+
+def _body(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's bytes as they arrive. Event streams are rarely compressed; when this one is
+    not, read the response's byte stream itself and skip two generator layers per read (the
+    response is closed by `open_stream` either way)."""
+    if response.headers.get("content-encoding", "identity") != "identity":
+        return response.aiter_bytes()
+    stream = response.stream
+    if isinstance(stream, httpx.AsyncByteStream):
+        return stream.__aiter__()
+    return response.aiter_raw()
 
 
 def end_of_stream(provider: str, decoder: SSEDecoder, parser: StreamParser) -> FinishChunk:

@@ -63,6 +63,41 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Decode one chunk of the body; return the events it completed, in order."""
+        if self._tail or self._cr or not self._started:
+            chunk = self._continue(chunk)
+        if not chunk:
+            return []
+        lines = chunk.splitlines()
+        last = chunk[-1]
+        if last == 13:  # CR
+            self._cr = True
+        elif last != 10:  # LF: anything else means the last line is not finished
+            self._tail.append(lines.pop())
+        events: list[ServerSentEvent] = []
+        data = self._data
+        for line in lines:
+            # The two lines of nearly every event get a fast path; the rest go through _line.
+            if not line:
+                if data:
+                    events.append(
+                        ServerSentEvent(
+                            self._event or "message",
+                            data[0] if len(data) == 1 else "\n".join(data),
+                            self._id,
+                        )
+                    )
+                    data = self._data = []
+                self._event = None
+            elif line.startswith(b"data:"):
+                value = line[6:] if line[5:6] == b" " else line[5:]
+                data.append(value.decode("utf-8", "replace"))
+            else:
+                self._line(line, events)
+        return events
+
+    def _continue(self, chunk: bytes) -> bytes:
+        """The slow start of `feed()`: a possible BOM, a CR/LF pair split between chunks, and a
+        line left unfinished by earlier chunks. Returns what to split into lines (b"" to wait)."""
         if not self._started:
             if self._tail:
                 chunk = self._tail.pop() + chunk
@@ -70,7 +105,7 @@ class SSEDecoder:
                 # Too short to tell whether the body starts with a BOM: wait for more.
                 if chunk:
                     self._tail.append(chunk)
-                return []
+                return b""
             self._started = True
             if chunk.startswith(_BOM):
                 chunk = chunk[3:]
@@ -78,26 +113,13 @@ class SSEDecoder:
             self._cr = False
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
-        if not chunk:
-            return []
-        if self._tail:
+        if self._tail and chunk:
             self._tail.append(chunk)
             if b"\n" not in chunk and b"\r" not in chunk:
-                return []
+                return b""
             chunk = b"".join(self._tail)
             self._tail = []
-        lines = chunk.splitlines()
-        last = chunk[-1]
-        if last == 13:  # CR
-            self._cr = True
-        elif last != 10:  # LF: anything else means the last line is not finished
-            self._tail.append(lines.pop())
-        if not lines:
-            return []
-        events: list[ServerSentEvent] = []
-        for line in lines:
-            self._line(line, events)
-        return events
+        return chunk
 
     def flush(self) -> list[ServerSentEvent]:
         """The body ended: finish a last line and dispatch a last event without a blank line."""

@@ -19,12 +19,11 @@ Wire mapping:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..events import Part, ThinkingPart, Usage
-from ._http import HTTPAdapter, parse_json_or_raw, stream_error, usage_int
+from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
 from ._sse import ServerSentEvent
 from .base import ChatRequest, FinishChunk, StreamChunk
 
@@ -114,7 +113,7 @@ class AnthropicStream:
     def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:
         if event.event == "ping":
             return _NONE
-        payload = json.loads(event.data)
+        payload = loads(event.data)
         kind = payload.get("type") or event.event
         if kind == "content_block_delta":
             block = self._blocks.get(payload["index"])

@@ -31,7 +31,6 @@ Wire mapping:
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -39,7 +38,7 @@ from urllib.parse import quote
 
 from ..events import Part, ThinkingPart, Usage
 from ..prompt import joined
-from ._http import HTTPAdapter, stream_error, usage_int
+from ._http import HTTPAdapter, loads, stream_error, usage_int
 from ._sse import ServerSentEvent
 from .base import ChatRequest, FinishChunk, StreamChunk
 
@@ -130,7 +129,7 @@ class GeminiStream:
         self.done = False
 
     def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:
-        payload = json.loads(event.data)
+        payload = loads(event.data)
         if isinstance(payload, list):  # a JSON-array framed chunk
             out: list[StreamChunk] = []
             for item in payload:

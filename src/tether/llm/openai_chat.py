@@ -20,7 +20,6 @@ Wire mapping:
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -28,7 +27,7 @@ from typing import Any, ClassVar
 from .._json import dumps
 from ..events import Part, Usage
 from ..prompt import joined
-from ._http import HTTPAdapter, parse_json_or_raw, stream_error, usage_int
+from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
 from ._sse import ServerSentEvent
 from .base import ChatRequest, FinishChunk, StreamChunk
 
@@ -111,40 +110,54 @@ class OpenAIChatStream:
         if data == "[DONE]":
             self.done = True
             return _NONE
-        payload = json.loads(data)
-        if payload.get("error"):
-            raise stream_error("openai", payload)
-        usage = payload.get("usage")
-        if usage:
-            self._usage = usage
+        payload = loads(data)
         choices = payload.get("choices")
         if not choices:
+            # The usage chunk (no choices), or an error object in place of a chunk.
+            if payload.get("error"):
+                raise stream_error("openai", payload)
+            if payload.get("usage"):
+                self._usage = payload["usage"]
             return _NONE
+        if payload.get("usage"):  # some servers put usage on the last choice chunk
+            self._usage = payload["usage"]
+        choice = choices[0]
+        if choice.get("index", 0) != 0:
+            choice = next((c for c in choices if c.get("index") == 0), None)
+            if choice is None:
+                return _NONE
+        out: tuple[StreamChunk, ...] | list[StreamChunk] = _NONE
+        delta = choice.get("delta")
+        if delta:
+            text = delta.get("content")
+            if text and len(delta) == 1:
+                # Nearly every chunk: {"content": "..."} and nothing else.
+                self._text.append(text)
+                out = ({"type": "text", "text": text},)
+            else:
+                out = self._delta(delta, text)
+        reason = choice.get("finish_reason")
+        if reason:
+            self.stop_reason = reason
+            self.done = True  # [DONE] and the usage chunk may still follow
+        return out
+
+    def _delta(self, delta: dict[str, Any], text: Any) -> list[StreamChunk]:
         out: list[StreamChunk] = []
-        for choice in choices:
-            if choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta")
-            if delta:
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if reasoning and isinstance(reasoning, str):
-                    self._thinking.append(reasoning)
-                    out.append({"type": "thinking", "text": reasoning})
-                text = delta.get("content")
-                if text:
-                    self._text.append(text)
-                    out.append({"type": "text", "text": text})
-                refusal = delta.get("refusal")
-                if refusal:
-                    self._text.append(refusal)
-                    out.append({"type": "text", "text": refusal})
-                calls = delta.get("tool_calls")
-                if calls:
-                    self._tool_fragments(calls, out)
-            reason = choice.get("finish_reason")
-            if reason:
-                self.stop_reason = reason
-                self.done = True  # [DONE] and the usage chunk may still follow
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning and isinstance(reasoning, str):
+            self._thinking.append(reasoning)
+            out.append({"type": "thinking", "text": reasoning})
+        if text:
+            self._text.append(text)
+            out.append({"type": "text", "text": text})
+        refusal = delta.get("refusal")
+        if refusal:
+            self._text.append(refusal)
+            out.append({"type": "text", "text": refusal})
+        calls = delta.get("tool_calls")
+        if calls:
+            self._tool_fragments(calls, out)
         return out
 
     def _tool_fragments(self, fragments: list[dict[str, Any]], out: list[StreamChunk]) -> None:

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 from .._json import dumps
 from ..events import Part, Usage
 from ..prompt import joined
-from ._http import HTTPAdapter, parse_json_or_raw, stream_error, usage_int
+from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
 from ._sse import ServerSentEvent
 from .base import ChatRequest, FinishChunk, StreamChunk
 
@@ -143,7 +143,7 @@ class OpenAIResponsesStream:
         return item
 
     def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:
-        payload = json.loads(event.data)
+        payload = loads(event.data)
         kind = payload.get("type") or event.event
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             text = payload["delta"]
