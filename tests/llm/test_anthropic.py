@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tether import Session
-from tether.errors import LLMStreamError
+from tether.errors import LLMStreamError, MissingKeyError
 from tether.llm.anthropic import AnthropicClient, AnthropicStream, to_anthropic_messages
 from tether.llm.base import ChatRequest
 from tether.signals import AbortController
@@ -191,6 +192,17 @@ def test_body_options() -> None:
     assert json.loads(client.encode(request))["max_tokens"] == 55
     default = AnthropicClient("claude-test", api_key="k")
     assert json.loads(default.encode(simple_request()))["max_tokens"] == 4096
+
+
+def test_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(MissingKeyError, match="ANTHROPIC_API_KEY"):
+        AnthropicClient("claude-test")
+    # Behind a proxy of your own (the seed's proxyUrl), the proxy holds the key.
+    proxied = AnthropicClient("claude-test", base_url="http://127.0.0.1:1/anthropic")
+    assert "x-api-key" not in proxied._headers
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "from-env")
+    assert AnthropicClient("claude-test")._headers["x-api-key"] == "from-env"
+    assert AnthropicClient("claude-test", api_key="given")._headers["x-api-key"] == "given"
 
 
 def test_extra_body_and_headers_reach_the_wire() -> None:

@@ -184,6 +184,14 @@ def test_error_chunk_mid_stream() -> None:
     bad = chat_stream({"error": {"message": "bad schema", "type": "invalid_request_error"}})
     out = parse_pieces("openai", OpenAIChatStream(), [bad])
     assert isinstance(out.error, LLMStreamError) and not out.error.retryable
+    # vLLM's shape: the error object itself in place of a chunk.
+    vllm = chat_stream(
+        chunk({"content": "Hel"}),
+        {"object": "error", "message": "Engine died", "type": "InternalServerError", "code": 500},
+    )
+    out = parse_pieces("openai", OpenAIChatStream(), [vllm])
+    assert isinstance(out.error, LLMStreamError) and out.error.retryable
+    assert "Engine died" in str(out.error)
 
 
 # -- the request ------------------------------------------------------------------------------

@@ -141,7 +141,13 @@ def test_failed_and_error_events_raise() -> None:
     error = events({"type": "error", "code": "invalid_prompt", "message": "nope", "param": None})
     out = parse_pieces("openai-responses", OpenAIResponsesStream(), [error])
     assert isinstance(out.error, LLMStreamError) and not out.error.retryable
-    assert "nope" in str(out.error)
+    assert "nope" in str(out.error) and "invalid_prompt" in str(out.error)
+    busy = events({"type": "error", "code": "server_error", "message": "try again", "param": None})
+    out = parse_pieces("openai-responses", OpenAIResponsesStream(), [busy])
+    assert isinstance(out.error, LLMStreamError) and out.error.retryable
+    nested = events({"type": "error", "error": {"type": "rate_limit_exceeded", "message": "slow"}})
+    out = parse_pieces("openai-responses", OpenAIResponsesStream(), [nested])
+    assert isinstance(out.error, LLMStreamError) and out.error.retryable
 
 
 def test_stream_without_completed_is_retryable() -> None:

@@ -269,7 +269,6 @@ class HTTPAdapter:
     provider: ClassVar[str]
     env_vars: ClassVar[tuple[str, ...]]
     default_base_url: ClassVar[str]
-    key_required: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -287,7 +286,8 @@ class HTTPAdapter:
     ) -> None:
         """Args:
         model: The provider's model id (without the ``provider:`` prefix).
-        api_key: Overrides the environment variable(s) in `env_vars`.
+        api_key: Overrides the environment variable(s) in `env_vars`. Required (else
+            MissingKeyError, raised here) unless `base_url` points somewhere of your own.
         base_url: Where the API lives; replaces the provider's default.
         headers: Extra headers sent with every request (a proxy's auth, a beta flag).
         max_retries: Request retries before any body is read (connection error, 408, 409, 429, 5xx).
@@ -333,7 +333,9 @@ class HTTPAdapter:
     # -- what an adapter provides ----------------------------------------------------------------
 
     def _needs_key(self, base_url: str | None) -> bool:
-        return self.key_required
+        # With a base_url of your own (a local server, or a proxy that holds the key, as the
+        # seed's proxyUrl did) a key is optional; the provider's own endpoint always needs one.
+        return base_url is None or base_url.rstrip("/") == self.default_base_url
 
     def auth_headers(self) -> dict[str, str]:
         raise NotImplementedError

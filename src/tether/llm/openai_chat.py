@@ -113,9 +113,12 @@ class OpenAIChatStream:
         payload = loads(data)
         choices = payload.get("choices")
         if not choices:
-            # The usage chunk (no choices), or an error object in place of a chunk.
+            # The usage chunk (no choices), or an error object in place of a chunk: OpenAI's
+            # {"error": {...}}, or vLLM's bare {"object": "error", "message", "type", "code"}.
             if payload.get("error"):
                 raise stream_error("openai", payload)
+            if payload.get("object") == "error":
+                raise stream_error("openai", {"error": payload})
             if payload.get("usage"):
                 self._usage = payload["usage"]
             return _NONE
@@ -251,9 +254,6 @@ class OpenAIChatClient(HTTPAdapter):
     provider: ClassVar[str] = "openai"
     env_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
     default_base_url: ClassVar[str] = DEFAULT_BASE_URL
-
-    def _needs_key(self, base_url: str | None) -> bool:
-        return base_url is None or base_url.rstrip("/") == DEFAULT_BASE_URL
 
     def auth_headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}

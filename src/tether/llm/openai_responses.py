@@ -203,7 +203,11 @@ class OpenAIResponsesStream:
                 "openai-responses", {"error": response.get("error") or {}}, what="failed"
             )
         if kind == "error":
-            raise stream_error("openai-responses", {"error": payload.get("error") or payload})
+            # Either {"type": "error", "code", "message"} or the error nested under "error".
+            error = payload.get("error")
+            if not isinstance(error, dict):
+                error = {"type": payload.get("code"), "message": payload.get("message")}
+            raise stream_error("openai-responses", {"error": error})
         return _NONE
 
     def _added(self, data: dict[str, Any]) -> None:
@@ -300,9 +304,6 @@ class OpenAIResponsesClient(HTTPAdapter):
     provider: ClassVar[str] = "openai-responses"
     env_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
     default_base_url: ClassVar[str] = DEFAULT_BASE_URL
-
-    def _needs_key(self, base_url: str | None) -> bool:
-        return base_url is None or base_url.rstrip("/") == DEFAULT_BASE_URL
 
     def auth_headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
