@@ -443,31 +443,26 @@ class HTTPAdapter:
         decoder = SSEDecoder()
         provider = self.provider
         async with self.open_stream(self.url(request), content) as response:
-            body = _body(response)
-            ended = False
-            while not ended:
-                try:
-                    raw = await body.__anext__()
-                except StopAsyncIteration:
-                    ended = True
-                    events = decoder.flush()
-                except httpx.TransportError as exc:
-                    raise LLMStreamError(
-                        f"{provider} stream broke: {type(exc).__name__}: {exc}",
-                        provider=provider,
-                        retryable=True,
-                    ) from exc
-                else:
-                    events = decoder.feed(raw)
-                try:
-                    for event in events:
-                        for chunk in parser.handle(event):
+            feed, handle = decoder.feed, parser.handle
+            try:
+                async for raw in _body(response):
+                    for event in feed(raw):
+                        for chunk in handle(event):
                             yield chunk
-                except _MALFORMED as exc:
-                    raise LLMStreamError(
-                        f"{provider} sent an event we could not read: {exc!r:.300}",
-                        provider=provider,
-                    ) from exc
+                for event in decoder.flush():
+                    for chunk in handle(event):
+                        yield chunk
+            except httpx.TransportError as exc:
+                raise LLMStreamError(
+                    f"{provider} stream broke: {type(exc).__name__}: {exc}",
+                    provider=provider,
+                    retryable=True,
+                ) from exc
+            except _MALFORMED as exc:
+                raise LLMStreamError(
+                    f"{provider} sent an event we could not read: {exc!r:.300}",
+                    provider=provider,
+                ) from exc
         yield end_of_stream(provider, decoder, parser)
 
 
