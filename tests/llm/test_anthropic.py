@@ -394,7 +394,7 @@ async def test_representative_agent_request_is_pinned(wire: WireServer) -> None:
         "cache_creation_tokens": 0,
     }
     assert len(wire.requests) == 2
-    check_pinned("anthropic_minimal_first_round", wire.requests[0])
+    check_pinned("anthropic_first_round", wire.requests[0])
     check_pinned("anthropic_representative", wire.requests[1])
     # The thinking block, its signature and the redacted block went back unchanged.
     sent = wire.requests[1].json()["messages"][1]["content"]

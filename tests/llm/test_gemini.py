@@ -338,7 +338,7 @@ async def test_representative_agent_request_is_pinned(wire: WireServer) -> None:
     assert done["usage"] == {"input_tokens": 110, "output_tokens": 48, "reasoning_tokens": 30}
     use = next(e for e in events if e["type"] == "tool_use")
     assert use["id"] == f"{GENERATED_ID_PREFIX}resp-1_0"
-    check_pinned("gemini_minimal_first_round", wire.requests[0])
+    check_pinned("gemini_first_round", wire.requests[0])
     check_pinned("gemini_representative", wire.requests[1])
     contents = wire.requests[1].json()["contents"]
     assert contents[1]["parts"][-1] == {

@@ -400,7 +400,7 @@ async def test_representative_agent_request_is_pinned(wire: WireServer, sleeps: 
     async with agent:
         events = await run_turn(agent, session, "What is 2 + 3?")
     assert events[-1]["type"] == "done" and events[-1]["text"] == "2 + 3 = 5."
-    check_pinned("openai_chat_minimal_first_round", wire.requests[0])
+    check_pinned("openai_chat_first_round", wire.requests[0])
     check_pinned("openai_chat_representative", wire.requests[1])
     system = "You are a careful arithmetic assistant.\n\nAnswer in one short sentence.\n\nToday is 2025-01-01."
     assert to_chat_messages(system, session.messages[:3]) == wire.requests[1].json()["messages"]

@@ -287,7 +287,7 @@ async def test_representative_agent_request_is_pinned(wire: WireServer) -> None:
     done = events_[-1]
     assert done["type"] == "done" and done["text"] == "2 + 3 = 5."
     assert done["usage"] == {"input_tokens": 100, "output_tokens": 25}
-    check_pinned("openai_responses_minimal_first_round", wire.requests[0])
+    check_pinned("openai_responses_first_round", wire.requests[0])
     check_pinned("openai_responses_representative", wire.requests[1])
     sent = wire.requests[1].json()["input"]
     assert sent[1] == {
