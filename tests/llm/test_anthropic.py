@@ -406,3 +406,62 @@ async def test_representative_agent_request_is_pinned(wire: WireServer) -> None:
     assert sent[1] == {"type": "redacted_thinking", "data": "b3BhcXVl"}
     # What the reduced session holds is what the loop sent on its next round.
     assert to_anthropic_messages(session.messages[:3]) == wire.requests[1].json()["messages"]
+
+
+def test_a_request_without_tools_over_a_tool_history_declares_them_and_forbids_calls() -> None:
+    # The API refuses tool_use/tool_result blocks in a request that defines no tools; the
+    # structured-output follow-up is exactly such a request.
+    client = AnthropicClient("claude-test", api_key="k")
+    request: ChatRequest = {
+        "model": "claude-test",
+        "system": [],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "weather?"}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_call",
+                        "id": "t1",
+                        "name": "get_weather",
+                        "input": {"city": "Oslo"},
+                    },
+                    {
+                        "type": "tool_call",
+                        "id": "t2",
+                        "name": "get_weather",
+                        "input": {"city": "Rome"},
+                    },
+                ],
+            },
+            {
+                "role": "tool",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "id": "t1",
+                        "name": "get_weather",
+                        "output": "4C",
+                        "is_error": False,
+                    },
+                    {
+                        "type": "tool_result",
+                        "id": "t2",
+                        "name": "get_weather",
+                        "output": "19C",
+                        "is_error": False,
+                    },
+                ],
+            },
+            {"role": "user", "content": [{"type": "text", "text": "Answer as JSON."}]},
+        ],
+        "response_format": {"name": "answer", "schema": {"type": "object"}},
+    }
+    body = json.loads(client.encode(request))
+    assert body["tools"] == [
+        {"name": "get_weather", "description": "", "input_schema": {"type": "object"}}
+    ]
+    assert body["tool_choice"] == {"type": "none"}
+    # with no tool history nothing is added
+    plain = json.loads(client.encode({**request, "messages": request["messages"][:1]}))
+    assert "tools" not in plain and "tool_choice" not in plain

@@ -291,6 +291,16 @@ class AnthropicClient(HTTPAdapter):
         body["messages"] = to_anthropic_messages(request["messages"])
         if "tools" in request:
             body["tools"] = request["tools"]
+        else:
+            # The API refuses a history holding tool_use / tool_result blocks unless tools are
+            # defined. A request with no tools (the structured-output follow-up) declares the
+            # names the history used and forbids calling any of them.
+            used = _tool_names(request["messages"])
+            if used:
+                body["tools"] = [
+                    {"name": n, "description": "", "input_schema": {"type": "object"}} for n in used
+                ]
+                body["tool_choice"] = {"type": "none"}
         if "temperature" in request:
             body["temperature"] = request["temperature"]
         if "response_format" in request:
@@ -302,3 +312,13 @@ class AnthropicClient(HTTPAdapter):
 
     def new_parser(self) -> AnthropicStream:
         return AnthropicStream()
+
+
+def _tool_names(messages: list[Any]) -> list[str]:
+    names: dict[str, None] = {}
+    for message in messages:
+        if message["role"] != "user":
+            for part in message["content"]:
+                if part["type"] == "tool_call":
+                    names[part["name"]] = None
+    return list(names)
