@@ -23,17 +23,21 @@ from .events import (
     PROGRESS_STAGES,
     TRACE_PHASES,
     AgentEvent,
+    TraceRecord,
     is_progress_stage,
     is_trace_phase,
 )
-from .guardrails import Guardrail, define_guardrail
+from .guardrails import Guardrail, GuardrailDecision, ToolCallSubject, define_guardrail
 from .llm import ChatRequest, LLMClient
+from .mcp import mcp_server, mcp_stdio
 from .prompt import PromptLayer, prompt_layer
 from .resources import Resource, define_resource
 from .session import Message, Session, reduce, remember
 from .signals import AbortController, AbortSignal
 from .stop import StepResult, has_tool_call, step_count_is
 from .tools import Tool, ToolError, ToolResult, define_tool, tool
+from .tracing import TraceSink
+from .workflows import LadderOutcome, create_workflow, define_workflow
 
 __all__ = [
     "PROGRESS_STAGES",
@@ -47,8 +51,10 @@ __all__ = [
     "ClientMessage",
     "ConfigError",
     "Guardrail",
+    "GuardrailDecision",
     "LLMClient",
     "LLMError",
+    "LadderOutcome",
     "McpCallError",
     "McpConnectionError",
     "Message",
@@ -61,17 +67,24 @@ __all__ = [
     "StepResult",
     "TetherError",
     "Tool",
+    "ToolCallSubject",
     "ToolDefinitionError",
     "ToolError",
     "ToolResult",
+    "TraceRecord",
+    "TraceSink",
     "create_agent",
+    "create_workflow",
     "define_guardrail",
     "define_resource",
     "define_tool",
+    "define_workflow",
     "frame_client_message",
     "has_tool_call",
     "is_progress_stage",
     "is_trace_phase",
+    "mcp_server",
+    "mcp_stdio",
     "prompt_layer",
     "reduce",
     "remember",
