@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(os.environ.get("TETHER_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
+"""The shared material beside the checkout (``../shared``); TETHER_SHARED_DIR points elsewhere."""
 FIXTURES = SHARED / "fixtures" / "providers"
 
 _KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")

@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,12 @@ from tether.lab import Runtime
 
 from .conftest import texts
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "providers" / "openai_chat"
+FIXTURES = (
+    Path(os.environ.get("TETHER_SHARED_DIR") or Path(__file__).resolve().parents[3] / "shared")
+    / "fixtures"
+    / "providers"
+    / "openai_chat"
+)
 
 
 def recorded(case: str) -> bytes:
