@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-import os
 from pathlib import Path
 from typing import Any
 
