@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import StoreError
-from .workflow_store import (
+from ..workflows._store import (
     StepRecord,
     WorkflowRunRecord,
     _check_finish,

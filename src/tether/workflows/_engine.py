@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 from .._json import check_json_safe
 from ..errors import NotJSONSafeError, StepOutputError, WorkflowError
 from ._events import WorkflowEvent, WorkflowEventHandler
+from ._store import InMemoryWorkflowStore, WorkflowRunRecord, WorkflowStore
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
-    from ..stores.workflow_store import WorkflowRunRecord, WorkflowStore
 
 __all__ = [
     "StepLink",
@@ -280,12 +280,9 @@ _default_store: WorkflowStore | None = None
 
 
 def _fallback_store() -> WorkflowStore:
-    # The harness does not depend on stores/ at import time; the process-wide in-memory journal
-    # is created only when a run names no store at all.
+    # The process-wide in-memory journal is created only when a run names no store at all.
     global _default_store
     if _default_store is None:
-        from ..stores.workflow_store import InMemoryWorkflowStore
-
         _default_store = InMemoryWorkflowStore()
     return _default_store
 
