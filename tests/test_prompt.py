@@ -62,7 +62,7 @@ async def test_no_layer_is_cached_when_none_asks() -> None:
 
 
 def test_joined_string_for_providers_without_blocks() -> None:
-    from tether.prompt import joined
+    from tether.llm.base import joined
 
     assert (
         joined(

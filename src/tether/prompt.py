@@ -76,8 +76,3 @@ async def assemble_system(
             blocks.append({"type": "text", "text": text})
     blocks.extend({"type": "text", "text": t} for t in extra)
     return blocks
-
-
-def joined(system: Sequence[SystemBlock]) -> str:
-    """The system prompt as one string, for providers without a block array."""
-    return "\n\n".join(b["text"] for b in system)

@@ -43,6 +43,7 @@ __all__ = [
     "ThinkingChunk",
     "ToolInputDeltaChunk",
     "ToolSpec",
+    "joined",
 ]
 
 
@@ -111,3 +112,8 @@ class LLMClient(Protocol):
     async def aclose(self) -> None:
         """Release connections this client opened."""
         ...
+
+
+def joined(system: list[SystemBlock]) -> str:
+    """The system prompt as one string, for providers without a block array."""
+    return "\n\n".join(b["text"] for b in system)

@@ -37,10 +37,9 @@ from typing import Any, ClassVar
 from urllib.parse import quote
 
 from ..events import Part, ThinkingPart, Usage
-from ..prompt import joined
 from ._http import HTTPAdapter, loads, stream_error, usage_int
 from ._sse import ServerSentEvent
-from .base import ChatRequest, FinishChunk, StreamChunk
+from .base import ChatRequest, FinishChunk, StreamChunk, joined
 
 __all__ = ["GENERATED_ID_PREFIX", "GeminiClient", "GeminiStream", "to_gemini_contents"]
 
