@@ -30,10 +30,9 @@ from typing import Any, ClassVar
 
 from .._json import dumps
 from ..events import Part, Usage
-from ..prompt import joined
 from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
 from ._sse import ServerSentEvent
-from .base import ChatRequest, FinishChunk, StreamChunk
+from .base import ChatRequest, FinishChunk, StreamChunk, joined
 
 __all__ = ["OpenAIResponsesClient", "OpenAIResponsesStream", "to_responses_input"]
 
