@@ -1,0 +1,94 @@
+"""DESIGN.md's import direction, checked on the source: imports point down only."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "tether"
+
+UPPER = ("tether.lab", "tether.stores", "tether.cli", "tether.ui")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def tether_imports(path: Path) -> set[str]:
+    """Every tether module `path` imports, at any depth (type-checking imports included)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("tether"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            if target.startswith("tether"):
+                found.add(target)
+    return found
+
+
+def modules(prefix: str) -> list[Path]:
+    root = SRC / prefix if prefix else SRC
+    return sorted(root.rglob("*.py")) if root.is_dir() else [root.with_suffix(".py")]
+
+
+def under(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def test_events_imports_nothing_of_tether() -> None:
+    assert tether_imports(SRC / "events.py") == set()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        p
+        for p in modules("")
+        if not under(module_name(p), (*UPPER, "tether.otel")) and module_name(p) != "tether"
+    ],
+    ids=lambda p: module_name(p),
+)
+def test_the_harness_never_imports_lab_stores_cli_or_ui(path: Path) -> None:
+    assert not [m for m in tether_imports(path) if under(m, UPPER)]
+
+
+@pytest.mark.parametrize("path", modules("llm"), ids=lambda p: module_name(p))
+def test_llm_knows_nothing_of_agents(path: Path) -> None:
+    allowed = (
+        "tether.llm",
+        "tether.errors",
+        "tether.events",
+        "tether.session",
+        "tether.signals",
+        "tether._json",
+    )
+    assert [m for m in tether_imports(path) if not under(m, allowed)] == []
+
+
+@pytest.mark.parametrize("path", modules("mcp"), ids=lambda p: module_name(p))
+def test_mcp_yields_tools_and_resources_and_nothing_else(path: Path) -> None:
+    forbidden = ("tether.agent", "tether.loop", "tether.workflows", *UPPER)
+    assert [m for m in tether_imports(path) if under(m, forbidden)] == []
+
+
+@pytest.mark.parametrize("path", modules("stores"), ids=lambda p: module_name(p))
+def test_stores_never_import_lab_cli_or_ui(path: Path) -> None:
+    assert [
+        m for m in tether_imports(path) if under(m, ("tether.lab", "tether.cli", "tether.ui"))
+    ] == []
+
+
+@pytest.mark.parametrize("path", modules("lab"), ids=lambda p: module_name(p))
+def test_the_lab_never_imports_cli_or_ui(path: Path) -> None:
+    assert [m for m in tether_imports(path) if under(m, ("tether.cli", "tether.ui"))] == []
