@@ -4,6 +4,11 @@ One turn = the user's message, then rounds of (model request -> tools) until the
 without calling a tool, a bound is hit, or the turn is aborted. The loop keeps its own view of
 the transcript by folding its own events with the same rules as `reduce()`, so what it sends on
 the next round is exactly what a caller's reduced Session holds.
+
+Per streamed event the loop does constant work, with one exception the event contract asks
+for: a `text` event carries the whole `snapshot` so far, and building that string costs its
+length. For replies of ordinary size (tens of kilobytes) that is well under a microsecond a
+chunk; a reply of megabytes streamed in tiny chunks pays for it quadratically.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from .events import (
     DoneEvent,
     GuardrailEvent,
     MemoryEvent,
+    ProgressEvent,
+    ProgressStage,
     TextEvent,
     TextPart,
     ThinkingPart,
@@ -44,10 +51,10 @@ if TYPE_CHECKING:
 
 __all__ = ["TurnOptions", "run_turn"]
 
-_PROGRESS_SENT = {"type": "progress", "stage": "sent"}
-_PROGRESS_RETRY = {"type": "progress", "stage": "retry"}
-_PROGRESS_TOOL = {"type": "progress", "stage": "tool"}
-_PROGRESS_DONE = {"type": "progress", "stage": "done"}
+
+def _progress(stage: ProgressStage) -> ProgressEvent:
+    # A fresh dict each time: a consumer may keep or annotate the events it is given.
+    return {"type": "progress", "stage": stage}
 
 
 @dataclass(slots=True)
@@ -182,8 +189,8 @@ async def run_turn(
             if signal is not None:
                 request["signal"] = signal
             if rounds > 1:
-                yield _PROGRESS_RETRY  # type: ignore[misc]
-            yield _PROGRESS_SENT  # type: ignore[misc]
+                yield _progress("retry")
+            yield _progress("sent")
             if tracer is not None:
                 yield tracer.record(
                     "request", "chat", {"round": rounds, "model": client.model, "tools": len(specs)}
@@ -319,7 +326,7 @@ async def run_turn(
                 yield use
             open_calls = list(calls)
             for call in calls:
-                yield _PROGRESS_TOOL  # type: ignore[misc]
+                yield _progress("tool")
                 started = time.perf_counter()
                 if intr is not None:
                     intr.arm()
@@ -572,7 +579,7 @@ async def _finish(
         yield mem
     if tracer is not None:
         yield tracer.record("usage", "turn", dict(usage))
-    yield _PROGRESS_DONE  # type: ignore[misc]
+    yield _progress("done")
     done: DoneEvent = {"type": "done", "text": text, "usage": usage, "stop_reason": stop_reason}
     if thinking:
         done["preamble"] = thinking
