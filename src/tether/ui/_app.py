@@ -1,0 +1,409 @@
+"""The inspection web app: server-rendered pages over a runtime's stores, and a JSON API.
+
+Every page is rendered by one Jinja2 environment with autoescape on, so whatever a model, a
+tool or a store hands us is text on the page. Links are built from percent-encoded ids. The
+security headers (`_headers.py`) add a Content-Security-Policy that allows only this app's own
+script and stylesheet, as a second wall behind the escaping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..errors import StoreCorruptError, StoreError
+from ..lab import Registry, Runtime
+from ._headers import SecurityHeaders
+from ._views import (
+    EVENTS_PER_POLL,
+    Catalog,
+    Unreadable,
+    agent_json,
+    build_conversation,
+    build_run,
+    list_runs,
+    list_scopes,
+    prompt_for,
+    run_json,
+    scope_json,
+    workflow_json,
+)
+
+__all__ = ["create_app"]
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+# -- formatting helpers (Jinja filters and globals) ------------------------------------------
+
+
+def _when(ts: float | None) -> str:
+    if ts is None or not math.isfinite(ts) or ts <= 0:
+        return "—"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _iso(ts: float | None) -> str:
+    if ts is None or not math.isfinite(ts) or ts <= 0:
+        return ""
+    return datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, seconds = divmod(int(value), 60)
+    if minutes < 60:
+        return f"{minutes} m {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} m"
+
+
+def _pretty(value: Any) -> str:
+    """A JSON value as indented text (a plain string stays as it is)."""
+    if isinstance(value, jinja2.Undefined):
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("tether.ui", "templates"),
+        # On for every template, whatever its file name: nothing is rendered unescaped.
+        autoescape=True,
+        # Stored event data may lack a field (an older writer, another process): a missing one
+        # renders as nothing instead of failing the page.
+        undefined=jinja2.ChainableUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["when"] = _when
+    env.filters["iso"] = _iso
+    env.filters["seconds"] = _seconds
+    env.filters["pretty"] = _pretty
+    env.filters["q"] = lambda value: quote(str(value), safe="")
+    return env
+
+
+# -- the app ---------------------------------------------------------------------------------
+
+
+class _Pages:
+    """The route handlers, sharing the runtime, the catalog and the template environment."""
+
+    def __init__(self, runtime: Runtime, registry: Registry | None) -> None:
+        self.runtime = runtime
+        self.registry = registry
+        self.env = _environment()
+
+    @property
+    def catalog(self) -> Catalog:
+        # Rebuilt per request: a registry or runtime may gain agents after the app was made.
+        return Catalog.of(self.runtime, self.registry)
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def render(
+        self, request: Request, name: str, context: dict[str, Any], status: int = 200
+    ) -> HTMLResponse:
+        base = request.scope.get("root_path", "").rstrip("/")
+        html = self.env.get_template(name).render(
+            base=base,
+            now=time.time(),
+            path=request.url.path,
+            **context,
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def error_page(self, request: Request, status: int, title: str, message: str) -> HTMLResponse:
+        return self.render(request, "error.html", {"title": title, "message": message}, status)
+
+    # -- pages -------------------------------------------------------------------------------
+
+    async def runs(self, request: Request) -> Response:
+        page = _page(request)
+        show_all = request.query_params.get("all") == "1"
+        try:
+            rows, more = await list_runs(self.catalog, page=page, show_all=show_all)
+        except Unreadable as exc:
+            return self.error_page(request, 500, "Runs cannot be read", str(exc))
+        return self.render(
+            request,
+            "runs.html",
+            {"rows": rows, "page": page, "more": more, "show_all": show_all},
+        )
+
+    async def run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            view = await build_run(self.catalog, run_id)
+        except Unreadable as exc:
+            return self.error_page(request, 500, f"Run {run_id} cannot be read", str(exc))
+        if view is None:
+            raise HTTPException(404, f"There is no run {run_id!r}.")
+        return self.render(request, "run.html", {"view": view, "run": view.info})
+
+    async def conversations(self, request: Request) -> Response:
+        page = _page(request)
+        try:
+            rows, more = await list_scopes(self.catalog, page=page)
+        except Unreadable as exc:
+            return self.error_page(request, 500, "Conversations cannot be read", str(exc))
+        return self.render(
+            request, "conversations.html", {"rows": rows, "page": page, "more": more}
+        )
+
+    async def conversation(self, request: Request) -> Response:
+        scope = request.path_params["scope"]
+        agent_id = request.query_params.get("agent") or None
+        try:
+            view = await build_conversation(self.catalog, scope, agent_id)
+        except Unreadable as exc:
+            return self.error_page(request, 500, f"Conversation {scope} cannot be read", str(exc))
+        if view is None:
+            raise HTTPException(404, f"There is no conversation {scope!r}.")
+        return self.render(request, "conversation.html", {"view": view})
+
+    async def agents(self, request: Request) -> Response:
+        catalog = self.catalog
+        agents = [agent_json(catalog, a) for _, a in sorted(catalog.agents.items())]
+        return self.render(request, "agents.html", {"agents": agents})
+
+    async def agent(self, request: Request) -> Response:
+        agent_id = request.path_params["agent_id"]
+        catalog = self.catalog
+        agent = catalog.agents.get(agent_id)
+        if agent is None:
+            raise HTTPException(404, f"There is no registered agent {agent_id!r}.")
+        return self.render(
+            request,
+            "agent.html",
+            {"a": agent_json(catalog, agent), "prompt": prompt_for(catalog, None, agent_id)},
+        )
+
+    async def workflows(self, request: Request) -> Response:
+        catalog = self.catalog
+        workflows = [workflow_json(catalog, w) for _, w in sorted(catalog.workflows.items())]
+        return self.render(request, "workflows.html", {"workflows": workflows})
+
+    # -- JSON API ----------------------------------------------------------------------------
+
+    async def api_runs(self, request: Request) -> Response:
+        page = _page(request)
+        show_all = request.query_params.get("all") == "1"
+        try:
+            rows, more = await list_runs(self.catalog, page=page, show_all=show_all)
+        except Unreadable as exc:
+            return _api_error(500, "unreadable", str(exc))
+        now = time.time()
+        return JSONResponse(
+            {
+                "runs": [run_json(r.info, now) for r in rows if r.info is not None],
+                "errors": [r.error for r in rows if r.error is not None],
+                "page": page,
+                "next_page": page + 1 if more else None,
+            }
+        )
+
+    async def api_run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            view = await build_run(self.catalog, run_id)
+        except Unreadable as exc:
+            return _api_error(500, "unreadable", str(exc))
+        if view is None:
+            return _api_error(404, "not_found", f"there is no run {run_id!r}")
+        return JSONResponse(
+            {
+                "run": run_json(view.info, time.time()),
+                "last_seq": view.last_seq,
+                "workflow": view.workflow,
+                "tree": view.tree.to_json() if view.tree is not None else None,
+                "errors": [
+                    *view.errors,
+                    *([view.events_error] if view.events_error else []),
+                ],
+            }
+        )
+
+    async def api_events(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        raw = request.query_params.get("after", "0")
+        try:
+            after = int(raw)
+        except ValueError:
+            return _api_error(400, "bad_request", f"after must be an integer, got {raw!r}")
+        if after < 0:
+            return _api_error(400, "bad_request", f"after must be >= 0, got {after}")
+        store = self.runtime.run_store
+        try:
+            # Status first, then events: a run is marked finished only after its events are
+            # written, so a finished status here means the events below are complete.
+            info = await store.get_run(run_id)
+            if info is None:
+                return _api_error(404, "not_found", f"there is no run {run_id!r}")
+            events = await store.events(run_id, after=after)
+        except (StoreCorruptError, StoreError) as exc:
+            return _api_error(500, "unreadable", f"{type(exc).__name__}: {exc}")
+        more = len(events) > EVENTS_PER_POLL
+        events = events[:EVENTS_PER_POLL]
+        return JSONResponse(
+            {
+                "run_id": run_id,
+                "status": info.status,
+                "error": info.error,
+                "events": events,
+                "last_seq": events[-1]["seq"] if events else after,
+                "done": info.status != "running" and not more,
+            }
+        )
+
+    async def api_scopes(self, request: Request) -> Response:
+        page = _page(request)
+        try:
+            rows, more = await list_scopes(self.catalog, page=page)
+        except Unreadable as exc:
+            return _api_error(500, "unreadable", str(exc))
+        return JSONResponse(
+            {
+                "scopes": [{**scope_json(r.info), "agent_id": r.agent_id} for r in rows],
+                "page": page,
+                "next_page": page + 1 if more else None,
+            }
+        )
+
+    async def api_scope(self, request: Request) -> Response:
+        scope = request.path_params["scope"]
+        agent_id = request.query_params.get("agent") or None
+        try:
+            view = await build_conversation(self.catalog, scope, agent_id)
+        except Unreadable as exc:
+            return _api_error(500, "unreadable", str(exc))
+        if view is None:
+            return _api_error(404, "not_found", f"there is no conversation {scope!r}")
+        now = time.time()
+        return JSONResponse(
+            {
+                "scope": scope,
+                "info": scope_json(view.info) if view.info is not None else None,
+                "system_prompt": view.prompt.to_json(),
+                "turns": [t.to_json(now) for t in view.turns],
+                "errors": [
+                    *view.errors,
+                    *([view.records_error] if view.records_error else []),
+                ],
+            }
+        )
+
+    # -- errors ------------------------------------------------------------------------------
+
+    async def http_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if request.url.path.startswith(f"{request.scope.get('root_path', '')}/api/"):
+            kind = "not_found" if exc.status_code == 404 else "http_error"
+            return _api_error(exc.status_code, kind, exc.detail)
+        title = "Not found" if exc.status_code == 404 else f"Error {exc.status_code}"
+        message = (
+            exc.detail
+            if exc.status_code != 404 or exc.detail != "Not Found"
+            else (f"Nothing lives at {request.url.path}.")
+        )
+        return self.error_page(request, exc.status_code, title, message)
+
+
+def _page(request: Request) -> int:
+    raw = request.query_params.get("page", "1")
+    try:
+        page = int(raw)
+    except ValueError:
+        raise HTTPException(400, f"page must be a positive integer, got {raw!r}") from None
+    if page < 1:
+        raise HTTPException(400, f"page must be a positive integer, got {raw!r}")
+    return page
+
+
+def _api_error(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+
+
+def create_app(runtime: Runtime, registry: Registry | None = None) -> Starlette:
+    """The inspection UI over `runtime`'s stores, as an ASGI app.
+
+    Args:
+        runtime: Whose message, run and workflow stores to show. It stays the caller's: the
+            app never closes it.
+        registry: The project's registry (`tether.lab.load_registry()`); it decides which
+            agents, workflows, runs and conversations are listed. Without one, every agent and
+            workflow the runtime created is listed, except title workflows.
+    """
+    if not isinstance(runtime, Runtime):
+        raise TypeError(f"create_app needs a tether.lab.Runtime, got {runtime!r:.80}")
+    if registry is not None and not isinstance(registry, Registry):
+        raise TypeError(f"registry must be a tether.lab.Registry, got {registry!r:.80}")
+    pages = _Pages(runtime, registry)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Open the stores now, so a bad store URL fails the server's start instead of the
+        # first page. They are the runtime's to close.
+        runtime.message_store  # noqa: B018
+        runtime.run_store  # noqa: B018
+        runtime.workflow_store  # noqa: B018
+        yield
+
+    routes = [
+        Route("/", _redirect("/runs"), methods=["GET"]),
+        Route("/runs", pages.runs, methods=["GET"]),
+        Route("/runs/{run_id:path}", pages.run, methods=["GET"]),
+        Route("/conversations", pages.conversations, methods=["GET"]),
+        Route("/conversations/{scope:path}", pages.conversation, methods=["GET"]),
+        Route("/agents", pages.agents, methods=["GET"]),
+        Route("/agents/{agent_id:path}", pages.agent, methods=["GET"]),
+        Route("/workflows", pages.workflows, methods=["GET"]),
+        Route("/api/runs", pages.api_runs, methods=["GET"]),
+        Route("/api/runs/{run_id:path}/events", pages.api_events, methods=["GET"]),
+        Route("/api/runs/{run_id:path}", pages.api_run, methods=["GET"]),
+        Route("/api/scopes", pages.api_scopes, methods=["GET"]),
+        Route("/api/scopes/{scope:path}", pages.api_scope, methods=["GET"]),
+        Mount("/static", StaticFiles(packages=[("tether.ui", "static")]), name="static"),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(SecurityHeaders)],
+        lifespan=lifespan,
+        exception_handlers={HTTPException: pages.http_error},
+    )
+
+
+def _redirect(to: str) -> Endpoint:
+    async def endpoint(request: Request) -> Response:
+        base = request.scope.get("root_path", "").rstrip("/")
+        query = request.url.query
+        target = f"{base}{to}" + (f"?{urlencode(dict(request.query_params))}" if query else "")
+        return RedirectResponse(target, status_code=307)
+
+    return endpoint

@@ -1,0 +1,787 @@
+"""What the pages and the JSON API show, read from the runtime's stores.
+
+Everything here returns plain data (dataclasses, JSON-safe dicts); the templates and the API
+only format it. Nothing here escapes anything: values stay exactly what the stores hold, and
+the Jinja environment (autoescape on) or the JSON encoder encodes them where they are embedded.
+
+A stored record that does not parse never takes a page down: the part it belongs to carries
+the error (`StoreCorruptError`'s message) and the rest of the page renders.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..errors import StoreCorruptError, StoreError
+from ..lab import LabAgent, Registry, Runtime
+from ..llm import LLMClient
+from ..stores.message_store import ScopeInfo, StoredRecord
+from ..stores.run_store import RunEvent, RunInfo
+from ..workflows import Workflow
+
+__all__ = [
+    "Catalog",
+    "ConversationView",
+    "PromptView",
+    "RunRow",
+    "RunView",
+    "StepView",
+    "TreeNode",
+    "Turn",
+    "build_conversation",
+    "build_run",
+    "list_runs",
+    "list_scopes",
+    "run_json",
+    "timeline",
+]
+
+T = TypeVar("T")
+
+PAGE_SIZE = 50
+"""Rows per page of the runs and conversations lists."""
+_BATCH = 200
+"""Rows read from a store per query when a list is filtered after reading."""
+_TREE_DEPTH = 16
+"""How deep a workflow tree is followed (a cycle in corrupt links stops here too)."""
+_TREE_NODES = 500
+"""How many runs one tree shows at most."""
+EVENTS_PER_POLL = 1000
+"""How many events one `/api/runs/{id}/events` answer carries at most."""
+
+
+class Unreadable(Exception):
+    """A part of a page could not be read; carries the store's message."""
+
+
+async def _read(read: Awaitable[T]) -> T:
+    """Await a store read, turning a corrupt record or a failing store into `Unreadable`."""
+    try:
+        return await read
+    except (StoreCorruptError, StoreError) as exc:
+        raise Unreadable(f"{type(exc).__name__}: {exc}") from exc
+
+
+# -- what is registered ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Catalog:
+    """The agents and workflows the UI lists, and so which runs and conversations it lists.
+
+    From a project registry, exactly what it declares. Without one, every agent and workflow
+    the runtime created, except workflows that serve as some agent's `title_workflow`: title
+    runs stay out of the lists unless a registry names their workflow (seed 002).
+    """
+
+    runtime: Runtime
+    agents: dict[str, LabAgent[Any]]
+    workflows: dict[str, Workflow[Any, Any]]
+    title_workflows: dict[str, list[str]]
+    """Workflow id -> the ids of the agents it names conversations for."""
+
+    @classmethod
+    def of(cls, runtime: Runtime, registry: Registry | None) -> Catalog:
+        known_agents = dict(runtime.agents)
+        if registry is not None:
+            known_agents.update(registry.agents)
+        titles: dict[str, list[str]] = {}
+        for agent in known_agents.values():
+            if agent.title_workflow is not None:
+                titles.setdefault(agent.title_workflow.id, []).append(agent.id)
+        if registry is not None:
+            return cls(runtime, dict(registry.agents), dict(registry.workflows), titles)
+        workflows = {k: v for k, v in runtime.workflows.items() if k not in titles}
+        return cls(runtime, known_agents, workflows, titles)
+
+    def agent(self, agent_id: str | None) -> LabAgent[Any] | None:
+        """A live agent definition by id: the listed ones first, then any the runtime knows."""
+        if agent_id is None:
+            return None
+        return self.agents.get(agent_id) or self.runtime.agents.get(agent_id)
+
+    def lists_run(self, info: RunInfo) -> bool:
+        """A root run of a registered agent or workflow; nested runs show in their tree."""
+        if info.workflow_run_id is not None:
+            return False
+        if info.kind == "workflow":
+            return info.name in self.workflows
+        if info.kind == "agent":
+            return info.name in self.agents
+        return True
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+
+def duration(info: RunInfo, now: float) -> float | None:
+    if info.started_at <= 0:
+        return None
+    end = info.ended_at if info.ended_at is not None else now
+    return max(end - info.started_at, 0.0)
+
+
+def run_json(info: RunInfo, now: float) -> dict[str, Any]:
+    return {
+        "run_id": info.run_id,
+        "kind": info.kind,
+        "name": info.name,
+        "status": info.status,
+        "started_at": info.started_at,
+        "ended_at": info.ended_at,
+        "duration": duration(info, now),
+        "tags": list(info.tags),
+        "memory_scope": info.memory_scope,
+        "workflow_run_id": info.workflow_run_id,
+        "step_id": info.step_id,
+        "error": info.error,
+        "meta": info.meta,
+    }
+
+
+@dataclass(slots=True)
+class RunRow:
+    """One row of the runs list: a run, or why the row could not be read."""
+
+    info: RunInfo | None
+    error: str | None = None
+
+
+async def _run_batch(runtime: Runtime, offset: int, filters: dict[str, Any]) -> list[RunRow]:
+    """Up to `_BATCH` runs matching `filters` from `offset`, newest first. A batch with a
+    corrupt row is read again one run at a time, so only the bad rows become error rows."""
+    store = runtime.run_store
+    try:
+        return [RunRow(i) for i in await store.list_runs(limit=_BATCH, offset=offset, **filters)]
+    except StoreCorruptError:
+        pass
+    rows: list[RunRow] = []
+    for i in range(offset, offset + _BATCH):
+        try:
+            one = await store.list_runs(limit=1, offset=i, **filters)
+        except StoreCorruptError as exc:
+            rows.append(RunRow(None, f"StoreCorruptError: {exc}"))
+            continue
+        if not one:
+            break
+        rows.append(RunRow(one[0]))
+    return rows
+
+
+async def list_runs(
+    catalog: Catalog, *, page: int = 1, show_all: bool = False
+) -> tuple[list[RunRow], bool]:
+    """One page of listed runs (newest first), and whether there is a next page.
+
+    Raises:
+        Unreadable: the run store failed.
+    """
+    skip = (page - 1) * PAGE_SIZE
+    rows: list[RunRow] = []
+    offset = 0
+    while len(rows) <= PAGE_SIZE:
+        batch = await _read(_run_batch(catalog.runtime, offset, {}))
+        for row in batch:
+            if row.info is not None and not show_all and not catalog.lists_run(row.info):
+                continue
+            if skip:
+                skip -= 1
+                continue
+            rows.append(row)
+        if len(batch) < _BATCH:
+            break
+        offset += len(batch)
+    return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
+
+
+async def runs_where(runtime: Runtime, **filters: Any) -> tuple[list[RunInfo], list[str]]:
+    """All runs matching `filters`, oldest first, and the errors of unreadable rows."""
+    infos: list[RunInfo] = []
+    errors: list[str] = []
+    offset = 0
+    while True:
+        try:
+            batch = await _read(_run_batch(runtime, offset, filters))
+        except Unreadable as exc:
+            errors.append(str(exc))
+            break
+        for row in batch:
+            if row.info is not None:
+                infos.append(row.info)
+            elif row.error is not None:
+                errors.append(row.error)
+        if len(batch) < _BATCH:
+            break
+        offset += len(batch)
+    infos.reverse()
+    return infos, errors
+
+
+# -- the timeline of one run -----------------------------------------------------------------
+
+
+def timeline(events: Sequence[RunEvent]) -> list[dict[str, Any]]:
+    """The run's events as display items: consecutive text deltas collapse into one text item;
+    every other event is one item. Each item has `kind` (the event type, or "text"), `seq`
+    (its first event), `at` and `data`."""
+    items: list[dict[str, Any]] = []
+    text: list[str] = []
+    for event in events:
+        kind = event["type"]
+        if kind == "agent_text_delta":
+            chunk = event["data"].get("text")
+            piece = chunk if isinstance(chunk, str) else json.dumps(chunk)
+            if items and items[-1]["kind"] == "text" and text:
+                text.append(piece)
+                items[-1]["data"]["text"] = "".join(text)
+                items[-1]["last_seq"] = event["seq"]
+            else:
+                text = [piece]
+                items.append(
+                    {
+                        "kind": "text",
+                        "seq": event["seq"],
+                        "last_seq": event["seq"],
+                        "at": event["at"],
+                        "data": {"text": piece},
+                    }
+                )
+            continue
+        text = []
+        items.append(
+            {
+                "kind": kind,
+                "seq": event["seq"],
+                "last_seq": event["seq"],
+                "at": event["at"],
+                "data": event["data"],
+            }
+        )
+    return items
+
+
+# -- workflow steps and trees ----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class StepView:
+    """One step of a workflow run, from its events and the journal."""
+
+    step_id: str
+    name: str
+    status: str
+    """"running", "completed", "replayed" or "failed"."""
+    output: Any = None
+    has_output: bool = False
+    error: Any = None
+    children: list[TreeNode] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TreeNode:
+    """A run in a workflow tree, with its steps (workflow runs) and the runs nested in it."""
+
+    info: RunInfo
+    parent_step_id: str | None
+    steps: list[StepView] = field(default_factory=list)
+    loose: list[TreeNode] = field(default_factory=list)
+    """Nested runs that did not start inside one of this run's steps."""
+    errors: list[str] = field(default_factory=list)
+    truncated: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.info.run_id,
+            "kind": self.info.kind,
+            "name": self.info.name,
+            "status": self.info.status,
+            "parent_step_id": self.parent_step_id,
+            "steps": [
+                {
+                    "step_id": s.step_id,
+                    "name": s.name,
+                    "status": s.status,
+                    "output": s.output,
+                    "error": s.error,
+                    "children": [c.to_json() for c in s.children],
+                }
+                for s in self.steps
+            ],
+            "children": [c.to_json() for c in self.loose],
+            "errors": list(self.errors),
+            "truncated": self.truncated,
+        }
+
+
+def steps_from_events(events: Sequence[RunEvent]) -> list[StepView]:
+    steps: dict[str, StepView] = {}
+    for event in events:
+        data = event["data"]
+        step_id = data.get("step_id")
+        if not isinstance(step_id, str):
+            continue
+        name = str(data.get("step", step_id))
+        kind = event["type"]
+        if kind == "workflow_step_started":
+            steps.setdefault(step_id, StepView(step_id, name, "running"))
+        elif kind == "workflow_step_finished":
+            step = steps.setdefault(step_id, StepView(step_id, name, "running"))
+            step.status = "replayed" if data.get("replayed") else "completed"
+            step.output = data.get("output")
+            step.has_output = True
+        elif kind == "workflow_step_failed":
+            step = steps.setdefault(step_id, StepView(step_id, name, "running"))
+            step.status = "failed"
+            step.error = data.get("error")
+    return list(steps.values())
+
+
+async def _workflow_steps(
+    runtime: Runtime, run_id: str, events: Sequence[RunEvent]
+) -> list[StepView]:
+    """Steps from the run's events, plus any the journal holds that no event mentions (a run
+    recorded by another process, or events that were lost)."""
+    steps = steps_from_events(events)
+    seen = {s.step_id for s in steps}
+    journal = await runtime.workflow_store.list_steps(run_id)
+    for record in journal:
+        if record.step_id not in seen:
+            steps.append(StepView(record.step_id, record.name, "completed", record.output, True))
+        else:
+            step = next(s for s in steps if s.step_id == record.step_id)
+            if not step.has_output:
+                step.output, step.has_output = record.output, True
+                if step.status == "running":
+                    step.status = "completed"
+    return steps
+
+
+async def build_tree(catalog: Catalog, info: RunInfo) -> TreeNode:
+    """The run and everything nested under it: steps, child workflow runs and episodes."""
+    budget = [_TREE_NODES]
+    return await _node(catalog.runtime, info, None, 0, budget, set())
+
+
+async def _node(
+    runtime: Runtime,
+    info: RunInfo,
+    parent_step_id: str | None,
+    depth: int,
+    budget: list[int],
+    seen: set[str],
+) -> TreeNode:
+    node = TreeNode(info, parent_step_id)
+    seen.add(info.run_id)
+    budget[0] -= 1
+    if info.kind != "workflow":
+        return node
+    try:
+        events = await _read(runtime.run_store.events(info.run_id))
+    except Unreadable as exc:
+        node.errors.append(str(exc))
+        events = []
+    try:
+        node.steps = await _read(_workflow_steps(runtime, info.run_id, events))
+    except Unreadable as exc:
+        node.errors.append(str(exc))
+        node.steps = steps_from_events(events)
+    children, errors = await runs_where(runtime, workflow_run_id=info.run_id)
+    node.errors.extend(errors)
+    if depth >= _TREE_DEPTH:
+        node.truncated = bool(children)
+        return node
+    by_step = {s.step_id: s for s in node.steps}
+    for child in children:
+        if child.run_id in seen:
+            continue
+        if budget[0] <= 0:
+            node.truncated = True
+            break
+        step_id = child.step_id
+        if child.kind == "workflow":
+            try:
+                record = await _read(runtime.workflow_store.get_run(child.run_id))
+            except Unreadable as exc:
+                node.errors.append(str(exc))
+                record = None
+            step_id = record.parent_step_id if record is not None else None
+        sub = await _node(runtime, child, step_id, depth + 1, budget, seen)
+        step = by_step.get(step_id) if step_id is not None else None
+        if step is None and step_id is not None:
+            # A step that is still running has no journal entry or event yet in some stores;
+            # show it so its children sit under it.
+            step = by_step[step_id] = StepView(step_id, step_id.split("/")[-1], "running")
+            node.steps.append(step)
+        (step.children if step is not None else node.loose).append(sub)
+    return node
+
+
+@dataclass(slots=True)
+class RunView:
+    """Everything the run page shows."""
+
+    info: RunInfo
+    items: list[dict[str, Any]]
+    last_seq: int
+    events_error: str | None
+    parent: RunInfo | None
+    workflow: dict[str, Any] | None
+    """The journal's record of a workflow run: input, output, error, attempts."""
+    tree: TreeNode | None
+    errors: list[str]
+
+
+async def build_run(catalog: Catalog, run_id: str) -> RunView | None:
+    """The run page's data, or None for an unknown run.
+
+    Raises:
+        Unreadable: the run's summary cannot be read.
+    """
+    runtime = catalog.runtime
+    info = await _read(runtime.run_store.get_run(run_id))
+    if info is None:
+        return None
+    errors: list[str] = []
+    events_error = None
+    try:
+        events = await _read(runtime.run_store.events(run_id))
+    except Unreadable as exc:
+        events, events_error = [], str(exc)
+    parent = None
+    if info.workflow_run_id is not None:
+        try:
+            parent = await _read(runtime.run_store.get_run(info.workflow_run_id or ""))
+        except Unreadable as exc:
+            errors.append(str(exc))
+    workflow = None
+    tree = None
+    if info.kind == "workflow":
+        try:
+            record = await _read(runtime.workflow_store.get_run(run_id))
+        except Unreadable as exc:
+            errors.append(str(exc))
+            record = None
+        if record is not None:
+            workflow = {
+                "workflow_id": record.workflow_id,
+                "status": record.status,
+                "input": record.input,
+                "output": record.output,
+                "error": record.error,
+                "attempts": record.attempts,
+                "root_run_id": record.root_run_id,
+                "parent_step_id": record.parent_step_id,
+            }
+        tree = await build_tree(catalog, info)
+    return RunView(
+        info=info,
+        items=timeline(events),
+        last_seq=events[-1]["seq"] if events else 0,
+        events_error=events_error,
+        parent=parent,
+        workflow=workflow,
+        tree=tree,
+        errors=errors,
+    )
+
+
+# -- conversations ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ScopeRow:
+    info: ScopeInfo
+    agent_id: str | None
+    error: str | None = None
+
+
+async def _scope_agent(runtime: Runtime, scope: str) -> tuple[str | None, str | None]:
+    """The agent of the latest episode on `scope` (None when no episode was recorded)."""
+    try:
+        latest = await _read(runtime.run_store.list_runs(memory_scope=scope, kind="agent", limit=1))
+    except Unreadable as exc:
+        return None, str(exc)
+    return (latest[0].name if latest else None), None
+
+
+async def list_scopes(catalog: Catalog, *, page: int = 1) -> tuple[list[ScopeRow], bool]:
+    """One page of listed conversations (most recently written first) and whether there is
+    a next page. A conversation is listed when its latest episode's agent is registered, or
+    when no episode of it was recorded (a store written by other means).
+
+    Raises:
+        Unreadable: the message store failed.
+    """
+    runtime = catalog.runtime
+    skip = (page - 1) * PAGE_SIZE
+    rows: list[ScopeRow] = []
+    offset = 0
+    while len(rows) <= PAGE_SIZE:
+        batch = await _read(runtime.message_store.scopes(limit=_BATCH, offset=offset))
+        for info in batch:
+            agent_id, error = await _scope_agent(runtime, info.scope)
+            if agent_id is not None and agent_id not in catalog.agents:
+                continue
+            if skip:
+                skip -= 1
+                continue
+            rows.append(ScopeRow(info, agent_id, error))
+            if len(rows) > PAGE_SIZE:
+                break
+        if len(batch) < _BATCH:
+            break
+        offset += len(batch)
+    return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
+
+
+def scope_json(info: ScopeInfo) -> dict[str, Any]:
+    return {
+        "scope": info.scope,
+        "title": info.title,
+        "length": info.length,
+        "created_at": info.created_at,
+        "updated_at": info.updated_at,
+    }
+
+
+@dataclass(slots=True)
+class PromptView:
+    """The system prompt a conversation page shows.
+
+    `source` is "pinned" (the scope's stored first record), "live" (the agent's current
+    definition rendered now, for a scope that has not pinned one), "error" (the live template
+    cannot render), "none" (the agent has no system prompt) or "unknown" (no agent to ask).
+    """
+
+    source: str
+    text: str | None = None
+    error: str | None = None
+    agent_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "text": self.text,
+            "error": self.error,
+            "agent_id": self.agent_id,
+        }
+
+
+@dataclass(slots=True)
+class Turn:
+    """A contiguous stretch of the stored list written by one episode (or by none we know)."""
+
+    start: int
+    end: int
+    """Record indexes [start, end) of the stored list."""
+    records: list[tuple[int, StoredRecord]]
+    run: RunInfo | None
+    continued: bool = False
+    """This episode also wrote an earlier stretch (episodes on one scope interleaved)."""
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "end": self.end,
+            "run": run_json(self.run, now) if self.run is not None else None,
+            "continued": self.continued,
+            "records": [{"index": i, "record": r} for i, r in self.records],
+        }
+
+
+@dataclass(slots=True)
+class ConversationView:
+    """Everything the conversation page shows."""
+
+    scope: str
+    info: ScopeInfo | None
+    prompt: PromptView
+    turns: list[Turn]
+    records_error: str | None
+    errors: list[str]
+
+
+def _pin_text(record: Mapping[str, Any]) -> str:
+    content = record.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return json.dumps(content)
+
+
+def prompt_for(
+    catalog: Catalog, records: Sequence[StoredRecord] | None, agent_id: str | None
+) -> PromptView:
+    """The pinned prompt when the scope has one; otherwise the live agent's, rendered now."""
+    if records:
+        first = records[0]
+        if first.get("role") == "system":
+            pinned_by = first.get("agent_id")
+            return PromptView(
+                "pinned",
+                text=_pin_text(first),
+                agent_id=pinned_by if isinstance(pinned_by, str) else None,
+            )
+    agent = catalog.agent(agent_id)
+    if agent is None:
+        return PromptView("unknown", agent_id=agent_id)
+    inspection = agent.inspect_system_prompt()
+    if inspection.is_err:
+        return PromptView("error", error=inspection.error, agent_id=agent.id)
+    if not inspection.text:
+        return PromptView("none", agent_id=agent.id)
+    return PromptView("live", text=inspection.text, agent_id=agent.id)
+
+
+async def _commits(runtime: Runtime, run_id: str) -> list[tuple[int, int]]:
+    """The (start, count) of every `agent_messages_committed` event of a run."""
+    events = await runtime.run_store.events(run_id)
+    out: list[tuple[int, int]] = []
+    for event in events:
+        if event["type"] != "agent_messages_committed":
+            continue
+        start, count = event["data"].get("start"), event["data"].get("count")
+        if isinstance(start, int) and isinstance(count, int) and start >= 0 and count >= 0:
+            out.append((start, count))
+    return out
+
+
+def split_turns(
+    records: Sequence[StoredRecord],
+    episodes: Sequence[tuple[RunInfo, Sequence[tuple[int, int]]]],
+) -> list[Turn]:
+    """Split the stored list into turns by the list lengths each episode recorded.
+
+    Every episode records where its writes landed (`agent_messages_committed`: `start` is the
+    list length before the write). Each record index belongs to the episode that wrote it; a
+    turn is a maximal stretch of indexes with one owner. Records no recorded episode wrote form
+    turns of their own; episodes that stored nothing (they failed before their first step)
+    are placed by start time. A leading pinned system prompt is not part of any turn.
+    """
+    n = len(records)
+    owner: list[int | None] = [None] * n
+    for k, (_, commits) in enumerate(episodes):
+        for start, count in commits:
+            for index in range(start, min(start + count, n)):
+                owner[index] = k
+    first = 1 if n and records[0].get("role") == "system" else 0
+    turns: list[Turn] = []
+    wrote: set[int] = set()
+    i = first
+    while i < n:
+        who = owner[i]
+        j = i
+        while j < n and owner[j] == who:
+            j += 1
+        run = episodes[who][0] if who is not None else None
+        continued = who is not None and who in wrote
+        turns.append(Turn(i, j, [(x, records[x]) for x in range(i, j)], run, continued))
+        if who is not None:
+            wrote.add(who)
+        i = j
+    for k, (run, _) in enumerate(episodes):
+        if k in wrote:
+            continue
+        empty = Turn(n, n, [], run)
+        at = len(turns)
+        for pos, turn in enumerate(turns):
+            if turn.run is not None and turn.run.started_at > run.started_at:
+                at = pos
+                break
+        turns.insert(at, empty)
+    return turns
+
+
+async def build_conversation(
+    catalog: Catalog, scope: str, agent_id: str | None = None
+) -> ConversationView | None:
+    """The conversation page's data, or None when neither the message store nor the run store
+    knows `scope` and no agent was named to preview a new conversation with.
+
+    Raises:
+        Unreadable: the message store failed.
+    """
+    runtime = catalog.runtime
+    info = await _read(runtime.message_store.info(scope))
+    runs, errors = await runs_where(runtime, memory_scope=scope, kind="agent")
+    if info is None and not runs and catalog.agent(agent_id) is None:
+        return None
+    records: list[StoredRecord] | None = None
+    records_error = None
+    if info is not None and info.length:
+        try:
+            records = await _read(runtime.message_store.load(scope))
+        except Unreadable as exc:
+            records_error = str(exc)
+    if agent_id is None and runs:
+        agent_id = runs[-1].name
+    if records_error is not None:
+        prompt = PromptView("unknown", agent_id=agent_id)
+    else:
+        prompt = prompt_for(catalog, records, agent_id)
+    episodes: list[tuple[RunInfo, Sequence[tuple[int, int]]]] = []
+    for run in runs:
+        try:
+            commits = await _read(_commits(runtime, run.run_id))
+        except Unreadable as exc:
+            errors.append(str(exc))
+            commits = []
+        episodes.append((run, commits))
+    turns = split_turns(records or [], episodes) if records_error is None else []
+    return ConversationView(scope, info, prompt, turns, records_error, errors)
+
+
+# -- agents and workflows --------------------------------------------------------------------
+
+
+def model_label(spec: Any) -> str:
+    """The model an agent runs on, without anything secret: only the model string of a config
+    dict (never its key or headers), the `model` attribute of a client object."""
+    if spec is None:
+        return "(runtime default)"
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, Mapping):
+        model = spec.get("model")
+        return str(model) if model is not None else "(config without a model)"
+    if isinstance(spec, LLMClient) or hasattr(spec, "model"):
+        return str(getattr(spec, "model", type(spec).__name__))
+    return type(spec).__name__
+
+
+def agent_json(catalog: Catalog, agent: LabAgent[Any]) -> dict[str, Any]:
+    spec = agent.model if agent.model is not None else catalog.runtime.defaults.get("model")
+    tools: list[str] | None = None
+    if not agent.uses_tool_provider and isinstance(agent.tools, Sequence):
+        tools = [t.name for t in agent.tools]
+    schema = agent.output_schema
+    return {
+        "id": agent.id,
+        "model": model_label(spec),
+        "model_is_default": agent.model is None,
+        "tools": tools,
+        "tool_provider": agent.uses_tool_provider,
+        "description": agent.description,
+        "title_workflow": agent.title_workflow.id if agent.title_workflow else None,
+        "output_schema": getattr(schema, "__name__", None) if schema is not None else None,
+        "system_prompt": (
+            "none"
+            if agent.system_prompt is None
+            else "string"
+            if isinstance(agent.system_prompt, str)
+            else "template"
+        ),
+    }
+
+
+def workflow_json(catalog: Catalog, workflow: Workflow[Any, Any]) -> dict[str, Any]:
+    return {
+        "id": workflow.id,
+        "names_conversations_of": sorted(catalog.title_workflows.get(workflow.id, [])),
+    }
