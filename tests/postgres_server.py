@@ -116,9 +116,9 @@ def _start_cluster(bin_dir: Path) -> PostgresServer:
         f"-c listen_addresses='' -c unix_socket_directories='{cluster}' -c fsync=off"
         " -c synchronous_commit=off -c full_page_writes=off -c max_connections=100"
     )
+    initdb = [str(bin_dir / "initdb"), "-D", str(data), "-U", "tether", "--auth=trust"]
     steps = [
-        [*prefix, str(bin_dir / "initdb"), "-D", str(data), "-U", "tether"]
-        + ["--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync"],
+        [*prefix, *initdb, "-E", "UTF8", "--no-locale", "--no-sync"],
         [*pg_ctl, "start", "-w", "-D", str(data), "-l", str(log), "-o", settings],
     ]
     for cmd in steps:

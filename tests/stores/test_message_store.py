@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.postgres_server import postgres_url
 
 from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
 from tether.stores.message_store import (
@@ -21,11 +22,13 @@ from tether.stores.message_store import (
     SqliteMessageStore,
     StoredRecord,
 )
+from tether.stores.postgres import PostgresMessageStore
 from tether.stores.sqlite import connect
 
 STORES: dict[str, Callable[[Path], MessageStore]] = {
     "memory": lambda tmp: InMemoryMessageStore(),
     "sqlite": lambda tmp: SqliteMessageStore.open(tmp / "messages.db"),
+    "postgres": lambda tmp: PostgresMessageStore(postgres_url()),
 }
 
 

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.postgres_server import postgres_url
 
 from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
+from tether.stores.postgres import PostgresRunStore
 from tether.stores.run_store import (
     InMemoryRunStore,
     NewRunEvent,
@@ -25,6 +27,7 @@ from tether.stores.sqlite import connect
 STORES: dict[str, Callable[[Path], RunStore]] = {
     "memory": lambda tmp: InMemoryRunStore(),
     "sqlite": lambda tmp: SqliteRunStore.open(tmp / "runs.db"),
+    "postgres": lambda tmp: PostgresRunStore(postgres_url()),
 }
 
 

@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from tests.postgres_server import postgres_url
 
 from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
 from tether.stores import InMemoryWorkflowStore, SqliteWorkflowStore, WorkflowStore
+from tether.stores.postgres import PostgresWorkflowStore
 from tether.stores.sqlite import connect
 
 
@@ -59,9 +62,31 @@ def _sqlite_run(store: WorkflowStore, run_id: str, column: str, text: str) -> No
     )
 
 
+def _pg_execute(store: WorkflowStore, sql: str, params: tuple[str, ...]) -> None:
+    assert isinstance(store, PostgresWorkflowStore) and store._conninfo is not None
+    with psycopg.connect(store._conninfo, autocommit=True) as conn:
+        conn.execute(sql, params)  # type: ignore[arg-type]
+
+
+def _pg_step(store: WorkflowStore, run_id: str, step_id: str, text: str) -> None:
+    _pg_execute(
+        store,
+        "UPDATE tether_workflow_steps SET output = %s WHERE run_id = %s AND step_id = %s",
+        (text, run_id, step_id),
+    )
+
+
+def _pg_run(store: WorkflowStore, run_id: str, column: str, text: str) -> None:
+    assert column in ("input", "status", "error", "output")
+    _pg_execute(
+        store, f"UPDATE tether_workflow_runs SET {column} = %s WHERE run_id = %s", (text, run_id)
+    )
+
+
 BACKENDS = [
     Backend("memory", lambda _: InMemoryWorkflowStore(), _mem_step, _mem_run),
     Backend("sqlite", lambda d: SqliteWorkflowStore.open(d / "wf.db"), _sqlite_step, _sqlite_run),
+    Backend("postgres", lambda _: PostgresWorkflowStore(postgres_url()), _pg_step, _pg_run),
 ]
 
 
