@@ -1,0 +1,342 @@
+"""The pages, in process over an ASGI transport: what each shows, what it leaves out, 404s, and
+that hostile text from models, tools and callers is text on every one of them."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from tether.lab import Runtime
+from tether.testing import script_client
+
+from .conftest import ESCAPED, HOSTILE, World, assert_inert, client_for
+
+
+def run_ids(html: str) -> list[str]:
+    return re.findall(r'data-run-id="([^"]+)"', html)
+
+
+async def page(client: httpx.AsyncClient, url: str, status: int = 200) -> str:
+    response = await client.get(url)
+    assert response.status_code == status, (url, response.status_code, response.text[:500])
+    assert response.headers["content-type"].startswith("text/html")
+    return response.text
+
+
+async def test_root_redirects_to_the_runs(client: httpx.AsyncClient) -> None:
+    response = await client.get("/")
+    assert response.status_code == 307 and response.headers["location"] == "/runs"
+
+
+async def test_runs_page_lists_registered_root_runs_newest_first(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    html = await page(client, "/runs")
+    # The title workflow and every nested run (the namer, the writer, polish) stay out.
+    assert run_ids(html) == [world.review, world.failed, world.second, world.first]
+    text = assert_inert(html)
+    assert "completed" in text and "failed" in text
+    assert "UTC" in text  # started
+    assert re.search(r"\d+ ms|\d+\.\d s", text)  # duration
+    assert ESCAPED in html  # the hostile tag, as text
+    assert '<a href="/conversations/notes">notes</a>' in html
+
+
+async def test_all_runs_shows_nested_and_title_runs_too(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    html = await page(client, "/runs?all=1")
+    ids = run_ids(html)
+    assert world.title_run in ids and world.first in ids
+    assert len(ids) == 8  # 3 researcher, title + namer, review + writer + polish
+    assert_inert(html)
+
+
+async def test_without_a_registry_the_runtime_definitions_are_listed_but_not_title_runs(
+    world: World,
+) -> None:
+    async with client_for(world.runtime) as client:
+        runs = await page(client, "/runs")
+        assert world.title_run not in run_ids(runs)
+        assert run_ids(runs) == [world.review, world.failed, world.second, world.first]
+        agents = assert_inert(await page(client, "/agents"))
+        assert "conversation-title-namer" in agents
+        workflows = assert_inert(await page(client, "/workflows"))
+        assert "review" in workflows and "conversation-title" not in workflows
+        # The namer is a runtime agent, so its helper conversation is listed here.
+        conversations = assert_inert(await page(client, "/conversations"))
+        assert ":namer" in conversations
+
+
+async def test_a_registered_title_workflow_is_listed(world: World) -> None:
+    world.registry.workflows["conversation-title"] = world.runtime.workflows["conversation-title"]
+    async with client_for(world.runtime, world.registry) as client:
+        assert world.title_run in run_ids(await page(client, "/runs"))
+        workflows = assert_inert(await page(client, "/workflows"))
+        assert "names the conversations of researcher" in " ".join(workflows.split())
+
+
+async def test_run_page_collapses_text_deltas_and_shows_tool_calls_and_tags(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    html = await page(client, f"/runs/{world.first}")
+    text = assert_inert(html)
+    # Three deltas, one text item holding the final text.
+    assert html.count('class="ev ev-text"') == 1
+    assert f"Found it {HOSTILE}" in text
+    assert "#5–7" in text
+    assert "tool call" in text and "lookup" in text
+    assert f"result for {HOSTILE}: {HOSTILE}" in text
+    assert "2 model requests" in text
+    footer = html[html.index('<footer class="tags-footer">') :]
+    footer_text = assert_inert_fragment(footer)
+    assert "Tags" in footer_text and "demo" in footer_text and HOSTILE in footer_text
+    assert "data-live-run" not in html  # a finished run does not poll
+
+
+def assert_inert_fragment(html: str) -> str:
+    return assert_inert(f'<script src="/static/tether.js" defer></script>{html}')
+
+
+async def test_failed_run_shows_partial_text_and_the_failure(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    html = await page(client, f"/runs/{world.failed}")
+    text = assert_inert(html)
+    assert "partial" in text
+    assert 'class="ev ev-agent-failed"' in html
+    assert "quota <b>exceeded</b>" in text and "<b>exceeded" not in html
+    assert 'class="status status-failed"' in html
+
+
+async def test_workflow_run_page_shows_steps_and_nested_runs_as_a_tree(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    html = await page(client, f"/runs/{world.review}")
+    text = assert_inert(html)
+    tree = html[html.index('<ul class="tree root">') : html.index('<section class="events">')]
+    # The writer's episode sits under the "outline" step; polish is nested with its own step.
+    outline = tree.index("<code>outline</code>")
+    writer = tree.index(">writer</a>")
+    polish = tree.index(">polish</a>")
+    shine = tree.index("<code>shine</code>")
+    assert outline < writer < polish < shine
+    [writer_run] = await world.runtime.run_store.list_runs(
+        workflow_run_id=world.review, kind="agent"
+    )
+    assert f'href="/runs/{writer_run.run_id}"' in tree
+    assert f"shiny An outline. {HOSTILE}" in text
+    assert "Input" in text and "Output" in text
+    # A nested run links back to its parent and step.
+    child = await page(client, f"/runs/{writer_run.run_id}")
+    assert f'href="/runs/{world.review}"' in child and "<code>outline</code>" in child
+
+
+async def test_conversations_list_shows_titles_and_leaves_unregistered_agents_out(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    html = await page(client, "/conversations")
+    text = assert_inert(html)
+    assert f"Title {HOSTILE}" in text
+    assert world.writer_scope in text
+    assert ":namer" not in text  # the namer is not in the registry
+    assert f'href="/conversations/{quote(world.writer_scope, safe="")}"' in html
+
+
+async def test_conversation_page_shows_the_pinned_prompt_and_splits_turns(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    html = await page(client, "/conversations/notes")
+    text = assert_inert(html)
+    assert 'class="prompt prompt-pinned"' in html
+    assert f"You are a research assistant. {HOSTILE}" in text
+    assert f"Title {HOSTILE}" in text
+    turns = re.findall(r'<section class="turn" data-start="(\d+)" data-end="(\d+)">', html)
+    assert turns == [("1", "5"), ("5", "7")]
+    first, second = html.split('<section class="turn"')[1:3]
+    assert world.first in first and "Find &lt;b&gt;it&lt;/b&gt;" in first and "lookup" in first
+    assert world.second in second and "And then?" in second and "Second answer." in second
+
+
+async def test_a_pinned_prompt_wins_over_the_live_definition(world: World) -> None:
+    world.runtime.agents["researcher"].system_prompt = "A new identity."
+    async with client_for(world.runtime, world.registry) as client:
+        text = assert_inert(await page(client, "/conversations/notes"))
+    assert "A new identity." not in text and "You are a research assistant." in text
+
+
+async def test_an_unpinned_conversation_overlays_the_live_prompt(
+    client: httpx.AsyncClient,
+) -> None:
+    # "broken" has a recorded episode but nothing stored: the agent's prompt is shown live.
+    html = await page(client, "/conversations/broken")
+    text = assert_inert(html)
+    assert 'class="prompt prompt-live"' in html and "Not pinned yet" in text
+    assert f"You are a research assistant. {HOSTILE}" in text
+    assert "nothing stored" in text and "quota <b>exceeded</b>" in text
+
+
+async def test_the_live_overlay_renders_templates_and_shows_an_error_when_one_cannot(
+    client: httpx.AsyncClient,
+) -> None:
+    live = await page(client, "/conversations/fresh?agent=live")
+    assert 'class="prompt prompt-live"' in live
+    assert f"You help the {HOSTILE} team." in assert_inert(live)
+    broken = await page(client, "/conversations/fresh?agent=templated")
+    text = assert_inert(broken)
+    assert 'class="prompt prompt-error"' in broken and "cannot render" in text
+    assert "'missing' is undefined" in text
+    assert "Nothing stored yet." in text
+
+
+async def test_a_conversation_written_without_episodes_shows_its_records(world: World) -> None:
+    store = world.runtime.message_store
+    await store.append(
+        "imported",
+        [
+            {"role": "user", "content": [{"type": "text", "text": HOSTILE}]},
+            {"role": "assistant", "content": [{"type": "thinking", "text": "hmm"}]},
+        ],
+    )
+    async with client_for(world.runtime, world.registry) as client:
+        html = await page(client, "/conversations/imported")
+        text = assert_inert(html)
+        assert "records without a recorded episode" in text and HOSTILE in text
+        assert 'class="prompt prompt-unknown"' in html
+        # Naming an agent overlays its live prompt: this scope has not pinned one.
+        overlay = await page(client, "/conversations/imported?agent=researcher")
+        assert 'class="prompt prompt-live"' in overlay
+        listed = assert_inert(await page(client, "/conversations"))
+        assert "imported" in listed
+
+
+async def test_agents_page_lists_ids_models_and_tools(client: httpx.AsyncClient) -> None:
+    html = await page(client, "/agents")
+    text = assert_inert(html)
+    for agent_id in ("researcher", "writer", "templated", "live"):
+        assert f'href="/agents/{agent_id}"' in html
+    assert "conversation-title-namer" not in text  # not registered
+    assert "lookup" in text and "script" in text and "Finds papers" in text
+    assert "conversation-title" in text  # researcher's title workflow
+
+
+async def test_agent_page_shows_the_live_prompt_or_why_it_cannot_render(
+    client: httpx.AsyncClient,
+) -> None:
+    live = assert_inert(await page(client, "/agents/live"))
+    assert f"You help the {HOSTILE} team." in live
+    broken = assert_inert(await page(client, "/agents/templated"))
+    assert "cannot render" in broken and "'missing' is undefined" in broken
+
+
+async def test_an_agent_model_config_never_shows_its_key() -> None:
+    runtime = Runtime(store="memory", version=False)
+    runtime.create_agent(
+        id="keyed",
+        model={"model": "openai:gpt-4o", "api_key": "sk-secret", "headers": {"x": "secret-h"}},
+    )
+    async with client_for(runtime) as client:
+        html = await page(client, "/agents")
+        detail = await page(client, "/agents/keyed")
+    assert "openai:gpt-4o" in html and "openai:gpt-4o" in detail
+    assert "sk-secret" not in html + detail and "secret-h" not in html + detail
+    await runtime.aclose()
+
+
+async def test_workflows_page_lists_registered_workflows(client: httpx.AsyncClient) -> None:
+    text = assert_inert(await page(client, "/workflows"))
+    assert "review" in text and "polish" in text and "conversation-title" not in text
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/runs/nope",
+        "/conversations/nope",
+        "/agents/nope",
+        "/nowhere",
+        f"/runs/{quote(HOSTILE, safe='')}",
+        f"/conversations/{quote(HOSTILE, safe='')}",
+        f"/agents/{quote(HOSTILE, safe='')}",
+    ],
+)
+async def test_unknown_ids_get_a_404_page(client: httpx.AsyncClient, url: str) -> None:
+    html = await page(client, url, 404)
+    text = assert_inert(html)
+    assert "Not found" in text
+
+
+async def test_bad_page_numbers_are_a_400(client: httpx.AsyncClient) -> None:
+    html = await page(client, "/runs?page=zero", 400)
+    assert "page must be a positive integer" in assert_inert(html)
+    await page(client, "/conversations?page=0", 400)
+
+
+async def test_every_page_escapes_hostile_content(client: httpx.AsyncClient, world: World) -> None:
+    [writer_run] = await world.runtime.run_store.list_runs(
+        workflow_run_id=world.review, kind="agent"
+    )
+    # (page, whether hostile text belongs on it)
+    urls = [
+        ("/runs", True),
+        ("/runs?all=1", True),
+        (f"/runs/{world.first}", True),
+        (f"/runs/{world.failed}", False),
+        (f"/runs/{world.review}", True),
+        (f"/runs/{world.title_run}", True),
+        (f"/runs/{writer_run.run_id}", False),
+        ("/conversations", True),
+        ("/conversations/notes", True),
+        ("/conversations/broken", True),
+        (f"/conversations/{quote(world.writer_scope, safe='')}", True),
+        ("/conversations/x?agent=live", True),
+        ("/agents", False),
+        ("/agents/researcher", True),
+        ("/agents/live", True),
+        ("/workflows", False),
+    ]
+    for url, hostile in urls:
+        html = await page(client, url)
+        text = assert_inert(html)
+        assert "<script>window" not in html and "<img" not in html, url
+        # Where a model, tool or caller put it, it is on the page: as text.
+        assert ("<script>window.__pwned=1</script>" in text) is hostile, url
+
+
+async def test_hostile_scope_names_and_agent_ids_are_escaped_and_linked_safely() -> None:
+    runtime = Runtime(store="memory", version=False)
+    agent = runtime.create_agent(
+        id=f"a{HOSTILE}", system_prompt="p", model=script_client([{"text": "ok"}])
+    )
+    scope = f"s/{HOSTILE}?#"
+    await agent.run(memory_scope=scope, user="hi").result
+    async with client_for(runtime) as client:
+        for url in ["/runs", "/conversations", "/agents"]:
+            html = await page(client, url)
+            assert_inert(html)
+        html = await page(client, "/conversations")
+        assert f'href="/conversations/{quote(scope, safe="")}"' in html
+        detail = await page(client, f"/conversations/{quote(scope, safe='')}")
+        assert scope in assert_inert(detail)
+        agent_page = await page(client, f"/agents/{quote(agent.id, safe='')}")
+        assert agent.id in assert_inert(agent_page)
+    await runtime.aclose()
+
+
+async def test_security_headers_and_the_static_files(client: httpx.AsyncClient) -> None:
+    response = await client.get("/runs")
+    csp = response.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "default-src 'none'" in csp
+    assert response.headers["x-content-type-options"] == "nosniff"
+    css = await client.get("/static/tether.css")
+    assert css.status_code == 200 and "text/css" in css.headers["content-type"]
+    js = await client.get("/static/tether.js")
+    assert js.status_code == 200 and "javascript" in js.headers["content-type"]
+    # The script only ever inserts text.
+    assert "innerHTML" not in js.text and "insertAdjacentHTML" not in js.text
+    assert "http://" not in js.text and "https://" not in js.text
+    for asset in (css.text, (await client.get("/runs")).text):
+        assert "http://" not in asset and "https://" not in asset  # nothing from the network
