@@ -64,7 +64,6 @@ async def test_the_default_store_is_a_file_under_dot_tether(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("postgresql://db/tether", "PostgreSQL stores are not available yet"),
         ("redis://x", "unknown store URL"),
         ("sqlite://relative.db", "sqlite:///relative/path.db"),
     ],

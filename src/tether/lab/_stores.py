@@ -1,8 +1,10 @@
-"""Store URLs: `memory`, `sqlite:///relative.db`, `sqlite:////absolute.db`, `sqlite:///:memory:`.
+"""Store URLs: `memory`, `sqlite:///relative.db`, `sqlite:////absolute.db`, `sqlite:///:memory:`,
+`postgresql://user@host/db` (or `postgres://…`).
 
 The runtime opens its stores from one URL the first time it needs one. Each SQLite store gets
 its own connection to the file (the workflow journal and the lab stores do not share
-transaction state), and the runtime closes what it opened.
+transaction state); each PostgreSQL store opens its own connection on first use. The runtime
+closes what it opened.
 """
 
 from __future__ import annotations
@@ -66,10 +68,7 @@ def open_stores(url: str, root: Path) -> StoreSet:
     if url in ("memory", "memory://", ":memory:"):
         return StoreSet(InMemoryMessageStore(), InMemoryRunStore(), InMemoryWorkflowStore())
     if url.startswith(("postgres://", "postgresql://")):
-        raise ConfigError(
-            f"store URL {url!r}: PostgreSQL stores are not available yet; "
-            "use sqlite:///.tether/tether.db or memory"
-        )
+        return _open_postgres(url)
     path = sqlite_path(url, root)
     if path is None:
         raise ConfigError(
@@ -79,4 +78,19 @@ def open_stores(url: str, root: Path) -> StoreSet:
     message = SqliteMessageStore.open(path)
     run = SqliteRunStore.open(path)
     workflow = SqliteWorkflowStore.open(path)
+    return StoreSet(message, run, workflow, owned=[message, run, workflow])
+
+
+def _open_postgres(url: str) -> StoreSet:
+    try:
+        from ..stores.postgres import PostgresMessageStore, PostgresRunStore, PostgresWorkflowStore
+    except ImportError as exc:
+        scheme = url.split(":", 1)[0]
+        raise ConfigError(
+            f"store URL {scheme}://…: PostgreSQL stores need psycopg 3; "
+            "install them with pip install 'tether[postgres]'"
+        ) from exc
+    message = PostgresMessageStore(url)
+    run = PostgresRunStore(url)
+    workflow = PostgresWorkflowStore(url)
     return StoreSet(message, run, workflow, owned=[message, run, workflow])

@@ -1,11 +1,15 @@
 """Stores: where the lab keeps transcripts, workflow journals and run events.
 
-Each store is a protocol with an in-memory and a SQLite implementation (PostgreSQL later), and all
+Each store is a protocol with an in-memory, a SQLite and a PostgreSQL implementation, and all
 implementations of one protocol pass one shared contract test suite. The SQLite implementations
-share `tether.stores.sqlite` (connection helper, ordered named migrations, transactions).
+share `tether.stores.sqlite` (connection helper, ordered named migrations, transactions); the
+PostgreSQL ones share `tether.stores.postgres`, which needs the `postgres` extra (psycopg 3) and
+is imported only when one of its names is first used.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .message_store import (
     InMemoryMessageStore,
@@ -25,6 +29,11 @@ from .workflow_store import (
     WorkflowStore,
 )
 
+if TYPE_CHECKING:
+    from .postgres import PostgresMessageStore, PostgresRunStore, PostgresWorkflowStore
+
+_POSTGRES = frozenset({"PostgresMessageStore", "PostgresRunStore", "PostgresWorkflowStore"})
+
 __all__ = [
     "InMemoryMessageStore",
     "InMemoryRunStore",
@@ -32,6 +41,9 @@ __all__ = [
     "MessageStore",
     "Migrations",
     "NewRunEvent",
+    "PostgresMessageStore",
+    "PostgresRunStore",
+    "PostgresWorkflowStore",
     "RunEvent",
     "RunInfo",
     "RunStatus",
@@ -48,3 +60,12 @@ __all__ = [
     "connect",
     "transaction",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The PostgreSQL stores import psycopg, an optional extra: load them on first use only.
+    if name in _POSTGRES:
+        from . import postgres
+
+        return getattr(postgres, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

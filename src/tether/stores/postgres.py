@@ -55,6 +55,16 @@ except ImportError as exc:  # pragma: no cover - only without the extra
     ) from exc
 
 from ..errors import StoreError
+from ..workflows._store import (
+    RunStatus,
+    StepRecord,
+    WorkflowRunRecord,
+    _check_finish,
+    _check_status,
+    _decode,
+    _decode_error,
+    _encode,
+)
 from .message_store import ScopeInfo, StoredRecord, _check_title
 from .message_store import _decode as _decode_record
 from .message_store import _encode as _encode_records
@@ -70,16 +80,6 @@ from .run_store import (
     _info_from_row,
 )
 from .run_store import _check_status as _check_run_status
-from ..workflows._store import (
-    RunStatus,
-    StepRecord,
-    WorkflowRunRecord,
-    _check_finish,
-    _check_status,
-    _decode,
-    _decode_error,
-    _encode,
-)
 
 __all__ = [
     "MIGRATIONS_TABLE",
