@@ -1,0 +1,326 @@
+"""`tether agent list` and `tether agent run ID --input TEXT [--scope S] [-c JSON] [--json]`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import ConfigError, MissingKeyError, NoObjectGeneratedError, RegistryError
+from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Registry, Runtime
+from ._errors import (
+    CommandLineError,
+    Interrupted,
+    ProjectError,
+    RunFailedError,
+    reports_errors,
+)
+from ._interrupt import CtrlC
+from ._project import GlobalOptions, load_project, open_stores, options_of, run_async
+from ._render import (
+    EpisodeRenderer,
+    clean,
+    compact,
+    describe_model,
+    emit,
+    emit_err,
+    emit_json,
+    format_usage,
+    json_error_excerpt,
+    key_values,
+    table,
+)
+
+__all__ = ["agent_app"]
+
+agent_app = typer.Typer(
+    name="agent",
+    help="List the project's agents, and run one episode of an agent.",
+    no_args_is_help=True,
+)
+
+TOOL_CONTEXT_MARK = "(tool-context)"
+"""Marks, in `tether agent list`, the agents whose tools come from a ToolProvider."""
+
+
+def find_agent(registry: Registry, agent_id: str) -> LabAgent[Any]:
+    """The registry's agent `agent_id`, or a CommandLineError listing the known ones."""
+    try:
+        return registry.agent(agent_id)
+    except RegistryError as exc:
+        raise CommandLineError(
+            str(exc), kind="RegistryError", hint="`tether agent list` shows every agent."
+        ) from None
+
+
+def parse_tool_context(agent: LabAgent[Any], text: str | None) -> Any:
+    """The `--tool-context` JSON as a value (None when not given).
+
+    Raises:
+        CommandLineError: the agent takes no tool context, or the text is not JSON (with the
+            position of the error).
+    """
+    if text is None:
+        return None
+    if not agent.uses_tool_provider:
+        raise CommandLineError(
+            f"agent {agent.id!r} takes no --tool-context: its tools are not a ToolProvider",
+            hint=f"Drop -c/--tool-context. Agents that take one are marked {TOOL_CONTEXT_MARK} "
+            "in `tether agent list`.",
+        )
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandLineError(
+            f"--tool-context is not valid JSON: {exc.msg} "
+            f"(line {exc.lineno}, column {exc.colno})\n{json_error_excerpt(text, exc)}",
+            hint='Pass a JSON value, quoted for your shell, e.g. -c \'{"root": "/tmp/work"}\'.',
+        ) from None
+
+
+def read_user_message(text: str) -> str:
+    """The `--input` text; `-` reads it from stdin.
+
+    Raises:
+        CommandLineError: the message is empty.
+    """
+    message = sys.stdin.read().rstrip("\r\n") if text == "-" else text
+    if not message.strip():
+        source = "stdin" if text == "-" else "--input"
+        raise CommandLineError(
+            f"{source} is empty: there is no user message to send",
+            hint="Pass the message with --input TEXT (or --input - to read it from stdin).",
+        )
+    return message
+
+
+# -- list ------------------------------------------------------------------------------------
+
+
+@agent_app.command("list")
+@reports_errors
+def list_agents(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the agents as JSON.")] = False,
+) -> None:
+    """List the project's agents: id, model and description.
+
+    Agents whose tools come from a ToolProvider are marked (tool-context): they take
+    `-c/--tool-context JSON` in `tether agent run`.
+    """
+    registry = load_project(options_of(ctx))
+    agents = [registry.agents[k] for k in sorted(registry.agents)]
+    defaults = registry.runtime.defaults.get("model")
+    entries = [
+        {
+            "id": a.id,
+            "model": describe_model(a.model if a.model is not None else defaults),
+            "tool_context": a.uses_tool_provider,
+            "structured_output": a.output_schema is not None,
+            "description": a.description,
+        }
+        for a in agents
+    ]
+    if as_json:
+        emit_json(entries)
+        return
+    if not entries:
+        emit_err(f"No agents in {registry.config_path}: list them under agents = [...].")
+        return
+    rows = [
+        (
+            clean(str(e["id"])) + (f" {TOOL_CONTEXT_MARK}" if e["tool_context"] else ""),
+            clean(str(e["model"])),
+            clean(str(e["description"])),
+        )
+        for e in entries
+    ]
+    emit(table(("ID", "MODEL", "DESCRIPTION"), rows))
+
+
+# -- run -------------------------------------------------------------------------------------
+
+
+@agent_app.command("run")
+@reports_errors
+def run_agent(
+    ctx: typer.Context,
+    agent_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The agent's id (see `tether agent list`).")
+    ],
+    user: Annotated[
+        str,
+        typer.Option(
+            "--input",
+            "-i",
+            metavar="TEXT",
+            help="The user message. '-' reads it from stdin.",
+        ),
+    ],
+    scope: Annotated[
+        str | None,
+        typer.Option(
+            "--scope",
+            "-s",
+            metavar="SCOPE",
+            help="The conversation (memory scope) to continue or start. Omitted: a new "
+            "conversation with a generated scope, printed at the end.",
+        ),
+    ] = None,
+    tool_context: Annotated[
+        str | None,
+        typer.Option(
+            "--tool-context",
+            "-c",
+            metavar="JSON",
+            help="JSON handed to the agent's ToolProvider (agents marked (tool-context) in "
+            "`tether agent list`). Omitted: the provider gets None.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object at the end (text, output, scope, turns, usage, run "
+            "id) instead of streaming.",
+        ),
+    ] = False,
+) -> None:
+    """Run one episode of agent ID with a user message.
+
+    The answer streams to stdout as it arrives; tool calls are shown on stderr, then the
+    memory scope, turns, usage and run id. An agent with structured output prints its
+    output as JSON. Ctrl-C cancels the episode (exit 130); the steps it completed stay
+    stored, so the conversation can go on with --scope.
+    """
+    options = options_of(ctx)
+    if scope is not None and not scope.strip():
+        raise CommandLineError(
+            "--scope is empty", hint="Give a scope name, or omit --scope for a new conversation."
+        )
+    registry = load_project(options)
+    agent = find_agent(registry, agent_id)
+    context = parse_tool_context(agent, tool_context)
+    message = read_user_message(user)
+    run_async(
+        _episode(
+            registry.runtime,
+            agent,
+            options,
+            user=message,
+            scope=scope,
+            tool_context=context,
+            as_json=as_json,
+        )
+    )
+
+
+async def _follow(handle: AgentStreamHandle[Any], render: EpisodeRenderer) -> AgentRunResult[Any]:
+    async for event in handle.full_stream:
+        render(event)
+    return await handle.result
+
+
+async def _outcome(handle: AgentStreamHandle[Any]) -> AgentRunResult[Any] | BaseException:
+    """How the episode ended, once it has."""
+    try:
+        return await handle.result
+    except BaseException as exc:  # the episode's own failure or cancellation, reported as data
+        return exc
+
+
+async def _episode(
+    runtime: Runtime,
+    agent: LabAgent[Any],
+    options: GlobalOptions,
+    *,
+    user: str,
+    scope: str | None,
+    tool_context: Any,
+    as_json: bool,
+) -> None:
+    async with runtime:
+        open_stores(runtime, options)
+        try:
+            handle = agent.stream(user=user, memory_scope=scope, tool_provider_context=tool_context)
+        except MissingKeyError as exc:
+            raise ProjectError(
+                str(exc),
+                kind=type(exc).__name__,
+                hint=f"e.g. `export {exc.env_var.split(' or ')[0]}=...`, then run it again.",
+            ) from exc
+        except ConfigError as exc:
+            # Found before anything ran: an unknown provider, a bad model.
+            raise ProjectError(str(exc), kind=type(exc).__name__) from exc
+        structured = agent.output_schema is not None
+        render = EpisodeRenderer(stream_text=not (as_json or structured), show_tools=not as_json)
+        outcome: AgentRunResult[Any] | BaseException
+
+        def interrupt() -> None:
+            # What the cancelled tool calls report is noise once the user pressed Ctrl-C.
+            render.show_tools = False
+            handle.cancel("interrupted (Ctrl-C)")
+
+        with CtrlC(interrupt) as ctrl_c:
+            try:
+                outcome = await _follow(handle, render)
+            except asyncio.CancelledError:
+                ctrl_c.cancelled()
+                outcome = await _outcome(handle)
+            except Exception as exc:
+                outcome = exc
+        render.end_line()
+    # The runtime is closed: every event of the episode is stored by now.
+    if isinstance(outcome, AgentRunResult):
+        _report_result(agent, outcome, structured=structured, as_json=as_json)
+        return
+    run = f"tether runs show {handle.run_id}"
+    if ctrl_c.fired:
+        raise Interrupted(
+            f"interrupted: the episode of agent {agent.id!r} was cancelled",
+            hint=f"The steps it completed are stored on scope {handle.memory_scope}; go on with "
+            f"`tether agent run {agent.id} --scope {handle.memory_scope} --input ...`. "
+            f"Its record: `{run}`.",
+        )
+    detail = ""
+    if isinstance(outcome, NoObjectGeneratedError):
+        detail = f"\nThe model's text: {compact(outcome.text)}"
+    raise RunFailedError(
+        f"the episode of agent {agent.id!r} failed: {outcome}{detail}",
+        kind=type(outcome).__name__,
+        hint=f"Its events: `{run}`.",
+    )
+
+
+def _report_result(
+    agent: LabAgent[Any], result: AgentRunResult[Any], *, structured: bool, as_json: bool
+) -> None:
+    if as_json:
+        emit_json(
+            {
+                "agent": agent.id,
+                "run_id": result.run_id,
+                "memory_scope": result.memory_scope,
+                "text": result.text,
+                "output": result.output,
+                "turns": result.turns,
+                "usage": dict(result.usage),
+                "stop_reason": result.stop_reason,
+            }
+        )
+        return
+    if structured:
+        emit_json(result.output)
+    emit_err(
+        key_values(
+            [
+                ("scope", result.memory_scope),
+                ("turns", str(result.turns)),
+                ("usage", format_usage(result.usage)),
+                ("run", result.run_id),
+            ]
+        )
+    )

@@ -1,0 +1,76 @@
+"""The `tether` command: global options, and the command groups wired together."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._agents import agent_app
+from ._project import GlobalOptions
+from ._runs import runs_app
+from ._ui import ui
+from ._workflows import workflow_app
+
+__all__ = ["app", "main"]
+
+_EPILOG = """\b
+Exit status:
+  0    done
+  1    the run failed
+  2    a wrong argument: an unknown id, malformed JSON, an option the agent
+       does not take
+  3    the project is not usable as configured: no tether.toml, a registry
+       entry that does not import, a missing provider key, a bad store
+  130  interrupted with Ctrl-C"""
+
+app = typer.Typer(
+    name="tether",
+    help="Run and inspect the agents and workflows a project declares in tether.toml "
+    "(or [tool.tether] in pyproject.toml).",
+    epilog=_EPILOG,
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            metavar="PATH",
+            exists=True,
+            help="The tether.toml or pyproject.toml to use, or a directory to search from. "
+            "Default: the nearest one at or above the current directory.",
+        ),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            metavar="URL",
+            help="Use this store instead of the project's: memory, sqlite:///relative.db "
+            "(relative to the current directory) or sqlite:////absolute.db. The runs "
+            "commands then need no config at all.",
+        ),
+    ] = None,
+) -> None:
+    ctx.obj = GlobalOptions(config=config, store=store)
+
+
+app.add_typer(agent_app, name="agent")
+app.add_typer(workflow_app, name="workflow")
+app.add_typer(runs_app, name="runs")
+app.command("ui")(ui)
+
+
+def main() -> None:
+    """The `tether` console script."""
+    app(prog_name="tether")

@@ -1,0 +1,119 @@
+"""What a command reports when it cannot do what it was asked, and the exit status it ends with.
+
+```
+CliError                  printed as "Error: ..." (plus a hint) on stderr
+├── CommandLineError  2   an argument names something that is not there or is malformed
+├── ProjectError      3   the project's tether.toml, registry, store or provider keys
+├── RunFailedError    1   the agent episode or workflow run itself failed
+└── Interrupted     130   Ctrl-C: the run was cancelled, what it completed stays stored
+```
+
+Commands raise these; the root command group prints them and exits with their status, so no
+command prints an error or calls `sys.exit` itself.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import ClassVar, ParamSpec
+
+import typer
+
+from ..errors import ConfigError, TetherError
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_PROJECT",
+    "EXIT_RUN_FAILED",
+    "EXIT_USAGE",
+    "CliError",
+    "CommandLineError",
+    "Interrupted",
+    "ProjectError",
+    "RunFailedError",
+    "report_error",
+    "reports_errors",
+]
+
+P = ParamSpec("P")
+
+EXIT_RUN_FAILED = 1
+EXIT_USAGE = 2
+"""Also what typer uses for a missing or malformed option."""
+EXIT_PROJECT = 3
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT, what shells report for a command stopped with Ctrl-C."""
+
+
+class CliError(Exception):
+    """A failure the CLI reports as a message, not a traceback."""
+
+    exit_code: ClassVar[int] = EXIT_RUN_FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        """What went wrong."""
+        self.hint = hint
+        """What to do about it: the command to run, the file to write, the variable to set."""
+        self.kind = kind
+        """The tether exception type behind it (e.g. ``RegistryError``), shown before the
+        message; None for errors the CLI found itself."""
+
+
+class CommandLineError(CliError):
+    """An argument names something that is not there, or does not parse."""
+
+    exit_code = EXIT_USAGE
+
+
+class ProjectError(CliError):
+    """The project cannot be loaded or used as configured (config file, registry, store,
+    provider keys)."""
+
+    exit_code = EXIT_PROJECT
+
+
+class RunFailedError(CliError):
+    """The episode or workflow run started and failed."""
+
+    exit_code = EXIT_RUN_FAILED
+
+
+class Interrupted(CliError):
+    """Ctrl-C stopped the command."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+def report_error(exc: CliError) -> None:
+    """Print a CliError on stderr: ``Error: [Kind: ]message``, then its hint."""
+    kind = f"{exc.kind}: " if exc.kind else ""
+    typer.echo(f"Error: {kind}{exc.message}", err=True)
+    if exc.hint:
+        typer.echo(exc.hint, err=True)
+
+
+def reports_errors(command: Callable[P, None]) -> Callable[P, None]:
+    """Wrap a command: a CliError is printed and becomes its exit status, Ctrl-C outside a
+    run's own handling exits 130, and any other tether error is printed with its type (a
+    ConfigError as a project error, the rest as a failure). Anything else is a bug and keeps
+    its traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            try:
+                command(*args, **kwargs)
+            except KeyboardInterrupt:
+                raise Interrupted("interrupted") from None
+            except ConfigError as exc:
+                raise ProjectError(str(exc), kind=type(exc).__name__) from exc
+            except TetherError as exc:
+                raise RunFailedError(str(exc), kind=type(exc).__name__) from exc
+        except CliError as exc:
+            report_error(exc)
+            raise typer.Exit(exc.exit_code) from None
+
+    return wrapper

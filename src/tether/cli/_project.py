@@ -1,0 +1,186 @@
+"""The project a command works on: its config file, its registry, its runtime and stores.
+
+Every failure here is turned into a `ProjectError` (the project is misconfigured) or a
+`CommandLineError` (a global option names something wrong), each saying what to change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import tomllib
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+
+from ..errors import ConfigError, RegistryError, StoreError
+from ..lab import DEFAULT_STORE, Registry, Runtime, load_registry
+from ._errors import CommandLineError, Interrupted, ProjectError
+
+__all__ = [
+    "CONFIG_EXAMPLE",
+    "GlobalOptions",
+    "absolute_store_url",
+    "load_project",
+    "locate_config",
+    "open_stores",
+    "options_of",
+    "run_async",
+    "store_runtime",
+]
+
+T = TypeVar("T")
+
+CONFIG_EXAMPLE = """\
+    runtime = "app.lab:lab"                  # a tether.lab.Runtime (optional)
+    agents = ["app.agents:researcher"]       # made with runtime.create_agent(...)
+    workflows = ["app.workflows:review"]     # made with runtime.create_workflow(...)
+    store = "sqlite:///.tether/tether.db"    # optional; this is the default"""
+
+
+@dataclass(slots=True, frozen=True)
+class GlobalOptions:
+    """The options given before the command (`tether --config ... --store ... agent ...`)."""
+
+    config: Path | None = None
+    """A tether.toml / pyproject.toml, or a directory to search upward from."""
+    store: str | None = None
+    """A store URL replacing the project's."""
+
+
+def options_of(ctx: typer.Context) -> GlobalOptions:
+    """The global options of this invocation (the root callback stores them)."""
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, GlobalOptions) else GlobalOptions()
+
+
+def _has_tether_table(pyproject: Path) -> bool:
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        # Not ours to judge here: load_registry reports why it cannot be read.
+        return True
+    tool = data.get("tool")
+    return isinstance(tool, dict) and isinstance(tool.get("tether"), dict)
+
+
+def locate_config(start: Path | None) -> Path:
+    """The config file the registry comes from: `start` itself when it is a file, else the
+    nearest `tether.toml` (or `pyproject.toml` with `[tool.tether]`) at or above `start` (default:
+    the current directory) — the same search `tether.lab.find_config` makes.
+
+    Raises:
+        ProjectError: there is none, with an example tether.toml.
+    """
+    if start is not None and start.is_file():
+        return start
+    here = (start if start is not None else Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / "tether.toml"
+        if candidate.is_file():
+            return candidate
+        pyproject = directory / "pyproject.toml"
+        if pyproject.is_file() and _has_tether_table(pyproject):
+            return pyproject
+    raise ProjectError(
+        f"no tether.toml (or [tool.tether] in pyproject.toml) at or above {here}",
+        hint=(
+            "Create tether.toml in your project directory, listing what the CLI can run, "
+            f"for example:\n\n{CONFIG_EXAMPLE}\n\n"
+            "(each entry is 'module:attribute', imported from that directory), "
+            "or point at a config file with --config PATH."
+        ),
+    )
+
+
+def absolute_store_url(url: str, cwd: Path) -> str:
+    """`url`, with a relative SQLite path made absolute against `cwd`: on the command line a
+    relative path means the current directory, not the project's."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + "/"):
+        rest = url[len(prefix) :]
+        if rest and rest != ":memory:" and not Path(rest).is_absolute():
+            return prefix + str((cwd / rest).resolve())
+    return url
+
+
+def load_project(options: GlobalOptions) -> Registry:
+    """Find the config, import the registry it lists, and apply `--store`.
+
+    Raises:
+        ProjectError: no config, or the registry cannot be loaded (the RegistryError text).
+        CommandLineError: `--store` cannot be applied.
+    """
+    path = locate_config(options.config)
+    try:
+        registry = load_registry(path)
+    except RegistryError as exc:
+        raise ProjectError(
+            str(exc),
+            kind="RegistryError",
+            hint=f"Fix the entry in {path} (each is 'module:attribute'), or the module it names.",
+        ) from exc
+    except ConfigError as exc:
+        raise ProjectError(str(exc), kind=type(exc).__name__) from exc
+    if options.store is not None:
+        url = absolute_store_url(options.store, Path.cwd())
+        try:
+            registry.runtime.use_store(url)
+        except ConfigError as exc:
+            raise CommandLineError(
+                f"--store {options.store}: {exc}",
+                kind=type(exc).__name__,
+                hint="The project's runtime opened its stores while being imported; "
+                "give the store in its Runtime(store=...) or in tether.toml instead.",
+            ) from exc
+    return registry
+
+
+def store_runtime(options: GlobalOptions) -> Runtime:
+    """A runtime for commands that only read the stores (`tether runs ...`): with `--store` a
+    bare runtime on that URL (no config needed, no project module imported), else the
+    project's."""
+    if options.store is not None:
+        cwd = Path.cwd()
+        return Runtime(store=absolute_store_url(options.store, cwd), root=cwd, version=False)
+    return load_project(options).runtime
+
+
+def open_stores(runtime: Runtime, options: GlobalOptions) -> None:
+    """Open the runtime's stores now, so a bad store URL is reported before anything runs.
+
+    Raises:
+        CommandLineError: the `--store` URL is wrong.
+        ProjectError: the project's store URL is wrong, or the database cannot be opened.
+    """
+    url = runtime.store_url or DEFAULT_STORE
+    try:
+        _ = runtime.message_store, runtime.run_store, runtime.workflow_store
+    except ConfigError as exc:
+        if options.store is not None:
+            raise CommandLineError(
+                f"--store {options.store}: {exc}", kind=type(exc).__name__
+            ) from exc
+        raise ProjectError(
+            str(exc),
+            kind=type(exc).__name__,
+            hint="Fix the store URL in the project's Runtime(store=...) or tether.toml, "
+            "or pass --store URL.",
+        ) from exc
+    except (StoreError, sqlite3.Error, OSError) as exc:
+        raise ProjectError(
+            f"cannot open the store {url}: {exc}",
+            kind=type(exc).__name__,
+        ) from exc
+
+
+def run_async(main: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine to the end. A KeyboardInterrupt that gets through (a second
+    Ctrl-C while the first one is being handled) ends the command as interrupted."""
+    try:
+        return asyncio.run(main)
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted") from None

@@ -1,0 +1,275 @@
+"""Output: what goes to stdout (the answer, the listing, the JSON) and to stderr (progress,
+summaries, errors), and how stored data is shown.
+
+Everything a model, a tool or a store wrote is data: in listings and event summaries it is
+shown with control characters escaped, so it cannot move the cursor or recolour the terminal.
+The streamed answer of `tether agent run` is the exception: it is the command's output, as is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pydantic_core
+import typer
+
+from ..events import AgentEvent
+from ..stores.run_store import RunEvent, RunInfo
+
+__all__ = [
+    "EpisodeRenderer",
+    "clean",
+    "compact",
+    "describe_model",
+    "emit",
+    "emit_err",
+    "emit_json",
+    "event_lines",
+    "format_duration",
+    "format_time",
+    "format_usage",
+    "json_error_excerpt",
+    "key_values",
+    "run_to_json",
+    "table",
+    "to_jsonable",
+]
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_LINE_BREAKS = re.compile(r"[\r\n\t]")
+SUMMARY_WIDTH = 160
+"""Event summaries in `tether runs show` are cut to this many characters."""
+
+
+def emit(text: str = "", *, nl: bool = True) -> None:
+    """Write to stdout."""
+    typer.echo(text, nl=nl)
+
+
+def emit_err(text: str = "") -> None:
+    """Write a line to stderr."""
+    typer.echo(text, err=True)
+
+
+def to_jsonable(value: Any) -> Any:
+    """`value` as plain JSON data (pydantic models, dataclasses and the like dumped; anything
+    unknown as its string)."""
+    return pydantic_core.to_jsonable_python(value, serialize_unknown=True)
+
+
+def emit_json(value: Any) -> None:
+    """Write `value` to stdout as indented JSON."""
+    emit(json.dumps(to_jsonable(value), indent=2, ensure_ascii=False))
+
+
+def clean(text: str) -> str:
+    """`text` with control characters escaped (newlines and tabs too: one value, one line)."""
+
+    def escape(match: re.Match[str]) -> str:
+        return match.group().encode("unicode_escape").decode("ascii")
+
+    return _CONTROL.sub(escape, _LINE_BREAKS.sub(escape, text))
+
+
+def compact(value: Any, width: int = SUMMARY_WIDTH) -> str:
+    """One line of JSON (control characters escaped by JSON itself), cut to `width`."""
+    text = value if isinstance(value, str) else json.dumps(to_jsonable(value), ensure_ascii=False)
+    text = clean(text)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def json_error_excerpt(text: str, exc: json.JSONDecodeError) -> str:
+    """The line of `text` the JSON error is on, with a caret under the column."""
+    lines = text.splitlines() or [""]
+    line = lines[min(exc.lineno, len(lines)) - 1]
+    return f"  {line}\n  {' ' * (exc.colno - 1)}^"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Left-aligned columns two spaces apart; the last column is not padded."""
+    all_rows = [list(headers), *(list(r) for r in rows)]
+    widths = [max(len(r[i]) for r in all_rows) for i in range(len(headers))]
+    lines = []
+    for row in all_rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def key_values(pairs: Iterable[tuple[str, str]]) -> str:
+    """`key  value` lines with the values aligned."""
+    items = list(pairs)
+    width = max((len(k) for k, _ in items), default=0)
+    return "\n".join(f"{k.ljust(width)}  {v}".rstrip() for k, v in items)
+
+
+def format_time(at: float | None) -> str:
+    """Local time, to the second; "-" for none."""
+    if at is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def format_duration(started: float, ended: float | None) -> str:
+    if ended is None:
+        return "-"
+    seconds = max(ended - started, 0.0)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m{rest:02d}s"
+
+
+def format_usage(usage: Mapping[str, Any]) -> str:
+    """``input_tokens=12 output_tokens=30``, or "-" when the provider reported none."""
+    return " ".join(f"{k}={v}" for k, v in usage.items()) or "-"
+
+
+def describe_model(spec: Any) -> str:
+    """A model as the agent listing shows it: the model string, a config's model, or a
+    client's ``provider:model``."""
+    if spec is None:
+        return "-"
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, Mapping):
+        model = spec.get("model")
+        return str(model) if model is not None else "(config)"
+    model = getattr(spec, "model", None)
+    provider = getattr(spec, "provider", None)
+    if isinstance(model, str) and isinstance(provider, str):
+        return f"{provider}:{model}"
+    if isinstance(model, str):
+        return f"{model} ({type(spec).__name__})"
+    return type(spec).__name__
+
+
+def run_to_json(info: RunInfo) -> dict[str, Any]:
+    """A run summary as JSON data."""
+    return {
+        "run_id": info.run_id,
+        "kind": info.kind,
+        "name": info.name,
+        "status": info.status,
+        "started_at": info.started_at,
+        "ended_at": info.ended_at,
+        "tags": list(info.tags),
+        "memory_scope": info.memory_scope,
+        "workflow_run_id": info.workflow_run_id,
+        "step_id": info.step_id,
+        "error": info.error,
+        "meta": dict(info.meta),
+    }
+
+
+# -- run events ------------------------------------------------------------------------------
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, Mapping):
+        return f"{error.get('type')}: {error.get('message')}"
+    return str(error)
+
+
+def _summary(kind: str, data: Mapping[str, Any]) -> str:
+    """One line saying what an event says; unknown kinds show their data."""
+    get = data.get
+    if kind == "agent_started":
+        return f"agent={get('agent_id')} scope={get('memory_scope')} model={get('model')}"
+    if kind == "agent_tool_call":
+        return f"{get('name')} {compact(get('input'))}"
+    if kind == "agent_tool_result":
+        mark = " (error)" if get("is_error") else ""
+        return f"{get('name')}{mark} -> {compact(get('output'))}"
+    if kind == "agent_messages_committed":
+        return f"{get('count')} record(s) stored from index {get('start')}"
+    if kind == "agent_finished":
+        usage = get("usage")
+        shown = format_usage(usage) if isinstance(usage, Mapping) else "-"
+        return f"turns={get('turns')} usage: {shown} stop={get('stop_reason')}"
+    if kind == "agent_failed":
+        mark = " (cancelled)" if get("cancelled") else ""
+        return f"{_error_text(get('error'))}{mark}"
+    if kind == "agent_warning":
+        return f"{get('code')}: {get('message')}"
+    if kind == "workflow_started":
+        return f"attempt {get('attempt')} input={compact(get('input'))}"
+    if kind == "workflow_step_started":
+        return f"{get('step_id')}"
+    if kind == "workflow_step_finished":
+        mark = " (replayed)" if get("replayed") else ""
+        return f"{get('step_id')}{mark} -> {compact(get('output'))}"
+    if kind == "workflow_step_failed":
+        return f"{get('step_id')}: {_error_text(get('error'))}"
+    if kind == "workflow_finished":
+        return f"output={compact(get('output'))}"
+    if kind == "workflow_failed":
+        return f"{get('status')}: {_error_text(get('error'))}"
+    return compact(dict(data))
+
+
+def event_lines(events: Sequence[RunEvent]) -> list[str]:
+    """One line per event: seq, type, summary. Consecutive `agent_text_delta` events become one
+    line holding their joined text (in full: it is the answer)."""
+    lines: list[str] = []
+    rows: list[tuple[str, str, str]] = []
+    i = 0
+    while i < len(events):
+        event = events[i]
+        if event["type"] == "agent_text_delta":
+            j = i
+            parts: list[str] = []
+            while j < len(events) and events[j]["type"] == "agent_text_delta":
+                parts.append(str(events[j]["data"].get("text", "")))
+                j += 1
+            seq = f"{events[i]['seq']}-{events[j - 1]['seq']}" if j - i > 1 else str(event["seq"])
+            rows.append((seq, "agent_text", compact("".join(parts), width=1 << 30)))
+            i = j
+            continue
+        rows.append(
+            (str(event["seq"]), clean(event["type"]), _summary(event["type"], event["data"]))
+        )
+        i += 1
+    seq_width = max((len(r[0]) for r in rows), default=0)
+    kind_width = max((len(r[1]) for r in rows), default=0)
+    for seq, kind, text in rows:
+        lines.append(f"{seq.rjust(seq_width)}  {kind.ljust(kind_width)}  {clean(text)}".rstrip())
+    return lines
+
+
+# -- a live episode --------------------------------------------------------------------------
+
+
+class EpisodeRenderer:
+    """Shows an episode as it runs: answer text on stdout as it arrives, tool calls (and
+    failed tool results) as lines on stderr, each step's text on its own line."""
+
+    def __init__(self, *, stream_text: bool, show_tools: bool) -> None:
+        self.stream_text = stream_text
+        self.show_tools = show_tools
+        self._mid_line = False
+
+    def __call__(self, event: AgentEvent) -> None:
+        kind = event["type"]
+        if kind == "text" and self.stream_text:
+            text: str = event["text"]  # type: ignore[typeddict-item]
+            if text:
+                emit(text, nl=False)
+                self._mid_line = not text.endswith("\n")
+        elif kind == "tool_use" and self.show_tools:
+            self.end_line()
+            emit_err(f"[tool] {clean(event['name'])} {compact(event['input'])}")  # type: ignore[typeddict-item]
+        elif kind == "tool_result" and self.show_tools and event.get("is_error"):
+            self.end_line()
+            name = clean(event["name"])  # type: ignore[typeddict-item]
+            emit_err(f"[tool] {name} failed: {compact(event['output'])}")  # type: ignore[typeddict-item]
+
+    def end_line(self) -> None:
+        """End the streamed text's line, if it is open."""
+        if self._mid_line:
+            emit()
+            self._mid_line = False

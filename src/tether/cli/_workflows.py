@@ -1,0 +1,259 @@
+"""`tether workflow list` and `tether workflow run ID [--input JSON|TEXT] [--run-id ID]`."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import RegistryError
+from ..lab import Registry, Runtime
+from ..stores import WorkflowRunRecord
+from ..workflows import Workflow, WorkflowEvent
+from ._errors import CommandLineError, Interrupted, RunFailedError, reports_errors
+from ._interrupt import CtrlC
+from ._project import GlobalOptions, load_project, open_stores, options_of, run_async
+from ._render import clean, compact, emit, emit_err, emit_json, json_error_excerpt, table
+
+__all__ = ["workflow_app"]
+
+workflow_app = typer.Typer(
+    name="workflow",
+    help="List the project's workflows, and start or resume a workflow run.",
+    no_args_is_help=True,
+)
+
+_UNSET: Any = object()
+
+
+def find_workflow(registry: Registry, workflow_id: str) -> Workflow[Any, Any]:
+    """The registry's workflow `workflow_id`, or a CommandLineError listing the known ones."""
+    try:
+        return registry.workflow(workflow_id)
+    except RegistryError as exc:
+        raise CommandLineError(
+            str(exc), kind="RegistryError", hint="`tether workflow list` shows every workflow."
+        ) from None
+
+
+def parse_input(text: str) -> Any:
+    """`--input` as JSON when it is JSON, else as the string itself. Text that starts like a
+    JSON object or array must be valid JSON: a typo there is an error, not a string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if text.lstrip().startswith(("{", "[")):
+            raise CommandLineError(
+                f"--input looks like JSON but does not parse: {exc.msg} "
+                f"(line {exc.lineno}, column {exc.colno})\n{json_error_excerpt(text, exc)}",
+                hint='Fix the JSON, quoted for your shell, e.g. --input \'{"topic": "x"}\'.',
+            ) from None
+        return text
+
+
+def _description(workflow: Workflow[Any, Any]) -> str:
+    doc = inspect.getdoc(workflow.fn) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+# -- list ------------------------------------------------------------------------------------
+
+
+@workflow_app.command("list")
+@reports_errors
+def list_workflows(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the workflows as JSON.")] = False,
+) -> None:
+    """List the project's workflows: id, and the first line of the run function's docstring."""
+    registry = load_project(options_of(ctx))
+    entries = [
+        {"id": w.id, "description": _description(w)}
+        for w in (registry.workflows[k] for k in sorted(registry.workflows))
+    ]
+    if as_json:
+        emit_json(entries)
+        return
+    if not entries:
+        emit_err(f"No workflows in {registry.config_path}: list them under workflows = [...].")
+        return
+    emit(table(("ID", "DESCRIPTION"), [(clean(e["id"]), clean(e["description"])) for e in entries]))
+
+
+# -- run -------------------------------------------------------------------------------------
+
+
+@workflow_app.command("run")
+@reports_errors
+def run_workflow(
+    ctx: typer.Context,
+    workflow_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The workflow's id (see `tether workflow list`).")
+    ],
+    input_text: Annotated[
+        str | None,
+        typer.Option(
+            "--input",
+            "-i",
+            metavar="JSON|TEXT",
+            help="The run's input: parsed as JSON when it is JSON, else taken as a string. "
+            "Needed to start a run; optional when resuming one.",
+        ),
+    ] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            "--run-id",
+            metavar="RUN_ID",
+            help="Resume this run: its completed steps are not run again. A completed run "
+            "prints its stored output.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the run id, status and output as one JSON object."),
+    ] = False,
+) -> None:
+    """Start a run of workflow ID, or resume one with --run-id.
+
+    The output is printed on stdout (a string as is, anything else as JSON); step progress
+    and the run id go to stderr. A failed or interrupted (Ctrl-C) run can be resumed with
+    --run-id.
+    """
+    options = options_of(ctx)
+    if input_text is None and run_id is None:
+        raise CommandLineError(
+            "give --input to start a run, or --run-id to resume one",
+            hint=f'e.g. `tether workflow run {workflow_id} --input \'{{"topic": "x"}}\'`.',
+        )
+    if run_id is not None and not run_id.strip():
+        raise CommandLineError("--run-id is empty", hint="`tether runs list --kind workflow`.")
+    registry = load_project(options)
+    workflow = find_workflow(registry, workflow_id)
+    value = parse_input(input_text) if input_text is not None else _UNSET
+    run_async(_run(registry.runtime, workflow, options, value, run_id, as_json=as_json))
+
+
+async def _resumable(
+    workflow: Workflow[Any, Any], run_id: str, value: Any
+) -> WorkflowRunRecord | None:
+    """The stored run `--run-id` names, checked against what the command line asks for."""
+    store = workflow.store
+    if store is None:
+        if value is _UNSET:
+            raise CommandLineError(
+                f"workflow {workflow.id!r} journals its runs nowhere durable, so no run of it "
+                "can be resumed",
+                hint="Create it with runtime.create_workflow(...) to journal its runs in the "
+                "project's store.",
+            )
+        return None
+    record = await store.get_run(run_id)
+    if record is None:
+        if value is _UNSET:
+            raise CommandLineError(
+                f"there is no stored run {run_id!r} of workflow {workflow.id!r} to resume",
+                hint="`tether runs list --kind workflow` lists workflow runs; add --input to "
+                "start a new run under this id.",
+            )
+        return None
+    if record.workflow_id != workflow.id:
+        raise CommandLineError(
+            f"run {run_id!r} is a run of workflow {record.workflow_id!r}, not {workflow.id!r}",
+            hint=f"`tether workflow run {record.workflow_id} --run-id {run_id}`.",
+        )
+    if record.parent_run_id is not None:
+        raise CommandLineError(
+            f"run {run_id!r} runs nested inside run {record.parent_run_id!r}",
+            hint=f"Resume the root of its tree, run {record.root_run_id!r}: it resumes this one.",
+        )
+    if value is not _UNSET and value != record.input:
+        raise CommandLineError(
+            f"run {run_id!r} was started with a different input: {compact(record.input)}",
+            hint="Resume it without --input.",
+        )
+    return record
+
+
+def _progress(event: WorkflowEvent) -> None:
+    """Step progress on stderr, nested runs named by their workflow."""
+    where = event["workflow_id"]
+    if event["type"] == "workflow_step_started":
+        emit_err(f"[{clean(where)}] {clean(event['step_id'])} ...")
+    elif event["type"] == "workflow_step_finished":
+        mark = " (replayed)" if event["replayed"] else ""
+        emit_err(f"[{clean(where)}] {clean(event['step_id'])} done{mark}")
+    elif event["type"] == "workflow_step_failed":
+        error = event["error"]
+        reason = compact(f"{error.get('type')}: {error.get('message')}")
+        emit_err(f"[{clean(where)}] {clean(event['step_id'])} failed: {reason}")
+
+
+async def _run(
+    runtime: Runtime,
+    workflow: Workflow[Any, Any],
+    options: GlobalOptions,
+    value: Any,
+    run_id: str | None,
+    *,
+    as_json: bool,
+) -> None:
+    async with runtime:
+        open_stores(runtime, options)
+        record = await _resumable(workflow, run_id, value) if run_id is not None else None
+        on_event = None if as_json else _progress
+        if value is _UNSET:
+            handle = workflow.run(workflow_run_id=run_id, on_event=on_event)
+        else:
+            handle = workflow.run(value, workflow_run_id=run_id, on_event=on_event)
+        task = handle.result
+        failure: BaseException | None = None
+        output: Any = None
+        with CtrlC(handle.cancel) as ctrl_c:
+            try:
+                output = await task
+            except asyncio.CancelledError:
+                if not ctrl_c.fired:
+                    ctrl_c.cancelled()
+                # Let the run record itself as cancelled before the runtime closes.
+                await asyncio.wait([task])
+                if task.cancelled():
+                    failure = asyncio.CancelledError()
+                elif task.exception() is not None:
+                    failure = task.exception()
+                else:
+                    output = task.result()
+            except Exception as exc:
+                failure = exc
+    rid = handle.workflow_run_id
+    resume = f"`tether workflow run {workflow.id} --run-id {rid}`"
+    if failure is not None:
+        if ctrl_c.fired:
+            raise Interrupted(
+                f"interrupted: run {rid} of workflow {workflow.id!r} was cancelled",
+                hint=f"Its completed steps are journaled; resume it with {resume}.",
+            )
+        raise RunFailedError(
+            f"run {rid} of workflow {workflow.id!r} failed: {failure}",
+            kind=type(failure).__name__,
+            hint=f"Its events: `tether runs show {rid}`. Once the cause is fixed, resume it "
+            f"(completed steps are not run again) with {resume}.",
+        )
+    already = record is not None and record.status == "completed"
+    if as_json:
+        emit_json(
+            {
+                "workflow": workflow.id,
+                "workflow_run_id": rid,
+                "status": "completed",
+                "resumed": record is not None,
+                "output": output,
+            }
+        )
+        return
+    emit(output if isinstance(output, str) else json.dumps(output, indent=2, ensure_ascii=False))
+    note = " (it had already completed: this is its stored output)" if already else ""
+    emit_err(f"run {rid} completed{note}")
