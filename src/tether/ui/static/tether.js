@@ -82,8 +82,8 @@
         break;
       case "agent_messages_committed":
         li.appendChild(label("stored"));
-        li.appendChild(el("span", "muted",
-          "records " + d.start + "\u2013" + (d.start + d.count - 1) + " (" + d.count + ")"));
+        li.appendChild(el("span", "muted", d.count === 1 ? "record " + d.start
+          : "records " + d.start + "\u2013" + (d.start + d.count - 1)));
         break;
       case "agent_warning":
         li.appendChild(panel("panel-warning", "warning " + (d.code || ""), el("pre", "", d.message)));
