@@ -64,6 +64,19 @@ def anthropic_client(wire: WireServer, sleeps: Sleeps, **options: Any) -> Anthro
     return AnthropicClient("claude-test", base_url=wire.url, api_key="k", sleep=sleeps, **options)
 
 
+def make_client(provider: str, wire: WireServer, sleeps: Sleeps) -> HTTPAdapter:
+    """The adapter for `provider`, pointed at the loopback server."""
+    if provider == "anthropic":
+        return anthropic_client(wire, sleeps)
+    if provider == "openai":
+        return chat_client(wire, sleeps)
+    if provider == "openai-responses":
+        return OpenAIResponsesClient(
+            "gpt-test", base_url=f"{wire.url}/v1", api_key="k", sleep=sleeps
+        )
+    return GeminiClient("g", base_url=f"{wire.url}/v1beta", api_key="k", sleep=sleeps)
+
+
 # -- request retries --------------------------------------------------------------------------
 
 
@@ -190,6 +203,29 @@ def test_retry_after_forms() -> None:
         assert top * 0.75 <= backoff_delay(attempt, None, rng) <= top
 
 
+def test_retry_after_dates_without_a_zone_are_gmt(monkeypatch: pytest.MonkeyPatch) -> None:
+    # HTTP dates are GMT. "-0000" and a date with no zone parse as naive datetimes, which must not
+    # be read in the local zone (nine hours off in Tokyo).
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        later = time.gmtime(time.time() + 30)
+        for zone in (" -0000", ""):
+            value = retry_after(
+                httpx.Headers({"retry-after": time.strftime("%a, %d %b %Y %H:%M:%S", later) + zone})
+            )
+            assert value is not None and 25 <= value <= 31, (zone, value)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_backoff_of_a_huge_retry_budget_stays_capped() -> None:
+    import random
+
+    assert 6.0 <= backoff_delay(5000, None, random.Random(0)) <= 8.0
+
+
 # -- typed errors -----------------------------------------------------------------------------
 
 
@@ -246,6 +282,41 @@ async def test_bad_key_is_an_authentication_error(wire: WireServer, sleeps: Slee
         ),
         (
             "anthropic",
+            400,
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or `max_tokens` and try again",
+                },
+            },
+        ),
+        (
+            "openai-responses",
+            400,
+            {
+                "error": {
+                    "message": "Your input exceeds the context window of this model. Please adjust your input and try again.",
+                    "type": "invalid_request_error",
+                    "param": "input",
+                    "code": "context_length_exceeded",
+                }
+            },
+        ),
+        (
+            # The code says it when the message is worded in a way we do not know.
+            "openai",
+            400,
+            {
+                "error": {
+                    "message": "Please reduce your prompt.",
+                    "type": "invalid_request_error",
+                    "code": "context_length_exceeded",
+                }
+            },
+        ),
+        (
+            "anthropic",
             413,
             {
                 "type": "error",
@@ -261,17 +332,100 @@ async def test_context_too_long(
     wire: WireServer, sleeps: Sleeps, make: str, status: int, body: Any
 ) -> None:
     wire.reply(Reply(status, json.dumps(body).encode()))
-    client: HTTPAdapter
-    if make == "anthropic":
-        client = anthropic_client(wire, sleeps)
-    elif make == "openai":
-        client = chat_client(wire, sleeps)
-    else:
-        client = GeminiClient("g", base_url=f"{wire.url}/v1beta", api_key="k", sleep=sleeps)
+    client = make_client(make, wire, sleeps)
     async with client:
         out = await run_chat(client, simple_request())
     assert isinstance(out.error, ContextLengthError) and out.error.status == status
     assert out.error.body == body and len(wire.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("make", "status", "body", "message"),
+    [
+        (
+            "openai",
+            401,
+            {
+                "error": {
+                    "message": "Incorrect API key provided: sk-xx.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_api_key",
+                }
+            },
+            "Incorrect API key provided",
+        ),
+        (
+            "openai-responses",
+            401,
+            {
+                "error": {
+                    "message": "Incorrect API key provided: sk-xx.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_api_key",
+                }
+            },
+            "Incorrect API key provided",
+        ),
+        (
+            # Gemini answers a wrong key with 400 INVALID_ARGUMENT; the reason says what it is.
+            "gemini",
+            400,
+            {
+                "error": {
+                    "code": 400,
+                    "message": "API key not valid. Please pass a valid API key.",
+                    "status": "INVALID_ARGUMENT",
+                    "details": [
+                        {
+                            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                            "reason": "API_KEY_INVALID",
+                            "domain": "googleapis.com",
+                            "metadata": {"service": "generativelanguage.googleapis.com"},
+                        }
+                    ],
+                }
+            },
+            "API key not valid",
+        ),
+        (
+            "gemini",
+            403,
+            {
+                "error": {
+                    "code": 403,
+                    "message": "Method doesn't allow unregistered callers.",
+                    "status": "PERMISSION_DENIED",
+                }
+            },
+            "unregistered callers",
+        ),
+    ],
+)
+async def test_a_bad_key_of_each_api_is_an_authentication_error(
+    wire: WireServer, sleeps: Sleeps, make: str, status: int, body: Any, message: str
+) -> None:
+    wire.reply(Reply(status, json.dumps(body).encode()))
+    client = make_client(make, wire, sleeps)
+    async with client:
+        out = await run_chat(client, simple_request())
+    assert isinstance(out.error, AuthenticationError), out.error
+    assert out.error.status == status and not out.error.retryable
+    assert message in str(out.error) and out.error.body == body
+    assert " or ".join(type(client).env_vars) in str(out.error)
+    assert len(wire.requests) == 1
+
+
+async def test_an_error_body_of_an_unknown_shape_still_reaches_the_message(
+    wire: WireServer, sleeps: Sleeps
+) -> None:
+    # A compatible server (FastAPI-based, say) with its own error shape: the text is all we have.
+    wire.reply(Reply(404, b'{"detail": "Model llama9 not found"}'))
+    async with chat_client(wire, sleeps) as client:
+        out = await run_chat(client, simple_request())
+    assert type(out.error) is LLMHTTPError and out.error.status == 404
+    assert "Model llama9 not found" in str(out.error)
 
 
 async def test_other_client_errors_keep_the_provider_message(

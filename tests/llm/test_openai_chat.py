@@ -141,6 +141,58 @@ def test_reasoning_content_and_calls_without_ids() -> None:
     assert out.finish is not None and out.finish["usage"] == {}
 
 
+def fragment(
+    index: int | None, args: str, call_id: str | None = None, name: str | None = None
+) -> Any:
+    out: dict[str, Any] = {"function": {"arguments": args}}
+    if index is not None:
+        out["index"] = index
+    if call_id is not None:
+        out["id"] = call_id
+        out["type"] = "function"
+    if name is not None:
+        out["function"]["name"] = name
+    return out
+
+
+def test_parallel_calls_interleaved_fragment_by_fragment() -> None:
+    body = chat_stream(
+        chunk(
+            {"role": "assistant", "content": None, "tool_calls": [fragment(0, "", "call_a", "f")]}
+        ),
+        chunk({"tool_calls": [fragment(1, "", "call_b", "g")]}),
+        chunk({"tool_calls": [fragment(0, '{"city": '), fragment(1, '{"n": ')]}),
+        chunk({"tool_calls": [fragment(1, "2}")]}),
+        chunk({"tool_calls": [fragment(0, '"Oslo"}')]}),
+        chunk(finish="tool_calls"),
+    )
+    out = parse_pieces("openai", OpenAIChatStream(), [body])
+    assert out.parts("tool_call") == [
+        {"type": "tool_call", "id": "call_a", "name": "f", "input": {"city": "Oslo"}},
+        {"type": "tool_call", "id": "call_b", "name": "g", "input": {"n": 2}},
+    ]
+    assert out.partials() == {"call_a": '{"city": "Oslo"}', "call_b": '{"n": 2}'}
+    deltas = [(c["id"], c["name"]) for c in out.chunks if c["type"] == "tool_input_delta"]
+    assert deltas == [("call_a", "f"), ("call_b", "g"), ("call_b", "g"), ("call_a", "f")]
+
+
+def test_calls_that_reuse_index_0_stay_apart() -> None:
+    # Ollama (and some proxies) give every call of a response index 0; a new id starts a call.
+    body = chat_stream(
+        chunk({"tool_calls": [fragment(0, '{"path": "a.py"', "call_a", "write")]}),
+        chunk({"tool_calls": [fragment(0, "}")]}),
+        chunk({"tool_calls": [fragment(0, '{"path": ', "call_b", "write")]}),
+        chunk({"tool_calls": [fragment(0, '"b.py"}')]}),
+        chunk(finish="tool_calls"),
+    )
+    out = parse_pieces("openai", OpenAIChatStream(), [body])
+    assert out.parts("tool_call") == [
+        {"type": "tool_call", "id": "call_a", "name": "write", "input": {"path": "a.py"}},
+        {"type": "tool_call", "id": "call_b", "name": "write", "input": {"path": "b.py"}},
+    ]
+    assert out.partials() == {"call_a": '{"path": "a.py"}', "call_b": '{"path": "b.py"}'}
+
+
 def test_unparseable_arguments_stay_raw() -> None:
     body = chat_stream(
         chunk(

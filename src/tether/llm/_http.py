@@ -15,6 +15,7 @@ which owns `stream_retries`, decides whether to rerun the model step.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import email.utils
 import json
 import os
@@ -72,7 +73,7 @@ _MALFORMED = (ValueError, KeyError, TypeError, AttributeError, IndexError)
 """What a parser raises on an event that is not the shape its API documents."""
 
 _CONTEXT_RE = re.compile(
-    r"context.length|context.window|context size|maximum context|prompt is too long|"
+    r"context.length|context.window|context size|context limit|maximum context|prompt is too long|"
     r"too many (input )?tokens|input token count|exceeds the maximum number of tokens|"
     r"maximum number of tokens|request_too_large|reduce the length",
     re.IGNORECASE,
@@ -133,6 +134,8 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
+    if when.tzinfo is None:  # "-0000" or no zone at all: HTTP dates are GMT, not local time
+        when = when.replace(tzinfo=datetime.UTC)
     return max(0.0, when.timestamp() - time.time())
 
 
@@ -143,21 +146,29 @@ def backoff_delay(attempt: int, headers: Mapping[str, str] | None, rng: random.R
         asked = retry_after(headers)
         if asked is not None:
             return min(asked, MAX_RETRY_AFTER)
-    delay = min(INITIAL_BACKOFF * (2.0**attempt), MAX_BACKOFF)
+    delay = min(INITIAL_BACKOFF * (2.0 ** min(attempt, 16)), MAX_BACKOFF)
     return delay * (1.0 - JITTER * rng.random())
 
 
-def _provider_message(body: Any) -> tuple[str | None, str | None]:
-    """(message, kind) from the error bodies the four APIs send: ``{"error": {...}}``,
-    Anthropic's ``{"type": "error", "error": {...}}``, Gemini's list-wrapped form."""
+def _error_object(body: Any) -> dict[str, Any] | None:
+    """The error object of the bodies the four APIs send: ``{"error": {...}}``, Anthropic's
+    ``{"type": "error", "error": {...}}``, Gemini's list-wrapped form, or the bare object."""
     if isinstance(body, list) and body:
         body = body[0]
     if not isinstance(body, dict):
-        return None, None
+        return None
     err = body.get("error", body)
-    if isinstance(err, str):
-        return err, None
-    if not isinstance(err, dict):
+    return err if isinstance(err, dict) else None
+
+
+def _provider_message(body: Any) -> tuple[str | None, str | None]:
+    """(message, kind) from a provider's error body (see `_error_object`)."""
+    if isinstance(body, list) and body:
+        body = body[0]
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return body["error"], None  # Ollama: {"error": "model 'x' not found"}
+    err = _error_object(body)
+    if err is None:
         return None, None
     message = err.get("message")
     kind = err.get("type") or err.get("status") or err.get("code")
@@ -165,6 +176,19 @@ def _provider_message(body: Any) -> tuple[str | None, str | None]:
         str(message) if message is not None else None,
         str(kind) if kind is not None else None,
     )
+
+
+def _error_words(body: Any) -> str:
+    """The machine-readable labels of an error (type, status, code, Google's ErrorInfo
+    reasons) as one string to search, since the message alone is worded differently by each."""
+    err = _error_object(body)
+    if err is None:
+        return ""
+    words = [str(err.get(k)) for k in ("type", "status", "code") if err.get(k) is not None]
+    for detail in err.get("details") or ():
+        if isinstance(detail, dict) and isinstance(detail.get("reason"), str):
+            words.append(detail["reason"])
+    return " ".join(words)
 
 
 def _decode_body(raw: bytes) -> Any:
@@ -178,21 +202,22 @@ def _decode_body(raw: bytes) -> Any:
 def response_error(provider: str, status: int, raw: bytes, *, env_var: str | None) -> LLMHTTPError:
     """The typed error for a non-2xx answer, carrying status, parsed body and provider message."""
     body = _decode_body(raw)
-    message, kind = _provider_message(body)
-    detail = message or (body if isinstance(body, str) and body else f"HTTP {status}")
-    detail = str(detail)[:2000]
+    message, _kind = _provider_message(body)
+    # A body of a shape we do not know (a proxy's, a compatible server's) is shown as it came.
+    detail = message or raw.decode("utf-8", "replace").strip() or f"HTTP {status}"
+    detail = detail[:2000]
+    words = _error_words(body)
     retryable = status in _RETRY_STATUS or status >= 500
     text = f"{provider} returned {status}: {detail}"
-    if status in (401, 403):
+    # Gemini answers a key it does not accept with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
+    if status in (401, 403) or (status == 400 and "API_KEY_INVALID" in words):
         hint = f"check {env_var} or llm={{'api_key': ...}}" if env_var else "check the API key"
         return AuthenticationError(
             f"{text} ({hint})", status=status, body=body, provider=provider, retryable=False
         )
     if status == 429:
         return RateLimitError(text, status=status, body=body, provider=provider, retryable=True)
-    if status in (400, 413, 422) and (
-        _CONTEXT_RE.search(detail) or (kind is not None and _CONTEXT_RE.search(kind))
-    ):
+    if status in (400, 413, 422) and (_CONTEXT_RE.search(detail) or _CONTEXT_RE.search(words)):
         return ContextLengthError(
             f"{text} (shorten the conversation or the system prompt)",
             status=status,

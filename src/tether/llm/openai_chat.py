@@ -11,7 +11,8 @@ Wire mapping:
   see; `stop_reason` stays the API's own); ``delta.reasoning_content`` / ``delta.reasoning``
   (DeepSeek, vLLM, Ollama, OpenRouter) → thinking. Tool-call fragments are keyed by ``index``:
   id and name arrive on a call's first fragment, later ones carry only arguments, and several
-  calls can interleave. ``stream_options.include_usage`` makes the server send usage in a last
+  calls can interleave; a new id at an index already in use starts a new call (Ollama numbers
+  every call 0). ``stream_options.include_usage`` makes the server send usage in a last
   chunk with no choices; ``data: [DONE]`` ends the stream. A server that closes right after a
   ``finish_reason`` without ``[DONE]`` is accepted too (some compatible servers do).
 - An ``{"error": ...}`` chunk inside the stream raises `LLMStreamError`.
@@ -94,12 +95,15 @@ class _Call:
 class OpenAIChatStream:
     """Parser for one Chat Completions stream (choice 0; ``n > 1`` is not requested)."""
 
-    __slots__ = ("_calls", "_text", "_thinking", "_usage", "done", "stop_reason")
+    __slots__ = ("_calls", "_slots", "_text", "_thinking", "_usage", "done", "stop_reason")
 
     def __init__(self) -> None:
         self._text: list[str] = []
         self._thinking: list[str] = []
-        self._calls: dict[int, _Call] = {}
+        self._calls: list[_Call] = []
+        """In the order they started."""
+        self._slots: dict[Any, _Call] = {}
+        """The call each wire ``index`` currently names."""
         self._usage: dict[str, Any] | None = None
         self.stop_reason: str | None = None
         self.done = False
@@ -166,17 +170,22 @@ class OpenAIChatStream:
         for fragment in fragments:
             function = fragment.get("function") or {}
             index = fragment.get("index")
+            call_id = fragment.get("id")
             if index is None:
                 # Servers that omit `index` send whole calls: an id or a name starts a new one,
                 # a bare arguments fragment continues the last.
-                index = self._index_for(fragment.get("id"), function.get("name"))
-            call = self._calls.get(index)
+                call = self._call_for(call_id, function.get("name"))
+            else:
+                call = self._slots.get(index)
+                if call is not None and call_id and call_id != call.id:
+                    # A new id at an index in use starts a new call: Ollama (and some proxies)
+                    # give every call of a response index 0.
+                    call = None
             if call is None:
-                call = _Call(
-                    fragment.get("id") or f"call_{uuid.uuid4().hex[:24]}",
-                    function.get("name") or "",
-                )
-                self._calls[index] = call
+                call = _Call(call_id or f"call_{uuid.uuid4().hex[:24]}", function.get("name") or "")
+                self._calls.append(call)
+                if index is not None:
+                    self._slots[index] = call
             elif not call.name and function.get("name"):
                 call.name = function["name"]
             partial = function.get("arguments")
@@ -193,15 +202,16 @@ class OpenAIChatStream:
                     }
                 )
 
-    def _index_for(self, call_id: str | None, name: str | None) -> int:
+    def _call_for(self, call_id: str | None, name: str | None) -> _Call | None:
+        """The call a fragment without an index continues, or None when it starts one."""
         calls = self._calls
         if call_id:
-            for index, call in calls.items():
+            for call in calls:
                 if call.id == call_id:
-                    return index
+                    return call
         if call_id or name or not calls:
-            return max(calls, default=-1) + 1
-        return max(calls)
+            return None
+        return calls[-1]
 
     def usage(self) -> Usage:
         raw = self._usage
@@ -224,8 +234,7 @@ class OpenAIChatStream:
             content.append({"type": "thinking", "text": "".join(self._thinking)})
         if self._text:
             content.append({"type": "text", "text": "".join(self._text)})
-        for index in sorted(self._calls):
-            call = self._calls[index]
+        for call in self._calls:
             content.append(
                 {
                     "type": "tool_call",
