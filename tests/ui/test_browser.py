@@ -1,0 +1,235 @@
+"""The UI in a real browser: uvicorn serves the app on loopback over a SQLite store filled by
+real lab runs, and headless Chromium (driven by Selenium through Debian's chromedriver) loads,
+clicks and watches it. One server and one browser for the whole module."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pytest
+import uvicorn
+
+from tether import define_tool
+from tether.lab import Runtime
+from tether.testing import script_client
+from tether.ui import create_app
+
+from .conftest import HOSTILE, World, populate
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+    pytest.skip(
+        f"no {CHROMIUM} / {CHROMEDRIVER}: apt-get install chromium chromium-driver",
+        allow_module_level=True,
+    )
+
+from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+T = TypeVar("T")
+
+
+def run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to completion on a fresh event loop in its own thread (module fixtures are
+    set up outside the tests' loops)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+@dataclass
+class Site:
+    world: World
+    url: str
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.world.runtime
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    path = tmp_path_factory.mktemp("ui") / "ui.db"
+    runtime = Runtime(
+        store=f"sqlite:///{path}", version=False, defaults={"model": script_client([])}
+    )
+    world = run_in_thread(populate(runtime))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))  # a free port, held until uvicorn takes the socket over
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(runtime, world.registry), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield Site(world, f"http://127.0.0.1:{port}")
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+        run_in_thread(runtime.aclose())
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium')}")
+    # The driver path is given, so Selenium never looks for (or downloads) a browser.
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def no_alert(browser: WebDriver) -> bool:
+    try:
+        browser.switch_to.alert  # noqa: B018
+    except NoAlertPresentException:
+        return True
+    return False
+
+
+def pwned(browser: WebDriver) -> Any:
+    return browser.execute_script("return window.__pwned === undefined ? null : window.__pwned")
+
+
+def test_runs_page_renders_and_a_click_leads_to_the_run(site: Site, browser: WebDriver) -> None:
+    browser.get(f"{site.url}/runs")
+    assert browser.title.startswith("Runs")
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.run-row")
+    assert [r.get_attribute("data-run-id") for r in rows] == [
+        site.world.review,
+        site.world.failed,
+        site.world.second,
+        site.world.first,
+    ]
+    # The stylesheet loaded (from this server, not the network).
+    header = browser.find_element(By.CSS_SELECTOR, "header.top")
+    assert header.value_of_css_property("background-color") == "rgba(29, 35, 48, 1)"
+    browser.find_element(By.CSS_SELECTOR, f'tr[data-run-id="{site.world.first}"] a').click()
+    WebDriverWait(browser, 10).until(lambda d: site.world.first in d.current_url)
+    text = browser.find_element(By.CSS_SELECTOR, "#timeline li.ev-text pre").text
+    assert text == f"Found it {HOSTILE}"
+    assert browser.find_element(By.ID, "run-status").text == "completed"
+    footer = browser.find_element(By.CSS_SELECTOR, "footer.tags-footer").text
+    assert "Tags" in footer and "demo" in footer
+
+
+def test_hostile_content_is_shown_as_text_and_never_runs(site: Site, browser: WebDriver) -> None:
+    for path in [
+        f"/runs/{site.world.first}",
+        "/runs",
+        "/conversations",
+        "/conversations/notes",
+        f"/runs/{site.world.review}",
+    ]:
+        browser.get(f"{site.url}{path}")
+        assert no_alert(browser), path
+        assert pwned(browser) is None, path
+        assert not browser.find_elements(By.CSS_SELECTOR, "main img, main script"), path
+        assert "<script>window.__pwned=1</script>" in browser.find_element(By.TAG_NAME, "main").text
+    browser.get(f"{site.url}/runs/{site.world.first}")
+    output = browser.find_element(By.CSS_SELECTOR, "#timeline li.ev-agent-tool-result pre").text
+    assert output == f"result for {HOSTILE}: {HOSTILE}"
+
+
+async def wait_for_event(runtime: Runtime, run_id: str, kind: str) -> None:
+    """Wait (bounded) until the recorder has written an event of `kind` for the run."""
+    for _ in range(1000):
+        if any(e["type"] == kind for e in await runtime.run_store.events(run_id)):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"run {run_id} never recorded {kind}")
+
+
+async def test_live_polling_appends_events_that_arrive_after_the_page_loaded(
+    site: Site, browser: WebDriver
+) -> None:
+    gate = asyncio.Event()
+
+    async def wait(value: Any) -> str:
+        await gate.wait()
+        return f"opened {HOSTILE}"
+
+    agent = site.runtime.create_agent(
+        id="live-run",
+        tools=[define_tool(name="wait", description="Wait for the gate", execute=wait)],
+        model=script_client(
+            [{"tool_use": [{"name": "wait", "input": {}}]}, {"text": ["after ", "the gate"]}]
+        ),
+    )
+    handle = agent.run(memory_scope="live-browser", user="go")
+    await wait_for_event(site.runtime, handle.run_id, "agent_tool_call")
+    await asyncio.to_thread(browser.get, f"{site.url}/runs/{handle.run_id}")
+
+    def loaded() -> tuple[str, int, list[str]]:
+        return (
+            browser.find_element(By.ID, "run-status").text,
+            len(browser.find_elements(By.CSS_SELECTOR, "#timeline li.ev")),
+            [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#timeline li.ev-text pre")],
+        )
+
+    status, count, texts = await asyncio.to_thread(loaded)
+    assert status == "running" and texts == []
+    gate.set()
+    await handle.result
+
+    def finished(driver: WebDriver) -> bool:
+        done = driver.find_element(By.ID, "timeline").get_attribute("data-live-done") == "1"
+        return done and driver.find_element(By.ID, "run-status").text == "completed"
+
+    await asyncio.to_thread(WebDriverWait(browser, 30).until, finished)
+    status, after, texts = await asyncio.to_thread(loaded)
+    assert after > count
+    assert texts == ["after the gate"]  # deltas appended into one text item
+
+    def result_text() -> str:
+        return str(browser.find_element(By.CSS_SELECTOR, "li.ev-agent-tool-result pre").text)
+
+    assert await asyncio.to_thread(result_text) == f"opened {HOSTILE}"
+    assert await asyncio.to_thread(pwned, browser) is None
+    assert await asyncio.to_thread(no_alert, browser)
