@@ -65,7 +65,7 @@ def _sqlite_run(store: WorkflowStore, run_id: str, column: str, text: str) -> No
 def _pg_execute(store: WorkflowStore, sql: str, params: tuple[str, ...]) -> None:
     assert isinstance(store, PostgresWorkflowStore) and store._conninfo is not None
     with psycopg.connect(store._conninfo, autocommit=True) as conn:
-        conn.execute(sql, params)  # type: ignore[arg-type]
+        conn.execute(sql, params)
 
 
 def _pg_step(store: WorkflowStore, run_id: str, step_id: str, text: str) -> None:
