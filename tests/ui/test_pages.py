@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tether.lab import Runtime
+from tether.stores.run_store import RunInfo
 from tether.testing import script_client
 
 from .conftest import ESCAPED, HOSTILE, World, assert_inert, client_for
@@ -340,3 +341,56 @@ async def test_security_headers_and_the_static_files(client: httpx.AsyncClient) 
     assert "http://" not in js.text and "https://" not in js.text
     for asset in (css.text, (await client.get("/runs")).text):
         assert "http://" not in asset and "https://" not in asset  # nothing from the network
+
+
+async def test_a_registered_namer_lists_its_helper_conversations(world: World) -> None:
+    world.registry.agents["conversation-title-namer"] = world.runtime.agents[
+        "conversation-title-namer"
+    ]
+    async with client_for(world.runtime, world.registry) as client:
+        text = assert_inert(await page(client, "/conversations"))
+    assert f"{world.title_run}:namer" in text
+
+
+async def test_a_system_prompt_conflict_warning_is_a_warning_panel() -> None:
+    runtime = Runtime(store="memory", version=False)
+    first = runtime.create_agent(
+        id="first", system_prompt="One.", model=script_client([{"text": "a"}])
+    )
+    other = runtime.create_agent(
+        id="other", system_prompt=f"Two {HOSTILE}", model=script_client([{"text": "b"}])
+    )
+    await first.run(memory_scope="s", user="x").result
+    result = await other.run(memory_scope="s", user="y").result
+    async with client_for(runtime) as client:
+        html = await page(client, f"/runs/{result.run_id}")
+    text = assert_inert(html)
+    assert 'class="panel panel-warning"' in html
+    assert "system_prompt_conflict" in text and "keeping the pinned prompt" in text
+    await runtime.aclose()
+
+
+async def test_long_lists_are_paged() -> None:
+    runtime = Runtime(store="memory", version=False)
+    runtime.create_agent(id="a", model=script_client([]))
+    for i in range(57):
+        await runtime.run_store.start_run(
+            RunInfo(run_id=f"run-{i:02d}", kind="agent", name="a", started_at=1000.0 + i)
+        )
+        await runtime.message_store.append(
+            f"scope-{i:02d}", [{"role": "user", "content": [{"type": "text", "text": "x"}]}]
+        )
+    async with client_for(runtime) as client:
+        first = await page(client, "/runs")
+        assert run_ids(first) == [f"run-{i:02d}" for i in range(56, 6, -1)]
+        assert 'href="?page=2"' in first
+        second = await page(client, "/runs?page=2")
+        assert run_ids(second) == [f"run-{i:02d}" for i in range(6, -1, -1)]
+        assert 'href="?page=1"' in second and 'href="?page=3"' not in second
+        api = (await client.get("/api/runs?page=2")).json()
+        assert len(api["runs"]) == 7 and api["next_page"] is None
+        scopes = (await client.get("/api/scopes")).json()
+        assert len(scopes["scopes"]) == 50 and scopes["next_page"] == 2
+        rest = (await client.get("/api/scopes?page=2")).json()
+        assert len(rest["scopes"]) == 7 and rest["next_page"] is None
+    await runtime.aclose()
