@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
-import uvicorn
 
 from tether import define_tool
 from tether.lab import Runtime
 from tether.testing import script_client
-from tether.ui import create_app
+from tether.ui._serve import _server
 
 from .conftest import HOSTILE, World, populate
 
@@ -92,8 +91,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))  # a free port, held until uvicorn takes the socket over
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(runtime, world.registry), log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    # The server `tether.ui.serve` runs, started on a socket of our own.
+    server = _server(runtime, "127.0.0.1", port, world.registry, "warning")
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
