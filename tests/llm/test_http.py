@@ -479,23 +479,48 @@ async def test_anthropic_error_event_mid_stream(wire: WireServer, sleeps: Sleeps
 # -- cancellation and lifecycle ---------------------------------------------------------------
 
 
+FIRST_EVENT = {
+    "anthropic": OK_ANTHROPIC[: OK_ANTHROPIC.index(b"event: message_delta")],
+    "openai": OK_CHAT[: OK_CHAT.index(b"data:", 10)],
+    "openai-responses": sse(
+        (
+            "response.output_text.delta",
+            {"type": "response.output_text.delta", "item_id": "msg_1", "delta": "ok"},
+        )
+    ),
+    "gemini": sse((None, {"candidates": [{"content": {"parts": [{"text": "ok"}]}}]})),
+}
+"""For each API, a body that streams some text and has not finished."""
+
+
+@pytest.mark.parametrize("how", ["cancel", "aclose"])
+@pytest.mark.parametrize("provider", list(FIRST_EVENT))
 async def test_cancelling_the_consumer_closes_the_response(
-    wire: WireServer, sleeps: Sleeps
+    wire: WireServer, sleeps: Sleeps, provider: str, how: str
 ) -> None:
-    wire.reply(Reply(body=[OK_CHAT[: OK_CHAT.index(b"data:", 10)]], hold=True))
+    wire.reply(Reply(body=[FIRST_EVENT[provider]], hold=True))
     first = asyncio.Event()
 
-    async def consume(client: OpenAIChatClient) -> None:
+    async def consume(client: HTTPAdapter) -> None:
         async for _ in client.chat(simple_request()):
             first.set()
 
-    async with chat_client(wire, sleeps) as client:
-        task = asyncio.create_task(consume(client))
-        await first.wait()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        # The server sees the connection go away: the response was closed, not leaked.
+    async with make_client(provider, wire, sleeps) as client:
+        if how == "cancel":  # the task is cancelled while the adapter waits for bytes
+            task = asyncio.create_task(consume(client))
+            await first.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        else:  # the consumer stops between two chunks and closes the stream
+            stream = client.chat(simple_request())
+            await anext(stream)
+            await stream.aclose()  # type: ignore[attr-defined]
+        # The response was closed by the time the stream stopped, not left to the garbage
+        # collector: the pool keeps nothing of it (a half-read stream cannot serve another
+        # request), and the server sees the connection go away.
+        pool = client.http()._transport._pool  # type: ignore[attr-defined]
+        assert pool.connections == []
         await wire.disconnected.wait()
     assert wire.disconnects == 1
 

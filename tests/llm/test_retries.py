@@ -294,3 +294,93 @@ async def test_task_cancellation_closes_the_provider_response(
         await asyncio.gather(task, return_exceptions=True)
         await wire.disconnected.wait()
     assert task.cancelled() and wire.disconnects == 1
+
+
+def responses_events(*payloads: dict[str, Any]) -> bytes:
+    return sse(*((p["type"], p) for p in payloads))
+
+
+async def test_a_failed_responses_stream_is_rerun(wire: WireServer, sleeps: Sleeps) -> None:
+    # Hand-written: no public capture of `response.failed` exists (fixtures README, "Gaps").
+    message = {"type": "message", "id": "msg_1", "role": "assistant", "content": []}
+    start = responses_events(
+        {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": message},
+        {"type": "response.output_text.delta", "item_id": "msg_1", "delta": "Par"},
+    )
+    failed = responses_events(
+        {
+            "type": "response.failed",
+            "response": {
+                "id": "resp_1",
+                "status": "failed",
+                "error": {"code": "server_error", "message": "The server had an error."},
+                "usage": {"input_tokens": 9, "output_tokens": 1},
+            },
+        }
+    )
+    done = responses_events(
+        {"type": "response.output_text.delta", "item_id": "msg_1", "delta": "is is rainy."},
+        {
+            "type": "response.completed",
+            "response": {"status": "completed", "usage": {"input_tokens": 9, "output_tokens": 4}},
+        },
+    )
+    wire.reply(Reply(body=start + failed), Reply(body=start + done))
+    agent = create_agent(
+        llm={
+            "model": "openai-responses:gpt-test",
+            "base_url": f"{wire.url}/v1",
+            "api_key": "k",
+            "stream_retries": 1,
+            "sleep": sleeps,
+        },
+        prompt=["Report the weather."],
+    )
+    session = Session(id="s")
+    async with agent:
+        events = await run_turn(agent, session, "Weather?")
+    assert len(wire.requests) == 2 and sleeps.waits == []
+    assert wire.requests[0].body == wire.requests[1].body
+    assert texts(events)[:2] == [("Par", "Par"), ("", "")]  # the dropped text is replaced
+    final = events[-1]
+    assert final["type"] == "done" and final["text"] == "Paris is rainy."
+    assert final["usage"] == {"input_tokens": 9, "output_tokens": 4}
+    assert session.messages[-1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Paris is rainy."}],
+    }
+
+
+async def test_a_failed_responses_stream_without_retries_is_the_turns_error(
+    wire: WireServer, sleeps: Sleeps
+) -> None:
+    failed = responses_events(
+        {
+            "type": "response.failed",
+            "response": {
+                "status": "failed",
+                "error": {"code": "invalid_prompt", "message": "The prompt was flagged."},
+            },
+        }
+    )
+    wire.reply(Reply(body=failed), Reply(body=failed))
+    agent = create_agent(
+        llm={
+            "model": "openai-responses:gpt-test",
+            "base_url": f"{wire.url}/v1",
+            "api_key": "k",
+            "stream_retries": 1,
+            "sleep": sleeps,
+        },
+    )
+    session = Session(id="s")
+    async with agent:
+        events = await run_turn(agent, session, "Weather?")
+    error = events[-1]
+    assert error["type"] == "error" and isinstance(error["error"], LLMStreamError)
+    assert "The prompt was flagged." in str(error["error"]) and "invalid_prompt" in str(
+        error["error"]
+    )
+    assert len(wire.requests) == 1  # not retryable: stream_retries are not spent on it
+    assert session.messages == [{"role": "user", "content": [{"type": "text", "text": "Weather?"}]}]
