@@ -213,6 +213,10 @@ class Agent:
             await self._http_client.aclose()
             self._http_client = None
 
+    async def close(self) -> None:
+        """`aclose()` under the name the design gives it (``await agent.close()``)."""
+        await self.aclose()
+
     async def __aenter__(self) -> Agent:
         return self
 

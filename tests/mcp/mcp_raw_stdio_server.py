@@ -43,7 +43,8 @@ def main(argv: list[str]) -> int:
             }
         elif method == "tools/list":
             tools = [
-                {"name": n, "inputSchema": {"type": "object"}} for n in ("pid", "crash", "where")
+                {"name": n, "inputSchema": {"type": "object"}}
+                for n in ("pid", "crash", "where", "stray")
             ]
             result = {"tools": tools}
         elif method == "tools/call":
@@ -52,6 +53,9 @@ def main(argv: list[str]) -> int:
                 os._exit(9)
             if "--junk" in argv:
                 sys.stdout.write("log: calling a tool\n")
+            if name == "stray":  # an answer to a request nobody sent comes first
+                stray = {"content": [{"type": "text", "text": "not yours"}]}
+                send({"jsonrpc": "2.0", "id": rid + 1000, "result": stray})
             text = str(os.getpid())
             if name == "where":
                 text = json.dumps({"cwd": os.getcwd(), "var": os.environ.get("TETHER_RAW_VAR")})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
 import pytest
 from mcp_kit import ADD_SCHEMA, Kit, add_tool, call, results
 
@@ -97,6 +98,17 @@ async def test_close_ends_the_sessions_without_spending_the_agent(kit: Kit) -> N
     await agent.aclose()
     await agent.aclose()  # idempotent
     assert len(server.deleted) == 2
+
+
+async def test_close_is_the_designs_name_for_ending_the_sessions(kit: Kit) -> None:
+    # DESIGN.md: `report = await agent.connect(); await agent.close()`.
+    server = kit.server(tools=[add_tool()])
+    agent, _ = kit.agent(server)
+    await agent.connect()
+    [sid] = server.sessions
+    await agent.close()
+    assert server.deleted == [sid] and agent.tools == []
+    assert (await agent.connect())[0]["tools"] == ["add"]  # not spent
 
 
 async def test_close_during_an_in_flight_connect_wins(kit: Kit) -> None:
@@ -401,6 +413,34 @@ async def test_a_server_repeating_its_cursor_is_refused(kit: Kit) -> None:
         await agent.connect()
 
 
+async def test_a_server_cycling_through_cursors_is_refused(kit: Kit) -> None:
+    server = kit.server(tools=[add_tool()])
+    pages = {"": "b", "b": "c", "c": "b"}  # b -> c -> b: never the same twice in a row
+
+    async def cycle(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"tools": [], "nextCursor": pages[params.get("cursor") or ""]}
+
+    server._result = cycle  # type: ignore[method-assign]
+    agent, _ = kit.agent(server)
+    with pytest.raises(McpConnectionError, match="repeats its cursor 'b'"):
+        await agent.connect()
+    assert server.methods.count("tools/list") == 3 and server.sessions == {}
+
+
+async def test_a_cursor_that_is_not_a_string_is_refused_as_such(kit: Kit) -> None:
+    server = kit.server(tools=[add_tool()])
+
+    async def numbered(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"tools": [], "nextCursor": 2}
+
+    server._result = numbered  # type: ignore[method-assign]
+    agent, _ = kit.agent(server)
+    with pytest.raises(
+        McpConnectionError, match="tools/list answered a nextCursor that is not a string: 2"
+    ):
+        await agent.connect()
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -422,6 +462,60 @@ async def test_json_and_sse_bodies_of_every_shape_work(kit: Kit, body: dict[str,
     [res] = results(await collect(agent, agent.create_session(), "add"))
     assert res["output"] == "42"
     assert "é ✓" in client.calls[0]["system"][-1]["text"]
+
+
+@pytest.mark.parametrize("sse", [False, True])
+async def test_an_answer_to_another_request_is_not_taken_for_ours(kit: Kit, sse: bool) -> None:
+    server = kit.server(tools=[add_tool()], sse=sse)
+    dispatch = server._dispatch
+
+    async def misnumbered(method: str, params: Any, rid: Any) -> dict[str, Any]:
+        answer = await dispatch(method, params, rid)
+        return {**answer, "id": 999} if method == "tools/call" else answer
+
+    server._dispatch = misnumbered  # type: ignore[method-assign]
+    agent, client = kit.agent(server, [call("add", {"a": 1, "b": 2}), {"text": "no"}])
+    events = await collect(agent, agent.create_session(), "add")
+    [res] = results(events)
+    [sent] = [r for r in server.requests if r.method == "tools/call"]
+    assert res["is_error"] is True
+    assert res["output"].startswith("MCP tool add on http://mcp.test/mcp failed:")
+    if sse:  # the stream ended without our answer (and the server offers no resuming)
+        assert f"ended the event stream without answering request {sent.id}" in res["output"]
+        assert "resuming it failed: the server answered HTTP 405" in res["output"]
+    else:
+        assert f"JSON body is not the answer to request {sent.id}" in res["output"]
+    assert events[-1]["type"] == "done" and len(client.calls) == 2
+
+
+class _BomFirst(httpx.AsyncBaseTransport):
+    """Answers through `inner`, opening every event-stream body with a UTF-8 BOM (which the
+    SSE rules say to drop, and which would otherwise glue itself to the first field name)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if response.headers.get("content-type") != "text/event-stream":
+            return response
+        # Only the data lines, so the first line of the body is the answer's `data:`.
+        lines = (await response.aread()).split(b"\n")
+        body = b"\xef\xbb\xbf" + b"\n".join(
+            x for x in lines if not x.startswith((b"id:", b"event:"))
+        )
+        return httpx.Response(response.status_code, headers=response.headers, content=body)
+
+
+async def test_an_event_stream_opening_with_a_bom_is_read(kit: Kit) -> None:
+    server = kit.server(tools=[add_tool()], sse=True)
+    agent = create_agent(
+        llm=script_client([call("add", {"a": 1, "b": 1}), {"text": "2"}]),
+        integrations=[mcp_server(server.url, transport=_BomFirst(server))],
+    )
+    kit.agents.append(agent)
+    [res] = results(await collect(agent, agent.create_session(), "add"))
+    assert res["output"] == "2"
 
 
 async def test_a_server_request_on_the_stream_is_answered(kit: Kit) -> None:
@@ -667,7 +761,11 @@ async def test_a_session_lost_while_resuming_fails_the_call_and_the_next_one_rec
     agent, _ = kit.agent(server, [call("forget"), call("add", {"a": 1, "b": 1}), {"text": "2"}])
     lost, added = results(await collect(agent, agent.create_session(), "go"))
     assert lost["is_error"] is True
-    assert "resuming the answer failed" in lost["output"] and "HTTP 404" in lost["output"]
+    assert (
+        "without answering request" in lost["output"]
+        and "resuming it failed" in lost["output"]
+        and "HTTP 404" in lost["output"]
+    )
     assert added["output"] == "2"
     assert server.methods.count("tools/call") == 2 and server.methods.count("initialize") == 2
 

@@ -29,7 +29,7 @@ async def test_a_call_over_stdio_skips_lines_that_are_not_json_rpc() -> None:
     agent = raw_agent("--junk", turns=[call("pid"), {"text": "ok"}])
     [report] = await agent.connect()
     assert report["transport"] == "stdio" and report["command"] == [sys.executable, RAW, "--junk"]
-    assert report["tools"] == ["pid", "crash", "where"]
+    assert report["tools"] == ["pid", "crash", "where", "stray"]
     [res] = results(await collect(agent, agent.create_session(), "pid"))
     pid = int(res["output"])
     await agent.aclose()
@@ -101,3 +101,11 @@ async def test_close_escalates_to_kill_for_a_child_that_ignores_eof_and_sigterm(
     await agent.aclose()
     with pytest.raises(ProcessLookupError):
         os.kill(int(res["output"]), 0)
+
+
+async def test_an_answer_with_another_id_is_not_taken_for_ours() -> None:
+    agent = raw_agent(turns=[call("stray"), call("pid"), {"text": "ok"}])
+    stray, pid = results(await collect(agent, agent.create_session(), "go"))
+    await agent.aclose()
+    assert stray["output"] == pid["output"]  # the real answer (the pid), not "not yours"
+    assert "is_error" not in stray and stray["output"].isdigit()

@@ -130,10 +130,9 @@ class HttpChannel:
         while answer is None:
             # A server may end the stream before answering, having sent an event id, and
             # expect the client to resume it: GET with Last-Event-ID (2025-11-25, "polling").
+            ended = f"the server ended the event stream without answering request {request_id}"
             if last_id is None or resumes >= _MAX_RESUMES:
-                raise ChannelError(
-                    f"the server ended the event stream without answering {request_id}"
-                )
+                raise ChannelError(ended)
             resumes += 1
             if retry:
                 await asyncio.sleep(min(retry, _MAX_RETRY_MS) / 1000)
@@ -144,15 +143,13 @@ class HttpChannel:
             async with self._http.stream("GET", self._url, headers=headers) as again:
                 try:
                     await self._check_status(again, initialize=False)
-                except SessionLost as exc:
-                    # The request was delivered and may be running: never resend it. The
-                    # channel stays marked lost, so the next request reconnects.
-                    raise ChannelError(f"resuming the answer failed: {exc}") from exc
+                except ChannelError as exc:
+                    # The request was delivered and may be running: never resend it (a lost
+                    # session stays marked lost, so the next request reconnects).
+                    raise ChannelError(f"{ended}; resuming it failed: {exc}") from exc
                 ctype = again.headers.get("content-type", "").split(";")[0].strip().lower()
                 if ctype != "text/event-stream":
-                    raise ChannelError(
-                        f"resuming the event stream got content-type {ctype or 'none'!r}"
-                    )
+                    raise ChannelError(f"{ended}; resuming it got content-type {ctype or 'none'!r}")
                 parser = SseParser()
                 answer, last_id = await self._read_events(again, request_id, parser, last_id)
                 retry = parser.retry if parser.retry is not None else retry
@@ -162,7 +159,8 @@ class HttpChannel:
         self, resp: httpx.Response, request_id: Any, parser: SseParser, last_id: str | None
     ) -> tuple[JsonObject | None, str | None]:
         """Read one SSE body until the answer to `request_id` (or its end)."""
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # utf-8-sig: a byte-order mark opening the body is dropped, as the SSE rules say.
+        decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
         async for chunk in resp.aiter_bytes():
             for event in parser.feed(decoder.decode(chunk)):
                 if event.id:

@@ -198,7 +198,12 @@ class McpSource:
             cursor = page.get("nextCursor")
             if not cursor:
                 return items
-            if not isinstance(cursor, str) or cursor in seen:
+            if not isinstance(cursor, str):
+                raise McpConnectionError(
+                    f"MCP server {self.label}: {method} answered a nextCursor that is not a "
+                    f"string: {cursor!r}"
+                )
+            if cursor in seen:  # a loop, which would otherwise page forever
                 raise McpConnectionError(
                     f"MCP server {self.label}: {method} repeats its cursor {cursor!r}"
                 )
