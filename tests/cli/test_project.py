@@ -1,0 +1,166 @@
+"""Finding and loading the project: --config, [tool.tether], registry errors, --store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tether.cli import EXIT_PROJECT, EXIT_USAGE
+
+from .conftest import CONFIG, LAB, Project, write_project
+
+
+def test_no_config_says_how_to_create_tether_toml(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    result = project.invoke("agent", "list")
+    assert result.exit_code == EXIT_PROJECT
+    err = result.stderr
+    assert err.startswith(
+        f"Error: no tether.toml (or [tool.tether] in pyproject.toml) at or above {empty}\n"
+    )
+    assert "Create tether.toml in your project directory" in err
+    assert 'agents = ["app.agents:researcher"]' in err
+    assert "--config PATH" in err
+
+
+def test_config_names_a_file_or_a_directory_to_search_from(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    by_file = project.invoke("--config", str(project.root / "tether.toml"), "agent", "list")
+    (project.root / "deep" / "er").mkdir(parents=True)
+    by_dir = project.invoke("--config", str(project.root / "deep" / "er"), "workflow", "list")
+    assert by_file.exit_code == by_dir.exit_code == 0, by_file.output + by_dir.output
+    assert "sandboxed (tool-context)" in by_file.stdout
+    assert "greet" in by_dir.stdout
+
+
+def test_a_config_path_that_does_not_exist(project: Project) -> None:
+    result = project.invoke("--config", "nowhere.toml", "agent", "list")
+    assert result.exit_code == EXIT_USAGE
+    assert "Invalid value for '--config'" in result.stderr
+
+
+def test_tool_tether_in_pyproject_found_from_a_subdirectory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "py"
+    root.mkdir()
+    package = write_project(root)
+    table = (root / "tether.toml").read_text(encoding="utf-8")
+    (root / "tether.toml").unlink()
+    (root / "pyproject.toml").write_text(
+        f'[project]\nname = "x"\nversion = "0"\n\n[tool.tether]\n{table}', encoding="utf-8"
+    )
+    # A pyproject.toml without [tool.tether] on the way up is passed over.
+    (root / "sub").mkdir()
+    (root / "sub" / "pyproject.toml").write_text('[project]\nname = "y"\n', encoding="utf-8")
+    monkeypatch.chdir(root / "sub")
+    result = Project(root, package).invoke("agent", "run", "echo", "-i", "hi")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "you said: hi (1 messages)\n"
+    assert (root / ".tether" / "cli.db").is_file()
+
+
+@pytest.mark.parametrize(
+    ("config", "lab", "message"),
+    [
+        (
+            'agents = ["APP.missing:agent"]',
+            LAB,
+            "Error: RegistryError: agents[0] = 'APP.missing:agent': module 'APP.missing' not "
+            "found (is it under the project directory or installed?)",
+        ),
+        (
+            'agents = ["APP.lab:NOT_AN_AGENT"]',
+            LAB,
+            "Error: RegistryError: agents[0] = 'APP.lab:NOT_AN_AGENT' is a int, not an agent "
+            "(made with runtime.create_agent)",
+        ),
+        (
+            'agents = ["APP.lab:echo"]',
+            "raise ValueError('broken at import')\n",
+            "Error: RegistryError: agents[0] = 'APP.lab:echo': importing 'APP.lab' raised "
+            "ValueError: broken at import",
+        ),
+        (
+            "agents = [",
+            LAB,
+            "Error: RegistryError: TOML_PATH is not valid TOML",
+        ),
+    ],
+    ids=["missing-module", "not-an-agent", "import-raises", "bad-toml"],
+)
+def test_registry_errors_are_shown_with_their_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str, lab: str, message: str
+) -> None:
+    root = tmp_path / "broken"
+    root.mkdir()
+    package = write_project(root, lab=lab, config=config)
+    monkeypatch.chdir(root)
+    result = Project(root, package).invoke("agent", "list")
+    assert result.exit_code == EXIT_PROJECT
+    expected = message.replace("APP", package).replace("TOML_PATH", str(root / "tether.toml"))
+    assert result.stderr.startswith(expected)
+    assert f"Fix the entry in {root / 'tether.toml'}" in result.stderr
+
+
+def test_a_bad_store_url_in_the_config_is_a_project_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "badstore"
+    root.mkdir()
+    package = write_project(root, config=CONFIG.replace("sqlite:///.tether/cli.db", "mongo://x"))
+    monkeypatch.chdir(root)
+    result = Project(root, package).invoke("agent", "run", "echo", "-i", "hi")
+    assert result.exit_code == EXIT_PROJECT
+    assert result.stderr.startswith("Error: ConfigError: unknown store URL 'mongo://x'")
+    assert "or pass --store URL" in result.stderr
+
+
+def test_store_replaces_the_projects_store_relative_to_the_current_directory(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    config = str(project.root)
+    result = project.invoke(
+        "--config", config, "--store", "sqlite:///here.db", "agent", "run", "echo", "-i", "hi"
+    )
+    assert result.exit_code == 0, result.output
+    assert (work / "here.db").is_file()
+    assert not project.db.exists()
+    listed = project.invoke("--config", config, "--store", "sqlite:///here.db", "runs", "list")
+    assert "echo" in listed.stdout
+    in_memory = project.invoke("--store", "memory", "--config", config, "runs", "list", "--json")
+    assert json.loads(in_memory.stdout) == []
+
+
+def test_a_bad_store_option_is_a_command_line_error(project: Project) -> None:
+    for args in (["agent", "run", "echo", "-i", "hi"], ["runs", "list"]):
+        result = project.invoke("--store", "mongo://x", *args)
+        assert result.exit_code == EXIT_USAGE, args
+        assert result.stderr.startswith(
+            "Error: ConfigError: --store mongo://x: unknown store URL 'mongo://x'"
+        )
+
+
+def test_store_when_the_runtime_opened_its_stores_at_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "eager"
+    root.mkdir()
+    package = write_project(root, lab=LAB + "\nlab.run_store\n")
+    monkeypatch.chdir(root)
+    project = Project(root, package)
+    result = project.invoke("--store", "memory", "agent", "run", "echo", "-i", "hi")
+    assert result.exit_code == EXIT_USAGE
+    assert "--store memory: the runtime's stores are already open" in result.stderr
+    assert "Runtime(store=...)" in result.stderr

@@ -1,0 +1,152 @@
+"""`tether runs list` and `tether runs show`: what the RunStore recorded, as text and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tether.cli import EXIT_USAGE
+
+from .conftest import Project, lines
+
+
+def agent_run(project: Project, *args: str) -> str:
+    result = project.invoke("agent", "run", *args, "--json")
+    assert result.exit_code == 0, result.output
+    run_id: str = json.loads(result.stdout)["run_id"]
+    return run_id
+
+
+def test_runs_list_newest_first_with_kind_name_status_and_scope(project: Project) -> None:
+    first = agent_run(project, "echo", "-s", "notes", "-i", "one")
+    assert project.invoke("workflow", "run", "greet", "--run-id", "w1", "-i", "x").exit_code == 0
+    result = project.invoke("runs", "list")
+    assert result.exit_code == 0, result.output
+    rows = lines(result.stdout)
+    assert rows[0].split() == ["RUN", "ID", "KIND", "NAME", "STATUS", "STARTED", "TIME", "SCOPE"]
+    assert rows[1].split()[:4] == ["w1", "workflow", "greet", "completed"]
+    assert rows[1].split()[-1] == "-"
+    assert rows[2].split()[:4] == [first, "agent", "echo", "completed"]
+    assert rows[2].split()[-1] == "notes"
+
+
+def test_runs_list_filters_by_kind_and_limits(project: Project) -> None:
+    ids = [agent_run(project, "echo", "-i", str(i)) for i in range(3)]
+    assert project.invoke("workflow", "run", "greet", "-i", "x").exit_code == 0
+    result = project.invoke("runs", "list", "--kind", "agent", "--limit", "2", "--json")
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)
+    assert [r["run_id"] for r in runs] == [ids[2], ids[1]]
+    assert {r["kind"] for r in runs} == {"agent"}
+    assert runs[0]["tags"] == ["version:1.2.3"]
+    workflows = json.loads(project.invoke("runs", "list", "--kind", "workflow", "--json").stdout)
+    assert [r["name"] for r in workflows] == ["greet"]
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["--kind", "tool"], "Invalid value for '--kind'"),
+        (["-n", "0"], "Invalid value for '--limit'"),
+    ],
+)
+def test_runs_list_rejects_a_bad_kind_or_limit(
+    project: Project, args: list[str], complaint: str
+) -> None:
+    result = project.invoke("runs", "list", *args)
+    assert result.exit_code == EXIT_USAGE
+    assert complaint in result.stderr
+
+
+def test_runs_list_of_an_empty_store_says_so(project: Project) -> None:
+    result = project.invoke("runs", "list")
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert result.stderr == "No runs recorded in sqlite:///.tether/cli.db.\n"
+
+
+def test_runs_show_prints_the_run_its_tags_and_its_events(project: Project) -> None:
+    result = project.invoke(
+        "agent", "run", "sandboxed", "-s", "box", "-c", '{"a": 1}', "-i", "where"
+    )
+    run_id = result.stderr.split("run  ")[-1].strip()
+    shown = project.invoke("runs", "show", run_id)
+    assert shown.exit_code == 0, shown.output
+    head, events = shown.stdout.split("\nevents (8)\n")
+    fields = dict(line.split(None, 1) for line in head.strip().splitlines())
+    assert fields["run"] == run_id
+    assert fields["kind"] == "agent" and fields["name"] == "sandboxed"
+    assert fields["status"] == "completed"
+    assert fields["scope"] == "box"
+    assert fields["model"] == "script"
+    assert fields["tags"] == "version:1.2.3"
+    assert [line.split()[:2] for line in events.splitlines()] == [
+        ["1", "agent_started"],
+        ["2", "agent_text"],
+        ["3", "agent_tool_call"],
+        ["4", "agent_tool_result"],
+        ["5", "agent_messages_committed"],
+        ["6", "agent_text"],
+        ["7", "agent_messages_committed"],
+        ["8", "agent_finished"],
+    ]
+    assert events.splitlines()[3].endswith('where -> {"a": 1}')
+    assert events.splitlines()[5].endswith('the tool said {"a": 1}')
+
+
+def test_runs_show_joins_text_deltas_and_escapes_control_characters(project: Project) -> None:
+    run_id = agent_run(project, "echo", "-i", "bell\x07 and\nnewline")
+    shown = project.invoke("runs", "show", run_id)
+    text_line = next(line for line in shown.stdout.splitlines() if "agent_text " in line)
+    # Four deltas (see echo_reply) on one line, the bell and the newline escaped.
+    assert text_line.split()[0] == "2-5"
+    assert text_line.endswith("you said: bell\\x07 and\\nnewline (1 messages)")
+    assert "\x07" not in shown.stdout
+
+
+def test_runs_show_json_has_the_run_its_children_and_every_event(project: Project) -> None:
+    assert project.invoke("workflow", "run", "ask", "--run-id", "a1", "-i", "hey").exit_code == 0
+    shown = project.invoke("runs", "show", "a1", "--json")
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    assert data["run"]["run_id"] == "a1" and data["run"]["kind"] == "workflow"
+    assert data["run"]["status"] == "completed"
+    assert [e["type"] for e in data["events"]] == [
+        "workflow_started",
+        "workflow_step_started",
+        "workflow_step_finished",
+        "workflow_finished",
+    ]
+    assert [e["seq"] for e in data["events"]] == [1, 2, 3, 4]
+    (child,) = data["children"]
+    assert child["kind"] == "agent" and child["step_id"] == "ask"
+    text = project.invoke("runs", "show", "a1").stdout
+    assert "runs inside (1)" in text
+    assert f"{child['run_id']}  agent  echo  completed" in text
+
+
+def test_runs_show_of_an_unknown_run(project: Project) -> None:
+    result = project.invoke("runs", "show", "nope")
+    assert result.exit_code == EXIT_USAGE
+    assert result.stderr.splitlines() == [
+        "Error: no run 'nope' in sqlite:///.tether/cli.db",
+        "`tether runs list` shows the most recent runs and their ids.",
+    ]
+
+
+def test_runs_read_any_store_with_store_and_no_config(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = agent_run(project, "echo", "-i", "x")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    relative = "sqlite:///../project/.tether/cli.db"
+    listed = project.invoke("--store", relative, "runs", "list", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == [run_id]
+    shown = project.invoke("--store", f"sqlite:///{project.db}", "runs", "show", run_id)
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.startswith(f"run      {run_id}\n")

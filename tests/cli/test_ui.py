@@ -1,0 +1,86 @@
+"""`tether ui`: hands the project's runtime to `tether.ui.serve`, then closes it."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import types
+from typing import Any
+
+import pytest
+
+from tether.cli import EXIT_PROJECT
+from tether.cli._ui import DEFAULT_HOST, DEFAULT_PORT
+from tether.errors import ConfigError
+from tether.lab import Registry, Runtime
+
+from .conftest import Project
+
+
+def test_ui_help(project: Project) -> None:
+    result = project.invoke("ui", "--help")
+    assert result.exit_code == 0, result.output
+    assert "Serve the inspection UI" in result.stdout
+    assert "--host" in result.stdout and "--port" in result.stdout
+
+
+def fake_ui(monkeypatch: pytest.MonkeyPatch, calls: list[dict[str, Any]]) -> None:
+    """A stand-in `tether.ui` whose serve() records what it was given and uses the runtime."""
+
+    def serve(runtime: Runtime, **kwargs: Any) -> None:
+        runs = asyncio.run(runtime.run_store.list_runs())
+        calls.append({"runtime": runtime, "runs": runs, **kwargs})
+
+    module = types.ModuleType("tether.ui")
+    module.serve = serve  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tether.ui", module)
+
+
+def test_ui_serves_the_projects_runtime_and_closes_it_after(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert project.invoke("agent", "run", "echo", "-i", "hi").exit_code == 0
+    calls: list[dict[str, Any]] = []
+    fake_ui(monkeypatch, calls)
+    result = project.invoke("ui", "--host", "0.0.0.0", "--port", "9999")
+    assert result.exit_code == 0, result.output
+    (call,) = calls
+    assert call["host"] == "0.0.0.0" and call["port"] == 9999
+    assert isinstance(call["runtime"], Runtime)
+    assert isinstance(call["registry"], Registry)
+    assert call["registry"].runtime is call["runtime"]
+    assert sorted(call["registry"].agents)[0] == "echo"
+    assert [r.name for r in call["runs"]] == ["echo"]  # the project's store, opened
+    with pytest.raises(ConfigError, match="this runtime is closed"):
+        call["runtime"].run_store  # noqa: B018
+
+
+def test_ui_defaults_to_loopback_on_the_uis_own_port(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[dict[str, Any]] = []
+    fake_ui(monkeypatch, calls)
+    assert project.invoke("ui").exit_code == 0
+    assert (calls[0]["host"], calls[0]["port"]) == (DEFAULT_HOST, DEFAULT_PORT)
+
+
+def test_the_cli_defaults_are_the_uis() -> None:
+    real = pytest.importorskip("tether.ui", reason="the inspection UI is not in this checkout")
+    assert (real.DEFAULT_HOST, real.DEFAULT_PORT) == (DEFAULT_HOST, DEFAULT_PORT)
+
+
+def test_ui_that_cannot_be_imported_is_a_project_error(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "tether.ui", None)
+    result = project.invoke("ui")
+    assert result.exit_code == EXIT_PROJECT
+    assert result.stderr.startswith(
+        "Error: ModuleNotFoundError: the inspection UI cannot be loaded: import of tether.ui halted"
+    )
+
+
+def test_ui_rejects_a_port_out_of_range(project: Project) -> None:
+    result = project.invoke("ui", "--port", "70000")
+    assert result.exit_code == 2
+    assert "Invalid value for '--port'" in result.stderr
