@@ -29,7 +29,7 @@ __all__ = ["RunKind", "runs_app"]
 
 runs_app = typer.Typer(
     name="runs",
-    help="Inspect recorded runs (agent episodes and workflow runs) and their events.",
+    help="Inspect recorded runs (episodes, workflow runs) and their events.",
     no_args_is_help=True,
 )
 
@@ -49,7 +49,7 @@ class RunKind(enum.StrEnum):
 def list_runs(
     ctx: typer.Context,
     limit: Annotated[
-        int, typer.Option("--limit", "-n", min=1, help="Show at most this many runs.")
+        int, typer.Option("--limit", "-n", metavar="N", min=1, help="Show at most N runs.")
     ] = 20,
     kind: Annotated[
         RunKind | None, typer.Option("--kind", help="Only agent episodes, or only workflow runs.")
@@ -103,9 +103,9 @@ def show_run(
         bool, typer.Option("--json", help="Print the run, its runs inside and its events as JSON.")
     ] = False,
 ) -> None:
-    """Show one run: its summary, its tags, the runs inside it, and its events in order.
+    """Show one run: summary, tags, runs inside it, events.
 
-    Consecutive text deltas are shown as one line of text.
+    The events are listed in order, consecutive text deltas joined into one line.
     """
     options = options_of(ctx)
     runtime = store_runtime(options)

@@ -23,15 +23,26 @@ def ui(
         str,
         typer.Option(
             "--host",
+            metavar="HOST",
             help="The interface to listen on. Anything but loopback exposes every "
             "stored conversation to the network.",
         ),
     ] = DEFAULT_HOST,
     port: Annotated[
-        int, typer.Option("--port", min=0, max=65535, help="The port to listen on.")
+        int,
+        typer.Option(
+            "--port",
+            metavar="PORT",
+            min=0,
+            max=65535,
+            help="The port to listen on (0: any free port).",
+        ),
     ] = DEFAULT_PORT,
 ) -> None:
-    """Serve the inspection UI (runs, conversations, agents, workflows) until Ctrl-C."""
+    """Serve the inspection UI until Ctrl-C.
+
+    The browser shows the project's runs, conversations, agents and workflows.
+    """
     options = options_of(ctx)
     registry = load_project(options)
     # Imported here, not at the top: the rest of the CLI works without the UI's dependencies.

@@ -68,7 +68,10 @@ def list_workflows(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print the workflows as JSON.")] = False,
 ) -> None:
-    """List the project's workflows: id, and the first line of the run function's docstring."""
+    """List the project's workflows.
+
+    Each with its id and the first line of its run function's docstring.
+    """
     registry = load_project(options_of(ctx))
     entries = [
         {"id": w.id, "description": _description(w)}
