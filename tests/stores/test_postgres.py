@@ -553,6 +553,7 @@ def test_without_psycopg_only_the_postgres_names_fail_and_they_say_what_to_insta
         from tether.stores import SqliteMessageStore
         from tether.errors import ConfigError
         from tether.lab._stores import open_stores
+        print("listed:", "PostgresMessageStore" in tether.stores.__all__)
         try:
             tether.stores.PostgresMessageStore
         except ImportError as exc:
@@ -567,6 +568,7 @@ def test_without_psycopg_only_the_postgres_names_fail_and_they_say_what_to_insta
         [sys.executable, "-c", script], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
+    assert "listed: False" in done.stdout
     assert (
         "import: tether's PostgreSQL stores need psycopg 3: pip install 'tether[postgres]'"
         in done.stdout

@@ -3,13 +3,11 @@
 Each store is a protocol with an in-memory, a SQLite and a PostgreSQL implementation, and all
 implementations of one protocol pass one shared contract test suite. The SQLite implementations
 share `tether.stores.sqlite` (connection helper, ordered named migrations, transactions); the
-PostgreSQL ones share `tether.stores.postgres`, which needs the `postgres` extra (psycopg 3) and
-is imported only when one of its names is first used.
+PostgreSQL ones share `tether.stores.postgres`, which needs the `postgres` extra (psycopg 3):
+without it their names are left out of `__all__`, and using one says what to install.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from .message_store import (
     InMemoryMessageStore,
@@ -29,10 +27,12 @@ from .workflow_store import (
     WorkflowStore,
 )
 
-if TYPE_CHECKING:
+try:
     from .postgres import PostgresMessageStore, PostgresRunStore, PostgresWorkflowStore
-
-_POSTGRES = frozenset({"PostgresMessageStore", "PostgresRunStore", "PostgresWorkflowStore"})
+except ImportError:  # no usable psycopg: the names are left out, and __getattr__ explains
+    _HAVE_POSTGRES = False
+else:
+    _HAVE_POSTGRES = True
 
 __all__ = [
     "InMemoryMessageStore",
@@ -62,10 +62,13 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # The PostgreSQL stores import psycopg, an optional extra: load them on first use only.
-    if name in _POSTGRES:
-        from . import postgres
+_POSTGRES = ("PostgresMessageStore", "PostgresRunStore", "PostgresWorkflowStore")
+if not _HAVE_POSTGRES:
+    __all__ = [name for name in __all__ if name not in _POSTGRES]
 
-        return getattr(postgres, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def __getattr__(name: str) -> object:
+        if name in _POSTGRES:
+            from . import postgres  # raises the ImportError that names the extra to install
+
+            return getattr(postgres, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
