@@ -641,6 +641,26 @@ async def test_a_server_that_crashed_mid_call_is_reconnected_on_the_next_call(ki
     assert server.methods.count("initialize") == 2
 
 
+async def test_close_during_an_in_flight_reconnect_wins_and_leaves_nothing_open(
+    kit: Kit,
+) -> None:
+    server = kit.server(tools=[add_tool()])
+    agent, _ = kit.agent(server, [call("add", {"a": 1, "b": 1}), {"text": "x"}] * 2)
+    session = agent.create_session()
+    await collect(agent, session, "one")
+    server.restart()
+    release = server.hold["notifications/initialized"] = asyncio.Event()
+    turn = asyncio.create_task(collect(agent, session, "two"))
+    await server.received("notifications/initialized", 2)
+    [reopened] = server.sessions  # the reconnect's session exists on the server
+    await agent.aclose()
+    release.set()
+    [res] = results(await turn)
+    assert res["is_error"] is True
+    assert res["output"] == "MCP tool add on http://mcp.test/mcp failed: the MCP session was closed"
+    assert server.deleted == [reopened] and server.sessions == {}  # ended, not left behind
+
+
 async def test_an_attached_read_reconnects_quietly_too(kit: Kit) -> None:
     server = kit.server(resources=[{"name": "g", "uri": "mem://g", "text": "guide"}])
     agent, client = kit.agent(server, [{"text": "1"}, {"text": "2"}], attach=["g"])

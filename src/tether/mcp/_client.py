@@ -103,6 +103,8 @@ class McpClient:
         self._channel: Channel | None = None
         self._ids = itertools.count(1)
         self._reconnect_lock = asyncio.Lock()
+        self._reconnecting: asyncio.Future[Channel] | None = None
+        """The handshake of a reconnect in flight; `aclose()` cancels it."""
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
         self.init_result: JsonObject = {}
@@ -264,10 +266,17 @@ class McpClient:
             self._channel = None
             if channel is not None:
                 await channel.aclose()
+            self._reconnecting = handshake = asyncio.ensure_future(self._handshake())
             try:
-                channel = await abortable(self._handshake(), signal)
+                channel = await abortable(handshake, signal)
             except Aborted as exc:
                 raise McpCallError(f"{what} was aborted while reconnecting") from exc
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if self._closed and (current is None or current.cancelling() == 0):
+                    # aclose() cancelled the handshake (which closed what it had opened).
+                    raise McpCallError(f"{what} failed: the MCP session was closed") from None
+                raise
             except (ChannelError, RpcError, TimeoutError, VersionRefused) as exc:
                 if tracer is not None:
                     tracer.record("mcp", "reconnect:failed", {"error": str(exc)}, buffer=True)
@@ -275,7 +284,9 @@ class McpClient:
                 raise McpCallError(
                     f"{what} failed: the server lost the session and reconnecting failed: {why}"
                 ) from exc
-            if self._closed:  # closed while we reconnected: the late arrival does not stay
+            finally:
+                self._reconnecting = None
+            if self._closed:  # closed as the handshake finished: the late arrival does not stay
                 await channel.aclose()
                 raise McpCallError(f"{what} failed: the MCP session was closed")
             self._channel = channel
@@ -294,6 +305,12 @@ class McpClient:
             return
         self._closed = True
         try:
+            reconnecting = self._reconnecting
+            if reconnecting is not None and not reconnecting.done():
+                # close() wins over a reconnect in flight: cancelled, the handshake ends the
+                # session it opened, while the transport it needs is still open.
+                reconnecting.cancel()
+                await asyncio.gather(reconnecting, return_exceptions=True)
             if self._background:
                 await asyncio.gather(*self._background, return_exceptions=True)
             channel, self._channel = self._channel, None

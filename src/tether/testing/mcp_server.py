@@ -155,7 +155,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         """True: every request fails to connect, as if nothing listened."""
         self.hold: dict[str, asyncio.Event] = {}
         """JSON-RPC method -> an event the server waits for before answering it (a server that
-        accepted the request and says nothing until the test lets it)."""
+        accepted the request, or notification, and says nothing until the test lets it)."""
         self.requests: list[RecordedRequest] = []
         self.cancelled: list[Any] = []
         """Request ids named by the client's `notifications/cancelled`."""
@@ -177,12 +177,12 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         """The JSON-RPC methods received, in order (DELETEs appear as "DELETE")."""
         return [r.method or r.http_method for r in self.requests]
 
-    async def received(self, method: str) -> RecordedRequest:
-        """Wait until a request for `method` (or "DELETE") has arrived; return the first."""
+    async def received(self, method: str, nth: int = 1) -> RecordedRequest:
+        """Wait until `nth` requests for `method` (or "DELETE") have arrived; return the last."""
         while True:
-            for r in self.requests:
-                if (r.method or r.http_method) == method:
-                    return r
+            seen = [r for r in self.requests if (r.method or r.http_method) == method]
+            if len(seen) >= nth:
+                return seen[nth - 1]
             await self._arrival.wait()
 
     def _record(self, request: RecordedRequest) -> None:
@@ -258,6 +258,8 @@ class TestMcpServer(httpx.AsyncBaseTransport):
             self.client_responses.append(message)
             return httpx.Response(202)
         if rid is None:
+            if method in self.hold:
+                await self.hold[method].wait()
             await self._notification(method, message.get("params"), sid, session)
             return httpx.Response(202)
         if method == "initialize":
