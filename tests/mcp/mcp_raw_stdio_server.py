@@ -1,7 +1,7 @@
 """A bare stdio MCP server (no SDK, starts fast) whose misbehaviour the tests choose by flag.
 
 python mcp_raw_stdio_server.py [--junk] [--version V] [--crash-on-call] [--ignore-eof]
-                           [--exit-now CODE]
+                           [--exit-now CODE] [--silent]
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ def main(argv: list[str]) -> int:
         sys.stdout.write("starting up (this line is not JSON-RPC)\n\n[1, 2]\n")
         sys.stdout.flush()
     for line in sys.stdin:
+        if "--silent" in argv:
+            continue  # started, reading, and never answering
         message = json.loads(line)
         method, rid = message.get("method"), message.get("id")
         if rid is None:

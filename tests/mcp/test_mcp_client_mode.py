@@ -427,6 +427,25 @@ async def test_a_server_cycling_through_cursors_is_refused(kit: Kit) -> None:
     assert server.methods.count("tools/list") == 3 and server.sessions == {}
 
 
+async def test_a_server_paginating_without_end_is_refused(
+    kit: Kit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.mcp import _source
+
+    monkeypatch.setattr(_source, "_MAX_PAGES", 5)
+    server = kit.server(tools=[add_tool()])
+
+    async def endless(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        page = int((params.get("cursor") or "p0")[1:])
+        return {"tools": [], "nextCursor": f"p{page + 1}"}  # a fresh cursor every time
+
+    server._result = endless  # type: ignore[method-assign]
+    agent, _ = kit.agent(server)
+    with pytest.raises(McpConnectionError, match="still paginating after 5 pages"):
+        await agent.connect()
+    assert server.methods.count("tools/list") == 5 and server.sessions == {}
+
+
 async def test_a_cursor_that_is_not_a_string_is_refused_as_such(kit: Kit) -> None:
     server = kit.server(tools=[add_tool()])
 
@@ -659,6 +678,49 @@ async def test_close_during_an_in_flight_reconnect_wins_and_leaves_nothing_open(
     assert res["is_error"] is True
     assert res["output"] == "MCP tool add on http://mcp.test/mcp failed: the MCP session was closed"
     assert server.deleted == [reopened] and server.sessions == {}  # ended, not left behind
+
+
+async def test_aborting_the_turn_during_a_reconnect_ends_the_new_session(kit: Kit) -> None:
+    server = kit.server(tools=[add_tool()])
+    records: list[Any] = []
+    agent, _ = kit.agent(
+        server,
+        [call("add", {"a": 1, "b": 1}), {"text": "x"}] * 2,
+        agent_kwargs={"trace": records.append},
+    )
+    session = agent.create_session()
+    await collect(agent, session, "one")
+    server.restart()
+    server.hold["notifications/initialized"] = asyncio.Event()
+    controller = AbortController()
+    turn = asyncio.create_task(collect(agent, session, "two", signal=controller.signal))
+    await server.received("notifications/initialized", 2)
+    [reopened] = server.sessions
+    controller.abort("stop")
+    events = await turn
+    assert isinstance(events[-1]["error"], AbortedError)
+    [res] = results(events)
+    assert res["is_error"] is True
+    assert server.deleted == [reopened] and server.sessions == {}
+    assert not [r for r in records if r["phase"] == "mcp" and r["name"] == "reconnect"]
+
+
+async def test_a_failed_reconnect_is_traced(kit: Kit) -> None:
+    server = kit.server(tools=[add_tool()])
+    records: list[Any] = []
+    agent, _ = kit.agent(
+        server,
+        [call("add", {"a": 1, "b": 1}), {"text": "x"}] * 2,
+        agent_kwargs={"trace": records.append},
+    )
+    session = agent.create_session()
+    await collect(agent, session, "one")
+    server.restart()
+    server.http_errors["initialize"] = 503
+    events = await collect(agent, session, "two")
+    [failed] = [r for r in records if r["phase"] == "mcp" and r["name"] == "reconnect:failed"]
+    assert "HTTP 503" in failed["data"]["error"]
+    assert any(e["type"] == "trace" and e["record"] is failed for e in events)
 
 
 async def test_an_attached_read_reconnects_quietly_too(kit: Kit) -> None:

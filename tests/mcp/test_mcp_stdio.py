@@ -109,3 +109,10 @@ async def test_an_answer_with_another_id_is_not_taken_for_ours() -> None:
     await agent.aclose()
     assert stray["output"] == pid["output"]  # the real answer (the pid), not "not yours"
     assert "is_error" not in stray and stray["output"].isdigit()
+
+
+async def test_a_child_that_never_answers_initialize_hits_the_startup_timeout() -> None:
+    agent = raw_agent("--silent", startup_timeout_ms=300)
+    with pytest.raises(McpConnectionError, match="initialize failed: no answer within 300 ms"):
+        await agent.connect()
+    assert agent.tools == []
