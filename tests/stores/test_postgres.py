@@ -93,6 +93,23 @@ async def test_writers_on_separate_connections_to_one_scope_lose_nothing(url: st
         await s.aclose()
 
 
+async def test_writers_lose_nothing_on_a_server_that_defaults_to_serializable(url: str) -> None:
+    """The stores set READ COMMITTED on their own connections: the row-lock queue must not turn
+    into serialization failures because the server (here: the URL) defaults to SERIALIZABLE."""
+    strict = url.replace("options=", "options=-cdefault_transaction_isolation%3Dserializable%20")
+    stores = [PostgresMessageStore(strict) for _ in range(4)]
+    await stores[0].migrate()
+
+    async def writer(w: int) -> None:
+        for i in range(15):
+            await stores[w].append("shared", [user(f"{w}:{i}")])
+
+    await asyncio.gather(*(writer(w) for w in range(4)))
+    assert await stores[0].length("shared") == 60
+    for s in stores:
+        await s.aclose()
+
+
 async def test_run_events_from_several_connections_are_numbered_without_gaps(url: str) -> None:
     stores = [PostgresRunStore(url) for _ in range(5)]
     await stores[0].start_run(RunInfo(run_id="r", kind="agent", name="a"))

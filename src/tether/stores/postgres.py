@@ -27,6 +27,8 @@ How it is built:
   until commit, and inserts the new records numbered after it in the same statement. That costs
   the same at record 10 and record 10,000, and writers on other connections queue on the row
   lock instead of losing or duplicating records; `(scope, seq)` is the primary key as a backstop.
+  A store's own connection runs READ COMMITTED whatever the server's default, which that queue
+  relies on; a caller's connection keeps the caller's settings.
 - **JSON is stored as text**, not `jsonb`: what is read back is exactly what was written (key
   order, duplicate-free or not), and a damaged value is reported as `StoreCorruptError` with the
   record left in place, as in SQLite.
@@ -249,7 +251,7 @@ def connection_lock(conn: Connection) -> asyncio.Lock:
     return lock
 
 
-def describe(conninfo: str) -> str:
+def _describe(conninfo: str) -> str:
     """`user@host:port/dbname` of a URL or conninfo string, without its password."""
     try:
         params = conninfo_to_dict(conninfo)
@@ -294,7 +296,7 @@ class PostgresBacked:
         return cls(url)
 
     def __repr__(self) -> str:
-        where = describe(self._conninfo) if self._conninfo is not None else "caller's connection"
+        where = _describe(self._conninfo) if self._conninfo is not None else "caller's connection"
         return f"{type(self).__name__}({where})"
 
     async def _connect(self) -> Connection:
@@ -309,9 +311,19 @@ class PostgresBacked:
             conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
         except psycopg.Error as exc:
             raise StoreError(
-                f"cannot connect to PostgreSQL at {describe(self._conninfo)}: {exc}; "
+                f"cannot connect to PostgreSQL at {_describe(self._conninfo)}: {exc}; "
                 "check the store URL and that the server is running"
             ) from exc
+        try:
+            # The row-lock scheme relies on READ COMMITTED (a waiting writer re-reads the row
+            # it waited for); a server or URL defaulting to a stricter level would turn
+            # contention into serialization failures instead.
+            await _exec(
+                conn, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"
+            )
+        except psycopg.Error as exc:
+            await conn.close()
+            raise StoreError(f"cannot set up the PostgreSQL session: {exc}") from exc
         self._conn = conn
         return conn
 
@@ -374,6 +386,12 @@ class PostgresBacked:
                 f"the {self._kind} lost its PostgreSQL connection ({exc}); the next call reconnects"
             )
         return StoreError(f"PostgreSQL {type(exc).__name__}: {exc}")
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     async def aclose(self) -> None:
         """Close the connection if the store opened it; idempotent. Later use is a StoreError."""
@@ -529,12 +547,6 @@ class PostgresMessageStore(PostgresBacked):
         async with self._session() as conn:
             # The records go with the scope row (ON DELETE CASCADE), in the same statement.
             await _exec(conn, "DELETE FROM tether_message_scopes WHERE scope = %s", (scope,))
-
-    async def __aenter__(self) -> PostgresMessageStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 # -- RunStore --------------------------------------------------------------------------------
@@ -708,12 +720,6 @@ class PostgresRunStore(PostgresBacked):
                 (run_id, after),
             )
         return [_event(run_id, seq, kind, at, raw) for seq, kind, at, raw in rows]
-
-    async def __aenter__(self) -> PostgresRunStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 # -- WorkflowStore ---------------------------------------------------------------------------
@@ -957,9 +963,3 @@ class PostgresWorkflowStore(PostgresBacked):
                 (run_id,),
             )
         return [_step_record(row) for row in rows]
-
-    async def __aenter__(self) -> PostgresWorkflowStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
