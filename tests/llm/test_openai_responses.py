@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tether import Session
-from tether.errors import LLMStreamError
+from tether.errors import LLMStreamError, MissingKeyError
 from tether.llm.base import ChatRequest
 from tether.llm.openai_responses import (
     OpenAIResponsesClient,
@@ -223,6 +224,15 @@ def test_body_options() -> None:
         "text": {"format": {"type": "json_schema", "name": "answer", "schema": {"type": "object"}}},
         "stream": True,
     }
+
+
+def test_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(MissingKeyError, match="OPENAI_API_KEY"):
+        OpenAIResponsesClient("gpt-test")
+    local = OpenAIResponsesClient("gpt-test", base_url="http://127.0.0.1:1/v1")
+    assert "authorization" not in local._headers
+    monkeypatch.setenv("OPENAI_API_KEY", "from-env")
+    assert OpenAIResponsesClient("gpt-test")._headers["authorization"] == "Bearer from-env"
 
 
 # -- a representative agent, through the real loop ---------------------------------------------
