@@ -84,3 +84,22 @@ def test_ui_rejects_a_port_out_of_range(project: Project) -> None:
     result = project.invoke("ui", "--port", "70000")
     assert result.exit_code == 2
     assert "Invalid value for '--port'" in result.stderr
+
+
+def test_ctrl_c_that_stopped_the_server_is_a_normal_end(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served: list[Runtime] = []
+
+    def serve(runtime: Runtime, **kwargs: Any) -> None:
+        served.append(runtime)
+        raise KeyboardInterrupt  # what uvicorn re-raises after a graceful Ctrl-C shutdown
+
+    module = types.ModuleType("tether.ui")
+    module.serve = serve  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tether.ui", module)
+    result = project.invoke("ui")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    with pytest.raises(ConfigError, match="this runtime is closed"):
+        served[0].run_store  # noqa: B018

@@ -41,7 +41,8 @@ def ui(
 ) -> None:
     """Serve the inspection UI until Ctrl-C.
 
-    The browser shows the project's runs, conversations, agents and workflows.
+    The browser shows the project's runs, conversations, agents and workflows. Ctrl-C
+    is the way to stop the server: it exits 0.
     """
     options = options_of(ctx)
     registry = load_project(options)
@@ -58,6 +59,9 @@ def ui(
     try:
         open_stores(runtime, options)
         serve(runtime, host=host, port=port, registry=registry)
+    except KeyboardInterrupt:
+        # The server has shut down; uvicorn hands the Ctrl-C that stopped it back to us.
+        pass
     finally:
         # serve() leaves the runtime to its caller.
         run_async(runtime.aclose())
