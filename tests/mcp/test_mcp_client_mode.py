@@ -228,6 +228,16 @@ async def test_server_tools_run_through_the_normal_path(kit: Kit) -> None:
     ]
 
 
+async def test_arguments_that_are_not_json_stop_at_the_boundary(kit: Kit) -> None:
+    # The input check that stays local for a remote tool: there is no object to send.
+    server = kit.server(tools=[add_tool()])
+    turns: list[Any] = [{"tool_use": [{"name": "add", "input": '{"a": 1, "b"'}]}, {"text": "ok"}]
+    agent, _ = kit.agent(server, turns)
+    [res] = results(await collect(agent, agent.create_session(), "add"))
+    assert res["is_error"] is True and "not valid JSON" in res["output"]
+    assert "tools/call" not in server.methods
+
+
 async def test_schemas_pass_verbatim_and_the_server_validates(kit: Kit) -> None:
     schema = {
         "type": "object",

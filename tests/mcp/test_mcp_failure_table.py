@@ -314,6 +314,36 @@ async def test_an_attach_read_that_times_out_raises_out_of_send(kit: Kit) -> Non
         await collect(agent, agent.create_session(), "hi")
 
 
+@pytest.mark.parametrize("how", ["abort", "task-cancel"])
+async def test_cancelling_an_attach_read_reaches_the_wire(kit: Kit, how: str) -> None:
+    started = asyncio.Event()
+
+    async def slow() -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    server = kit.server(resources=[{"name": "guide", "uri": "mem://guide", "read": slow}])
+    agent, client = kit.agent(server, [{"text": "never"}], attach=["guide"])
+    controller = AbortController()
+    turn = asyncio.create_task(
+        collect(agent, agent.create_session(), "hi", signal=controller.signal)
+    )
+    await started.wait()
+    if how == "abort":
+        controller.abort("stop")
+        events = await turn
+        assert isinstance(events[-1]["error"], AbortedError)
+    else:
+        turn.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await turn
+    await agent.aclose()  # lets the courtesy cancel finish, then ends the session
+    [rid] = [r.id for r in server.requests if r.method == "resources/read"]
+    assert server.cancelled == [rid] and server.cancelled_handlers == [rid]
+    assert client.calls == []
+
+
 async def test_a_read_tool_failure_is_an_error_result(kit: Kit) -> None:
     def read() -> str:
         raise RuntimeError("gone")
