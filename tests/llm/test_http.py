@@ -192,6 +192,12 @@ def test_retry_after_forms() -> None:
     assert retry_after(httpx.Headers({"retry-after-ms": "250"})) == 0.25
     assert retry_after(httpx.Headers({"retry-after": "soon"})) is None
     assert retry_after(httpx.Headers({})) is None
+    # Numbers that are not a duration are unreadable (backoff applies), not "retry now".
+    for junk in ("nan", "inf", "-inf", ""):
+        assert retry_after(httpx.Headers({"retry-after": junk})) is None, junk
+        assert retry_after(httpx.Headers({"retry-after-ms": junk})) is None, junk
+    assert retry_after(httpx.Headers({"retry-after-ms": "nan", "retry-after": "2"})) == 2.0
+    assert retry_after(httpx.Headers({"retry-after": "-3"})) == 0.0  # in the past: go now
     later = email.utils.formatdate(time.time() + 30, usegmt=True)
     value = retry_after(httpx.Headers({"retry-after": later}))
     assert value is not None and 25 <= value <= 31

@@ -18,6 +18,7 @@ import asyncio
 import datetime
 import email.utils
 import json
+import math
 import os
 import random
 import re
@@ -117,19 +118,15 @@ class StreamParser(Protocol):
 def retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds the server asked us to wait: ``retry-after-ms``, or ``retry-after`` as seconds or
     an HTTP date. None when absent or unreadable."""
-    ms = headers.get("retry-after-ms")
+    ms = _seconds(headers.get("retry-after-ms"))
     if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
+        return ms / 1000.0
     value = headers.get("retry-after")
     if value is None:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    seconds = _seconds(value)
+    if seconds is not None:
+        return seconds
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -137,6 +134,17 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     if when.tzinfo is None:  # "-0000" or no zone at all: HTTP dates are GMT, not local time
         when = when.replace(tzinfo=datetime.UTC)
     return max(0.0, when.timestamp() - time.time())
+
+
+def _seconds(value: str | None) -> float | None:
+    """A header's number, at least 0; None when absent or not a finite number ("nan")."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return max(0.0, number) if math.isfinite(number) else None
 
 
 def backoff_delay(attempt: int, headers: Mapping[str, str] | None, rng: random.Random) -> float:
