@@ -4,8 +4,8 @@ Needs the `postgres` extra (psycopg 3): ``pip install 'tether[postgres]'``.
 
 `PostgresMessageStore`, `PostgresRunStore` and `PostgresWorkflowStore` pass the same contract suites
 as the in-memory and SQLite stores. Each one takes a psycopg `AsyncConnection` from the caller (it
-stays the caller's) or a URL (the store opens its own connection on first use, reconnects after
-the server dropped it, and closes it in `aclose()`):
+stays the caller's) or a URL (the store opens its own connection on first use, opens a new one
+on the call after the server dropped it, and closes it in `aclose()`):
 
 ```python
 messages = PostgresMessageStore("postgresql://tether@db.internal/tether")
@@ -22,15 +22,17 @@ How it is built:
   functions named `mNNN_what_changed`, recorded per store in `tether_migrations`. They run on
   first use in one transaction under a transaction-scoped advisory lock, so processes that start
   together apply each migration exactly once.
-- **Appends are one statement.** The scope (or run) row carries the length. An append bumps it
-  with `INSERT … ON CONFLICT DO UPDATE … RETURNING` (or `UPDATE … RETURNING`), which row-locks it
-  until commit, and inserts the new records numbered after it in the same statement. That costs
+- **Message and event appends are one statement.** The scope (or run) row carries the length.
+  An append bumps it with `INSERT … ON CONFLICT DO UPDATE … RETURNING` (or `UPDATE … RETURNING`),
+  which row-locks it until commit, and inserts the new records numbered after it in the same
+  statement. That costs
   the same at record 10 and record 10,000, and writers on other connections queue on the row
   lock instead of losing or duplicating records; `(scope, seq)` is the primary key as a backstop.
   A store's own connection runs READ COMMITTED whatever the server's default, which that queue
-  relies on; a caller's connection keeps the caller's settings.
-- **JSON is stored as text**, not `jsonb`: what is read back is exactly what was written (key
-  order, duplicate-free or not), and a damaged value is reported as `StoreCorruptError` with the
+  relies on; a caller's connection keeps the caller's settings. A workflow step append locks
+  its run row the same way, then numbers the step through the `(run_id, seq)` index.
+- **JSON is stored as text**, not `jsonb`: what is read back is exactly the text that was
+  written (key order included), and a damaged value is reported as `StoreCorruptError` with the
   record left in place, as in SQLite.
 - Tables are prefixed `tether_`. To keep them in a schema of their own, name it in the URL:
   ``postgresql://host/db?options=-csearch_path%3Dtether``.
