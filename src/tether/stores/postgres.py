@@ -25,12 +25,12 @@ How it is built:
 - **Message and event appends are one statement.** The scope (or run) row carries the length.
   An append bumps it with `INSERT … ON CONFLICT DO UPDATE … RETURNING` (or `UPDATE … RETURNING`),
   which row-locks it until commit, and inserts the new records numbered after it in the same
-  statement. That costs
-  the same at record 10 and record 10,000, and writers on other connections queue on the row
-  lock instead of losing or duplicating records; `(scope, seq)` is the primary key as a backstop.
-  A store's own connection runs READ COMMITTED whatever the server's default, which that queue
-  relies on; a caller's connection keeps the caller's settings. A workflow step append locks
-  its run row the same way, then numbers the step through the `(run_id, seq)` index.
+  statement. That costs the same at record 10 and record 10,000, and writers on other
+  connections queue on the row lock instead of losing or duplicating records; `(scope, seq)` is
+  the primary key as a backstop. A store's own connection runs READ COMMITTED whatever the
+  server's default, which that queue relies on; a caller's connection keeps the caller's
+  settings. A workflow step append locks its run row the same way, then numbers the step
+  through the `(run_id, seq)` index.
 - **JSON is stored as text**, not `jsonb`: what is read back is exactly the text that was
   written (key order included), and a damaged value is reported as `StoreCorruptError` with the
   record left in place, as in SQLite.
