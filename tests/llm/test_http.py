@@ -97,6 +97,38 @@ async def test_429_waits_as_long_as_retry_after_says(wire: WireServer, sleeps: S
     assert wire.requests[0].body == wire.requests[1].body
 
 
+OK_GEMINI = sse(
+    (None, {"candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}]})
+)
+
+
+async def test_gemini_429_waits_as_long_as_its_retry_info_says(
+    wire: WireServer, sleeps: Sleeps
+) -> None:
+    # Gemini says how long to wait in the body (google.rpc.RetryInfo), not in a header.
+    quota = {
+        "error": {
+            "code": 429,
+            "message": "You exceeded your current quota.",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "3.5s"},
+            ],
+        }
+    }
+    wire.reply(Reply(429, json.dumps(quota).encode()), Reply(body=OK_GEMINI))
+    async with make_client("gemini", wire, sleeps) as client:
+        out = await run_chat(client, simple_request())
+    assert out.error is None and out.text == "ok"
+    assert sleeps.waits == [3.5] and len(wire.requests) == 2
+    # A retry-after header, when there is one, still decides.
+    wire.reply(Reply(429, json.dumps(quota).encode(), {"retry-after": "1"}), Reply(body=OK_GEMINI))
+    async with make_client("gemini", wire, sleeps) as client:
+        assert (await run_chat(client, simple_request())).error is None
+    assert sleeps.waits == [3.5, 1.0]
+
+
 async def test_retry_after_ms_wins_over_retry_after(wire: WireServer, sleeps: Sleeps) -> None:
     wire.reply(
         Reply(429, error_body("slow down"), {"retry-after-ms": "1500", "retry-after": "2"}),

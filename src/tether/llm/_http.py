@@ -53,6 +53,7 @@ __all__ = [
     "parse_json_or_raw",
     "response_error",
     "retry_after",
+    "retry_info",
     "stream_error",
 ]
 
@@ -147,13 +148,29 @@ def _seconds(value: str | None) -> float | None:
     return max(0.0, number) if math.isfinite(number) else None
 
 
-def backoff_delay(attempt: int, headers: Mapping[str, str] | None, rng: random.Random) -> float:
-    """The wait before retry number `attempt` (0-based): the server's retry-after when it gave one
-    (capped at MAX_RETRY_AFTER), else exponential backoff with jitter."""
-    if headers is not None:
-        asked = retry_after(headers)
-        if asked is not None:
-            return min(asked, MAX_RETRY_AFTER)
+def retry_info(body: Any) -> float | None:
+    """Seconds a Google error body asks us to wait (``google.rpc.RetryInfo``'s ``retryDelay``,
+    a duration like ``"3.5s"``): Gemini says it there rather than in a retry-after header."""
+    err = _error_object(body)
+    for detail in (err or {}).get("details") or ():
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("rpc.RetryInfo"):
+            delay = detail.get("retryDelay")
+            if isinstance(delay, str) and delay.endswith("s"):
+                return _seconds(delay[:-1])
+    return None
+
+
+def backoff_delay(
+    attempt: int, headers: Mapping[str, str] | None, rng: random.Random, body: Any = None
+) -> float:
+    """The wait before retry number `attempt` (0-based): the server's retry-after (or the
+    RetryInfo of its error body) when it gave one, capped at MAX_RETRY_AFTER, else exponential
+    backoff with jitter."""
+    asked = retry_after(headers) if headers is not None else None
+    if asked is None and body is not None:
+        asked = retry_info(body)
+    if asked is not None:
+        return min(asked, MAX_RETRY_AFTER)
     delay = min(INITIAL_BACKOFF * (2.0 ** min(attempt, 16)), MAX_BACKOFF)
     return delay * (1.0 - JITTER * rng.random())
 
@@ -459,7 +476,9 @@ class HTTPAdapter:
                 should = response.headers.get("x-should-retry")
                 retry = error.retryable if should is None else should.lower() == "true"
                 if retry and attempt < self.max_retries:
-                    await self._sleep(backoff_delay(attempt, response.headers, self._rng))
+                    await self._sleep(
+                        backoff_delay(attempt, response.headers, self._rng, error.body)
+                    )
                     attempt += 1
                     continue
                 raise error
