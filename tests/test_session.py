@@ -94,6 +94,7 @@ def test_remember_sets_keys_and_none_deletes() -> None:
         ({"f": math.nan}, "memory.f: float nan is not JSON-safe"),
         ({"fn": len}, "memory.fn: builtin_function_or_method is not JSON-safe"),
         ({"k": {1: "x"}}, "memory.k[1]: int key is not JSON-safe"),
+        ({"s": ["ok ø", "bad \udc80"]}, "memory.s[1]: str with a lone surrogate is not JSON-safe"),
     ],
 )
 def test_a_patch_that_is_not_json_safe_raises_at_the_write_naming_the_path(

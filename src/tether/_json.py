@@ -14,11 +14,19 @@ def check_json_safe(value: Any, path: str) -> None:
     """Raise NotJSONSafeError naming the first path whose value would not round-trip unchanged.
 
     Accepts exactly what json.dumps -> json.loads gives back equal: None, bool, int, finite
-    float, str, list, and dict with str keys. A tuple comes back a list, NaN is not JSON, and a
+    float, str (encodable as UTF-8), list, and dict with str keys. A tuple comes back a list, NaN is not JSON, and a
     datetime, set, bytes or class instance does not serialize at all.
     """
     t = type(value)
-    if t is str or t is int or t is bool or value is None:
+    if t is str:
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                # json.loads gives it back, but no UTF-8 file, database or wire can hold it.
+                raise NotJSONSafeError(path, "str with a lone surrogate") from None
+        return
+    if t is int or t is bool or value is None:
         return
     if t is float:
         if not math.isfinite(value):

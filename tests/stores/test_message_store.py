@@ -97,6 +97,8 @@ async def test_a_bad_record_is_refused_and_nothing_of_the_batch_is_written(
     with pytest.raises(NotJSONSafeError, match=r"records\[1\]"):
         bad: Any = {"role": "user", "content": [object()]}
         await store.append("s", [user("lost"), bad])
+    with pytest.raises(NotJSONSafeError, match="lone surrogate"):
+        await store.append("s", [user("lost"), user("half a pair \udc80")])
     with pytest.raises(StoreError, match=r"records\[0\]"):
         await store.append("s", ["not a record"])  # type: ignore[list-item]
     with pytest.raises(StoreError, match="scope"):
