@@ -14,6 +14,7 @@ from tether import (
     AbortedError,
     ConfigError,
     McpConnectionError,
+    RunContext,
     create_agent,
     define_guardrail,
     define_tool,
@@ -688,6 +689,23 @@ async def test_close_during_an_in_flight_reconnect_wins_and_leaves_nothing_open(
     assert res["is_error"] is True
     assert res["output"] == "MCP tool add on http://mcp.test/mcp failed: the MCP session was closed"
     assert server.deleted == [reopened] and server.sessions == {}  # ended, not left behind
+
+
+async def test_calls_queued_behind_a_reconnect_that_close_cancelled_do_not_reconnect(
+    kit: Kit,
+) -> None:
+    server = kit.server(tools=[add_tool()])
+    agent, _ = kit.agent(server)
+    await agent.connect()
+    [tool] = agent.tools
+    server.restart()
+    server.hold["initialize"] = asyncio.Event()  # never answered
+    calls = [asyncio.create_task(tool.call({"a": 1, "b": n}, RunContext("s"))) for n in (1, 2)]
+    await server.received("initialize", 2)
+    await agent.aclose()
+    outputs = [(await c).output for c in calls]
+    assert outputs == ["MCP tool add on http://mcp.test/mcp failed: the MCP session was closed"] * 2
+    assert server.methods.count("initialize") == 2  # the second call did not start another
 
 
 async def test_aborting_the_turn_during_a_reconnect_ends_the_new_session(kit: Kit) -> None:

@@ -260,6 +260,8 @@ class McpClient:
         if channel is not None and not channel.lost:
             return channel
         async with self._reconnect_lock:
+            if self._closed:  # closed while this call waited for another one's reconnect
+                raise McpCallError(f"{what} failed: the MCP session was closed")
             channel = self._channel
             if channel is not None and not channel.lost:
                 return channel
