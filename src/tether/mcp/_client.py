@@ -308,11 +308,15 @@ class McpClient:
         self._closed = True
         try:
             reconnecting = self._reconnecting
-            if reconnecting is not None and not reconnecting.done():
+            if reconnecting is not None:
                 # close() wins over a reconnect in flight: cancelled, the handshake ends the
-                # session it opened, while the transport it needs is still open.
-                reconnecting.cancel()
+                # session it opened, while the transport it needs is still open. One that
+                # finished but is not yet adopted is ended here (closing twice is harmless).
+                if not reconnecting.done():
+                    reconnecting.cancel()
                 await asyncio.gather(reconnecting, return_exceptions=True)
+                if not reconnecting.cancelled() and reconnecting.exception() is None:
+                    await reconnecting.result().aclose()
             if self._background:
                 await asyncio.gather(*self._background, return_exceptions=True)
             channel, self._channel = self._channel, None
