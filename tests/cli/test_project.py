@@ -164,3 +164,11 @@ def test_store_when_the_runtime_opened_its_stores_at_import(
     assert result.exit_code == EXIT_USAGE
     assert "--store memory: the runtime's stores are already open" in result.stderr
     assert "Runtime(store=...)" in result.stderr
+
+
+def test_a_store_url_password_never_reaches_an_error_message(project: Project) -> None:
+    for args in (["runs", "list"], ["agent", "run", "echo", "-i", "hi"]):
+        result = project.invoke("--store", "mongo://admin:s3cret@db.example:27017/x", *args)
+        assert result.exit_code == EXIT_USAGE, args
+        assert "s3cret" not in result.stderr
+        assert "mongo://admin:***@db.example:27017/x" in result.stderr

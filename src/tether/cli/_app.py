@@ -57,8 +57,8 @@ def _root(
             "--store",
             metavar="URL",
             help="Use this store instead of the project's: memory, sqlite:///relative.db "
-            "(relative to the current directory) or sqlite:////absolute.db. The runs "
-            "commands then need no config at all.",
+            "(relative to the current directory), sqlite:////absolute.db or "
+            "postgresql://user:password@host/db. The runs commands then need no config at all.",
         ),
     ] = None,
 ) -> None:

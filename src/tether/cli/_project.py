@@ -18,6 +18,7 @@ import typer
 
 from ..errors import ConfigError, RegistryError, StoreError
 from ..lab import DEFAULT_STORE, Registry, Runtime, load_registry
+from ..lab._stores import redact_url
 from ._errors import CommandLineError, Interrupted, ProjectError
 
 __all__ = [
@@ -162,7 +163,7 @@ def open_stores(runtime: Runtime, options: GlobalOptions) -> None:
     except ConfigError as exc:
         if options.store is not None:
             raise CommandLineError(
-                f"--store {options.store}: {exc}", kind=type(exc).__name__
+                f"--store {redact_url(options.store)}: {exc}", kind=type(exc).__name__
             ) from exc
         raise ProjectError(
             str(exc),
@@ -172,7 +173,7 @@ def open_stores(runtime: Runtime, options: GlobalOptions) -> None:
         ) from exc
     except (StoreError, sqlite3.Error, OSError) as exc:
         raise ProjectError(
-            f"cannot open the store {url}: {exc}",
+            f"cannot open the store {redact_url(url)}: {exc}",
             kind=type(exc).__name__,
         ) from exc
 

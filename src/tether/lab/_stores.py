@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError
 from ..stores.message_store import InMemoryMessageStore, MessageStore, SqliteMessageStore
@@ -19,7 +20,13 @@ from ..stores.run_store import InMemoryRunStore, RunStore, SqliteRunStore
 from ..stores.sqlite import SqliteWorkflowStore
 from ..stores.workflow_store import InMemoryWorkflowStore, WorkflowStore
 
-__all__ = ["DEFAULT_STORE", "StoreSet", "open_stores", "sqlite_path"]
+__all__ = [
+    "DEFAULT_STORE",
+    "StoreSet",
+    "open_stores",
+    "redact_url",
+    "sqlite_path",
+]
 
 DEFAULT_STORE = "sqlite:///.tether/tether.db"
 """Where a runtime keeps its data when it is given no store: a file under `.tether/`."""
@@ -38,6 +45,18 @@ class StoreSet:
         owned, self.owned = self.owned, []
         for store in owned:
             await store.aclose()
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced, fit for an error message."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host += f":{parts.port}"
+    netloc = f"{parts.username or ''}:***@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def sqlite_path(url: str, root: Path) -> str | None:
@@ -72,7 +91,7 @@ def open_stores(url: str, root: Path) -> StoreSet:
     path = sqlite_path(url, root)
     if path is None:
         raise ConfigError(
-            f"unknown store URL {url!r}; use memory, sqlite:///relative/path.db "
+            f"unknown store URL {redact_url(url)!r}; use memory, sqlite:///relative/path.db "
             "or sqlite:////absolute/path.db"
         )
     message = SqliteMessageStore.open(path)
