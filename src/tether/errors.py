@@ -7,6 +7,7 @@ TetherError
 │   ├── UnknownProviderError     a model string whose provider prefix we do not know
 │   ├── MissingKeyError          a provider key that is not in the config or the environment
 │   └── RegistryError            tether.toml / [tool.tether] points at something that is not there
+│       └── ConfigNotFoundError  there is no tether.toml / [tool.tether] at or above a directory
 ├── DataError                    data that is not what it claims to be
 │   ├── NotJSONSafeError         a value that would not survive json.dumps -> json.loads unchanged
 │   ├── SessionFormatError       a stored Session that does not parse
@@ -42,6 +43,7 @@ __all__ = [
     "AuthenticationError",
     "ClientMessageError",
     "ConfigError",
+    "ConfigNotFoundError",
     "ContextLengthError",
     "DataError",
     "LLMConnectionError",
@@ -98,6 +100,10 @@ class MissingKeyError(ConfigError):
 
 class RegistryError(ConfigError):
     """The project registry points at a module, attribute or id that is not there."""
+
+
+class ConfigNotFoundError(RegistryError):
+    """No `tether.toml` (or `[tool.tether]` in `pyproject.toml`) at or above a directory."""
 
 
 class DataError(TetherError):

@@ -108,7 +108,10 @@ def test_registry_errors_are_shown_with_their_text(
     assert result.exit_code == EXIT_PROJECT
     expected = message.replace("APP", package).replace("TOML_PATH", str(root / "tether.toml"))
     assert result.stderr.startswith(expected)
-    assert f"Fix the entry in {root / 'tether.toml'}" in result.stderr
+    if "not valid TOML" in message:
+        assert "Fix the TOML of the file named above." in result.stderr
+    else:
+        assert f"Fix the entry in {root / 'tether.toml'}" in result.stderr
 
 
 def test_a_bad_store_url_in_the_config_is_a_project_error(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import tomllib
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +15,8 @@ from typing import Any, TypeVar
 
 import typer
 
-from ..errors import ConfigError, RegistryError, StoreError
-from ..lab import DEFAULT_STORE, Registry, Runtime, load_registry
+from ..errors import ConfigError, ConfigNotFoundError, RegistryError, StoreError
+from ..lab import DEFAULT_STORE, Registry, Runtime, find_config, load_registry
 from ..lab._stores import redact_url
 from ._errors import CommandLineError, Interrupted, ProjectError
 
@@ -58,43 +57,29 @@ def options_of(ctx: typer.Context) -> GlobalOptions:
     return obj if isinstance(obj, GlobalOptions) else GlobalOptions()
 
 
-def _has_tether_table(pyproject: Path) -> bool:
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        # Not ours to judge here: load_registry reports why it cannot be read.
-        return True
-    tool = data.get("tool")
-    return isinstance(tool, dict) and isinstance(tool.get("tether"), dict)
-
-
 def locate_config(start: Path | None) -> Path:
-    """The config file the registry comes from: `start` itself when it is a file, else the
-    nearest `tether.toml` (or `pyproject.toml` with `[tool.tether]`) at or above `start` (default:
-    the current directory) — the same search `tether.lab.find_config` makes.
+    """The config file the registry comes from (`tether.lab.find_config`'s search).
 
     Raises:
-        ProjectError: there is none, with an example tether.toml.
+        ProjectError: there is none (with an example tether.toml), or it does not parse.
     """
-    if start is not None and start.is_file():
-        return start
-    here = (start if start is not None else Path.cwd()).resolve()
-    for directory in (here, *here.parents):
-        candidate = directory / "tether.toml"
-        if candidate.is_file():
-            return candidate
-        pyproject = directory / "pyproject.toml"
-        if pyproject.is_file() and _has_tether_table(pyproject):
-            return pyproject
-    raise ProjectError(
-        f"no tether.toml (or [tool.tether] in pyproject.toml) at or above {here}",
-        hint=(
-            "Create tether.toml in your project directory, listing what the CLI can run, "
-            f"for example:\n\n{CONFIG_EXAMPLE}\n\n"
-            "(each entry is 'module:attribute', imported from that directory), "
-            "or point at a config file with --config PATH."
-        ),
-    )
+    try:
+        path, _ = find_config(start)
+    except ConfigNotFoundError as exc:
+        raise ProjectError(
+            str(exc).split(";")[0],
+            hint=(
+                "Create tether.toml in your project directory, listing what the CLI can run, "
+                f"for example:\n\n{CONFIG_EXAMPLE}\n\n"
+                "(each entry is 'module:attribute', imported from that directory), "
+                "or point at a config file with --config PATH."
+            ),
+        ) from exc
+    except RegistryError as exc:  # the file is there but does not parse
+        raise ProjectError(
+            str(exc), kind="RegistryError", hint="Fix the TOML of the file named above."
+        ) from exc
+    return path
 
 
 def absolute_store_url(url: str, cwd: Path) -> str:

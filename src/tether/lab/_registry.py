@@ -23,7 +23,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from ..errors import RegistryError
+from ..errors import ConfigNotFoundError, RegistryError
 from ..workflows import Workflow
 from ._agent import LabAgent
 from ._runtime import Runtime
@@ -65,7 +65,8 @@ def find_config(start: str | PathLike[str] | None = None) -> tuple[Path, dict[st
     `start` (default: the current directory), and its registry table.
 
     Raises:
-        RegistryError: none found, or the file does not parse.
+        ConfigNotFoundError: none found (a RegistryError).
+        RegistryError: the file does not parse.
     """
     here = Path(start) if start is not None else Path.cwd()
     if here.is_file():
@@ -81,7 +82,7 @@ def find_config(start: str | PathLike[str] | None = None) -> tuple[Path, dict[st
             table = data.get("tool", {}).get("tether")
             if isinstance(table, dict):
                 return pyproject, _check_keys(pyproject, table)
-    raise RegistryError(
+    raise ConfigNotFoundError(
         f"no tether.toml (or [tool.tether] in pyproject.toml) at or above {here}; "
         "create one listing runtime, agents and workflows"
     )
