@@ -14,8 +14,8 @@ def check_json_safe(value: Any, path: str) -> None:
     """Raise NotJSONSafeError naming the first path whose value would not round-trip unchanged.
 
     Accepts exactly what json.dumps -> json.loads gives back equal: None, bool, int, finite
-    float, str (encodable as UTF-8), list, and dict with str keys. A tuple comes back a list, NaN is not JSON, and a
-    datetime, set, bytes or class instance does not serialize at all.
+    float, str (encodable as UTF-8), list, and dict with str keys. A tuple comes back a list,
+    NaN is not JSON, and a datetime, set, bytes or class instance does not serialize at all.
     """
     t = type(value)
     if t is str:
