@@ -16,7 +16,7 @@ import pytest
 from psycopg import pq
 from tests.postgres_server import postgres_url
 
-from tether.errors import StoreCorruptError, StoreError
+from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
 from tether.stores import RunInfo, StoredRecord
 from tether.stores.postgres import (
     MIGRATIONS_TABLE,
@@ -304,7 +304,7 @@ async def test_records_come_back_exactly_as_written(url: str) -> None:
 async def test_text_postgres_cannot_hold_is_a_store_error_and_writes_nothing(url: str) -> None:
     async with PostgresMessageStore(url) as store:
         await store.append("s", [user("kept")])
-        with pytest.raises(StoreError, match="UTF-8"):
+        with pytest.raises(NotJSONSafeError, match="lone surrogate"):
             await store.append("s", [user("kept"), user("lone \ud800 surrogate")])
         with pytest.raises(StoreError, match="NUL"):
             await store.append("nul\x00scope", [user("x")])
