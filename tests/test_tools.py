@@ -220,7 +220,7 @@ async def _fail(request: Request) -> Any:
 
 
 async def _slow(request: Request) -> Any:
-    await asyncio.sleep(2)
+    await asyncio.sleep(0.5)
     return PlainTextResponse("late")
 
 
