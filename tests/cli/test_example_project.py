@@ -1,0 +1,36 @@
+"""The example project under examples/lab works as its docstring says, keylessly."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "lab"
+TETHER = Path(sys.executable).parent / ("tether.exe" if sys.platform == "win32" else "tether")
+
+
+def tether(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    return subprocess.run(
+        [str(TETHER), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_example_project_runs_a_titled_conversation_and_lists_it(tmp_path: Path) -> None:
+    project = tmp_path / "lab"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".tether", "__pycache__"))
+    first = tether(project, "agent", "run", "assistant", "--input", "Hello", "--scope", "demo")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "(scripted model) you said: Hello"
+    second = tether(project, "agent", "run", "assistant", "--input", "Again", "--scope", "demo")
+    assert second.returncode == 0, second.stderr
+    runs = json.loads(tether(project, "runs", "list", "--json").stdout)
+    names = sorted(r["name"] for r in runs)
+    # two episodes of the assistant; the title workflow (and its namer) ran after the first only
+    assert names == ["assistant", "assistant", "conversation-title", "namer"]
+    listed = tether(project, "agent", "list")
+    assert "assistant" in listed.stdout and "scripted" in listed.stdout
