@@ -41,7 +41,6 @@ How it is built:
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -69,6 +68,7 @@ from ..workflows._store import (
     _decode_error,
     _encode,
 )
+from ._migrations import MigrationList
 from .message_store import ScopeInfo, StoredRecord, _check_title
 from .message_store import _decode as _decode_record
 from .message_store import _encode as _encode_records
@@ -110,7 +110,6 @@ PostgresMigration: TypeAlias = Callable[["psycopg.AsyncConnection[Any]"], Awaita
 """One schema change: an async function named `mNNN_what_changed` that runs its statements on
 `conn` inside the migration transaction (it must not commit)."""
 
-_NAME = re.compile(r"^m(\d{3,})_[a-z0-9_]+$")
 
 # pg_advisory_xact_lock key for migrations ("tetherMg"): one database-wide key, held only for
 # the migration transaction, so two processes never create the same table at once.
@@ -137,7 +136,7 @@ async def _all(conn: Connection, query: str, params: Params = ()) -> list[Row]:
     return await cur.fetchall()
 
 
-class PostgresMigrations:
+class PostgresMigrations(MigrationList[PostgresMigration]):
     """The ordered, append-only migrations of one PostgreSQL store.
 
     ```python
@@ -152,34 +151,6 @@ class PostgresMigrations:
     is a programming error caught at import time. Never edit or reorder a migration that has
     shipped; append a new one.
     """
-
-    def __init__(self, store: str) -> None:
-        self.store = store
-        """The key these migrations are recorded under in `tether_migrations`."""
-        self._items: list[tuple[str, PostgresMigration]] = []
-
-    def __call__(self, fn: PostgresMigration) -> PostgresMigration:
-        """Register `fn` as the next migration (use as a decorator)."""
-        self.add(fn.__name__, fn)
-        return fn
-
-    def add(self, name: str, fn: PostgresMigration) -> None:
-        """Register `fn` under `name` as the next migration."""
-        match = _NAME.match(name)
-        if match is None:
-            raise ValueError(f"migration name {name!r} must look like m001_what_changed")
-        if self._items:
-            last = self._items[-1][0]
-            if int(_NAME.match(last).group(1)) >= int(match.group(1)):  # type: ignore[union-attr]
-                raise ValueError(
-                    f"migration {name!r} must come after {last!r}: migrations are append-only"
-                )
-        self._items.append((name, fn))
-
-    @property
-    def names(self) -> list[str]:
-        """The declared migration names, in order."""
-        return [name for name, _ in self._items]
 
     async def applied(self, conn: Connection) -> list[str]:
         """The names already recorded for this store (in the schema `conn` sees), in order."""

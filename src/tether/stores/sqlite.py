@@ -27,7 +27,6 @@ store's constructor. Never edit or reorder a migration that has shipped; append 
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -47,6 +46,7 @@ from ..workflows._store import (
     _decode_error,
     _encode,
 )
+from ._migrations import MigrationList
 
 __all__ = [
     "MIGRATIONS_TABLE",
@@ -66,8 +66,6 @@ Migration = Callable[[sqlite3.Connection], None]
 
 It runs inside a transaction; it must not commit, and must not use `executescript` (which
 commits first)."""
-
-_NAME = re.compile(r"^m(\d{3,})_[a-z0-9_]+$")
 
 
 def connect(path: str | PathLike[str], *, timeout: float = 30.0) -> sqlite3.Connection:
@@ -139,7 +137,7 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise StoreError(f"cannot commit a SQLite transaction: {exc}") from exc
 
 
-class Migrations:
+class Migrations(MigrationList[Migration]):
     """The ordered, append-only migrations of one store.
 
     ```python
@@ -153,34 +151,6 @@ class Migrations:
     Names must match `mNNN_what_changed` and increase in declaration order; a name out of
     order is a programming error caught at import time.
     """
-
-    def __init__(self, store: str) -> None:
-        self.store = store
-        """The key these migrations are recorded under in the migrations table."""
-        self._items: list[tuple[str, Migration]] = []
-
-    def __call__(self, fn: Migration) -> Migration:
-        """Register `fn` as the next migration (use as a decorator)."""
-        self.add(fn.__name__, fn)
-        return fn
-
-    def add(self, name: str, fn: Migration) -> None:
-        """Register `fn` under `name` as the next migration."""
-        match = _NAME.match(name)
-        if match is None:
-            raise ValueError(f"migration name {name!r} must look like m001_what_changed")
-        if self._items:
-            last = self._items[-1][0]
-            if int(_NAME.match(last).group(1)) >= int(match.group(1)):  # type: ignore[union-attr]
-                raise ValueError(
-                    f"migration {name!r} must come after {last!r}: migrations are append-only"
-                )
-        self._items.append((name, fn))
-
-    @property
-    def names(self) -> list[str]:
-        """The declared migration names, in order."""
-        return [name for name, _ in self._items]
 
     def applied(self, conn: sqlite3.Connection) -> list[str]:
         """The names already recorded for this store in `conn`, in the order applied."""
