@@ -11,6 +11,7 @@ import typer
 
 from ..errors import ConfigError, MissingKeyError, NoObjectGeneratedError, RegistryError
 from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Registry, Runtime
+from ..lab._agent import model_label
 from ._errors import (
     CommandLineError,
     Interrupted,
@@ -24,7 +25,6 @@ from ._render import (
     EpisodeRenderer,
     clean,
     compact,
-    describe_model,
     emit,
     emit_err,
     emit_json,
@@ -117,7 +117,7 @@ def list_agents(
     entries = [
         {
             "id": a.id,
-            "model": describe_model(a.model if a.model is not None else defaults),
+            "model": model_label(a.model if a.model is not None else defaults),
             "tool_context": a.uses_tool_provider,
             "structured_output": a.output_schema is not None,
             "description": a.description,

@@ -24,7 +24,6 @@ __all__ = [
     "EpisodeRenderer",
     "clean",
     "compact",
-    "describe_model",
     "emit",
     "emit_err",
     "emit_json",
@@ -127,25 +126,6 @@ def format_duration(started: float, ended: float | None) -> str:
 def format_usage(usage: Mapping[str, Any]) -> str:
     """``input_tokens=12 output_tokens=30``, or "-" when the provider reported none."""
     return " ".join(f"{k}={v}" for k, v in usage.items()) or "-"
-
-
-def describe_model(spec: Any) -> str:
-    """A model as the agent listing shows it: the model string, a config's model, or a
-    client's ``provider:model``."""
-    if spec is None:
-        return "-"
-    if isinstance(spec, str):
-        return spec
-    if isinstance(spec, Mapping):
-        model = spec.get("model")
-        return str(model) if model is not None else "(config)"
-    model = getattr(spec, "model", None)
-    provider = getattr(spec, "provider", None)
-    if isinstance(model, str) and isinstance(provider, str):
-        return f"{provider}:{model}"
-    if isinstance(model, str):
-        return f"{model} ({type(spec).__name__})"
-    return type(spec).__name__
 
 
 def run_to_json(info: RunInfo) -> dict[str, Any]:

@@ -412,3 +412,23 @@ class LabAgent(Generic[T]):
         )
         self.runtime._track(task)
         return task
+
+
+def model_label(spec: Any) -> str:
+    """How an agent's model is shown (CLI listings, the UI): the model string, a config's
+    `model` (never its key or headers), or a client's ``provider:model``; "(none)" when there
+    is no model at all."""
+    if spec is None:
+        return "(none)"
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, Mapping):
+        model = spec.get("model")
+        return str(model) if model is not None else "(config without a model)"
+    model = getattr(spec, "model", None)
+    provider = getattr(spec, "provider", None)
+    if isinstance(model, str) and isinstance(provider, str):
+        return f"{provider}:{model}"
+    if isinstance(model, str):
+        return f"{model} ({type(spec).__name__})"
+    return type(spec).__name__

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from ..errors import StoreCorruptError, StoreError
 from ..lab import LabAgent, Registry, Runtime
-from ..llm import LLMClient
+from ..lab._agent import model_label
 from ..stores.message_store import ScopeInfo, StoredRecord
 from ..stores.run_store import RunEvent, RunInfo
 from ..workflows import Workflow
@@ -738,21 +738,6 @@ async def build_conversation(
 
 
 # -- agents and workflows --------------------------------------------------------------------
-
-
-def model_label(spec: Any) -> str:
-    """The model an agent runs on, without anything secret: only the model string of a config
-    dict (never its key or headers), the `model` attribute of a client object."""
-    if spec is None:
-        return "(runtime default)"
-    if isinstance(spec, str):
-        return spec
-    if isinstance(spec, Mapping):
-        model = spec.get("model")
-        return str(model) if model is not None else "(config without a model)"
-    if isinstance(spec, LLMClient) or hasattr(spec, "model"):
-        return str(getattr(spec, "model", type(spec).__name__))
-    return type(spec).__name__
 
 
 def agent_json(catalog: Catalog, agent: LabAgent[Any]) -> dict[str, Any]:
