@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -297,18 +296,16 @@ def tool(
         is_async = inspect.iscoroutinefunction(f)
         validate = model.model_validate
 
-        def check(value: Any) -> str | None:
+        async def execute(value: dict[str, Any], ctx: RunContext) -> Any:
+            # Validated once, here: the same model checks the input and converts it.
             try:
-                validate(value)
+                args = validate(value)
             except pydantic.ValidationError as exc:
-                return "; ".join(
+                problems = "; ".join(
                     f"{'/'.join(str(x) for x in e['loc']) or '(root)'}: {e['msg']}"
                     for e in exc.errors()
                 )
-            return None
-
-        async def execute(value: dict[str, Any], ctx: RunContext) -> Any:
-            args = validate(value)
+                raise ToolError(f"Invalid input for tool {tool_name}: {problems}") from None
             kwargs = {k: getattr(args, k) for k in fields}
             if ctx_param is not None:
                 kwargs[ctx_param] = ctx
@@ -322,7 +319,6 @@ def tool(
             input_schema=schema,
             execute=execute,
             timeout=timeout,
-            _check=check,
             _takes_ctx=True,
             _is_async=True,
         )
@@ -330,13 +326,3 @@ def tool(
     if fn is not None:
         return build(fn)
     return build
-
-
-def parse_arguments(raw: str) -> Any:
-    """Parse a model's JSON arguments; the raw string when they are not JSON (reported later)."""
-    if not raw:
-        return {}
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
