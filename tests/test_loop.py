@@ -525,3 +525,112 @@ async def test_records_traced_before_a_fault_still_reach_the_stream() -> None:
     streamed = [e["record"]["name"] for e in events if e["type"] == "trace"]
     assert streamed == ["layer:reading", "turn:failed"]
     assert [r["name"] for r in records] == streamed
+
+
+@pytest.mark.parametrize(
+    ("turns", "kind"),
+    [
+        ([{"tool_use": [{"name": "add", "input": {"a": 1, "b": 1}}]}, {"text": "2"}], "tool_use"),
+        ([{"text": "x"}], "done"),
+        ([{"text": "par", "error": LLMError("provider exploded")}], "error"),
+    ],
+    ids=["tool_use", "done", "error"],
+)
+async def test_an_abort_while_the_consumer_handles_any_event_does_not_cancel_the_consumer(
+    turns: list[Any], kind: str
+) -> None:
+    # The loop is between its own awaits while the consumer handles an event, whatever the
+    # event: an abort then only marks the turn, and the consumer's own awaits run undisturbed.
+    agent = create_agent(llm=script_client(turns), tools=[add_tool()])
+    controller = AbortController()
+    seen: list[str] = []
+    async for event in agent.send(Session(), "hi", signal=controller.signal):
+        seen.append(event["type"])
+        if event["type"] == kind:
+            controller.abort()
+            await asyncio.sleep(0)
+    assert kind in seen
+    assert not asyncio.current_task().cancelling()  # type: ignore[union-attr]
+
+
+async def test_an_abort_during_an_output_guardrail_cancels_it_and_ends_the_turn() -> None:
+    from tether import define_guardrail
+
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def slow_check(text: str) -> Any:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return None
+
+    agent = create_agent(
+        llm=script_client([{"text": "hi"}]),
+        guardrails=[define_guardrail(name="slow", output=slow_check)],
+    )
+    controller = AbortController()
+    session = Session()
+
+    async def abort_soon() -> None:
+        await started.wait()
+        controller.abort("stop")
+
+    aborter = asyncio.create_task(abort_soon())
+    events = await asyncio.wait_for(collect(agent, session, "go", signal=controller.signal), 5)
+    await aborter
+    assert cancelled.is_set()
+    assert isinstance(events[-1]["error"], AbortedError)
+    assert "done" not in kinds(events)
+    assert [m["role"] for m in session.messages] == ["user"]
+    assert not asyncio.current_task().cancelling()  # type: ignore[union-attr]
+
+
+async def test_a_tool_that_swallows_the_abort_still_ends_the_turn_and_leaves_no_cancellation() -> (
+    None
+):
+    started = asyncio.Event()
+
+    async def stubborn(value: Any, ctx: RunContext) -> str:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            return "swallowed"
+        return "never"
+
+    client = script_client([{"tool_use": [{"name": "stubborn", "input": {}}]}, {"text": "x"}])
+    agent = create_agent(llm=client, tools=[define_tool(name="stubborn", execute=stubborn)])
+    controller = AbortController()
+
+    async def abort_soon() -> None:
+        await started.wait()
+        controller.abort()
+
+    aborter = asyncio.create_task(abort_soon())
+    events = await asyncio.wait_for(collect(agent, Session(), "go", signal=controller.signal), 5)
+    await aborter
+    assert isinstance(events[-1]["error"], AbortedError)
+    assert len(client.calls) == 1
+    [result] = [e for e in events if e["type"] == "tool_result"]
+    assert result["is_error"] is True
+    # the cancellation the abort asked for was taken back, so later awaits are not disturbed
+    assert not asyncio.current_task().cancelling()  # type: ignore[union-attr]
+    await asyncio.sleep(0)
+
+
+async def test_cancelling_the_consumer_while_an_abort_is_absorbed_still_cancels_it() -> None:
+    # An abort and an outside cancellation at once: the outside one is not swallowed.
+    client = HangingClient()
+    agent = create_agent(llm=client)
+    controller = AbortController()
+    task = asyncio.create_task(collect(agent, Session(), "hi", signal=controller.signal))
+    await client.started.wait()
+    task.cancel()
+    controller.abort()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert client.closed

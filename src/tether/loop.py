@@ -75,34 +75,56 @@ class TurnOptions:
 
 class _Interrupt:
     """Turns an abort signal into cancellation of the task running the turn, but only while the
-    loop itself is waiting (armed), never while the consumer is handling an event."""
+    loop itself is waiting (armed), never while the consumer is handling an event.
 
-    __slots__ = ("armed", "fired", "remove", "task")
+    Every armed await has the same shape: `arm()`, the await, `absorb()` on CancelledError, and
+    `disarm()` in a `finally`. The cancellation we asked for is always taken back (`uncancel`), so
+    the consuming task is left as it was: whether what we awaited let it through (absorb) or
+    swallowed it and returned (disarm, which then ends the turn all the same).
+    """
+
+    __slots__ = ("armed", "cancelled", "fired", "remove", "signal", "task")
 
     def __init__(self, signal: AbortSignal) -> None:
+        self.signal = signal
         self.task = asyncio.current_task()
         self.armed = False
         self.fired = False
+        self.cancelled = False
         self.remove = signal.add_callback(self._on_abort)
 
     def _on_abort(self) -> None:
         self.fired = True
         if self.armed and self.task is not None:
+            self.cancelled = True
             self.task.cancel()
+
+    def error(self) -> AbortedError:
+        return AbortedError(self.signal.reason)
 
     def arm(self) -> None:
         if self.fired:
-            raise AbortedError(None)
+            raise self.error()
         self.task = asyncio.current_task()
         self.armed = True
 
     def absorb(self) -> bool:
-        """After a CancelledError: True when it came from our abort (and is swallowed)."""
+        """After a CancelledError: True when it was ours alone (and is swallowed); a cancellation
+        from outside that arrived as well still propagates."""
         self.armed = False
-        if self.fired and self.task is not None:
-            self.task.uncancel()
-            return True
+        if self.cancelled and self.task is not None:
+            self.cancelled = False
+            return self.task.uncancel() == 0
         return False
+
+    def disarm(self) -> None:
+        """After the await, however it ended; raises AbortedError when what we awaited swallowed
+        the cancellation we asked for."""
+        self.armed = False
+        if self.cancelled and self.task is not None:
+            self.cancelled = False
+            self.task.uncancel()
+            raise self.error()
 
 
 def _add_usage(total: Usage, usage: Usage) -> None:
@@ -146,9 +168,10 @@ async def run_turn(
                 conns = await agent._integrations.ensure(signal, tracer=tracer)
             except asyncio.CancelledError:
                 if intr.absorb():
-                    raise AbortedError(signal.reason if signal else None) from None
+                    raise intr.error() from None
                 raise
-            intr.armed = False
+            finally:
+                intr.disarm()
         else:
             conns = await agent._integrations.ensure(None, tracer=tracer)
         index, specs, attach = agent._toolset(conns, opts.tools)
@@ -171,10 +194,11 @@ async def run_turn(
                 system = await assemble_system(static, dynamic, extra, ctx)
             except asyncio.CancelledError:
                 if intr is not None and intr.absorb():
-                    raise AbortedError(signal.reason if signal else None) from None
+                    raise intr.error() from None
                 raise
-            if intr is not None:
-                intr.armed = False
+            finally:
+                if intr is not None:
+                    intr.disarm()
             if tracer is not None:
                 for tev in tracer.drain():  # what layers and attached reads traced, in order
                     yield tev
@@ -214,10 +238,11 @@ async def run_turn(
                             break
                         except asyncio.CancelledError:
                             if intr is not None and intr.absorb():
-                                raise AbortedError(signal.reason if signal else None) from None
+                                raise intr.error() from None
                             raise
-                        if intr is not None:
-                            intr.armed = False
+                        finally:
+                            if intr is not None:
+                                intr.disarm()
                         if chunk["type"] == "text":
                             snapshot += chunk["text"]
                             yield {"type": "text", "text": chunk["text"], "snapshot": snapshot}
@@ -306,6 +331,7 @@ async def run_turn(
                     stop_reason,
                     messages,
                     memory_view,
+                    intr,
                 ):
                     yield ev
                 return
@@ -334,10 +360,11 @@ async def run_turn(
                     guard_events, result = await _execute(agent, call, index, ctx)
                 except asyncio.CancelledError:
                     if intr is not None and intr.absorb():
-                        raise AbortedError(signal.reason if signal else None) from None
+                        raise intr.error() from None
                     raise
-                if intr is not None:
-                    intr.armed = False
+                finally:
+                    if intr is not None:
+                        intr.disarm()
                 for gev in guard_events:
                     yield gev
                 if tracer is not None:
@@ -370,6 +397,7 @@ async def run_turn(
                     "max_tool_rounds",
                     messages,
                     memory_view,
+                    intr,
                     guard=False,
                 ):
                     yield ev
@@ -385,6 +413,7 @@ async def run_turn(
                     stop_reason,
                     messages,
                     memory_view,
+                    intr,
                     guard=False,
                 ):
                     yield ev
@@ -529,6 +558,7 @@ async def _finish(
     stop_reason: str | None,
     messages: list[Message],
     memory_view: dict[str, Any],
+    intr: _Interrupt | None,
     *,
     guard: bool = True,
 ) -> AsyncIterator[AgentEvent]:
@@ -537,13 +567,22 @@ async def _finish(
     if guard and agent._output_guards:
         decided = False
         for gname, fn in agent._output_guards:
+            if intr is not None:
+                intr.arm()
             try:
                 decision = await decide(fn, text, ctx, target="output")
+            except asyncio.CancelledError:
+                if intr is not None and intr.absorb():
+                    raise intr.error() from None
+                raise
             except Exception as exc:
                 decision = {
                     "action": "deny",
                     "reason": f"guardrail raised {type(exc).__name__}: {exc}",
                 }
+            finally:
+                if intr is not None:
+                    intr.disarm()
             if tracer is not None:  # what the guardrail itself traced comes before its record
                 for tev in tracer.drain():
                     yield tev
