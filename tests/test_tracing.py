@@ -418,3 +418,34 @@ async def test_records_made_inside_guardrails_reach_the_stream_in_the_order_the_
     names = [(r["phase"], r["name"]) for r in received]
     assert names.count(("workflow", "policy:looked-up")) == 2
     assert names.index(("workflow", "policy:scanned")) < names.index(("usage", "turn"))
+
+
+def test_an_async_sink_is_refused_at_create_agent() -> None:
+    # A sink is called as each record is made, from synchronous code (ctx.trace); the coroutine
+    # of an async sink would never run and its records would be lost without a word.
+    async def sink(record: Any) -> None:
+        pass
+
+    class AsyncSink:
+        async def __call__(self, record: Any) -> None:
+            pass
+
+    for option in (sink, AsyncSink()):
+        with pytest.raises(ConfigError, match="async"):
+            create_agent(llm=script_client([]), trace=option)
+        with pytest.raises(ConfigError, match="async"):
+            Tracer.from_option(option, None)
+
+
+async def test_a_sink_that_returns_an_awaitable_warns_once_and_leaves_no_coroutine_behind() -> None:
+    got: list[Any] = []
+
+    async def deliver(record: Any) -> None:
+        got.append(record)
+
+    agent = create_agent(llm=two_rounds(), tools=[add_tool()], trace=lambda r: deliver(r))
+    with pytest.warns(RuntimeWarning, match="returned an awaitable") as caught:
+        events = await collect(agent, Session(), "go")
+    assert len(caught) == 1
+    assert events[-1]["type"] == "done"
+    assert got == []  # nothing ran; and no "coroutine was never awaited" (warnings are errors)

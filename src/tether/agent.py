@@ -87,6 +87,7 @@ class Agent:
         )
         if not (isinstance(trace, bool) or callable(trace)):
             raise ConfigError(f"trace= must be True, False or a sink function, got {trace!r}")
+        Tracer.from_option(trace, None)  # refuses an async sink now rather than at the first turn
         self.trace = trace
         self.services = dict(services or {})
         self._integrations = Integrations(integrations, list(self._own_index))

@@ -18,12 +18,15 @@ can render the same thing the sink received. A record is
 | `mcp`       | `connect` / `connect:failed`  | per source                                       |
 | `mcp`       | `reconnect` / `reconnect:failed` | a lost session re-established by a call       |
 
-A sink that raises warns (once per turn) and the turn goes on. There is no exporter protocol:
+A sink that raises warns (once per turn) and the turn goes on. A sink is a plain function, called
+as each record is made: an async one is refused (its coroutine would never run), and one that
+returns an awaitable anyway counts as a sink that failed. There is no exporter protocol:
 `tether.otel` is one sink, and any function is another.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 import warnings
@@ -36,7 +39,8 @@ from .events import TraceEvent, TracePhase, TraceRecord
 __all__ = ["TraceSink", "Tracer", "logging_sink"]
 
 TraceSink: TypeAlias = Callable[[TraceRecord], Any]
-"""Receives every record as it is made; its return value is ignored."""
+"""Receives every record as it is made, synchronously; its return value is ignored. To hand records
+to async code, queue them (``trace=queue.put_nowait``)."""
 
 logger = logging.getLogger("tether.trace")
 
@@ -88,7 +92,11 @@ class Tracer:
         if data is not None:
             rec["data"] = data
         try:
-            self.sink(rec)
+            result = self.sink(rec)
+            if result is not None and inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
+                    result.close()  # never awaited: close it rather than leak the warning
+                raise TypeError("it returned an awaitable, which is never awaited")
         except Exception as exc:  # a broken sink must not break the turn
             if not self._warned:
                 self._warned = True
@@ -118,5 +126,13 @@ class Tracer:
         if not callable(option):
             raise ConfigError(
                 f"trace= must be True, False or a callable sink, got {type(option).__name__}"
+            )
+        if inspect.iscoroutinefunction(option) or inspect.iscoroutinefunction(
+            type(option).__call__
+        ):
+            raise ConfigError(
+                f"trace= takes a plain function, not the async {option!r}: a sink is called as "
+                "each record is made and a coroutine would never run; queue the records instead "
+                "(trace=queue.put_nowait)"
             )
         return cls(option, session_id)
