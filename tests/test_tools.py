@@ -66,6 +66,53 @@ async def test_validators_are_compiled_once_per_tool(monkeypatch: pytest.MonkeyP
         assert (await t.call({"a": 1, "b": 2}, ctx())).output == "3"
 
 
+_DEFS = {"$defs": {"Thing": {"type": "object"}}}
+
+
+@pytest.mark.parametrize(
+    ("schema", "bad", "good"),
+    [
+        (
+            {"type": "object", "properties": {"p": {"prefixItems": [{"type": "integer"}]}}},
+            {"p": ["x"]},
+            {"p": [1, "x"]},
+        ),
+        ({"type": "object", "dependentRequired": {"a": ["b"]}}, {"a": 1}, {"a": 1, "b": 2}),
+        (
+            {"properties": {"a": {"type": "integer"}}, "unevaluatedProperties": False},
+            {"a": 1, "z": 2},
+            {"a": 1},
+        ),
+        (
+            {"properties": {"l": {"contains": {"type": "integer"}, "minContains": 2}}},
+            {"l": [1, "x"]},
+            {"l": [1, 2]},
+        ),
+        (
+            {**_DEFS, "properties": {"x": {"$ref": "#/$defs/Thing", "required": ["k"]}}},
+            {"x": {}},
+            {"x": {"k": 1}},
+        ),
+    ],
+    ids=[
+        "prefixItems",
+        "dependentRequired",
+        "unevaluatedProperties",
+        "minContains",
+        "ref-siblings",
+    ],
+)
+async def test_a_draft_2020_12_schema_is_enforced_at_the_call_boundary(
+    schema: dict[str, Any], bad: Any, good: Any
+) -> None:
+    # A schema without $schema is Draft 2020-12 (what the providers take). The compiled fast path
+    # knows drafts 4-7 only and would let these through; the boundary check must not.
+    t = define_tool(name="t", input_schema=schema, execute=lambda i: "ran")
+    rejected = await t.call(bad, ctx())
+    assert rejected.is_error and rejected.output.startswith("Invalid input for tool t: ")
+    assert (await t.call(good, ctx())).output == "ran"
+
+
 def test_an_invalid_schema_is_refused_at_definition() -> None:
     with pytest.raises(ToolDefinitionError, match="not a valid JSON Schema"):
         define_tool(name="x", input_schema={"type": "objekt"}, execute=lambda i: 1)

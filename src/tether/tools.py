@@ -183,11 +183,13 @@ def _schema_checker(name: str, schema: dict[str, Any]) -> Callable[[Any], str | 
             f"tool {name!r}: input_schema is not a valid JSON Schema: {exc.message}"
         ) from exc
     validator = cls(schema)
-    try:
-        # Compiled to Python once: ~1 µs a call where the interpreting validator takes ~35 µs.
-        fast: Callable[[Any], Any] = fastjsonschema.compile(schema, use_formats=False)
-    except Exception:  # a schema fastjsonschema cannot compile: the full validator decides
-        fast = _raise_if_invalid(validator)
+    fast: Callable[[Any], Any] = _raise_if_invalid(validator)
+    if cls in _FAST_DRAFTS or not _uses_newer_semantics(schema):
+        try:
+            # Compiled to Python once: ~1 µs a call where the interpreting validator takes ~35 µs.
+            fast = fastjsonschema.compile(schema, use_formats=False)
+        except Exception:  # a schema fastjsonschema cannot compile: the full validator decides
+            pass
 
     def check(value: Any) -> str | None:
         try:
@@ -202,6 +204,49 @@ def _schema_checker(name: str, schema: dict[str, Any]) -> Callable[[Any], str | 
         return f"{where}: {err.message}" if where else err.message
 
     return check
+
+
+_FAST_DRAFTS = (
+    jsonschema.Draft4Validator,
+    jsonschema.Draft6Validator,
+    jsonschema.Draft7Validator,
+)
+# What fastjsonschema (drafts 4 to 7) does not read the way Draft 2019-09 / 2020-12 do: keywords
+# it would ignore or apply, and annotation-free siblings of $ref (ignored before 2019-09).
+_NEWER_KEYWORDS = frozenset(
+    {
+        "prefixItems",
+        "dependentRequired",
+        "dependentSchemas",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "minContains",
+        "maxContains",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$recursiveRef",
+        "$recursiveAnchor",
+        "additionalItems",
+        "dependencies",
+    }
+)
+_ANNOTATIONS = frozenset(
+    {"$ref", "description", "title", "default", "examples", "$comment", "deprecated"}
+)
+
+
+def _uses_newer_semantics(schema: Any) -> bool:
+    """True when a 2019-09 / 2020-12 schema says something fastjsonschema would read otherwise
+    (conservative: a property merely named like one of those keywords counts too)."""
+    if isinstance(schema, dict):
+        if not _NEWER_KEYWORDS.isdisjoint(schema):
+            return True
+        if "$ref" in schema and not _ANNOTATIONS.issuperset(schema):
+            return True
+        return any(_uses_newer_semantics(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_uses_newer_semantics(v) for v in schema)
+    return False
 
 
 def _raise_if_invalid(validator: Any) -> Callable[[Any], None]:
