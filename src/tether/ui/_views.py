@@ -229,28 +229,33 @@ def timeline(events: Sequence[RunEvent]) -> list[dict[str, Any]]:
     (its first event), `at` and `data`."""
     items: list[dict[str, Any]] = []
     text: list[str] = []
+
+    def close_text() -> None:
+        # Joined once per text item: joining at every delta is quadratic in a long answer.
+        if text:
+            items[-1]["data"]["text"] = "".join(text)
+            text.clear()
+
     for event in events:
         kind = event["type"]
         if kind == "agent_text_delta":
             chunk = event["data"].get("text")
             piece = chunk if isinstance(chunk, str) else json.dumps(chunk)
-            if items and items[-1]["kind"] == "text" and text:
-                text.append(piece)
-                items[-1]["data"]["text"] = "".join(text)
+            if text:
                 items[-1]["last_seq"] = event["seq"]
             else:
-                text = [piece]
                 items.append(
                     {
                         "kind": "text",
                         "seq": event["seq"],
                         "last_seq": event["seq"],
                         "at": event["at"],
-                        "data": {"text": piece},
+                        "data": {"text": ""},
                     }
                 )
+            text.append(piece)
             continue
-        text = []
+        close_text()
         items.append(
             {
                 "kind": kind,
@@ -260,6 +265,7 @@ def timeline(events: Sequence[RunEvent]) -> list[dict[str, Any]]:
                 "data": event["data"],
             }
         )
+    close_text()
     return items
 
 
