@@ -170,3 +170,30 @@ async def test_an_abort_during_an_attach_read_ends_the_turn() -> None:
     events = await asyncio.wait_for(collect(agent, Session(), "hi", signal=controller.signal), 5)
     await task
     assert isinstance(events[-1]["error"], AbortedError)
+
+
+async def test_a_resource_returning_a_pydantic_model_is_serialized_like_a_tool_result() -> None:
+    from pydantic import BaseModel
+
+    class Plan(BaseModel):
+        section: str
+
+    client = script_client([{"tool_use": [{"name": "read_plan", "input": {}}]}, {"text": "a"}])
+    agent = create_agent(
+        llm=client,
+        resources=[
+            define_resource(name="summary", get=lambda: Plan(section="attached")),
+            define_resource(name="plan", mode="tool", get=lambda: [Plan(section="read")]),
+        ],
+    )
+    events = await collect(agent, Session(), "hi")
+    assert client.calls[0]["system"][0]["text"] == (
+        '<resource name="summary">\n{"section":"attached"}\n</resource>'
+    )
+    result = next(e for e in events if e["type"] == "tool_result")
+    assert result == {
+        "type": "tool_result",
+        "id": "call_1",
+        "name": "read_plan",
+        "output": '[{"section":"read"}]',
+    }

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import socket
 import threading
 import time
@@ -10,7 +11,7 @@ from typing import Annotated, Any
 import jsonschema
 import pytest
 import uvicorn
-from pydantic import Field
+from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
@@ -21,6 +22,7 @@ from tether import (
     Session,
     ToolDefinitionError,
     ToolError,
+    ToolResult,
     create_agent,
     define_tool,
     tool,
@@ -182,6 +184,24 @@ async def test_the_loop_goes_on_after_a_failed_tool_and_the_model_sees_the_error
 async def test_non_string_results_are_json_serialized() -> None:
     t = define_tool(name="t", execute=lambda i: {"temp": 21.5, "city": "Oslø"})
     assert (await t.call({}, ctx())).output == '{"temp":21.5,"city":"Oslø"}'
+
+
+async def test_pydantic_models_anywhere_in_a_result_are_json_serialized() -> None:
+    class Reading(BaseModel):
+        when: datetime.date
+        temp: float
+
+    day = datetime.date(2026, 1, 2)
+    for value, expected in [
+        (Reading(when=day, temp=4.5), '{"when":"2026-01-02","temp":4.5}'),
+        ([Reading(when=day, temp=1)], '[{"when":"2026-01-02","temp":1.0}]'),
+        ({"r": Reading(when=day, temp=2)}, '{"r":{"when":"2026-01-02","temp":2.0}}'),
+    ]:
+        t = define_tool(name="t", execute=lambda i, *, v=value: v)
+        assert await t.call({}, ctx()) == ToolResult(expected)
+    # what JSON cannot hold outside a model is still an error result the model sees
+    bad = await define_tool(name="t", execute=lambda i: {"when": day}).call({}, ctx())
+    assert bad.is_error and "not JSON-serializable" in bad.output
 
 
 async def test_tool_ctx_carries_signal_services_and_remember() -> None:

@@ -8,10 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._json import dumps
 from .context import RunContext
 from .errors import ToolDefinitionError
-from .tools import Tool, define_tool
+from .tools import Tool, define_tool, output_text
 
 __all__ = ["Resource", "attach_envelope", "define_resource"]
 
@@ -34,7 +33,7 @@ class Resource:
         result = fn(value, ctx) if n >= 2 else fn(value) if n == 1 else fn()
         if inspect.isawaitable(result):
             result = await result
-        return result if isinstance(result, str) else dumps(result)
+        return result if isinstance(result, str) else output_text(result)
 
     def as_tool(self) -> Tool:
         """The read-only `read_<name>` tool taking `input_schema`'s arguments."""

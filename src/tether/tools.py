@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -19,7 +20,6 @@ import fastjsonschema
 import jsonschema
 import pydantic
 
-from ._json import dumps
 from .context import RunContext
 from .errors import ToolDefinitionError
 from .llm.base import ToolSpec
@@ -105,7 +105,7 @@ class Tool:
         if isinstance(value, str):
             return ToolResult(value)
         try:
-            return ToolResult(dumps(_to_jsonable(value)))
+            return ToolResult(output_text(value))
         except (TypeError, ValueError) as exc:
             return ToolResult(
                 f"Tool {self.name} returned a value that is not JSON-serializable: {exc}", True
@@ -126,10 +126,17 @@ class ToolError(Exception):
     """Raise inside a tool to return exactly this message to the model as an error."""
 
 
-def _to_jsonable(value: Any) -> Any:
+def output_text(value: Any) -> str:
+    """A non-string tool or resource result as the model reads it: compact JSON, with pydantic
+    models (anywhere in it) dumped in their JSON mode. Raises TypeError for anything else JSON
+    cannot hold."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_model_json)
+
+
+def _model_json(value: Any) -> Any:
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json")
-    return value
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 async def _call_endpoint(t: Tool, value: Any, ctx: RunContext) -> str:
