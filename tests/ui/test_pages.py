@@ -12,6 +12,8 @@ import pytest
 from tether.lab import Runtime
 from tether.stores.run_store import RunInfo
 from tether.testing import script_client
+from tether.ui import create_app
+from tether.ui._headers import CONTENT_SECURITY_POLICY
 
 from .conftest import ESCAPED, HOSTILE, World, assert_inert, client_for
 
@@ -393,4 +395,30 @@ async def test_long_lists_are_paged() -> None:
         assert len(scopes["scopes"]) == 50 and scopes["next_page"] == 2
         rest = (await client.get("/api/scopes?page=2")).json()
         assert len(rest["scopes"]) == 7 and rest["next_page"] is None
+    await runtime.aclose()
+
+
+async def test_an_unexpected_failure_is_a_500_with_the_security_headers() -> None:
+    """A store that raises something no page expects: the server's own 500 answer carries the
+    same headers as every other response, and says nothing of the exception."""
+    runtime = Runtime(store="memory", version=False)
+
+    async def broken(**kwargs: object) -> list[RunInfo]:
+        raise RuntimeError(HOSTILE)
+
+    runtime.run_store.list_runs = broken  # type: ignore[method-assign]
+    app = create_app(runtime)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://ui.test") as client:
+        html = await client.get("/runs")
+        api = await client.get("/api/runs")
+    for response in (html, api):
+        assert response.status_code == 500
+        assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert "pwned" not in response.text
+    assert html.headers["content-type"].startswith("text/html")
+    assert "Internal error" in assert_inert(html.text)
+    assert api.headers["content-type"] == "application/json"
+    assert api.json()["error"]["type"] == "internal_error"
     await runtime.aclose()

@@ -20,12 +20,12 @@ from urllib.parse import quote, urlencode
 import jinja2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from ..errors import StoreCorruptError, StoreError
 from ..lab import Registry, Runtime
@@ -335,6 +335,14 @@ class _Pages:
         )
         return self.error_page(request, exc.status_code, title, message)
 
+    async def server_error(self, request: Request, exc: Exception) -> Response:
+        # The exception (and whatever data is in its message) goes to the server's log only.
+        if request.url.path.startswith(f"{request.scope.get('root_path', '')}/api/"):
+            return _api_error(500, "internal_error", "the server failed; its log says why")
+        return self.error_page(
+            request, 500, "Internal error", "The server failed on this page; its log says why."
+        )
+
 
 def _page(request: Request) -> int:
     raw = request.query_params.get("page", "1")
@@ -406,12 +414,19 @@ def create_app(runtime: Runtime, registry: Registry | None = None) -> Starlette:
         Route("/api/scopes/{scope:path}", pages.api_scope, methods=["GET"]),
         Mount("/static", StaticFiles(packages=[("tether.ui", "static")]), name="static"),
     ]
-    return Starlette(
+    return _App(
         routes=routes,
-        middleware=[Middleware(SecurityHeaders)],
         lifespan=lifespan,
-        exception_handlers={HTTPException: pages.http_error},
+        exception_handlers={HTTPException: pages.http_error, Exception: pages.server_error},
     )
+
+
+class _App(Starlette):
+    """Starlette with the security headers outside its error middleware too, so that the
+    answer to an unexpected exception carries them like every other response."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack())
 
 
 def _redirect(to: str) -> Endpoint:
