@@ -56,9 +56,13 @@ _TURN_KINDS = frozenset({"surface_action", "function_result", "validation_reject
 _SILENT_KINDS = frozenset({"data_model_update", "ack"})
 
 
-def _json(value: Any) -> str:
-    # JSON.stringify's shape: compact, non-ASCII kept; undefined context reads as null.
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def _json(msg: Any, key: str) -> str:
+    # JSON.stringify's shape: compact, non-ASCII kept; undefined context reads as null. What is
+    # not JSON (NaN, a date, a set) is refused rather than framed as something that is not.
+    try:
+        return json.dumps(msg.get(key), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ClientMessageError(f"{msg['kind']} {key} is not JSON: {exc}") from None
 
 
 def should_run_turn(msg: ClientMessage) -> bool:
@@ -78,10 +82,11 @@ def frame_client_message(msg: ClientMessage) -> str:
         if kind == "surface_action":
             return (
                 f"The user triggered the {msg['action']} action on surface {msg['surface_id']} "  # type: ignore[typeddict-item]
-                f"with context {_json(msg.get('context'))}."
+                f"with context {_json(msg, 'context')}."
             )
         if kind == "function_result":
-            return f"The function {msg['call']} returned: {_json(msg['value'])}."  # type: ignore[typeddict-item]
+            call, _ = msg["call"], msg["value"]  # type: ignore[typeddict-item]  # both required
+            return f"The function {call} returned: {_json(msg, 'value')}."
         if kind == "validation_rejection":
             return (
                 f"The previous surface was rejected ({msg['code']}): {msg['message']}. "  # type: ignore[typeddict-item]
