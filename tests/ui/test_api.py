@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -11,6 +12,7 @@ import httpx
 
 from tether import define_tool
 from tether.lab import Runtime
+from tether.stores.run_store import RunInfo
 from tether.testing import script_client
 
 from .conftest import HOSTILE, World, client_for
@@ -61,21 +63,21 @@ async def test_api_run_has_the_workflow_tree(client: httpx.AsyncClient, world: W
 
 
 async def test_api_events_after_n(client: httpx.AsyncClient, world: World) -> None:
-    body = await get_json(client, f"/api/runs/{world.first}/events")
+    body = await get_json(client, f"/api/events/{world.first}")
     assert [e["seq"] for e in body["events"]] == list(range(1, 10))
     assert body["done"] is True and body["status"] == "completed" and body["last_seq"] == 9
-    tail = await get_json(client, f"/api/runs/{world.first}/events?after=6")
+    tail = await get_json(client, f"/api/events/{world.first}?after=6")
     assert [e["type"] for e in tail["events"]] == [
         "agent_text_delta",
         "agent_messages_committed",
         "agent_finished",
     ]
     assert tail["events"][0]["data"]["text"] == HOSTILE
-    none = await get_json(client, f"/api/runs/{world.first}/events?after=9")
+    none = await get_json(client, f"/api/events/{world.first}?after=9")
     assert none["events"] == [] and none["last_seq"] == 9
-    bad = await get_json(client, f"/api/runs/{world.first}/events?after=x", 400)
+    bad = await get_json(client, f"/api/events/{world.first}?after=x", 400)
     assert "after must be an integer" in bad["error"]["message"]
-    await get_json(client, f"/api/runs/{world.first}/events?after=-1", 400)
+    await get_json(client, f"/api/events/{world.first}?after=-1", 400)
 
 
 async def test_api_scopes(client: httpx.AsyncClient, world: World) -> None:
@@ -114,7 +116,7 @@ async def test_api_scope_prompt_overlay(client: httpx.AsyncClient) -> None:
 async def test_api_404s(client: httpx.AsyncClient) -> None:
     for url in [
         "/api/runs/nope",
-        "/api/runs/nope/events",
+        "/api/events/nope",
         "/api/scopes/nope",
         "/api/nothing",
         f"/api/runs/{quote(HOSTILE, safe='')}",
@@ -144,11 +146,11 @@ async def test_a_running_run_is_followed_by_polling_its_events() -> None:
         assert seen["status"] == "running" and seen["done"] is False
         page = await client.get(f"/runs/{handle.run_id}")
         assert "data-live-run" in page.text
-        assert f'data-events-url="/api/runs/{handle.run_id}/events"' in page.text
+        assert f'data-events-url="/api/events/{handle.run_id}"' in page.text
         assert f'data-after="{seen["last_seq"]}"' in page.text
         gate.set()
         await handle.result
-        rest = await get_json(client, f"/api/runs/{handle.run_id}/events?after={seen['last_seq']}")
+        rest = await get_json(client, f"/api/events/{handle.run_id}?after={seen['last_seq']}")
         assert rest["events"][0]["seq"] == seen["last_seq"] + 1
         assert [e["type"] for e in rest["events"]] == [
             "agent_tool_result",
@@ -168,10 +170,52 @@ async def events_until(client: httpx.AsyncClient, run_id: str, kind: str) -> Any
     """Poll the API until an event of `kind` is recorded (the recorder writes in the
     background); bounded, so a run that never gets there fails the test."""
     for _ in range(1000):
-        response = await client.get(f"/api/runs/{run_id}/events")
+        response = await client.get(f"/api/events/{run_id}")
         if response.status_code == 200:
             body = json.loads(response.text)
             if any(e["type"] == kind for e in body["events"]):
                 return body
         await asyncio.sleep(0.01)
     raise AssertionError(f"run {run_id} never recorded {kind}")
+
+
+async def test_run_ids_that_look_like_api_paths_reach_their_own_run() -> None:
+    """Ids are path segments with `/` encoded, but the server matches routes on the decoded
+    path: run "x/events" must not be taken for the events of run "x", and a run called ".."
+    (which a client resolves away as a dot segment) is reached through the query."""
+    runtime = Runtime(store="memory", version=False)
+    for run_id in ("x", "x/events", ".."):
+        await runtime.run_store.start_run(
+            RunInfo(run_id=run_id, kind="agent", name="a", started_at=1.0)
+        )
+    await runtime.run_store.append_events("x", [{"type": "agent_started", "at": 1.0, "data": {}}])
+    async with client_for(runtime) as client:
+        run = await get_json(client, f"/api/runs/{quote('x/events', safe='')}")
+        assert run["run"]["run_id"] == "x/events"
+        events = await get_json(client, "/api/events/x")
+        assert events["run_id"] == "x" and [e["seq"] for e in events["events"]] == [1]
+        slash = await get_json(client, f"/api/events/{quote('x/events', safe='')}")
+        assert slash["run_id"] == "x/events" and slash["events"] == []
+        # The live page polls the URL it is given, adding its own `after`.
+        html = (await client.get("/runs/?id=..")).text
+        url = re.search(r'data-events-url="([^"]+)"', html)
+        assert url is not None
+        polled = await get_json(client, url.group(1).replace("&amp;", "&") + "&after=0")
+        assert polled["run_id"] == ".." and polled["done"] is False
+        assert (await get_json(client, "/api/runs/?id=.."))["run"]["run_id"] == ".."
+        await get_json(client, "/api/scopes/?id=..", 404)
+    await runtime.aclose()
+
+
+async def test_after_out_of_a_stores_range_is_a_400(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    body = await get_json(client, f"/api/events/{world.first}?after={2**63}", 400)
+    assert body["error"] == {
+        "type": "bad_request",
+        "message": f"after must be an integer from 0 to {2**63 - 1}, got '{2**63}'",
+    }
+    last = await get_json(client, f"/api/events/{world.first}?after={2**63 - 1}")
+    assert last["events"] == [] and last["done"] is True
+    page = await get_json(client, "/api/runs?page=x", 400)
+    assert page["error"]["type"] == "bad_request"

@@ -52,7 +52,7 @@ async def test_a_corrupt_event_shows_a_panel_on_the_run_and_conversation_pages(
         assert "The events of this run cannot be read" in text and "StoreCorruptError" in text
         assert "researcher" in text and "Tags" in text  # the summary still renders
         assert "data-live-run" not in run.text
-        api = await client.get(f"/api/runs/{world.first}/events")
+        api = await client.get(f"/api/events/{world.first}")
         assert api.status_code == 500 and api.json()["error"]["type"] == "unreadable"
         # The conversation cannot tell which records that episode wrote, and says so.
         conv = await client.get("/conversations/notes")
@@ -130,7 +130,7 @@ async def test_a_failing_store_is_an_error_page_not_a_crash(tmp_path: Path) -> N
             assert "cannot be read" in assert_inert(response.text)
         api = await client.get("/api/runs")
         assert api.status_code == 500 and "closed" in api.json()["error"]["message"]
-        assert (await client.get("/api/runs/x/events")).status_code == 500
+        assert (await client.get("/api/events/x")).status_code == 500
         assert (await client.get("/api/scopes")).status_code == 500
     await runtime.aclose()
 

@@ -422,3 +422,42 @@ async def test_an_unexpected_failure_is_a_500_with_the_security_headers() -> Non
     assert api.headers["content-type"] == "application/json"
     assert api.json()["error"]["type"] == "internal_error"
     await runtime.aclose()
+
+
+def hrefs(html: str) -> list[str]:
+    """Every link target on a page, entities decoded, except the pager's relative ones."""
+    return [h.replace("&amp;", "&") for h in re.findall(r'href="([^"?][^"]*)"', html)]
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+async def test_ids_that_are_dot_segments_are_linked_to_their_own_pages(name: str) -> None:
+    """A browser (and httpx) resolves /conversations/.. to / before asking, and %2E%2E too, so
+    such a scope, run or agent is linked with its id in the query instead."""
+    runtime = Runtime(store="memory", version=False)
+    agent = runtime.create_agent(
+        id=name, system_prompt=f"prompt of {name}", model=script_client([{"text": "ok"}])
+    )
+    await agent.run(memory_scope=name, user="hi").result
+
+    async def flow(value: object, ctx: object) -> str:
+        return "done"
+
+    await runtime.create_workflow("flow", flow).run("x", workflow_run_id=name).result
+    await runtime.wait_idle()
+    async with client_for(runtime) as client:
+        for listing in ("/runs", "/conversations", "/agents"):
+            html = await page(client, listing)
+            for href in hrefs(html):
+                if not href.startswith("/static/"):
+                    await page(client, href)  # its own page: no redirect, no 404
+        conversation = await page(client, hrefs(await page(client, "/conversations"))[-1])
+        assert f"<dt>Memory scope</dt><dd><code>{name}</code></dd>" in conversation
+        assert f"prompt of {name}" in conversation
+        runs = await page(client, "/runs")
+        row = runs[runs.index(f'data-run-id="{name}"') :]
+        run = await page(client, hrefs(row)[0])
+        assert f"<dt>Run</dt><dd><code>{name}</code></dd>" in run
+        agents = await page(client, "/agents")
+        detail = await page(client, hrefs(agents[agents.index("<tbody>") :])[0])
+        assert f'<span class="kind">agent</span> {name}</h1>' in detail
+    await runtime.aclose()

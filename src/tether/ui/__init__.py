@@ -10,7 +10,7 @@ serve(registry.runtime, registry=registry)          # http://127.0.0.1:8321
 
 `create_app(runtime, registry=None)` returns the Starlette app (for tests, or to mount it in
 another ASGI app). Pages are server-rendered with autoescaping everywhere; a running run's page
-follows new events by polling `/api/runs/{id}/events?after=N`. Nothing is loaded from the
+follows new events by polling `/api/events/{id}?after=N`. Nothing is loaded from the
 network: the stylesheet and the one small script ship inside this package.
 """
 

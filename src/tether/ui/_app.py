@@ -106,8 +106,24 @@ def _environment() -> jinja2.Environment:
     env.filters["iso"] = _iso
     env.filters["seconds"] = _seconds
     env.filters["pretty"] = _pretty
-    env.filters["q"] = lambda value: quote(str(value), safe="")
+    env.filters["q"] = _segment
     return env
+
+
+def _segment(value: Any) -> str:
+    """An id as the last segment of a link's path, percent-encoded (`/` too). An id that is a
+    dot segment (`.`, `..`) cannot be one: clients resolve it away, even encoded, before asking.
+    Those go in the query instead (`/runs/?id=..`), which `_path_id` reads."""
+    text = str(value)
+    if text in (".", ".."):
+        return "?id=" + quote(text, safe="")
+    return quote(text, safe="")
+
+
+def _path_id(request: Request, name: str) -> str:
+    """The id a link built with `_segment` names: the path parameter, else `?id=`."""
+    value: str = request.path_params[name]
+    return value or request.query_params.get("id", "")
 
 
 # -- the app ---------------------------------------------------------------------------------
@@ -159,7 +175,7 @@ class _Pages:
         )
 
     async def run(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = _path_id(request, "run_id")
         try:
             view = await build_run(self.catalog, run_id)
         except Unreadable as exc:
@@ -179,7 +195,7 @@ class _Pages:
         )
 
     async def conversation(self, request: Request) -> Response:
-        scope = request.path_params["scope"]
+        scope = _path_id(request, "scope")
         agent_id = request.query_params.get("agent") or None
         try:
             view = await build_conversation(self.catalog, scope, agent_id)
@@ -195,7 +211,7 @@ class _Pages:
         return self.render(request, "agents.html", {"agents": agents})
 
     async def agent(self, request: Request) -> Response:
-        agent_id = request.path_params["agent_id"]
+        agent_id = _path_id(request, "agent_id")
         catalog = self.catalog
         agent = catalog.agents.get(agent_id)
         if agent is None:
@@ -231,7 +247,7 @@ class _Pages:
         )
 
     async def api_run(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = _path_id(request, "run_id")
         try:
             view = await build_run(self.catalog, run_id)
         except Unreadable as exc:
@@ -252,14 +268,16 @@ class _Pages:
         )
 
     async def api_events(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = _path_id(request, "run_id")
         raw = request.query_params.get("after", "0")
         try:
             after = int(raw)
         except ValueError:
-            return _api_error(400, "bad_request", f"after must be an integer, got {raw!r}")
-        if after < 0:
-            return _api_error(400, "bad_request", f"after must be >= 0, got {after}")
+            after = -1
+        if not 0 <= after <= _MAX_SEQ:
+            return _api_error(
+                400, "bad_request", f"after must be an integer from 0 to {_MAX_SEQ}, got {raw!r}"
+            )
         store = self.runtime.run_store
         try:
             # Status first, then events: a run is marked finished only after its events are
@@ -298,7 +316,7 @@ class _Pages:
         )
 
     async def api_scope(self, request: Request) -> Response:
-        scope = request.path_params["scope"]
+        scope = _path_id(request, "scope")
         agent_id = request.query_params.get("agent") or None
         try:
             view = await build_conversation(self.catalog, scope, agent_id)
@@ -325,7 +343,7 @@ class _Pages:
     async def http_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if request.url.path.startswith(f"{request.scope.get('root_path', '')}/api/"):
-            kind = "not_found" if exc.status_code == 404 else "http_error"
+            kind = _API_ERROR_TYPES.get(exc.status_code, "http_error")
             return _api_error(exc.status_code, kind, exc.detail)
         title = "Not found" if exc.status_code == 404 else f"Error {exc.status_code}"
         message = (
@@ -367,6 +385,9 @@ class JSONResponse(_StarletteJSON):
 
 
 _JSON_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"))
+_API_ERROR_TYPES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+_MAX_SEQ = 2**63 - 1
+"""The largest event number a store can be asked about (a signed 64-bit integer in SQL)."""
 
 
 def _api_error(status: int, kind: str, message: str) -> JSONResponse:
@@ -408,8 +429,10 @@ def create_app(runtime: Runtime, registry: Registry | None = None) -> Starlette:
         Route("/agents/{agent_id:path}", pages.agent, methods=["GET"]),
         Route("/workflows", pages.workflows, methods=["GET"]),
         Route("/api/runs", pages.api_runs, methods=["GET"]),
-        Route("/api/runs/{run_id:path}/events", pages.api_events, methods=["GET"]),
         Route("/api/runs/{run_id:path}", pages.api_run, methods=["GET"]),
+        # Not /api/runs/{id}/events: routes match the decoded path, where run "x/events"
+        # (sent as x%2Fevents) would read as the events of run "x".
+        Route("/api/events/{run_id:path}", pages.api_events, methods=["GET"]),
         Route("/api/scopes", pages.api_scopes, methods=["GET"]),
         Route("/api/scopes/{scope:path}", pages.api_scope, methods=["GET"]),
         Mount("/static", StaticFiles(packages=[("tether.ui", "static")]), name="static"),

@@ -1,4 +1,4 @@
-// Live updates for a running run's page: poll /api/runs/{id}/events?after=N and append what
+// Live updates for a running run's page: poll /api/events/{id}?after=N and append what
 // arrives. Every value from the server is set with textContent, never parsed as markup.
 (function () {
   "use strict";
@@ -143,7 +143,9 @@
   }
 
   function poll() {
-    fetch(url + "?after=" + after, { headers: { Accept: "application/json" }, cache: "no-store" })
+    // The URL may carry the run's id in its query already (a run called "." or "..").
+    var query = (url.indexOf("?") === -1 ? "?" : "&") + "after=" + after;
+    fetch(url + query, { headers: { Accept: "application/json" }, cache: "no-store" })
       .then(function (response) {
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.json();
