@@ -291,6 +291,18 @@ async def _slow(request: Request) -> Any:
     return PlainTextResponse("late")
 
 
+HANG: dict[str, threading.Event] = {}
+
+
+async def _hang(request: Request) -> Any:
+    # Answers only once the client has gone away, and says that it went.
+    HANG["hit"].set()
+    while not await request.is_disconnected():
+        await asyncio.sleep(0.01)
+    HANG["gone"].set()
+    return PlainTextResponse("never read")
+
+
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[str]:
     app = Starlette(
@@ -298,6 +310,7 @@ def http_server() -> Iterator[str]:
             Route("/echo", _echo, methods=["GET", "POST"]),
             Route("/fail", _fail, methods=["POST"]),
             Route("/slow", _slow, methods=["POST"]),
+            Route("/hang", _hang, methods=["POST"]),
         ]
     )
     sock = socket.socket()
@@ -362,3 +375,30 @@ async def test_endpoint_errors_and_timeouts_are_error_results(http_server: str) 
     assert r3.is_error and r3.output.startswith(
         "Tool dead: endpoint http://127.0.0.1:9/none failed"
     )
+
+
+@pytest.mark.parametrize("how", ["abort", "cancel"])
+async def test_cancelling_an_endpoint_call_closes_its_connection(
+    http_server: str, how: str
+) -> None:
+    from tether import AbortController, AbortedError
+
+    HANG.update(hit=threading.Event(), gone=threading.Event())
+    hang = define_tool(name="hang", endpoint={"url": f"{http_server}/hang"})
+    client = script_client([{"tool_use": [{"name": "hang", "input": {}}]}, {"text": "x"}])
+    controller = AbortController()
+    async with create_agent(llm=client, tools=[hang]) as agent:
+        task = asyncio.create_task(collect(agent, Session(), "go", signal=controller.signal))
+        while not HANG["hit"].is_set():
+            await asyncio.sleep(0.01)
+        if how == "abort":
+            controller.abort()
+            events = await task
+            assert isinstance(events[-1]["error"], AbortedError)
+        else:
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        # the server saw the client go away while the agent (and its HTTP client) is still open
+        assert await asyncio.to_thread(HANG["gone"].wait, 10)
+    assert {t for t in asyncio.all_tasks() if not t.done()} == {asyncio.current_task()}
