@@ -1,5 +1,6 @@
-"""What only the SQLite WorkflowStore has to show: durability across handles and processes'
-worth of concurrent writers on one file."""
+"""What only the SQLite WorkflowStore has to show: durability across handles, processes' worth of
+concurrent writers on one file, and living beside the other SQLite stores without blocking the
+event loop."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import asyncio
 import threading
 from pathlib import Path
 
-from tether.stores import SqliteWorkflowStore
-from tether.stores.sqlite import workflow_migrations
+import pytest
+
+from tether.errors import StoreError
+from tether.stores import SqliteMessageStore, SqliteWorkflowStore
+from tether.stores.sqlite import connect, workflow_migrations
 
 
 async def test_runs_and_steps_survive_reopening(tmp_path: Path) -> None:
@@ -67,3 +71,52 @@ def test_writers_on_separate_connections_lose_nothing(tmp_path: Path) -> None:
             assert sum(1 for s in steps if s.step_id == "shared") == 1
 
     asyncio.run(check())
+
+
+async def test_a_file_locked_by_another_writer_does_not_block_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "wf.db"
+    async with SqliteWorkflowStore.open(path) as store:
+        await store.create_run(run_id="r1", workflow_id="wf", input=None)
+        other = connect(path)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        append = asyncio.ensure_future(store.append_step("r1", step_id="s", name="s", output=1))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        # The append waits for the lock in a worker thread; the loop (this test) goes on.
+        assert not append.done()
+        other.execute("COMMIT")
+        other.close()
+        assert (await append).output == 1
+
+
+async def test_a_connection_shared_with_the_other_stores_keeps_their_writes_apart(
+    tmp_path: Path,
+) -> None:
+    conn = connect(tmp_path / "all.db")
+    messages, workflows = SqliteMessageStore(conn), SqliteWorkflowStore(conn)
+    await workflows.create_run(run_id="r1", workflow_id="wf", input=None)
+
+    async def write_messages() -> None:
+        for i in range(100):
+            await messages.append(
+                "s", [{"role": "user", "content": [{"type": "text", "text": str(i)}]}]
+            )
+
+    async def write_steps() -> None:
+        for i in range(100):
+            await workflows.append_step("r1", step_id=f"s{i}", name="s", output=i)
+
+    await asyncio.gather(write_messages(), write_steps())
+    assert await messages.length("s") == 100
+    assert [s.output for s in await workflows.list_steps("r1")] == list(range(100))
+    conn.close()
+
+
+async def test_sqlite_failures_are_store_errors(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "wf.db")
+    store = SqliteWorkflowStore(conn)
+    conn.close()  # the caller closed its connection under the store
+    with pytest.raises(StoreError, match="closed database"):
+        await store.get_run("r1")

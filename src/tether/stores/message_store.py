@@ -17,21 +17,20 @@ Appends are atomic (all records of one call or none) and cost the same at record
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from os import PathLike
-from typing import Any, Literal, NotRequired, Protocol, TypeAlias, TypedDict, TypeVar
+from typing import Any, Literal, NotRequired, Protocol, TypeAlias, TypedDict
 
 from .._json import check_json_safe, dumps
 from ..errors import StoreCorruptError, StoreError
 from ..events import TextPart
 from ..session import Message
-from .sqlite import Migrations, connect, transaction
+from .sqlite import Migrations, SqliteBacked, connect, transaction
 
 __all__ = [
     "InMemoryMessageStore",
@@ -256,60 +255,6 @@ def _check_title(scope: str, title: str) -> None:
 
 
 # -- SQLite ----------------------------------------------------------------------------------
-
-_LOCKS: dict[int, threading.Lock] = {}
-_LOCKS_GUARD = threading.Lock()
-
-
-def connection_lock(conn: sqlite3.Connection) -> threading.Lock:
-    """The one lock every tether store takes around its use of `conn`.
-
-    A connection shared between threads shares its transaction state too: without this, one
-    thread's `BEGIN IMMEDIATE` would swallow another thread's statements. Keyed by id() because
-    sqlite3 connections cannot be weakly referenced; a reused id only ever reuses an idle lock.
-    """
-    key = id(conn)
-    with _LOCKS_GUARD:
-        lock = _LOCKS.get(key)
-        if lock is None:
-            lock = _LOCKS[key] = threading.Lock()
-        return lock
-
-
-_T = TypeVar("_T")
-
-
-class SqliteBacked:
-    """Shared plumbing of the SQLite stores: the connection, its lock, and running each
-    operation in a worker thread so a busy database never blocks the event loop."""
-
-    def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
-        self._conn = conn
-        self._lock = connection_lock(conn)
-        self._owns = owns
-        self._closed = False
-
-    def _sync(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        if self._closed:
-            raise StoreError("the store is closed")
-        with self._lock:
-            try:
-                return fn(self._conn)
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite {type(exc).__name__}: {exc}") from exc
-
-    async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await asyncio.to_thread(self._sync, fn)
-
-    async def aclose(self) -> None:
-        """Close the connection if this store opened it; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns:
-            with self._lock:
-                self._conn.close()
-
 
 message_migrations = Migrations("messages")
 

@@ -23,8 +23,7 @@ from typing import Any, Protocol, TypedDict
 
 from .._json import check_json_safe, dumps
 from ..errors import StoreCorruptError, StoreError
-from .message_store import SqliteBacked
-from .sqlite import Migrations, connect, transaction
+from .sqlite import Migrations, SqliteBacked, connect, transaction
 from .workflow_store import RUN_STATUSES, RunStatus
 
 __all__ = [

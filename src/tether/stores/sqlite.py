@@ -27,14 +27,16 @@ store's constructor. Never edit or reorder a migration that has shipped; append 
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from ..errors import StoreError
 from ..workflows._store import (
@@ -52,8 +54,10 @@ __all__ = [
     "MIGRATIONS_TABLE",
     "Migration",
     "Migrations",
+    "SqliteBacked",
     "SqliteWorkflowStore",
     "connect",
+    "connection_lock",
     "transaction",
     "workflow_migrations",
 ]
@@ -208,6 +212,62 @@ def _ensure_table(conn: sqlite3.Connection) -> None:
     )
 
 
+# -- shared plumbing of the SQLite stores ---------------------------------------------------
+
+_LOCKS: dict[int, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def connection_lock(conn: sqlite3.Connection) -> threading.Lock:
+    """The one lock every tether store takes around its use of `conn`.
+
+    A connection shared between threads shares its transaction state too: without this, one
+    thread's `BEGIN IMMEDIATE` would swallow another thread's statements. Keyed by id() because
+    sqlite3 connections cannot be weakly referenced; a reused id only ever reuses an idle lock.
+    """
+    key = id(conn)
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(key)
+        if lock is None:
+            lock = _LOCKS[key] = threading.Lock()
+        return lock
+
+
+_T = TypeVar("_T")
+
+
+class SqliteBacked:
+    """Shared plumbing of the SQLite stores: the connection, its lock, and running each
+    operation in a worker thread so a busy database never blocks the event loop."""
+
+    def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
+        self._conn = conn
+        self._lock = connection_lock(conn)
+        self._owns = owns
+        self._closed = False
+
+    def _sync(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        if self._closed:
+            raise StoreError("the store is closed")
+        with self._lock:
+            try:
+                return fn(self._conn)
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite {type(exc).__name__}: {exc}") from exc
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        return await asyncio.to_thread(self._sync, fn)
+
+    async def aclose(self) -> None:
+        """Close the connection if this store opened it; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns:
+            with self._lock:
+                self._conn.close()
+
+
 # -- the SQLite WorkflowStore ----------------------------------------------------------------
 
 workflow_migrations = Migrations("workflow")
@@ -253,34 +313,30 @@ _RUN_COLUMNS = (
 _STEP_COLUMNS = "run_id, step_id, name, seq, output, created_at"
 
 
-class SqliteWorkflowStore:
+class SqliteWorkflowStore(SqliteBacked):
     """A WorkflowStore in SQLite: one row per run, one row per completed step.
 
     Takes its connection from the caller (see `connect()`) and migrates on construction; use
     `SqliteWorkflowStore.open(path)` to have the store open — and later close — its own.
+    Like the other SQLite stores it runs each operation in a worker thread under the
+    connection's lock, so a file locked by another process never blocks the event loop and a
+    connection shared with the other stores never mixes their transactions.
     Each append is one `BEGIN IMMEDIATE` transaction, so several processes may journal into one
     file; a step's sequence number comes from the `(run_id, seq)` index, so an append costs the
     same at step 10 and step 10,000.
     """
 
-    def __init__(self, conn: sqlite3.Connection, *, _owned: bool = False) -> None:
-        self._conn = conn
-        self._owned = _owned
-        self._closed = False
-        workflow_migrations.apply(conn)
+    def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
+        super().__init__(conn, owns=owns)
+        self._sync(workflow_migrations.apply)
 
     @classmethod
     def open(cls, path: str | PathLike[str]) -> SqliteWorkflowStore:
         """Open (creating if needed) the database at `path`; `aclose()` closes it."""
-        return cls(connect(path), _owned=True)
-
-    def _db(self) -> sqlite3.Connection:
-        if self._closed:
-            raise StoreError("the workflow store is closed")
-        return self._conn
+        return cls(connect(path), owns=True)
 
     @staticmethod
-    def _run(row: tuple[Any, ...]) -> WorkflowRunRecord:
+    def _record(row: tuple[Any, ...]) -> WorkflowRunRecord:
         run_id = row[0]
         where = f"workflow run {run_id!r}"
         return WorkflowRunRecord(
@@ -310,15 +366,12 @@ class SqliteWorkflowStore:
             created_at=row[5],
         )
 
-    def _fetch_run(self, run_id: str) -> WorkflowRunRecord:
-        row = (
-            self._db()
-            .execute(f"SELECT {_RUN_COLUMNS} FROM workflow_runs WHERE run_id = ?", (run_id,))
-            .fetchone()
-        )
-        if row is None:
-            raise StoreError(f"no workflow run {run_id!r}")
-        return self._run(row)
+    @staticmethod
+    def _row(conn: sqlite3.Connection, run_id: str) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = conn.execute(
+            f"SELECT {_RUN_COLUMNS} FROM workflow_runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return row
 
     async def create_run(
         self,
@@ -330,48 +383,47 @@ class SqliteWorkflowStore:
         root_run_id: str | None = None,
         parent_step_id: str | None = None,
     ) -> WorkflowRunRecord:
-        conn = self._db()
         encoded = _encode(input, "input")
         now = time.time()
-        try:
-            with transaction(conn):
-                conn.execute(
-                    f"INSERT INTO workflow_runs ({_RUN_COLUMNS})"
-                    " VALUES (?, ?, 'running', ?, NULL, NULL, ?, ?, ?, 1, ?, ?)",
-                    (
-                        run_id,
-                        workflow_id,
-                        encoded,
-                        parent_run_id,
-                        root_run_id or run_id,
-                        parent_step_id,
-                        now,
-                        now,
-                    ),
-                )
-        except sqlite3.IntegrityError as exc:
-            raise StoreError(f"workflow run {run_id!r} already exists") from exc
-        return self._fetch_run(run_id)
+
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            try:
+                with transaction(conn):
+                    conn.execute(
+                        f"INSERT INTO workflow_runs ({_RUN_COLUMNS})"
+                        " VALUES (?, ?, 'running', ?, NULL, NULL, ?, ?, ?, 1, ?, ?)",
+                        (
+                            run_id,
+                            workflow_id,
+                            encoded,
+                            parent_run_id,
+                            root_run_id or run_id,
+                            parent_step_id,
+                            now,
+                            now,
+                        ),
+                    )
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"workflow run {run_id!r} already exists") from exc
+            return self._row(conn, run_id)
+
+        return self._record(_found(await self._run(op), run_id))
 
     async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
-        row = (
-            self._db()
-            .execute(f"SELECT {_RUN_COLUMNS} FROM workflow_runs WHERE run_id = ?", (run_id,))
-            .fetchone()
-        )
-        return None if row is None else self._run(row)
+        row = await self._run(lambda conn: self._row(conn, run_id))
+        return None if row is None else self._record(row)
 
     async def start_attempt(self, run_id: str) -> WorkflowRunRecord:
-        conn = self._db()
-        with transaction(conn):
-            cur = conn.execute(
-                "UPDATE workflow_runs SET status = 'running', attempts = attempts + 1,"
-                " updated_at = ? WHERE run_id = ?",
-                (time.time(), run_id),
-            )
-            if cur.rowcount == 0:
-                raise StoreError(f"no workflow run {run_id!r}")
-        return self._fetch_run(run_id)
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            with transaction(conn):
+                conn.execute(
+                    "UPDATE workflow_runs SET status = 'running', attempts = attempts + 1,"
+                    " updated_at = ? WHERE run_id = ?",
+                    (time.time(), run_id),
+                )
+                return self._row(conn, run_id)
+
+        return self._record(_found(await self._run(op), run_id))
 
     async def finish_run(
         self,
@@ -381,17 +433,18 @@ class SqliteWorkflowStore:
         output: Any = None,
         error: dict[str, Any] | None = None,
     ) -> WorkflowRunRecord:
-        conn = self._db()
         out, err = _check_finish(status, error, output)
-        with transaction(conn):
-            cur = conn.execute(
-                "UPDATE workflow_runs SET status = ?, output = ?, error = ?, updated_at = ?"
-                " WHERE run_id = ?",
-                (status, out, err, time.time(), run_id),
-            )
-            if cur.rowcount == 0:
-                raise StoreError(f"no workflow run {run_id!r}")
-        return self._fetch_run(run_id)
+
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            with transaction(conn):
+                conn.execute(
+                    "UPDATE workflow_runs SET status = ?, output = ?, error = ?, updated_at = ?"
+                    " WHERE run_id = ?",
+                    (status, out, err, time.time(), run_id),
+                )
+                return self._row(conn, run_id)
+
+        return self._record(_found(await self._run(op), run_id))
 
     async def list_runs(
         self,
@@ -415,64 +468,71 @@ class SqliteWorkflowStore:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [self._run(row) for row in self._db().execute(sql, params).fetchall()]
+
+        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(sql, params).fetchall()
+
+        return [self._record(row) for row in await self._run(op)]
 
     async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
-        conn = self._db()
         encoded = _encode(output, "output")
-        # Read-then-write inside BEGIN IMMEDIATE: no other writer can slip in between.
-        with transaction(conn):
-            if (
-                conn.execute("SELECT 1 FROM workflow_runs WHERE run_id = ?", (run_id,)).fetchone()
-                is None
-            ):
-                raise StoreError(f"no workflow run {run_id!r}")
-            row = conn.execute(
+
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...]:
+            # Read-then-write inside BEGIN IMMEDIATE: no other writer can slip in between.
+            with transaction(conn):
+                if (
+                    conn.execute(
+                        "SELECT 1 FROM workflow_runs WHERE run_id = ?", (run_id,)
+                    ).fetchone()
+                    is None
+                ):
+                    raise StoreError(f"no workflow run {run_id!r}")
+                row: tuple[Any, ...] | None = conn.execute(
+                    f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? AND step_id = ?",
+                    (run_id, step_id),
+                ).fetchone()
+                if row is None:
+                    (last,) = conn.execute(
+                        "SELECT COALESCE(MAX(seq), 0) FROM workflow_steps WHERE run_id = ?",
+                        (run_id,),
+                    ).fetchone()
+                    row = (run_id, step_id, name, last + 1, encoded, time.time())
+                    conn.execute(
+                        f"INSERT INTO workflow_steps ({_STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                return row
+
+        return self._step(await self._run(op))
+
+    async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            row: tuple[Any, ...] | None = conn.execute(
                 f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? AND step_id = ?",
                 (run_id, step_id),
             ).fetchone()
-            if row is None:
-                (last,) = conn.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM workflow_steps WHERE run_id = ?",
-                    (run_id,),
-                ).fetchone()
-                row = (run_id, step_id, name, last + 1, encoded, time.time())
-                conn.execute(
-                    f"INSERT INTO workflow_steps ({_STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", row
-                )
-        return self._step(row)
+            return row
 
-    async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
-        row = (
-            self._db()
-            .execute(
-                f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? AND step_id = ?",
-                (run_id, step_id),
-            )
-            .fetchone()
-        )
+        row = await self._run(op)
         return None if row is None else self._step(row)
 
     async def list_steps(self, run_id: str) -> list[StepRecord]:
-        rows = (
-            self._db()
-            .execute(
+        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
                 f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? ORDER BY seq",
                 (run_id,),
-            )
-            .fetchall()
-        )
-        return [self._step(row) for row in rows]
+            ).fetchall()
 
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._owned:
-            self._conn.close()
+        return [self._step(row) for row in await self._run(op)]
 
     async def __aenter__(self) -> SqliteWorkflowStore:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _found(row: tuple[Any, ...] | None, run_id: str) -> tuple[Any, ...]:
+    if row is None:
+        raise StoreError(f"no workflow run {run_id!r}")
+    return row
