@@ -506,6 +506,44 @@ async def test_a_child_left_running_is_cancelled_when_the_parent_ends(
     assert child is not None and child.status == "cancelled"
 
 
+async def test_the_parent_ends_only_after_the_child_it_cancelled_recorded_its_end(
+    store: WorkflowStore,
+) -> None:
+    # A recorder that takes a few turns of the loop (as one writing to a database does) delays
+    # the child's own bookkeeping; the parent must still not end before the child has, or a
+    # caller that closes the store on the parent's result leaves the child "running" forever.
+    started = asyncio.Event()
+    handles: list[tether.workflows.WorkflowHandle[None]] = []
+    order: list[str] = []
+
+    async def slow_recorder(event: WorkflowEvent) -> None:
+        for _ in range(5):
+            await asyncio.sleep(0)
+        if event["type"] in ("workflow_failed", "workflow_finished"):
+            order.append(f"{event['workflow_id']}:{event['type']}")
+
+    async def forever(_: None, ctx: WorkflowContext[None]) -> None:
+        async def wait() -> None:
+            started.set()
+            await asyncio.Event().wait()
+
+        await ctx.step("wait", wait)
+
+    forever_wf = create_workflow("forever", forever)
+
+    async def parent(_: None, ctx: WorkflowContext[None]) -> str:
+        handles.append(forever_wf.run(None))
+        await started.wait()
+        return "done"
+
+    handle = create_workflow("leaves-child", parent, on_event=slow_recorder).run(None, store=store)
+    assert await handle.result == "done"
+    assert handles[0].result.cancelled()
+    child = await store.get_run(handles[0].workflow_run_id)
+    assert child is not None and child.status == "cancelled"
+    assert order == ["forever:workflow_failed", "leaves-child:workflow_finished"]
+
+
 async def test_store_precedence() -> None:
     mine, theirs, parents = (
         InMemoryWorkflowStore(),

@@ -12,7 +12,8 @@ Steps are matched by name and occurrence: the first `ctx.step("fetch", …)` of 
 A run started while another run is active (inside its body or one of its steps) is **nested**: it
 joins the active run's tree (`parent_run_id`, `root_run_id`), shares its store and recorders, and
 gets a run id derived from its parent, so the parent's resume resumes the child too. A nested run
-that the parent leaves unfinished is cancelled when the parent ends. `isolated=True` starts a
+that the parent leaves unfinished is cancelled when the parent's body ends, and the parent
+records its own end only after the child has recorded its cancellation. `isolated=True` starts a
 separate root run instead (same store and recorders, its own tree, a fresh id).
 
 Nothing stops two processes from resuming the same run at once; both would execute its
@@ -166,6 +167,15 @@ class WorkflowContext(Generic[In]):
     def run_local_scope(self, suffix: str) -> str:
         """`f"{workflow_run_id}:{suffix}"`: a conversation private to this run."""
         return f"{self.workflow_run_id}:{suffix}"
+
+    async def _end_children(self) -> None:
+        """Cancel the nested runs the body left unfinished and wait until each has recorded
+        its end, so the tree is settled (and its store still open) when this run ends."""
+        pending = [child for child in self._children if not child.done()]
+        for child in pending:
+            child.cancel()
+        if pending:
+            await asyncio.wait(pending)
 
     def _event_base(self) -> dict[str, Any]:
         return {
@@ -467,7 +477,10 @@ class Workflow(Generic[In, Out]):
         try:
             await ctx._emit("workflow_started", input=record.input, attempt=record.attempts)
             try:
-                output = await self.fn(ctx.input, ctx)
+                try:
+                    output = await self.fn(ctx.input, ctx)
+                finally:
+                    await ctx._end_children()
                 check_json_safe(output, "output")
                 done = await store.finish_run(run_id, status="completed", output=output)
             except asyncio.CancelledError as exc:
@@ -481,9 +494,6 @@ class Workflow(Generic[In, Out]):
             await ctx._emit("workflow_finished", output=done.output)
             return cast("Out", done.output)
         finally:
-            for child in ctx._children:
-                if not child.done():
-                    child.cancel()
             _current_step.reset(step_token)
             _current_run.reset(run_token)
 
