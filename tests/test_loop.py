@@ -634,3 +634,59 @@ async def test_cancelling_the_consumer_while_an_abort_is_absorbed_still_cancels_
     with pytest.raises(asyncio.CancelledError):
         await task
     assert client.closed
+
+
+class ListClient:
+    """Plays one list of raw stream chunks per request."""
+
+    model = "list"
+
+    def __init__(self, *streams: list[Any], stream_retries: int = 0) -> None:
+        self.streams = list(streams)
+        self.stream_retries = stream_retries
+
+    async def chat(self, request: Any) -> Any:
+        for chunk in self.streams.pop(0):
+            yield chunk
+
+    async def aclose(self) -> None:
+        pass
+
+
+FINISH = {
+    "type": "finish",
+    "content": [{"type": "text", "text": "hi"}],
+    "stop_reason": "end_turn",
+    "usage": {"output_tokens": 1},
+}
+
+
+async def test_a_stream_that_ends_without_finishing_is_an_error_and_changes_nothing() -> None:
+    from tether.errors import LLMStreamError
+
+    agent = create_agent(llm=ListClient([{"type": "text", "text": "par"}]))
+    session = Session()
+    events = await collect(agent, session, "go")
+    assert isinstance(events[-1]["error"], LLMStreamError)
+    assert "without finishing" in str(events[-1]["error"])
+    assert [m["role"] for m in session.messages] == ["user"]
+
+
+async def test_a_stream_that_ends_without_finishing_is_rerun_with_stream_retries() -> None:
+    client = ListClient([{"type": "text", "text": "par"}], [FINISH], stream_retries=1)
+    agent = create_agent(llm=client)
+    session = Session()
+    events = await collect(agent, session, "go")
+    texts = [(e["text"], e["snapshot"]) for e in events if e["type"] == "text"]
+    assert texts == [("par", "par"), ("", "")]  # the dropped attempt's text is replaced
+    assert events[-1]["text"] == "hi"
+    assert session.messages[-1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "hi"}],
+    }
+
+
+async def test_unknown_stream_chunk_kinds_are_skipped() -> None:
+    agent = create_agent(llm=ListClient([{"type": "ping"}, {"type": "text", "text": "hi"}, FINISH]))
+    events = await collect(agent, Session(), "go")
+    assert kinds(events) == ["message", "progress:sent", "text", "progress:done", "done"]
