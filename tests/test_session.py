@@ -198,6 +198,51 @@ def test_any_session_survives_to_json_from_json(session: Session) -> None:
             "tool_result part lacks 'output'",
         ),
         (json.dumps({"id": "s", "memory": []}), "session.memory must be an object"),
+        (
+            json.dumps(
+                {
+                    "id": "s",
+                    "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}],
+                }
+            ),
+            "session.messages[0].content[0].text must be str, got int",
+        ),
+        (
+            json.dumps(
+                {
+                    "id": "s",
+                    "messages": [
+                        {
+                            "role": "tool",
+                            "content": [
+                                {
+                                    "type": "tool_result",
+                                    "id": "a",
+                                    "name": "t",
+                                    "output": "o",
+                                    "is_error": "no",
+                                }
+                            ],
+                        }
+                    ],
+                }
+            ),
+            "session.messages[0].content[0].is_error must be bool, got str",
+        ),
+        (
+            json.dumps(
+                {
+                    "id": "s",
+                    "messages": [
+                        {
+                            "role": "assistant",
+                            "content": [{"type": "thinking", "text": "t", "signature": 1}],
+                        }
+                    ],
+                }
+            ),
+            "session.messages[0].content[0].signature must be str",
+        ),
     ],
 )
 def test_a_corrupt_session_raises_a_typed_error_naming_what_is_wrong(

@@ -62,12 +62,13 @@ class Session:
         return cls(id=sid, messages=messages, memory=memory)
 
 
-_PART_KEYS: dict[str, tuple[str, ...]] = {
-    "text": ("text",),
-    "thinking": ("text",),
-    "tool_call": ("id", "name", "input"),
-    "tool_result": ("id", "name", "output", "is_error"),
+_PART_KEYS: dict[str, tuple[tuple[str, type | None], ...]] = {
+    "text": (("text", str),),
+    "thinking": (("text", str),),
+    "tool_call": (("id", str), ("name", str), ("input", None)),
+    "tool_result": (("id", str), ("name", str), ("output", str), ("is_error", bool)),
 }
+_OPTIONAL_STR = ("signature", "redacted")
 
 
 def _check_message(m: Any, path: str) -> None:
@@ -80,9 +81,16 @@ def _check_message(m: Any, path: str) -> None:
         keys = _PART_KEYS.get(str(part.get("type"))) if isinstance(part, dict) else None
         if keys is None:
             raise SessionFormatError(f"{path}.content[{j}]: unknown part {part!r:.80}")
-        for k in keys:
+        for k, kind in keys:
             if k not in part:
                 raise SessionFormatError(f"{path}.content[{j}]: {part['type']} part lacks {k!r}")
+            if kind is not None and type(part[k]) is not kind:
+                raise SessionFormatError(
+                    f"{path}.content[{j}].{k} must be {kind.__name__}, got {type(part[k]).__name__}"
+                )
+        for k in _OPTIONAL_STR:
+            if k in part and type(part[k]) is not str:
+                raise SessionFormatError(f"{path}.content[{j}].{k} must be str")
 
 
 def remember(patch: dict[str, Any]) -> MemoryEvent:
