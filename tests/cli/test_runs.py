@@ -150,3 +150,32 @@ def test_runs_read_any_store_with_store_and_no_config(
     shown = project.invoke("--store", f"sqlite:///{project.db}", "runs", "show", run_id)
     assert shown.exit_code == 0, shown.output
     assert shown.stdout.startswith(f"run      {run_id}\n")
+
+
+def test_control_characters_in_ids_never_reach_the_terminal_raw(project: Project) -> None:
+    """A run id, a scope or an error message can hold anything a caller or a server put there;
+    an OSC sequence (which retitles the terminal) or a carriage return is shown escaped."""
+    rid = "r\x1b]0;owned\x07\r"
+    shown = "r\\x1b]0;owned\\x07\\r"
+    ran = project.invoke("workflow", "run", "greet", "--run-id", rid, "-i", "x")
+    assert ran.exit_code == 0, ran.output
+    assert ran.stderr.splitlines()[-1] == f"run {shown} completed"
+    failed = project.invoke("workflow", "run", "flaky", "--run-id", rid + "2", "-i", "x")
+    assert failed.exit_code == 1
+    agent = project.invoke("agent", "run", "echo", "-s", "s\x1b[2J", "-i", "hi")
+    assert agent.exit_code == 0, agent.output
+    assert "scope  s\\x1b[2J" in agent.stderr
+    listed = project.invoke("runs", "list")
+    detail = project.invoke("runs", "show", rid)
+    for result in (ran, failed, agent, listed, detail):
+        assert "\x1b" not in result.output and "\x07" not in result.output
+        assert "\r" not in result.output
+    assert f"run {shown}2 of workflow 'flaky' failed" in failed.stderr
+    assert any(row.startswith(shown) for row in listed.stdout.splitlines())
+    assert detail.stdout.splitlines()[0].split() == ["run", shown]
+    # JSON keeps the value itself; the C1 controls and DEL that JSON leaves raw are escaped.
+    c1 = "c1\x9b31m\x7f"
+    assert project.invoke("workflow", "run", "greet", "--run-id", c1, "-i", "x").exit_code == 0
+    as_json = project.invoke("runs", "list", "--json")
+    assert "\x9b" not in as_json.stdout and "\x7f" not in as_json.stdout
+    assert c1 in [r["run_id"] for r in json.loads(as_json.stdout)]

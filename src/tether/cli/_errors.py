@@ -21,6 +21,7 @@ from typing import ClassVar, ParamSpec
 import typer
 
 from ..errors import ConfigError, TetherError
+from ._render import emit_err
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -88,11 +89,12 @@ class Interrupted(CliError):
 
 
 def report_error(exc: CliError) -> None:
-    """Print a CliError on stderr: ``Error: [Kind: ]message``, then its hint."""
+    """Print a CliError on stderr: ``Error: [Kind: ]message``, then its hint (control
+    characters escaped: a message can quote a server, a tool or a stored id)."""
     kind = f"{exc.kind}: " if exc.kind else ""
-    typer.echo(f"Error: {kind}{exc.message}", err=True)
+    emit_err(f"Error: {kind}{exc.message}")
     if exc.hint:
-        typer.echo(exc.hint, err=True)
+        emit_err(exc.hint)
 
 
 def reports_errors(command: Callable[P, None]) -> Callable[P, None]:

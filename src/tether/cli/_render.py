@@ -1,9 +1,11 @@
 """Output: what goes to stdout (the answer, the listing, the JSON) and to stderr (progress,
 summaries, errors), and how stored data is shown.
 
-Everything a model, a tool or a store wrote is data: in listings and event summaries it is
-shown with control characters escaped, so it cannot move the cursor or recolour the terminal.
-The streamed answer of `tether agent run` is the exception: it is the command's output, as is.
+Everything a model, a tool or a store wrote is data: in listings, event summaries and on
+stderr it is shown with control characters escaped, so it cannot move the cursor, retitle or
+recolour the terminal. Tables, `key  value` lines and stderr escape every value themselves, so
+no command can forget to. The streamed answer of `tether agent run` (and a workflow's text
+output) is the exception: it is the command's output, as is.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..stores.run_store import RunEvent, RunInfo
 __all__ = [
     "EpisodeRenderer",
     "clean",
+    "clean_lines",
     "compact",
     "emit",
     "emit_err",
@@ -40,6 +43,8 @@ __all__ = [
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _LINE_BREAKS = re.compile(r"[\r\n\t]")
+_JSON_RAW_CONTROLS = re.compile(r"[\x7f-\x9f]")
+"""What `json.dumps(..., ensure_ascii=False)` leaves raw that a terminal may act on (DEL, C1)."""
 SUMMARY_WIDTH = 160
 """Event summaries in `tether runs show` are cut to this many characters."""
 
@@ -50,8 +55,8 @@ def emit(text: str = "", *, nl: bool = True) -> None:
 
 
 def emit_err(text: str = "") -> None:
-    """Write a line to stderr."""
-    typer.echo(text, err=True)
+    """Write a line (or lines) to stderr, control characters escaped."""
+    typer.echo(clean_lines(text), err=True)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -62,7 +67,9 @@ def to_jsonable(value: Any) -> Any:
 
 def emit_json(value: Any) -> None:
     """Write `value` to stdout as indented JSON."""
-    emit(json.dumps(to_jsonable(value), indent=2, ensure_ascii=False))
+    text = json.dumps(to_jsonable(value), indent=2, ensure_ascii=False)
+    # They can only be inside strings, where a \u escape is the same JSON value.
+    emit(_JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 def clean(text: str) -> str:
@@ -72,6 +79,12 @@ def clean(text: str) -> str:
         return match.group().encode("unicode_escape").decode("ascii")
 
     return _CONTROL.sub(escape, _LINE_BREAKS.sub(escape, text))
+
+
+def clean_lines(text: str) -> str:
+    """`text` with control characters escaped except the newlines between its lines. (Escaping
+    is idempotent: what `clean` returns has no control characters left.)"""
+    return "\n".join(clean(line) for line in text.split("\n"))
 
 
 def compact(value: Any, width: int = SUMMARY_WIDTH) -> str:
@@ -89,8 +102,9 @@ def json_error_excerpt(text: str, exc: json.JSONDecodeError) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Left-aligned columns two spaces apart; the last column is not padded."""
-    all_rows = [list(headers), *(list(r) for r in rows)]
+    """Left-aligned columns two spaces apart, control characters escaped; the last column is
+    not padded."""
+    all_rows = [list(headers), *([clean(cell) for cell in r] for r in rows)]
     widths = [max(len(r[i]) for r in all_rows) for i in range(len(headers))]
     lines = []
     for row in all_rows:
@@ -100,8 +114,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 
 def key_values(pairs: Iterable[tuple[str, str]]) -> str:
-    """`key  value` lines with the values aligned."""
-    items = list(pairs)
+    """`key  value` lines with the values aligned, control characters escaped."""
+    items = [(clean(k), clean(v)) for k, v in pairs]
     width = max((len(k) for k, _ in items), default=0)
     return "\n".join(f"{k.ljust(width)}  {v}".rstrip() for k, v in items)
 
