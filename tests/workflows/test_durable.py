@@ -451,6 +451,39 @@ async def test_resuming_a_parent_resumes_its_child(store: WorkflowStore) -> None
     assert len(await store.list_runs(workflow_id="child")) == 2
 
 
+async def test_a_step_run_again_may_start_its_child_with_another_input(
+    store: WorkflowStore,
+) -> None:
+    # A step that failed after its child completed runs again on resume; what it passes the
+    # child need not be what it passed before (a model picks a tool's arguments anew).
+    calls: list[int] = []
+
+    async def child(x: int, ctx: WorkflowContext[int]) -> int:
+        calls.append(x)
+        return x * 10
+
+    child_wf = create_workflow("child", child)
+
+    async def parent(_: None, ctx: WorkflowContext[None]) -> int:
+        async def ask() -> int:
+            answer = await child_wf.run(len(calls) + 1)
+            if len(calls) == 1:
+                raise Boom("after the child")
+            return answer
+
+        return await ctx.step("ask", ask)
+
+    wf = create_workflow("parent", parent)
+    first = wf.run(None, store=store)
+    with pytest.raises(Boom):
+        await first
+    assert await wf.run(store=store, workflow_run_id=first.workflow_run_id) == 20
+    assert calls == [1, 2]
+    children = await store.list_runs(workflow_id="child")
+    assert sorted(r.input for r in children) == [1, 2]
+    assert {r.parent_run_id for r in children} == {first.workflow_run_id}
+
+
 async def test_a_failed_child_is_resumed_in_place(store: WorkflowStore) -> None:
     calls: list[str] = []
     fail = True

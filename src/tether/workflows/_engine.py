@@ -27,6 +27,7 @@ run, a tool — reads them with `current_run()` / `current_step()` without being
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import time
 import uuid
@@ -36,7 +37,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
-from .._json import check_json_safe
+from .._json import check_json_safe, dumps
 from ..errors import NotJSONSafeError, StepOutputError, WorkflowError
 from ._events import WorkflowEvent, WorkflowEventHandler
 from ._store import InMemoryWorkflowStore, WorkflowRunRecord, WorkflowStore
@@ -203,10 +204,15 @@ class WorkflowContext(Generic[In]):
         self._step_counts[base] = n
         return base if n == 1 else f"{base}#{n}"
 
-    def _next_child_id(self, workflow_id: str) -> str:
+    def _next_child_id(self, workflow_id: str, input: Any) -> str:
         # Counted per enclosing step for the same reason as step ids; derived from this run's
-        # id so that a resumed parent finds (and resumes) the same child.
+        # id so that a resumed parent finds (and resumes) the same child. The input is part of
+        # the key: a step that runs again after a failure may start its child with another
+        # input (a model chose the arguments of a tool), and that is a new child, not a
+        # conflict with the one the failed attempt left behind.
         key = f"{_current_step.get() or ''}/{workflow_id}"
+        if input is not _UNSET:
+            key += "/" + hashlib.sha256(dumps(input).encode()).hexdigest()
         n = self._child_counts.get(key, 0) + 1
         self._child_counts[key] = n
         return str(uuid.uuid5(_NAMESPACE, f"{self.workflow_run_id}/{key}/{n}"))
@@ -380,7 +386,7 @@ class Workflow(Generic[In, Out]):
         if workflow_run_id is not None:
             run_id = workflow_run_id
         elif parent is not None:
-            run_id = parent._next_child_id(self.id)
+            run_id = parent._next_child_id(self.id, input)
         else:
             run_id = uuid.uuid4().hex
         parent_step = _current_step.get() if parent is not None else None
