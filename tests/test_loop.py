@@ -690,3 +690,39 @@ async def test_unknown_stream_chunk_kinds_are_skipped() -> None:
     agent = create_agent(llm=ListClient([{"type": "ping"}, {"type": "text", "text": "hi"}, FINISH]))
     events = await collect(agent, Session(), "go")
     assert kinds(events) == ["message", "progress:sent", "text", "progress:done", "done"]
+
+
+async def test_concurrent_turns_of_one_agent_share_no_turn_state() -> None:
+    # Two sessions, interleaved at every await: each turn keeps its own services, memory
+    # writes, trace records and tool results.
+    both_running = asyncio.Barrier(2)
+
+    async def who(value: Any, ctx: RunContext) -> str:
+        ctx.remember({"seen_by": ctx.session_id})
+        ctx.trace("who", {"tenant": ctx.services["tenant"]})
+        await both_running.wait()
+        return f"{ctx.session_id}:{ctx.services['tenant']}"
+
+    def call(request: Any) -> Any:
+        return {"tool_use": [{"name": "who", "input": {}}]}
+
+    agent = create_agent(
+        llm=script_client([call, call, {"text": "a"}, {"text": "b"}]),
+        tools=[define_tool(name="who", execute=who)],
+        trace=lambda record: None,
+        services={"tenant": "default"},
+    )
+    one, two = Session(id="one"), Session(id="two")
+    events_one, events_two = await asyncio.gather(
+        collect(agent, one, "go", services={"tenant": "t1"}),
+        collect(agent, two, "go", services={"tenant": "t2"}),
+    )
+    for session, events, tenant in ((one, events_one, "t1"), (two, events_two, "t2")):
+        [result] = [e for e in events if e["type"] == "tool_result"]
+        assert result["output"] == f"{session.id}:{tenant}"
+        assert session.memory == {"seen_by": session.id}
+        records = [e["record"] for e in events if e["type"] == "trace"]
+        assert {r["session_id"] for r in records} == {session.id}
+        assert [r["data"] for r in records if r["name"] == "who"] == [{"tenant": tenant}]
+        assert events[-1]["type"] == "done"
+    assert agent.services == {"tenant": "default"}

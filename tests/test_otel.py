@@ -490,3 +490,49 @@ def test_records_outside_a_turn_become_events_on_the_current_span(
     sink({"phase": "workflow", "name": "step:start", "at": 2.0})
     sink.end_open_turns()
     assert len(exporter.get_finished_spans()) == 1
+
+
+async def test_two_concurrent_turns_of_one_agent_export_two_separate_trees(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    # The records of the two turns interleave in one sink; each tree still holds only its own
+    # turn's spans, under the span that was current in its own task.
+    both_running = asyncio.Barrier(2)
+
+    async def lookup(value: Any, ctx: RunContext) -> str:
+        await both_running.wait()
+        return ctx.session_id
+
+    def call(request: Any) -> Any:
+        return {"tool_use": [{"name": "lookup", "input": {}}]}
+
+    agent = create_agent(
+        llm=script_client([call, call, {"text": "a"}, {"text": "b"}]),
+        tools=[define_tool(name="lookup", execute=lookup)],
+        trace=OtelSink(provider, agent_name="x"),
+    )
+    app = provider.get_tracer("app")
+
+    async def handle(sid: str) -> None:
+        with app.start_as_current_span(f"request {sid}"):
+            await collect(agent, Session(id=sid), "go")
+
+    await asyncio.gather(handle("s1"), handle("s2"))
+    spans = exporter.get_finished_spans()
+    for sid in ("s1", "s2"):
+        [outer] = [s for s in spans if s.name == f"request {sid}"]
+        [turn] = [
+            s
+            for s in spans
+            if s.name == "invoke_agent x" and s.attributes["gen_ai.conversation.id"] == sid  # type: ignore[index]
+        ]
+        assert turn.parent is not None and turn.parent.span_id == outer.context.span_id
+        children = [s for s in spans if s.parent and s.parent.span_id == turn.context.span_id]
+        assert sorted(s.name for s in children) == [
+            "chat script",
+            "chat script",
+            "execute_tool lookup",
+        ]
+        chats = [s for s in children if s.name.startswith("chat")]
+        assert {s.attributes["gen_ai.conversation.id"] for s in chats} == {sid}  # type: ignore[index]
+        assert all(s.context.trace_id == outer.context.trace_id for s in [turn, *children])
