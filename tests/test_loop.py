@@ -723,6 +723,6 @@ async def test_concurrent_turns_of_one_agent_share_no_turn_state() -> None:
         assert session.memory == {"seen_by": session.id}
         records = [e["record"] for e in events if e["type"] == "trace"]
         assert {r["session_id"] for r in records} == {session.id}
-        assert [r["data"] for r in records if r["name"] == "who"] == [{"tenant": tenant}]
+        assert [r["data"] for r in records if r["phase"] == "workflow"] == [{"tenant": tenant}]
         assert events[-1]["type"] == "done"
     assert agent.services == {"tenant": "default"}
