@@ -770,3 +770,28 @@ async def test_an_output_rewrite_to_the_same_text_still_sends_the_replace_event(
     events = await collect(agent, Session(), "hi")
     texts = [e for e in events if e["type"] == "text"]
     assert texts[-1] == {"type": "text", "text": "", "snapshot": "hello"}
+
+
+async def test_a_rewrite_is_checked_at_the_call_boundary_like_the_models_input() -> None:
+    # A rewrite feeds the tool through the same schema check: one the schema rejects is an
+    # error result and the tool never runs.
+    ran: list[Any] = []
+    strict = define_tool(
+        name="lookup",
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        execute=lambda value: ran.append(value) or "ran",
+    )
+    agent = create_agent(
+        llm=one_call_then("ok"),
+        tools=[strict],
+        guardrails=[
+            define_guardrail(
+                name="bad", tool_call=lambda c: {"action": "rewrite", "input": {"q": 7}}
+            )
+        ],
+    )
+    events = await collect(agent, Session(), "go")
+    assert ran == []
+    [result] = of_type(events, "tool_result")
+    assert result["is_error"] is True
+    assert result["output"] == "Invalid input for tool lookup: q: 7 is not of type 'string'"
