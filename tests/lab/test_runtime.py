@@ -222,3 +222,35 @@ async def test_aclose_waits_for_title_workflows(tmp_path: Path) -> None:
     release.set()
     await closing
     assert await store.get_title("s") == "Late but stored"
+
+
+async def test_cancelling_aclose_ends_a_title_workflow_that_never_finishes(tmp_path: Path) -> None:
+    started = asyncio.Event()
+
+    async def endless_title(input: Any, ctx: Any) -> Any:
+        started.set()
+        await asyncio.Event().wait()
+
+    db = tmp_path / "lab.db"
+    lab = Runtime(store=f"sqlite:///{db}", version=False)
+    agent = lab.create_agent(
+        id="a",
+        model=scripted({"text": "x"}),
+        title_workflow=lab.create_workflow("t", endless_title),
+    )
+    await agent.run(memory_scope="s", user="q").result
+    await started.wait()
+    closing = asyncio.ensure_future(lab.aclose())
+    await asyncio.sleep(0)
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    # The runtime is closed all the same, and the title run says how it ended.
+    with pytest.raises(ConfigError, match="closed"):
+        lab.message_store  # noqa: B018
+    await lab.aclose()  # idempotent: nothing left to wait for
+    again = Runtime(store=f"sqlite:///{db}", version=False)
+    [title_run] = await again.workflow_store.list_runs(workflow_id="t")
+    assert title_run.status == "cancelled"
+    assert await again.message_store.get_title("s") is None
+    await again.aclose()

@@ -567,10 +567,27 @@ class Runtime:
 
     async def aclose(self) -> None:
         """Wait for background work, then close the clients and stores this runtime opened.
-        Idempotent."""
+        Idempotent.
+
+        Cancelling the wait (`asyncio.wait_for(lab.aclose(), 30)`, Ctrl-C) is the way out of a
+        title workflow that never ends: what still runs is cancelled (and records that it was),
+        and the runtime closes all the same before the cancellation propagates.
+        """
         if self._closed:
             return
-        await self.wait_idle()
+        try:
+            await self.wait_idle()
+        except asyncio.CancelledError:
+            pending = [*self._tasks, *self._background]
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+            await self._release()
+            raise
+        await self._release()
+
+    async def _release(self) -> None:
         self._closed = True
         clients, self._owned_clients = self._owned_clients, []
         for client in clients:
