@@ -153,6 +153,9 @@ class Episode:
         self.view: list[Message] = []
         self.committed = 0
         self.pending_pin: SystemRecord | None = None
+        self.first_index: int | None = None
+        """Where this episode's first write landed: 0 when it is the one that created the scope
+        (two first episodes racing on a new scope both found it empty; only one starts it)."""
         self.new_messages: list[Message] = []
         self.steps: list[StepResult] = []
         self.usage: Usage = {}
@@ -224,7 +227,8 @@ class Episode:
             },
         )
         await recorder.close("completed")
-        if new_scope and self.agent.title_workflow is not None and not _TITLING.get():
+        created = new_scope and self.first_index == 0
+        if created and self.agent.title_workflow is not None and not _TITLING.get():
             runtime._start_title(self.agent, self.scope, self.run_id)
         return result
 
@@ -432,6 +436,8 @@ class Episode:
         if not records:
             return
         length = await self.store.append(self.scope, records)
+        if self.first_index is None:
+            self.first_index = length - len(records)
         self.committed = len(self.view)
         self.pending_pin = None
         snapshot = copy.deepcopy(records)
