@@ -208,7 +208,7 @@ class Project:
     def db(self) -> Path:
         return self.root / ".tether" / "cli.db"
 
-    def invoke(self, *args: str, input: str | None = None) -> Result:
+    def invoke(self, *args: str, input: str | bytes | None = None) -> Result:
         """Run `tether ARGS...` in-process from the project directory."""
         try:
             return self.runner.invoke(app, list(args), input=input, prog_name="tether")

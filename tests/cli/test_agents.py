@@ -260,3 +260,37 @@ def test_ctrl_c_where_the_loop_takes_no_signal_handlers(
     run_id = result.stderr.split("tether runs show ")[1].split("`")[0]
     assert project.run_status(run_id) == "cancelled"
     assert len(project.stored("job")) == 3
+
+
+# -- bytes that are not UTF-8 ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        (["agent", "run", "echo", "--input", "hi \udcff"], "--input"),
+        (["agent", "run", "echo", "-s", "a\udcffb", "--input", "hi"], "--scope"),
+        (["agent", "run", "sandboxed", "-c", '"\udcff"', "--input", "where"], "--tool-context"),
+        (["agent", "run", "e\udcffcho", "--input", "hi"], "ID"),
+        (["workflow", "run", "greet", "--input", "hi \udcff"], "--input"),
+        (["workflow", "run", "greet", "--run-id", "r\udcff", "--input", "x"], "--run-id"),
+        (["runs", "show", "r\udcff"], "RUN_ID"),
+        (["--store", "sqlite:///\udcff.db", "runs", "list"], "--store"),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_refused_before_anything_runs(
+    project: Project, args: list[str], what: str
+) -> None:
+    """The shell hands Python undecodable bytes as lone surrogates, which no store and no
+    provider accepts: refused up front, instead of failing an episode after the model call."""
+    result = project.invoke(*args)
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert result.stderr.splitlines()[0].startswith(f"Error: {what} is not valid UTF-8: byte 0xff")
+    assert not project.db.exists()
+
+
+def test_stdin_that_is_not_utf8_is_refused(project: Project) -> None:
+    result = project.invoke("agent", "run", "echo", "--input", "-", input=b"hi \xff there")
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert result.stderr.splitlines()[0].startswith("Error: stdin is not valid UTF-8: byte 0xff")
+    assert not project.db.exists()

@@ -17,6 +17,7 @@ from ._errors import (
     Interrupted,
     ProjectError,
     RunFailedError,
+    check_utf8,
     reports_errors,
 )
 from ._interrupt import CtrlC
@@ -85,9 +86,20 @@ def read_user_message(text: str) -> str:
     """The `--input` text; `-` reads it from stdin.
 
     Raises:
-        CommandLineError: the message is empty.
+        CommandLineError: the message is empty, or stdin is not UTF-8.
     """
-    message = sys.stdin.read().rstrip("\r\n") if text == "-" else text
+    if text == "-":
+        try:
+            message = sys.stdin.read().rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            raise CommandLineError(
+                f"stdin is not valid UTF-8: byte 0x{exc.object[exc.start]:02x} "
+                f"at position {exc.start}",
+                hint="Pass UTF-8 text (check the file's or the terminal's encoding).",
+            ) from None
+        check_utf8(message, "stdin")
+    else:
+        message = text
     if not message.strip():
         source = "stdin" if text == "-" else "--input"
         raise CommandLineError(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import ClassVar, ParamSpec
+from typing import Any, ClassVar, ParamSpec
 
 import typer
 
@@ -33,6 +33,7 @@ __all__ = [
     "Interrupted",
     "ProjectError",
     "RunFailedError",
+    "check_utf8",
     "report_error",
     "reports_errors",
 ]
@@ -97,16 +98,51 @@ def report_error(exc: CliError) -> None:
         emit_err(exc.hint)
 
 
+def check_utf8(text: str, what: str) -> None:
+    """Refuse `text` when it holds bytes that are not UTF-8. Python hands such bytes from the
+    command line (and from stdin in the C locale) over as lone surrogates, which no store,
+    provider or wire accepts.
+
+    Raises:
+        CommandLineError: naming `what` (an option, an argument, "stdin") and the first byte.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        bad = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise CommandLineError(
+            f"{what} is not valid UTF-8: {bad} at position {exc.start}",
+            hint="Pass UTF-8 text (check the file's or the terminal's encoding).",
+        ) from None
+
+
+def _check_arguments(ctx: Any) -> None:
+    """`check_utf8` on every text option and argument of the command whose context (its `ctx`
+    parameter, a `typer.Context`) is `ctx`, and of the groups above it."""
+    while ctx is not None:
+        for param in ctx.command.params:
+            value = ctx.params.get(param.name)
+            if isinstance(value, str):
+                if param.param_type_name == "option":
+                    what = max(param.opts, key=len)
+                else:
+                    what = param.metavar or str(param.name).upper()
+                check_utf8(value, what)
+        ctx = ctx.parent
+
+
 def reports_errors(command: Callable[P, None]) -> Callable[P, None]:
-    """Wrap a command: a CliError is printed and becomes its exit status, Ctrl-C outside a
-    run's own handling exits 130, and any other tether error is printed with its type (a
-    ConfigError as a project error, the rest as a failure). Anything else is a bug and keeps
-    its traceback."""
+    """Wrap a command: its text arguments are checked to be UTF-8, a CliError is printed and
+    becomes its exit status, Ctrl-C outside a run's own handling exits 130, and any other
+    tether error is printed with its type (a ConfigError as a project error, the rest as a
+    failure). Anything else is a bug and keeps its traceback."""
 
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         try:
             try:
+                _check_arguments(kwargs.get("ctx"))
                 command(*args, **kwargs)
             except KeyboardInterrupt:
                 raise Interrupted("interrupted") from None

@@ -82,9 +82,11 @@ def clean(text: str) -> str:
 
 
 def clean_lines(text: str) -> str:
-    """`text` with control characters escaped except the newlines between its lines. (Escaping
-    is idempotent: what `clean` returns has no control characters left.)"""
-    return "\n".join(clean(line) for line in text.split("\n"))
+    """`text` with control characters escaped except its newlines and tabs (a server's error
+    text often indents with one). Escaping is idempotent: `clean` leaves no control character."""
+    return "\n".join(
+        "\t".join(clean(part) for part in line.split("\t")) for line in text.split("\n")
+    )
 
 
 def compact(value: Any, width: int = SUMMARY_WIDTH) -> str:
