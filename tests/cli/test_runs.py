@@ -50,6 +50,7 @@ def test_runs_list_filters_by_kind_and_limits(project: Project) -> None:
     [
         (["--kind", "tool"], "Invalid value for '--kind'"),
         (["-n", "0"], "Invalid value for '--limit'"),
+        (["-n", str(2**63)], "Invalid value for '--limit'"),  # more than SQL can count
     ],
 )
 def test_runs_list_rejects_a_bad_kind_or_limit(

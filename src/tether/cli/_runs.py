@@ -34,6 +34,10 @@ runs_app = typer.Typer(
 )
 
 
+_MAX_LIMIT = 1_000_000
+"""A bound SQL can take (it counts in 64 bits); more runs than this are not read in a terminal."""
+
+
 class RunKind(enum.StrEnum):
     """What `--kind` accepts."""
 
@@ -49,7 +53,10 @@ class RunKind(enum.StrEnum):
 def list_runs(
     ctx: typer.Context,
     limit: Annotated[
-        int, typer.Option("--limit", "-n", metavar="N", min=1, help="Show at most N runs.")
+        int,
+        typer.Option(
+            "--limit", "-n", metavar="N", min=1, max=_MAX_LIMIT, help="Show at most N runs."
+        ),
     ] = 20,
     kind: Annotated[
         RunKind | None, typer.Option("--kind", help="Only agent episodes, or only workflow runs.")
