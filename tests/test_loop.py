@@ -726,3 +726,35 @@ async def test_concurrent_turns_of_one_agent_share_no_turn_state() -> None:
         assert [r["data"] for r in records if r["phase"] == "workflow"] == [{"tenant": tenant}]
         assert events[-1]["type"] == "done"
     assert agent.services == {"tenant": "default"}
+
+
+async def test_a_tool_or_guardrail_mutating_its_input_does_not_change_the_transcript() -> None:
+    # The session is written only through reduce(): what the model called stays what it called,
+    # in the caller's session and in what the next round sends.
+    from tether import define_guardrail
+
+    def meddle(call: Any) -> None:
+        call["input"]["by_guardrail"] = True
+
+    def t(value: dict[str, Any]) -> str:
+        value["q"] = value["q"].upper()
+        value["nested"]["k"].append(2)
+        return f"ran with {sorted(value)}"
+
+    client = script_client(
+        [{"tool_use": [{"name": "t", "input": {"q": "x", "nested": {"k": [1]}}}]}, {"text": "ok"}]
+    )
+    agent = create_agent(
+        llm=client,
+        tools=[define_tool(name="t", execute=t)],
+        guardrails=[define_guardrail(name="meddle", tool_call=meddle)],
+    )
+    session = Session()
+    events = await collect(agent, session, "go")
+    asked = {"q": "x", "nested": {"k": [1]}}
+    assert session.messages[1]["content"][0]["input"] == asked
+    assert client.calls[1]["messages"][1]["content"][0]["input"] == asked
+    assert next(e for e in events if e["type"] == "tool_use")["input"] == asked
+    assert next(e for e in events if e["type"] == "tool_result")["output"] == (
+        "ran with ['by_guardrail', 'nested', 'q']"
+    )

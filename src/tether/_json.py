@@ -7,7 +7,7 @@ from typing import Any
 
 from .errors import NotJSONSafeError
 
-__all__ = ["check_json_safe", "dumps"]
+__all__ = ["check_json_safe", "copy_json", "dumps"]
 
 
 def check_json_safe(value: Any, path: str) -> None:
@@ -43,6 +43,17 @@ def check_json_safe(value: Any, path: str) -> None:
             check_json_safe(item, f"{path}.{k}")
         return
     raise NotJSONSafeError(path, type(value).__name__)
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-shaped data: dicts and lists are copied, everything else is shared
+    (strings, numbers and None are immutable). Several times faster than copy.deepcopy."""
+    t = type(value)
+    if t is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if t is list:
+        return [copy_json(v) for v in value]
+    return value
 
 
 def dumps(value: Any) -> str:

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._json import copy_json
 from .context import RunContext
 from .errors import AbortedError, LLMError, LLMStreamError
 from .events import (
@@ -476,7 +477,9 @@ async def _execute(
     if tool is None:
         known = ", ".join(sorted(index)) or "none"
         return events, _result(cid, name, f"Unknown tool {name!r}. Available tools: {known}.", True)
-    value = call["input"]
+    # Guardrails and the tool get their own copy: the call's input is also the transcript's, and
+    # the transcript is written only through reduce().
+    value = copy_json(call["input"])
     if isinstance(value, str):  # the model's arguments were not JSON; nothing to decide on
         return events, _result(
             cid, name, f"Invalid arguments for tool {name}: not valid JSON: {value[:200]!r}", True
