@@ -758,3 +758,21 @@ async def test_a_tool_or_guardrail_mutating_its_input_does_not_change_the_transc
     assert next(e for e in events if e["type"] == "tool_result")["output"] == (
         "ran with ['by_guardrail', 'nested', 'q']"
     )
+
+
+async def test_a_tool_changing_what_it_remembered_afterwards_does_not_change_the_memory() -> None:
+    import datetime as dt
+
+    async def note(value: Any, ctx: RunContext) -> str:
+        seen: list[Any] = ["first"]
+        ctx.remember({"seen": seen})
+        seen.append(dt.date(2026, 1, 1))  # after the write: neither stored nor JSON-checked
+        return "ok"
+
+    client = script_client([{"tool_use": [{"name": "note", "input": {}}]}, {"text": "ok"}])
+    agent = create_agent(llm=client, tools=[define_tool(name="note", execute=note)])
+    session = Session()
+    events = await collect(agent, session, "go")
+    assert [e["patch"] for e in events if e["type"] == "memory"] == [{"seen": ["first"]}]
+    assert session.memory == {"seen": ["first"]}
+    Session.from_json(session.to_json())

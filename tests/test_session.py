@@ -250,3 +250,10 @@ def test_a_corrupt_session_raises_a_typed_error_naming_what_is_wrong(
 ) -> None:
     with pytest.raises(SessionFormatError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
         Session.from_json(data)
+
+
+def test_a_patch_changed_after_the_write_does_not_change_the_memory() -> None:
+    tags = ["a"]
+    s = reduce(Session(), remember({"tags": tags}))
+    tags.append(dt.datetime(2026, 1, 1))
+    assert s.memory == {"tags": ["a"]}

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._json import check_json_safe
+from ._json import check_json_safe, copy_json
 
 if TYPE_CHECKING:
     import httpx
@@ -44,7 +44,7 @@ class RunContext:
         if not isinstance(patch, dict):
             raise TypeError(f"remember() takes a dict patch, got {type(patch).__name__}")
         check_json_safe(patch, "memory")
-        self._pending.append(patch)
+        self._pending.append(copy_json(patch))  # what was checked is what is written
 
     def trace(self, name: str, data: dict[str, Any] | None = None) -> None:
         """Record a `workflow`-phase trace record (a no-op when tracing is off)."""

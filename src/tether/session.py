@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypedDict
 
-from ._json import check_json_safe
+from ._json import check_json_safe, copy_json
 from .errors import SessionFormatError
 from .events import AgentEvent, MemoryEvent, Part
 
@@ -102,7 +102,7 @@ def remember(patch: dict[str, Any]) -> MemoryEvent:
     if not isinstance(patch, dict):
         raise TypeError(f"remember() takes a dict patch, got {type(patch).__name__}")
     check_json_safe(patch, "memory")
-    return {"type": "memory", "patch": patch}
+    return {"type": "memory", "patch": copy_json(patch)}  # what was checked is what is written
 
 
 def reduce(session: Session, event: AgentEvent) -> Session:
