@@ -175,3 +175,27 @@ def test_a_store_url_password_never_reaches_an_error_message(project: Project) -
         assert result.exit_code == EXIT_USAGE, args
         assert "s3cret" not in result.stderr
         assert "mongo://admin:***@db.example:27017/x" in result.stderr
+
+
+def test_a_store_server_that_cannot_be_reached_is_a_project_error_before_anything_runs(
+    project: Project,
+) -> None:
+    """PostgreSQL connects on first use; the commands reach the store before they run
+    anything, so a server that is down is exit 3 (not a failed run) and nothing has started."""
+    pytest.importorskip("psycopg")
+    url = "postgresql://me:s3cret@127.0.0.1:1/db"  # nothing listens on port 1
+    for args in (
+        ["runs", "list"],
+        ["runs", "show", "x"],
+        ["agent", "run", "echo", "-i", "hi"],
+        ["workflow", "run", "greet", "-i", "x"],
+    ):
+        result = project.invoke("--store", url, *args)
+        assert result.exit_code == EXIT_PROJECT, (args, result.output)
+        assert result.stderr.startswith(
+            "Error: StoreError: cannot open the store postgresql://me:***@127.0.0.1:1/db: "
+            "cannot connect to PostgreSQL"
+        ), result.stderr
+        assert "s3cret" not in result.stderr
+        assert "\\t" not in result.stderr  # libpq indents its hint with a tab: kept as one
+        assert result.stdout == ""

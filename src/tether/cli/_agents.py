@@ -21,7 +21,7 @@ from ._errors import (
     reports_errors,
 )
 from ._interrupt import CtrlC
-from ._project import GlobalOptions, load_project, open_stores, options_of, run_async
+from ._project import GlobalOptions, load_project, options_of, reach_stores, run_async
 from ._render import (
     EpisodeRenderer,
     clean,
@@ -255,7 +255,7 @@ async def _episode(
     as_json: bool,
 ) -> None:
     async with runtime:
-        open_stores(runtime, options)
+        await reach_stores(runtime, options)
         try:
             handle = agent.stream(user=user, memory_scope=scope, tool_provider_context=tool_context)
         except MissingKeyError as exc:

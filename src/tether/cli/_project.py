@@ -28,6 +28,7 @@ __all__ = [
     "locate_config",
     "open_stores",
     "options_of",
+    "reach_stores",
     "run_async",
     "store_runtime",
 ]
@@ -160,6 +161,23 @@ def open_stores(runtime: Runtime, options: GlobalOptions) -> None:
         raise ProjectError(
             f"cannot open the store {redact_url(url)}: {exc}",
             kind=type(exc).__name__,
+        ) from exc
+
+
+async def reach_stores(runtime: Runtime, options: GlobalOptions) -> None:
+    """`open_stores`, then one read: a store server connects on first use (PostgreSQL), so
+    this is where one that cannot be reached is reported, before anything runs.
+
+    Raises:
+        CommandLineError, ProjectError: as `open_stores`; ProjectError when the read fails.
+    """
+    open_stores(runtime, options)
+    try:
+        await runtime.run_store.get_run("")
+    except (StoreError, sqlite3.Error, OSError) as exc:
+        url = runtime.store_url or DEFAULT_STORE
+        raise ProjectError(
+            f"cannot open the store {redact_url(url)}: {exc}", kind=type(exc).__name__
         ) from exc
 
 

@@ -11,7 +11,7 @@ import typer
 from ..lab import DEFAULT_STORE, Runtime
 from ..stores import RunEvent, RunInfo
 from ._errors import CommandLineError, reports_errors
-from ._project import GlobalOptions, open_stores, options_of, run_async, store_runtime
+from ._project import GlobalOptions, options_of, reach_stores, run_async, store_runtime
 from ._render import (
     clean,
     emit,
@@ -92,7 +92,7 @@ async def _list(
     runtime: Runtime, options: GlobalOptions, limit: int, kind: str | None
 ) -> list[RunInfo]:
     async with runtime:
-        open_stores(runtime, options)
+        await reach_stores(runtime, options)
         return await runtime.run_store.list_runs(kind=kind, limit=limit)
 
 
@@ -165,7 +165,7 @@ async def _show(
     runtime: Runtime, options: GlobalOptions, run_id: str
 ) -> tuple[RunInfo, list[RunInfo], list[RunEvent]]:
     async with runtime:
-        open_stores(runtime, options)
+        await reach_stores(runtime, options)
         store = runtime.run_store
         info = await store.get_run(run_id)
         if info is None:

@@ -15,7 +15,7 @@ from ..stores import WorkflowRunRecord
 from ..workflows import Workflow, WorkflowEvent
 from ._errors import CommandLineError, Interrupted, RunFailedError, reports_errors
 from ._interrupt import CtrlC
-from ._project import GlobalOptions, load_project, open_stores, options_of, run_async
+from ._project import GlobalOptions, load_project, options_of, reach_stores, run_async
 from ._render import clean, compact, emit, emit_err, emit_json, json_error_excerpt, table
 
 __all__ = ["workflow_app"]
@@ -205,7 +205,7 @@ async def _run(
     as_json: bool,
 ) -> None:
     async with runtime:
-        open_stores(runtime, options)
+        await reach_stores(runtime, options)
         record = await _resumable(workflow, run_id, value) if run_id is not None else None
         on_event = None if as_json else _progress
         if value is _UNSET:
