@@ -776,3 +776,34 @@ async def test_a_tool_changing_what_it_remembered_afterwards_does_not_change_the
     assert [e["patch"] for e in events if e["type"] == "memory"] == [{"seen": ["first"]}]
     assert session.memory == {"seen": ["first"]}
     Session.from_json(session.to_json())
+
+
+async def test_ctx_memory_is_a_live_read_only_view_of_the_session_memory() -> None:
+    seen: list[Any] = []
+
+    async def peek(value: Any, ctx: RunContext) -> str:
+        seen.append(dict(ctx.memory))
+        ctx.memory["sneaky"] = True  # type: ignore[index]
+        return "unreachable"
+
+    client = script_client(
+        [
+            {"tool_use": [{"name": "note", "input": {}}, {"name": "peek", "input": {}}]},
+            {"text": "ok"},
+        ]
+    )
+
+    async def note(value: Any, ctx: RunContext) -> str:
+        ctx.remember({"noted": 1})
+        return "ok"
+
+    agent = create_agent(
+        llm=client,
+        tools=[define_tool(name="note", execute=note), define_tool(name="peek", execute=peek)],
+    )
+    session = Session(memory={"tone": "brief"})
+    events = await collect(agent, session, "go")
+    assert seen == [{"tone": "brief", "noted": 1}]  # the caller folded the write in between
+    result = [e for e in events if e["type"] == "tool_result"][1]
+    assert result["is_error"] and "TypeError" in result["output"]
+    assert session.memory == {"tone": "brief", "noted": 1}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +29,8 @@ class RunContext:
     """The turn's cancellation; pass it on to anything slow."""
     services: dict[str, Any] = field(default_factory=dict)
     """Dependencies declared on the agent and per run (per run wins, key by key)."""
-    memory: dict[str, Any] = field(default_factory=dict)
-    """The session's memory, read-only: write it with `remember()`."""
+    memory: Mapping[str, Any] = field(default_factory=dict)
+    """The session's memory, read-only (a turn gives a live view): write it with `remember()`."""
     context: Any = None
     """The caller's run context (the lab's `context=`); never stored, never sent to the model."""
     tool_call_id: str | None = None

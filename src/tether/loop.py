@@ -17,6 +17,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ._json import copy_json
@@ -145,7 +146,7 @@ async def run_turn(
         session_id=session.id,
         signal=signal,
         services=services,
-        memory=session.memory,
+        memory=MappingProxyType(session.memory),  # read-only: reduce() is the writer
         context=opts.context,
         _tracer=tracer,
         _http=agent._http,
