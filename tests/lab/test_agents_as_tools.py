@@ -8,6 +8,7 @@ from typing import Any
 import pydantic
 
 from tether import RunContext, define_tool
+from tether.errors import LLMError
 from tether.lab import Runtime, ToolCallInfo
 from tether.workflows import WorkflowContext
 
@@ -42,6 +43,27 @@ async def test_an_agent_tool_runs_one_episode_and_returns_its_text(lab: Runtime)
     assert result.text == "Done."
     assert tool_results(outer_client.calls[1])[0]["output"] == "CRISPR edits genes."
     assert texts(inner_client.calls[0]["messages"]) == [("user", "What is CRISPR?")]
+
+
+async def test_an_inner_episode_that_fails_is_an_error_result_and_the_outer_goes_on(
+    lab: Runtime,
+) -> None:
+    researcher = lab.create_agent(
+        id="researcher", model=scripted({"error": LLMError("inner model down", provider="x")})
+    )
+    outer_client = scripted(
+        {"tool_use": [{"name": "researcher", "input": {"user": "What is CRISPR?"}}]},
+        {"text": "I could not ask the researcher."},
+    )
+    orchestrator = lab.create_agent(
+        id="orchestrator", model=outer_client, tools=[lab.tool_from_agent(researcher)]
+    )
+    result = await orchestrator.run(user="Ask the researcher").result
+    assert result.text == "I could not ask the researcher."
+    [failed] = tool_results(outer_client.calls[1])
+    assert failed["is_error"] and "inner model down" in failed["output"]
+    [inner] = [r for r in await lab.run_store.list_runs(kind="agent") if r.name == "researcher"]
+    assert inner.status == "failed"
 
 
 async def test_typed_arguments_reach_map_run_and_the_output_is_the_agents_type(

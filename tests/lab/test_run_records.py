@@ -3,6 +3,7 @@ provenance, and workflow runs recorded next to episodes."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from tether import define_tool
 from tether.errors import LLMError
 from tether.lab import Runtime
-from tether.stores.run_store import RunEvent
+from tether.stores.run_store import InMemoryRunStore, RunEvent, RunInfo
 from tether.workflows import WorkflowContext
 
 from .conftest import event_types, scripted
@@ -80,6 +81,37 @@ async def test_a_failed_run_records_the_error(lab: Runtime) -> None:
     assert events[-1]["data"]["cancelled"] is False
     info = await lab.run_store.get_run(handle.run_id)
     assert info is not None and info.status == "failed" and info.error == "LLMError: quota"
+
+
+class SlowStartRunStore(InMemoryRunStore):
+    """Writes a run's summary, then takes a few turns of the loop to return (as a database
+    write in a worker thread does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = asyncio.Event()
+
+    async def start_run(self, info: RunInfo) -> None:
+        await super().start_run(info)
+        self.written.set()
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+
+async def test_an_episode_cancelled_while_its_run_is_being_created_is_recorded_cancelled() -> None:
+    runs = SlowStartRunStore()
+    lab = Runtime(store="memory", run_store=runs, version=False)
+    agent = lab.create_agent(id="a", model=scripted({"text": "never"}))
+    handle = agent.run(memory_scope="s", user="q")
+    await runs.written.wait()
+    handle.result.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await handle.result
+    info = await runs.get_run(handle.run_id)
+    assert info is not None and info.status == "cancelled"
+    assert await event_types(lab, handle.run_id) == ["agent_failed"]
+    assert await lab.message_store.load("s") == []
+    await lab.aclose()
 
 
 async def test_a_listener_that_raises_does_not_break_the_run(

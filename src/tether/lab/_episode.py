@@ -190,20 +190,20 @@ class Episode:
             ),
         )
         self.recorder = recorder
-        await recorder.start()
-        recorder.emit(
-            "agent_started",
-            {
-                "agent_id": self.agent.id,
-                "memory_scope": self.scope,
-                "memory_scope_generated": self.scope_generated,
-                "tags": list(self.tags),
-                "workflow_run_id": self.link.workflow_run_id if self.link else None,
-                "step_id": self.link.step_id if self.link else None,
-                "model": self.harness.client.model,
-            },
-        )
         try:
+            await recorder.start()
+            recorder.emit(
+                "agent_started",
+                {
+                    "agent_id": self.agent.id,
+                    "memory_scope": self.scope,
+                    "memory_scope_generated": self.scope_generated,
+                    "tags": list(self.tags),
+                    "workflow_run_id": self.link.workflow_run_id if self.link else None,
+                    "step_id": self.link.step_id if self.link else None,
+                    "model": self.harness.client.model,
+                },
+            )
             result, new_scope = await self._body()
         except BaseException as exc:
             cancelled = isinstance(exc, (AbortedError, asyncio.CancelledError))

@@ -51,14 +51,27 @@ class RunRecorder:
         self._closed = False
 
     async def start(self) -> None:
-        """Create the run's summary and start the writer."""
+        """Create the run's summary and start the writer.
+
+        Cancelled meanwhile, it lets the summary's write finish before the cancellation goes
+        on, so that `close()` can still record that the run was cancelled.
+        """
+        write = asyncio.ensure_future(self.store.start_run(self.info))
         try:
-            await self.store.start_run(self.info)
-            self._started = True
-        except Exception:
+            await asyncio.wait([write])  # wait() never cancels the write itself
+        except asyncio.CancelledError:
+            await asyncio.wait([write])
+            self._begin(write)
+            raise
+        self._begin(write)
+
+    def _begin(self, write: asyncio.Future[None]) -> None:
+        error = None if write.cancelled() else write.exception()
+        if write.cancelled() or error is not None:
             self._failed = True
-            logger.exception("could not record the start of run %s", self.run_id)
+            logger.error("could not record the start of run %s", self.run_id, exc_info=error)
             return
+        self._started = True
         self._writer = asyncio.get_running_loop().create_task(self._drain())
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:
