@@ -180,3 +180,16 @@ def test_control_characters_in_ids_never_reach_the_terminal_raw(project: Project
     as_json = project.invoke("runs", "list", "--json")
     assert "\x9b" not in as_json.stdout and "\x7f" not in as_json.stdout
     assert c1 in [r["run_id"] for r in json.loads(as_json.stdout)]
+
+
+def test_runs_with_a_store_file_that_does_not_exist_say_so_and_create_nothing(
+    project: Project,
+) -> None:
+    for args in (["runs", "list"], ["runs", "show", "x"]):
+        result = project.invoke("--store", "sqlite:///typo.db", *args)
+        assert result.exit_code == EXIT_USAGE, result.output
+        assert result.stderr.splitlines()[0] == (
+            f"Error: --store sqlite:///typo.db: there is no SQLite database at "
+            f"{project.root / 'typo.db'}"
+        )
+        assert not (project.root / "typo.db").exists()

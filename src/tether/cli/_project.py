@@ -17,7 +17,7 @@ import typer
 
 from ..errors import ConfigError, ConfigNotFoundError, RegistryError, StoreError
 from ..lab import DEFAULT_STORE, Registry, Runtime, find_config, load_registry
-from ..lab._stores import redact_url
+from ..lab._stores import redact_url, sqlite_path
 from ._errors import CommandLineError, Interrupted, ProjectError
 
 __all__ = [
@@ -129,10 +129,25 @@ def load_project(options: GlobalOptions) -> Registry:
 def store_runtime(options: GlobalOptions) -> Runtime:
     """A runtime for commands that only read the stores (`tether runs ...`): with `--store` a
     bare runtime on that URL (no config needed, no project module imported), else the
-    project's."""
+    project's.
+
+    Raises:
+        CommandLineError: `--store` names a SQLite file that does not exist.
+    """
     if options.store is not None:
         cwd = Path.cwd()
-        return Runtime(store=absolute_store_url(options.store, cwd), root=cwd, version=False)
+        url = absolute_store_url(options.store, cwd)
+        try:
+            path = sqlite_path(url, cwd)
+        except ConfigError:
+            path = None  # a malformed URL: open_stores says what is wrong with it
+        if path is not None and path != ":memory:" and not Path(path).exists():
+            # Opening it would create an empty database, and report no runs instead of a typo.
+            raise CommandLineError(
+                f"--store {redact_url(options.store)}: there is no SQLite database at {path}",
+                hint="A relative path is relative to the current directory.",
+            )
+        return Runtime(store=url, root=cwd, version=False)
     return load_project(options).runtime
 
 
