@@ -296,9 +296,10 @@ HANG: dict[str, threading.Event] = {}
 
 async def _hang(request: Request) -> Any:
     # Answers only once the client has gone away, and says that it went.
+    await request.body()
     HANG["hit"].set()
-    while not await request.is_disconnected():
-        await asyncio.sleep(0.01)
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
     HANG["gone"].set()
     return PlainTextResponse("never read")
 
@@ -389,8 +390,7 @@ async def test_cancelling_an_endpoint_call_closes_its_connection(
     controller = AbortController()
     async with create_agent(llm=client, tools=[hang]) as agent:
         task = asyncio.create_task(collect(agent, Session(), "go", signal=controller.signal))
-        while not HANG["hit"].is_set():
-            await asyncio.sleep(0.01)
+        assert await asyncio.to_thread(HANG["hit"].wait, 10)
         if how == "abort":
             controller.abort()
             events = await task
