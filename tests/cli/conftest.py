@@ -168,6 +168,19 @@ async def ask(input, ctx):
 ask_workflow = lab.create_workflow("ask", ask)
 
 
+async def nested(input, ctx):
+    """Runs the ask workflow inside its step, then greets."""
+
+    async def inner():
+        return await ask_workflow.run(input).result
+
+    answer = await ctx.step("inner", inner)
+    return await ctx.step("greet", lambda: f"{answer}, greeted")
+
+
+nested_workflow = lab.create_workflow("nested", nested)
+
+
 async def waiting(input, ctx):
     async def block():
         print("WAITING", file=sys.stderr, flush=True)
@@ -191,7 +204,7 @@ agents = [
     "APP.lab:stopper",
 ]
 workflows = ["APP.lab:greet_workflow", "APP.lab:flaky_workflow", "APP.lab:ask_workflow",
-             "APP.lab:waiting_workflow"]
+             "APP.lab:waiting_workflow", "APP.lab:nested_workflow"]
 store = "sqlite:///.tether/cli.db"
 """
 

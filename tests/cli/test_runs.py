@@ -193,3 +193,26 @@ def test_runs_with_a_store_file_that_does_not_exist_say_so_and_create_nothing(
             f"{project.root / 'typo.db'}"
         )
         assert not (project.root / "typo.db").exists()
+
+
+def test_runs_show_of_a_workflow_shows_every_run_nested_in_it_as_a_tree(project: Project) -> None:
+    ran = project.invoke("workflow", "run", "nested", "--run-id", "n1", "-i", "hi", "--json")
+    assert ran.exit_code == 0, ran.output
+    shown = project.invoke("runs", "show", "n1")
+    assert shown.exit_code == 0, shown.output
+    inside = shown.stdout.split("runs inside (2)\n")[1].split("\n\n")[0].splitlines()
+    assert inside[0].split() == ["RUN", "ID", "KIND", "NAME", "STATUS", "STEP"]
+    # The ask workflow ran in step "inner"; the echo episode in ask's own step, one level down.
+    assert inside[1].split()[1:] == ["workflow", "ask", "completed", "inner"]
+    assert inside[2].startswith("  ") and inside[2].split()[1:] == [
+        "agent",
+        "echo",
+        "completed",
+        "ask",
+    ]
+    data = json.loads(project.invoke("runs", "show", "n1", "--json").stdout)
+    (ask,) = data["children"]
+    assert (ask["name"], ask["step_id"]) == ("ask", "inner")
+    (echo,) = ask["children"]
+    assert (echo["name"], echo["step_id"], echo["children"]) == ("echo", "ask", [])
+    assert echo["workflow_run_id"] == ask["run_id"] == inside[1].split()[0]

@@ -23,7 +23,7 @@ def test_workflow_list_shows_ids_and_the_first_docstring_line(project: Project) 
     assert result.exit_code == 0, result.output
     rows = lines(result.stdout)
     assert rows[0].split() == ["ID", "DESCRIPTION"]
-    assert [r.split()[0] for r in rows[1:]] == ["ask", "flaky", "greet", "waiting"]
+    assert [r.split()[0] for r in rows[1:]] == ["ask", "flaky", "greet", "nested", "waiting"]
     assert rows[3] == "greet    Greets whoever the input names."
 
 
@@ -119,7 +119,7 @@ def test_an_unknown_workflow_lists_the_known_ones(project: Project) -> None:
     assert result.exit_code == EXIT_USAGE
     assert result.stderr.splitlines()[0] == (
         "Error: RegistryError: no workflow 'nope' in the registry "
-        "(known: ask, flaky, greet, waiting)"
+        "(known: ask, flaky, greet, nested, waiting)"
     )
 
 

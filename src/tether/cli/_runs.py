@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import enum
-from typing import Annotated
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 import typer
 
@@ -34,6 +36,8 @@ runs_app = typer.Typer(
 )
 
 
+_MAX_DEPTH = 32
+"""How deep `tether runs show` follows workflow runs nested in workflow runs."""
 _MAX_LIMIT = 1_000_000
 """A bound SQL can take (it counts in 64 bits); more runs than this are not read in a terminal."""
 
@@ -107,21 +111,27 @@ def show_run(
         str, typer.Argument(metavar="RUN_ID", help="The run's id (see `tether runs list`).")
     ],
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the run, its runs inside and its events as JSON.")
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the run, its runs inside (each with its own children) and its events "
+            "as JSON.",
+        ),
     ] = False,
 ) -> None:
     """Show one run: summary, tags, runs inside it, events.
 
-    The events are listed in order, consecutive text deltas joined into one line.
+    The runs inside a workflow run are listed as a tree, each with the step it ran in. The
+    events are listed in order, consecutive text deltas joined into one line.
     """
     options = options_of(ctx)
     runtime = store_runtime(options)
-    info, children, events = run_async(_show(runtime, options, run_id))
+    info, inside, events = run_async(_show(runtime, options, run_id))
     if as_json:
         emit_json(
             {
                 "run": run_to_json(info),
-                "children": [run_to_json(c) for c in children],
+                "children": [_nested_json(n) for n in inside],
                 "events": list(events),
             }
         )
@@ -150,20 +160,69 @@ def show_run(
         pairs.append(("error", clean(info.error)))
     pairs.append(("tags", ", ".join(clean(t) for t in info.tags) or "-"))
     emit(key_values(pairs))
-    if children:
+    if inside:
+        rows = [
+            ("  " * depth + n.info.run_id, n.info.kind, n.info.name, n.info.status, n.step or "-")
+            for depth, n in _walk(inside)
+        ]
         emit()
-        emit(f"runs inside ({len(children)})")
-        rows = [(c.run_id, c.kind, clean(c.name), c.status) for c in children]
-        emit(table(("RUN ID", "KIND", "NAME", "STATUS"), rows))
+        emit(f"runs inside ({len(rows)})")
+        emit(table(("RUN ID", "KIND", "NAME", "STATUS", "STEP"), rows))
     emit()
     emit(f"events ({len(events)})")
     for line in event_lines(events):
         emit(line)
 
 
+@dataclass(slots=True)
+class _Nested:
+    """A run inside another, with the runs inside it."""
+
+    info: RunInfo
+    step: str | None
+    """The step of the enclosing workflow run it ran in."""
+    children: list[_Nested] = field(default_factory=list)
+
+
+def _walk(nodes: list[_Nested], depth: int = 0) -> Iterator[tuple[int, _Nested]]:
+    for node in nodes:
+        yield depth, node
+        yield from _walk(node.children, depth + 1)
+
+
+def _nested_json(node: _Nested) -> dict[str, Any]:
+    return {
+        **run_to_json(node.info),
+        "step_id": node.step,
+        "children": [_nested_json(c) for c in node.children],
+    }
+
+
+async def _inside(runtime: Runtime, run_id: str, seen: set[str], depth: int = 0) -> list[_Nested]:
+    """The runs nested in `run_id`, oldest first, each with those nested in it."""
+    store = runtime.run_store
+    children: list[RunInfo] = []
+    while batch := await store.list_runs(workflow_run_id=run_id, limit=500, offset=len(children)):
+        children.extend(batch)
+    nodes = []
+    for child in reversed(children):
+        if child.run_id in seen:  # a cycle in corrupt links
+            continue
+        seen.add(child.run_id)
+        node = _Nested(child, child.step_id)
+        if child.kind == "workflow":
+            # A nested workflow run's record, not its run summary, names the step it ran in.
+            record = await runtime.workflow_store.get_run(child.run_id)
+            node.step = record.parent_step_id if record is not None else None
+            if depth < _MAX_DEPTH:
+                node.children = await _inside(runtime, child.run_id, seen, depth + 1)
+        nodes.append(node)
+    return nodes
+
+
 async def _show(
     runtime: Runtime, options: GlobalOptions, run_id: str
-) -> tuple[RunInfo, list[RunInfo], list[RunEvent]]:
+) -> tuple[RunInfo, list[_Nested], list[RunEvent]]:
     async with runtime:
         await reach_stores(runtime, options)
         store = runtime.run_store
@@ -173,6 +232,6 @@ async def _show(
                 f"no run {run_id!r} in {runtime.store_url or DEFAULT_STORE}",
                 hint="`tether runs list` shows the most recent runs and their ids.",
             )
-        children = list(reversed(await store.list_runs(workflow_run_id=run_id, limit=1000)))
+        inside = await _inside(runtime, run_id, {run_id})
         events = await store.events(run_id)
-        return info, children, events
+        return info, inside, events
