@@ -807,3 +807,25 @@ async def test_ctx_memory_is_a_live_read_only_view_of_the_session_memory() -> No
     result = [e for e in events if e["type"] == "tool_result"][1]
     assert result["is_error"] and "TypeError" in result["output"]
     assert session.memory == {"tone": "brief", "noted": 1}
+
+
+async def test_an_abort_from_inside_the_turn_ends_it_without_cancelling_the_consumer() -> None:
+    # A tool wired to the controller (a "stop" tool) aborts from the turn's own task: the turn
+    # ends after that call, and nothing is left to cancel the consumer's next await.
+    controller = AbortController()
+
+    def stop(value: Any) -> str:
+        controller.abort("asked to stop")
+        return "stopping"
+
+    client = script_client([{"tool_use": [{"name": "stop", "input": {}}]}, {"text": "never"}])
+    agent = create_agent(llm=client, tools=[define_tool(name="stop", execute=stop)])
+    events: list[Any] = []
+    async for event in agent.send(Session(), "go", signal=controller.signal):
+        events.append(event)
+        await asyncio.sleep(0)
+    assert [e["output"] for e in events if e["type"] == "tool_result"] == ["stopping"]
+    assert isinstance(events[-1]["error"], AbortedError)
+    assert events[-1]["error"].reason == "asked to stop"
+    assert len(client.calls) == 1
+    assert not asyncio.current_task().cancelling()  # type: ignore[union-attr]

@@ -97,7 +97,9 @@ class _Interrupt:
 
     def _on_abort(self) -> None:
         self.fired = True
-        if self.armed and self.task is not None:
+        # From inside the turn's own task (a tool wired to the controller) there is nothing to
+        # interrupt: the call finishes, and the next arm() ends the turn.
+        if self.armed and self.task is not None and self.task is not _running_task():
             self.cancelled = True
             self.task.cancel()
 
@@ -127,6 +129,13 @@ class _Interrupt:
             self.cancelled = False
             self.task.uncancel()
             raise self.error()
+
+
+def _running_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no event loop running here
+        return None
 
 
 def _add_usage(total: Usage, usage: Usage) -> None:
