@@ -7,16 +7,19 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
 from tether import define_tool
 from tether.lab import Runtime
+from tether.stores.run_store import RunInfo
 from tether.testing import script_client
 from tether.ui._serve import _server
 
@@ -75,6 +78,7 @@ def run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
 class Site:
     world: World
     url: str
+    db: Path
 
     @property
     def runtime(self) -> Runtime:
@@ -100,7 +104,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.02)
     try:
-        yield Site(world, f"http://127.0.0.1:{port}")
+        yield Site(world, f"http://127.0.0.1:{port}", path)
     finally:
         server.should_exit = True
         thread.join(timeout=30)
@@ -232,3 +236,19 @@ async def test_live_polling_appends_events_that_arrive_after_the_page_loaded(
     assert await asyncio.to_thread(result_text) == f"opened {HOSTILE}"
     assert await asyncio.to_thread(pwned, browser) is None
     assert await asyncio.to_thread(no_alert, browser)
+
+
+def test_live_polling_stops_when_the_run_is_gone(site: Site, browser: WebDriver) -> None:
+    """A store that lost the run (the server restarted on another store, the row was deleted)
+    answers 404: the page says so and stops asking, instead of polling forever."""
+    run_id = "gone-while-watched"
+    info = RunInfo(run_id=run_id, kind="agent", name="researcher", started_at=time.time())
+    run_in_thread(site.runtime.run_store.start_run(info))
+    browser.get(f"{site.url}/runs/{run_id}")
+    assert browser.find_element(By.ID, "timeline").get_attribute("data-live-run") is not None
+    with sqlite3.connect(site.db, isolation_level=None) as conn:
+        conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+    WebDriverWait(browser, 30).until(
+        lambda d: d.find_element(By.ID, "timeline").get_attribute("data-live-done") == "1"
+    )
+    assert browser.find_element(By.ID, "live-note").text == "This run is no longer in the store."

@@ -97,6 +97,10 @@ async def test_run_page_collapses_text_deltas_and_shows_tool_calls_and_tags(
     footer = html[html.index('<footer class="tags-footer">') :]
     footer_text = assert_inert_fragment(footer)
     assert "Tags" in footer_text and "demo" in footer_text and HOSTILE in footer_text
+    # Shown, not a filter: the seed gives tags a footer and the run list no tag filter.
+    assert "<a " not in footer
+    runs = await page(client, "/runs")
+    assert '<span class="tag">demo</span>' in runs and "tag=" not in runs
     assert "data-live-run" not in html  # a finished run does not poll
 
 

@@ -142,27 +142,38 @@
     statusEl.className = "status status-" + status;
   }
 
+  function stop(message) {
+    var note = document.getElementById("live-note");
+    if (note) note.textContent = message;
+    timeline.setAttribute("data-live-done", "1");
+  }
+
   function poll() {
     // The URL may carry the run's id in its query already (a run called "." or "..").
     var query = (url.indexOf("?") === -1 ? "?" : "&") + "after=" + after;
     fetch(url + query, { headers: { Accept: "application/json" }, cache: "no-store" })
       .then(function (response) {
+        // Gone for good (another store, a deleted row): asking again will not bring it back.
+        if (response.status === 404) return { gone: true };
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.json();
       })
       .then(function (body) {
+        if (body.gone) {
+          stop("This run is no longer in the store.");
+          return;
+        }
         (body.events || []).forEach(append);
         after = body.last_seq;
         timeline.setAttribute("data-after", String(after));
         setStatus(body.status);
         if (body.done) {
-          var note = document.getElementById("live-note");
-          if (note) note.textContent = "The run is " + body.status + ".";
-          timeline.setAttribute("data-live-done", "1");
+          stop("The run is " + body.status + ".");
         } else {
           window.setTimeout(poll, 1000);
         }
       })
+      // The server is restarting or the network is down: try again, a little later.
       .catch(function () { window.setTimeout(poll, 3000); });
   }
 
