@@ -83,6 +83,8 @@ def test_remember_sets_keys_and_none_deletes() -> None:
     assert s.memory == {"patient_id": "p_7", "tone": "brief"}
     s = reduce(s, remember({"tone": None}))
     assert s.memory == {"patient_id": "p_7"}
+    s = reduce(s, remember({"never_set": None}))  # deleting a missing key is a no-op
+    assert s.memory == {"patient_id": "p_7"}
 
 
 @pytest.mark.parametrize(
