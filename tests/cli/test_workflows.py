@@ -105,6 +105,14 @@ def test_ctrl_c_cancels_the_run_which_can_be_resumed(project: Project) -> None:
     result = project.invoke("workflow", "run", "waiting", "--input", "x")
     assert result.exit_code == EXIT_INTERRUPTED, result.output
     assert "Error: interrupted: run " in result.stderr
+    # The step the cancellation stopped is not reported as a failure: the user stopped it.
+    assert "failed" not in result.stderr
+    assert lines(result.stderr)[:4] == [
+        "[waiting] done-first ...",
+        "[waiting] done-first done",
+        "[waiting] block ...",
+        "WAITING",
+    ]
     run_id = run_id_of(result.stderr)
     assert project.run_status(run_id) == "cancelled"
     shown = json.loads(project.invoke("runs", "show", run_id, "--json").stdout)

@@ -207,7 +207,12 @@ async def _run(
     async with runtime:
         await reach_stores(runtime, options)
         record = await _resumable(workflow, run_id, value) if run_id is not None else None
-        on_event = None if as_json else _progress
+        quiet = as_json
+
+        def on_event(event: WorkflowEvent) -> None:
+            if not quiet:
+                _progress(event)
+
         if value is _UNSET:
             handle = workflow.run(workflow_run_id=run_id, on_event=on_event)
         else:
@@ -215,7 +220,14 @@ async def _run(
         task = handle.result
         failure: BaseException | None = None
         output: Any = None
-        with CtrlC(handle.cancel) as ctrl_c:
+
+        def interrupt() -> None:
+            nonlocal quiet
+            # The step the cancellation stops would report itself failed: noise after Ctrl-C.
+            quiet = True
+            handle.cancel()
+
+        with CtrlC(interrupt) as ctrl_c:
             try:
                 output = await task
             except asyncio.CancelledError:
