@@ -194,3 +194,14 @@ def test_resuming_a_nested_run_points_at_its_root(project: Project) -> None:
     nested = project.invoke("workflow", "run", "greet", "--run-id", "child")
     assert nested.exit_code == EXIT_USAGE
     assert f"run 'child' runs nested inside run {root!r}" in nested.stderr
+
+
+def test_input_dash_reads_the_runs_input_from_stdin(project: Project) -> None:
+    result = project.invoke(
+        "workflow", "run", "greet", "--input", "-", "--json", input='{"name": "piped"}\n'
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["output"] == {"greeting": "hello {'name': 'piped'}"}
+    empty = project.invoke("workflow", "run", "greet", "--input", "-", input="")
+    assert empty.exit_code == EXIT_USAGE
+    assert empty.stderr.splitlines()[0] == "Error: stdin is empty: there is no input to run with"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from typing import Annotated, Any
 
 import typer
@@ -17,7 +16,7 @@ from ._errors import (
     Interrupted,
     ProjectError,
     RunFailedError,
-    check_utf8,
+    read_stdin,
     reports_errors,
 )
 from ._interrupt import CtrlC
@@ -88,18 +87,7 @@ def read_user_message(text: str) -> str:
     Raises:
         CommandLineError: the message is empty, or stdin is not UTF-8.
     """
-    if text == "-":
-        try:
-            message = sys.stdin.read().rstrip("\r\n")
-        except UnicodeDecodeError as exc:
-            raise CommandLineError(
-                f"stdin is not valid UTF-8: byte 0x{exc.object[exc.start]:02x} "
-                f"at position {exc.start}",
-                hint="Pass UTF-8 text (check the file's or the terminal's encoding).",
-            ) from None
-        check_utf8(message, "stdin")
-    else:
-        message = text
+    message = read_stdin() if text == "-" else text
     if not message.strip():
         source = "stdin" if text == "-" else "--input"
         raise CommandLineError(

@@ -15,6 +15,7 @@ command prints an error or calls `sys.exit` itself.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, ParamSpec
 
@@ -34,6 +35,7 @@ __all__ = [
     "ProjectError",
     "RunFailedError",
     "check_utf8",
+    "read_stdin",
     "report_error",
     "reports_errors",
 ]
@@ -98,6 +100,9 @@ def report_error(exc: CliError) -> None:
         emit_err(exc.hint)
 
 
+_UTF8_HINT = "Pass UTF-8 text (check the file's or the terminal's encoding)."
+
+
 def check_utf8(text: str, what: str) -> None:
     """Refuse `text` when it holds bytes that are not UTF-8. Python hands such bytes from the
     command line (and from stdin in the C locale) over as lone surrogates, which no store,
@@ -112,9 +117,25 @@ def check_utf8(text: str, what: str) -> None:
         code = ord(text[exc.start])
         bad = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
         raise CommandLineError(
-            f"{what} is not valid UTF-8: {bad} at position {exc.start}",
-            hint="Pass UTF-8 text (check the file's or the terminal's encoding).",
+            f"{what} is not valid UTF-8: {bad} at position {exc.start}", hint=_UTF8_HINT
         ) from None
+
+
+def read_stdin() -> str:
+    """All of stdin as text, without its final line break (what `--input -` means).
+
+    Raises:
+        CommandLineError: stdin is not UTF-8.
+    """
+    try:
+        text = sys.stdin.read().rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        raise CommandLineError(
+            f"stdin is not valid UTF-8: byte 0x{exc.object[exc.start]:02x} at position {exc.start}",
+            hint=_UTF8_HINT,
+        ) from None
+    check_utf8(text, "stdin")
+    return text
 
 
 def _check_arguments(ctx: Any) -> None:

@@ -13,7 +13,7 @@ from ..errors import RegistryError
 from ..lab import Registry, Runtime
 from ..stores import WorkflowRunRecord
 from ..workflows import Workflow, WorkflowEvent
-from ._errors import CommandLineError, Interrupted, RunFailedError, reports_errors
+from ._errors import CommandLineError, Interrupted, RunFailedError, read_stdin, reports_errors
 from ._interrupt import CtrlC
 from ._project import GlobalOptions, load_project, options_of, reach_stores, run_async
 from ._render import clean, compact, emit, emit_err, emit_json, json_error_excerpt, table
@@ -102,8 +102,8 @@ def run_workflow(
             "--input",
             "-i",
             metavar="JSON|TEXT",
-            help="The run's input: parsed as JSON when it is JSON, else taken as a string. "
-            "Needed to start a run; optional when resuming one.",
+            help="The run's input: parsed as JSON when it is JSON, else taken as a string; "
+            "'-' reads it from stdin. Needed to start a run; optional when resuming one.",
         ),
     ] = None,
     run_id: Annotated[
@@ -136,6 +136,13 @@ def run_workflow(
         raise CommandLineError("--run-id is empty", hint="`tether runs list --kind workflow`.")
     registry = load_project(options)
     workflow = find_workflow(registry, workflow_id)
+    if input_text == "-":
+        input_text = read_stdin()
+        if not input_text.strip():
+            raise CommandLineError(
+                "stdin is empty: there is no input to run with",
+                hint="Pipe the input in, or pass it with --input JSON|TEXT.",
+            )
     value = parse_input(input_text) if input_text is not None else _UNSET
     run_async(_run(registry.runtime, workflow, options, value, run_id, as_json=as_json))
 
