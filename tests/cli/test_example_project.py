@@ -34,3 +34,6 @@ def test_the_example_project_runs_a_titled_conversation_and_lists_it(tmp_path: P
     assert names == ["assistant", "assistant", "conversation-title", "namer"]
     listed = tether(project, "agent", "list")
     assert "assistant" in listed.stdout and "scripted" in listed.stdout
+    # The namer is not registered: as the seed advises, its helper conversations stay unlisted.
+    agents = json.loads(tether(project, "agent", "list", "--json").stdout)
+    assert [a["id"] for a in agents] == ["assistant"]
