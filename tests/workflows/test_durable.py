@@ -205,6 +205,66 @@ async def test_cancel_stores_cancelled_and_the_run_resumes(store: WorkflowStore)
     assert calls == ["fast", "slow", "slow"]
 
 
+class SlowWritesStore(InMemoryWorkflowStore):
+    """Writes at once, then takes a few turns of the loop to return (as a database write in a
+    worker thread does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = asyncio.Event()
+
+    async def _slowly(self) -> None:
+        self.written.set()
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    async def create_run(self, **kw: Any) -> Any:
+        record = await super().create_run(**kw)
+        await self._slowly()
+        return record
+
+    async def start_attempt(self, run_id: str) -> Any:
+        record = await super().start_attempt(run_id)
+        await self._slowly()
+        return record
+
+
+@pytest.mark.parametrize("where", ["create_run", "start_attempt", "workflow_started"])
+async def test_a_run_cancelled_while_it_is_being_started_is_stored_cancelled(where: str) -> None:
+    store = SlowWritesStore()
+    announced = asyncio.Event()
+
+    async def slow_recorder(event: WorkflowEvent) -> None:
+        if event["type"] == "workflow_started":
+            announced.set()
+            for _ in range(3):
+                await asyncio.sleep(0)
+
+    calls: list[str] = []
+    wf = counting_workflow(calls, fail_at="one" if where == "start_attempt" else None)
+    wf.on_event = slow_recorder
+    run_id = None
+    if where == "start_attempt":
+        first = wf.run(1, store=store)
+        with pytest.raises(Boom):
+            await first
+        run_id = first.workflow_run_id
+        store.written.clear()
+    handle = wf.run(store=store, workflow_run_id=run_id) if run_id else wf.run(1, store=store)
+    await (announced if where == "workflow_started" else store.written).wait()
+    handle.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await handle.result
+    record = await store.get_run(handle.workflow_run_id)
+    assert record is not None and record.status == "cancelled"
+    # ... and it resumes like any cancelled run.
+    assert await wf.run(store=store, workflow_run_id=handle.workflow_run_id) == {
+        "a": 2,
+        "b": 20,
+        "c": {"sum": 22},
+    }
+
+
 async def test_an_abort_signal_cancels_the_run(store: WorkflowStore) -> None:
     entered = asyncio.Event()
 

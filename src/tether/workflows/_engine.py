@@ -412,6 +412,29 @@ class Workflow(Generic[In, Out]):
             task.add_done_callback(lambda _: remove())
         return WorkflowHandle(self.id, run_id, task)
 
+    async def _open(
+        self,
+        run_id: str,
+        input: Any,
+        *,
+        explicit_id: bool,
+        parent: WorkflowContext[Any] | None,
+        parent_step: str | None,
+        store: WorkflowStore,
+    ) -> WorkflowRunRecord:
+        """The run to execute, created or started again (a completed run is returned as is)."""
+        record, created = await self._load(
+            run_id,
+            input,
+            explicit_id=explicit_id,
+            parent=parent,
+            parent_step=parent_step,
+            store=store,
+        )
+        if created or record.status == "completed":
+            return record
+        return await store.start_attempt(run_id)
+
     async def _load(
         self,
         run_id: str,
@@ -463,26 +486,39 @@ class Workflow(Generic[In, Out]):
         store: WorkflowStore,
         recorders: _Recorders,
     ) -> Out:
-        record, created = await self._load(
-            run_id,
-            input,
-            explicit_id=explicit_id,
-            parent=parent,
-            parent_step=parent_step,
-            store=store,
+        opening = asyncio.ensure_future(
+            self._open(
+                run_id,
+                input,
+                explicit_id=explicit_id,
+                parent=parent,
+                parent_step=parent_step,
+                store=store,
+            )
         )
+        try:
+            await asyncio.wait([opening])  # wait() never cancels the store writes themselves
+        except asyncio.CancelledError as exc:
+            # Cancelled while the run's record is being written: let the write end, then say
+            # on the record that the run was cancelled instead of leaving it "running".
+            await asyncio.wait([opening])
+            opened = None
+            if not opening.cancelled() and opening.exception() is None:
+                opened = opening.result()
+            if opened is not None and opened.status == "running":
+                await store.finish_run(run_id, status="cancelled", error=_error(exc))
+            raise
+        record = opening.result()
         if record.status == "completed":
             return cast("Out", record.output)
-        if not created:
-            record = await store.start_attempt(run_id)
         ctx: WorkflowContext[In] = WorkflowContext(
             workflow_id=self.id, record=record, store=store, recorders=recorders
         )
         run_token = _current_run.set(ctx)
         step_token = _current_step.set(None)
         try:
-            await ctx._emit("workflow_started", input=record.input, attempt=record.attempts)
             try:
+                await ctx._emit("workflow_started", input=record.input, attempt=record.attempts)
                 try:
                     output = await self.fn(ctx.input, ctx)
                 finally:
