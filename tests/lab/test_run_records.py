@@ -4,6 +4,7 @@ provenance, and workflow runs recorded next to episodes."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from tether import define_tool
 from tether.errors import LLMError
 from tether.lab import Runtime
-from tether.stores.run_store import InMemoryRunStore, RunEvent, RunInfo
+from tether.stores.run_store import InMemoryRunStore, NewRunEvent, RunEvent, RunInfo
 from tether.workflows import WorkflowContext
 
 from .conftest import event_types, scripted
@@ -68,6 +69,33 @@ async def test_a_run_records_started_deltas_commits_and_finished(lab: Runtime) -
         "m",
     )
     assert info.ended_at is not None and info.ended_at >= info.started_at
+
+
+class CountingRunStore(InMemoryRunStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.appends = 0
+
+    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        self.appends += 1
+        await asyncio.sleep(0)  # a store write takes a turn of the loop at least
+        return await super().append_events(run_id, events)
+
+
+async def test_thousands_of_text_deltas_are_stored_in_order_in_a_few_batched_writes() -> None:
+    runs = CountingRunStore()
+    lab = Runtime(store="memory", run_store=runs, version=False)
+    chunks = [f"{i} " for i in range(3000)]
+    agent = lab.create_agent(id="a", model=scripted({"text": chunks}))
+    result = await agent.run(user="count").result
+    events = await runs.events(result.run_id)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    deltas = [e["data"]["text"] for e in events if e["type"] == "agent_text_delta"]
+    assert deltas == chunks
+    assert "".join(deltas) == result.text
+    # One write per batch, not one per token.
+    assert runs.appends < 10
+    await lab.aclose()
 
 
 async def test_a_failed_run_records_the_error(lab: Runtime) -> None:
