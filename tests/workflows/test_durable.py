@@ -304,6 +304,25 @@ async def test_a_step_output_that_is_not_json_safe_names_step_and_path(
     assert stored is not None and stored.status == "failed"
 
 
+@pytest.mark.parametrize(
+    ("value", "path", "what"),
+    [
+        ({"score": float("nan")}, "output.score", "float nan"),
+        ([1, (2, 3)], "output[1]", "tuple"),
+        ({1: "int key"}, "output[1]", "int key"),
+    ],
+)
+async def test_nan_tuples_and_non_string_keys_cannot_be_journaled(
+    value: Any, path: str, what: str
+) -> None:
+    async def run(_: None, ctx: WorkflowContext[None]) -> None:
+        await ctx.step("odd", lambda: value)
+
+    with pytest.raises(StepOutputError) as info:
+        await create_workflow("odd", run).run(None, store=InMemoryWorkflowStore())
+    assert (info.value.step, info.value.path, info.value.what) == ("odd", path, what)
+
+
 async def test_input_and_output_must_be_json_safe(store: WorkflowStore) -> None:
     async def run(x: Any, ctx: WorkflowContext[Any]) -> Any:
         return {"at": (1, 2)}
