@@ -73,3 +73,35 @@ def test_joined_string_for_providers_without_blocks() -> None:
         )
         == "a\n\nb"
     )
+
+
+async def test_dynamic_layers_are_evaluated_once_per_turn_not_per_round() -> None:
+    from tether import define_tool
+
+    calls = {"n": 0}
+
+    def context() -> str:
+        calls["n"] += 1
+        return f"evaluation {calls['n']}"
+
+    client = script_client(
+        [
+            {"tool_use": [{"name": "noop", "input": {}}]},
+            {"tool_use": [{"name": "noop", "input": {}}]},
+            {"text": "done"},
+            {"text": "next turn"},
+        ]
+    )
+    agent = create_agent(
+        llm=client,
+        prompt=[prompt_layer("context", context)],
+        tools=[define_tool(name="noop", execute=lambda i: "ok")],
+    )
+    session = Session()
+    await collect(agent, session, "three rounds")
+    assert calls["n"] == 1
+    assert [c["system"] for c in client.calls[:3]] == [
+        [{"type": "text", "text": "evaluation 1"}]
+    ] * 3
+    await collect(agent, session, "again")
+    assert client.calls[3]["system"] == [{"type": "text", "text": "evaluation 2"}]

@@ -197,3 +197,23 @@ async def test_a_resource_returning_a_pydantic_model_is_serialized_like_a_tool_r
         "name": "read_plan",
         "output": '[{"section":"read"}]',
     }
+
+
+async def test_an_attach_resource_is_read_once_per_turn_however_many_rounds() -> None:
+    from tether import define_tool
+
+    reads = {"n": 0}
+
+    def get() -> str:
+        reads["n"] += 1
+        return "body"
+
+    client = script_client([{"tool_use": [{"name": "noop", "input": {}}]}, {"text": "done"}])
+    agent = create_agent(
+        llm=client,
+        resources=[define_resource(name="r", get=get)],
+        tools=[define_tool(name="noop", execute=lambda i: "ok")],
+    )
+    await collect(agent, Session(), "go")
+    assert reads["n"] == 1 and len(client.calls) == 2
+    assert client.calls[0]["system"] == client.calls[1]["system"]

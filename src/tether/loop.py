@@ -194,28 +194,28 @@ async def run_turn(
             if opts.stream_retries is not None
             else getattr(client, "stream_retries", 0) or 0
         )
+        # -- the system prompt: assembled once per turn ----------------------------------------
+        # Dynamic layers and attached resources are evaluated each turn, not each round: the
+        # rounds of one turn answer the same question with the same context.
+        if intr is not None:
+            intr.arm()
+        try:
+            extra = [await _attach_body(r, ctx) for r in attach] if attach else ()
+            system = await assemble_system(static, dynamic, extra, ctx)
+        except asyncio.CancelledError:
+            if intr is not None and intr.absorb():
+                raise intr.error() from None
+            raise
+        finally:
+            if intr is not None:
+                intr.disarm()
+        if tracer is not None:
+            for tev in tracer.drain():  # what layers and attached reads traced, in order
+                yield tev
+            yield tracer.record("prompt", "assembled", _prompt_data(system))
         rounds = 0
         while True:
             rounds += 1
-            # -- assemble the request ----------------------------------------------------------
-            if intr is not None:
-                intr.arm()
-            try:
-                extra = [await _attach_body(r, ctx) for r in attach] if attach else ()
-                system = await assemble_system(static, dynamic, extra, ctx)
-            except asyncio.CancelledError:
-                if intr is not None and intr.absorb():
-                    raise intr.error() from None
-                raise
-            finally:
-                if intr is not None:
-                    intr.disarm()
-            if tracer is not None:
-                for tev in tracer.drain():  # what layers and attached reads traced, in order
-                    yield tev
-                yield tracer.record(
-                    "prompt", "assembled", {"round": rounds, **_prompt_data(system)}
-                )
             request: ChatRequest = {"model": client.model, "system": system, "messages": messages}
             if specs:
                 request["tools"] = specs

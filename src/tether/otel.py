@@ -187,7 +187,7 @@ class OtelSink:
             # whatever span the caller has open, a no-op when there is none.
             trace.get_current_span().add_event(f"tether.{phase}", _event_attributes(record))
             return
-        if phase == "prompt" and turn is not None and data.get("round") == 1 and turn.saw_prompt:
+        if phase == "prompt" and turn is not None and turn.saw_prompt:  # one per turn
             self._export(self._turns.pop(key), turn.last, OTHER_ERROR)
             turn = None
         if turn is None:

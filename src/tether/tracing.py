@@ -7,7 +7,7 @@ can render the same thing the sink received. A record is
 
 | phase       | name                          | data                                             |
 |-------------|-------------------------------|--------------------------------------------------|
-| `prompt`    | `assembled`                   | round, layers, cached_blocks, chars              |
+| `prompt`    | `assembled` (once per turn)   | layers, cached_blocks, chars                     |
 | `request`   | `chat`                        | round, model, tools (offered)                    |
 | `response`  | `chat` / `chat:failed`        | round, model, stop_reason, tool_calls, usage, ms |
 |             |                               | / round, model, error, error_type                |

@@ -374,10 +374,15 @@ async def test_attach_names_or_uris_are_read_into_the_prompt_every_turn(kit: Kit
     server = kit.server(
         tools=[add_tool()], resources=[{"name": "style-guide", "uri": "mem://style", "read": read}]
     )
-    agent, client = kit.agent(server, [call("add", {"a": 1, "b": 2}), {"text": "3"}], attach=[key])
-    await collect(agent, agent.create_session(), "go")
+    agent, client = kit.agent(
+        server, [call("add", {"a": 1, "b": 2}), {"text": "3"}, {"text": "again"}], attach=[key]
+    )
+    session = agent.create_session()
+    await collect(agent, session, "go")  # two rounds, one read
+    await collect(agent, session, "and again")  # a new turn reads it again
     bodies = [c["system"][-1]["text"] for c in client.calls]
     assert bodies == [
+        '<resource name="style-guide">\nstyle v1\n</resource>',
         '<resource name="style-guide">\nstyle v1\n</resource>',
         '<resource name="style-guide">\nstyle v2\n</resource>',
     ]
