@@ -3,6 +3,7 @@ that hostile text from models, tools and callers is text on every one of them.""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from urllib.parse import quote
 
@@ -464,4 +465,63 @@ async def test_ids_that_are_dot_segments_are_linked_to_their_own_pages(name: str
         agents = await page(client, "/agents")
         detail = await page(client, hrefs(agents[agents.index("<tbody>") :])[0])
         assert f'<span class="kind">agent</span> {name}</h1>' in detail
+    await runtime.aclose()
+
+
+async def raw_get(app: object, path: str) -> tuple[int, dict[str, str], bytes]:
+    """GET `path` exactly as given (an HTTP client would resolve its dot segments first)."""
+    sent: list[dict[str, object]] = []
+    requested = False
+
+    async def receive() -> dict[str, object]:
+        nonlocal requested
+        if requested:  # the client stays connected until the answer is complete
+            await asyncio.Event().wait()
+        requested = True
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"ui.test")],
+        "server": ("ui.test", 80),
+        "client": ("127.0.0.1", 1),
+    }
+    await app(scope, receive, send)  # type: ignore[operator]
+    start = sent[0]
+    headers = {k.decode(): v.decode() for k, v in start["headers"]}  # type: ignore[attr-defined]
+    body = b"".join(m.get("body", b"") for m in sent[1:])  # type: ignore[misc]
+    return start["status"], headers, body  # type: ignore[return-value]
+
+
+async def test_static_files_cannot_be_left_by_a_path_and_every_answer_has_the_headers() -> None:
+    runtime = Runtime(store="memory", version=False)
+    app = create_app(runtime)
+    for path in [
+        "/static/../_app.py",
+        "/static/../../tether/ui/_app.py",
+        "/static/%2e%2e/_app.py",
+        "/static/..%2f_app.py",
+        "/static//etc/passwd",
+        "/static/nope.css",
+    ]:
+        status, headers, body = await raw_get(app, path)
+        assert status == 404, path
+        assert b"create_app" not in body and b"root:" not in body, path
+        assert headers["content-security-policy"] == CONTENT_SECURITY_POLICY, path
+    for path in ["/static/tether.css", "/static/tether.js", "/nowhere", "/api/nothing"]:
+        status, headers, _ = await raw_get(app, path)
+        assert status in (200, 404), path
+        assert headers["content-security-policy"] == CONTENT_SECURITY_POLICY, path
+        assert headers["x-content-type-options"] == "nosniff", path
     await runtime.aclose()
