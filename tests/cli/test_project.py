@@ -199,3 +199,17 @@ def test_a_store_server_that_cannot_be_reached_is_a_project_error_before_anythin
         assert "s3cret" not in result.stderr
         assert "\\t" not in result.stderr  # libpq indents its hint with a tab: kept as one
         assert result.stdout == ""
+
+
+def test_config_naming_a_pyproject_without_tool_tether_says_what_to_add(
+    project: Project, tmp_path: Path
+) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\n', encoding="utf-8")
+    result = project.invoke("--config", str(pyproject), "agent", "list")
+    assert result.exit_code == EXIT_PROJECT
+    assert result.stderr.splitlines() == [
+        f"Error: RegistryError: {pyproject} has no [tool.tether] table",
+        "Add one (the keys of a tether.toml, under [tool.tether]), or point --config at a "
+        "tether.toml.",
+    ]

@@ -76,10 +76,16 @@ def locate_config(start: Path | None) -> Path:
                 "or point at a config file with --config PATH."
             ),
         ) from exc
-    except RegistryError as exc:  # the file is there but does not parse
-        raise ProjectError(
-            str(exc), kind="RegistryError", hint="Fix the TOML of the file named above."
-        ) from exc
+    except RegistryError as exc:  # the file is there but does not parse, or has no table
+        named = Path(start) if start is not None and Path(start).is_file() else None
+        if named is not None and named.name == "pyproject.toml" and "[tool.tether]" in str(exc):
+            hint = (
+                "Add one (the keys of a tether.toml, under [tool.tether]), or point --config "
+                "at a tether.toml."
+            )
+        else:
+            hint = "Fix the TOML of the file named above."
+        raise ProjectError(str(exc), kind="RegistryError", hint=hint) from exc
     return path
 
 
