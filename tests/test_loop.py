@@ -829,3 +829,12 @@ async def test_an_abort_from_inside_the_turn_ends_it_without_cancelling_the_cons
     assert events[-1]["error"].reason == "asked to stop"
     assert len(client.calls) == 1
     assert not asyncio.current_task().cancelling()  # type: ignore[union-attr]
+
+
+async def test_the_tool_index_is_built_once_for_an_agent_without_integrations() -> None:
+    client = script_client([{"text": "a"}, {"text": "b"}])
+    agent = create_agent(llm=client, tools=[add_tool()])
+    await collect(agent, Session(), "one")
+    first = agent._toolset_cache
+    await collect(agent, Session(), "two")
+    assert first is not None and agent._toolset_cache is first

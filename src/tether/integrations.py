@@ -55,6 +55,7 @@ class Integrations:
         self.sources = list(sources)
         self._declared = set(declared)
         self._connections: list[SourceConnection] | None = None
+        self._none: list[SourceConnection] = []
         self._lock = asyncio.Lock()
         self._generation = 0
 
@@ -67,8 +68,10 @@ class Integrations:
     ) -> list[SourceConnection]:
         """Connect every source unless connected. Raises what a source raised (after closing
         every source that did connect); records `mcp` trace records (buffered) on `tracer`."""
-        if self._connections is not None or not self.sources:
-            return self._connections or []
+        if self._connections is not None:
+            return self._connections
+        if not self.sources:
+            return self._none  # the same object every turn, so the agent's tool index is reused
         async with self._lock:
             if self._connections is not None:
                 return self._connections
