@@ -294,3 +294,22 @@ def test_stdin_that_is_not_utf8_is_refused(project: Project) -> None:
     assert result.exit_code == EXIT_USAGE, result.output
     assert result.stderr.splitlines()[0].startswith("Error: stdin is not valid UTF-8: byte 0xff")
     assert not project.db.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["agent", "run", "echo", "--input", "fail", "--json"],
+        ["agent", "run", "nobody", "--input", "x", "--json"],
+        ["agent", "run", "summarizer", "--input", "prose", "--json"],
+        ["workflow", "run", "flaky", "--input", "x", "--json"],
+        ["runs", "show", "nope", "--json"],
+    ],
+)
+def test_with_json_stdout_is_json_or_nothing(project: Project, args: list[str]) -> None:
+    """A script reading stdout gets one JSON document or, when the command fails, nothing (the
+    error is on stderr and in the exit status)."""
+    result = project.invoke(*args)
+    assert result.exit_code != 0
+    assert result.stdout == ""
+    assert result.stderr.startswith("Error: ")
