@@ -213,3 +213,18 @@ def test_config_naming_a_pyproject_without_tool_tether_says_what_to_add(
         "Add one (the keys of a tether.toml, under [tool.tether]), or point --config at a "
         "tether.toml.",
     ]
+
+
+def test_tether_toml_in_a_parent_directory_is_found_and_its_store_stays_there(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = project.root / "src" / "deeper"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    result = project.invoke("agent", "run", "echo", "-s", "up", "-i", "hi")
+    assert result.exit_code == 0, result.output
+    assert project.db.is_file()  # the project's store, relative to tether.toml
+    assert list(deep.iterdir()) == []
+    assert [
+        r["memory_scope"] for r in json.loads(project.invoke("runs", "list", "--json").stdout)
+    ] == ["up"]
