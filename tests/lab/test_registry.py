@@ -111,6 +111,29 @@ async def test_a_tether_toml_registry_loads_runtime_agents_workflows_and_store(
         registry.agent("nope")
 
 
+async def test_without_a_store_the_default_store_is_in_the_project_wherever_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, _ = make_project(tmp_path, 'runtime = "APP.lab:lab"\nagents = ["APP.agents:editor"]\n')
+    (root / "sub").mkdir()
+    monkeypatch.chdir(root / "sub")
+    registry = load_registry()
+    assert registry.runtime.store_url is None and registry.runtime.root == root
+    await registry.agent("editor").run(user="hi").result
+    await registry.runtime.aclose()
+    assert (root / ".tether" / "tether.db").is_file()
+    assert not (root / "sub" / ".tether").exists()
+
+
+def test_a_runtime_given_a_root_keeps_it(tmp_path: Path) -> None:
+    root, pkg = make_project(tmp_path, 'runtime = "APP.lab:lab"\n')
+    (root / pkg / "lab.py").write_text(
+        f"from tether.lab import Runtime\nlab = Runtime(version=False, root={str(tmp_path)!r})\n",
+        encoding="utf-8",
+    )
+    assert load_registry(root).runtime.root == tmp_path
+
+
 async def test_tool_tether_in_pyproject_works_the_same(tmp_path: Path) -> None:
     root, _ = make_project(tmp_path, GOOD, pyproject=True)
     registry = load_registry(root)

@@ -216,7 +216,13 @@ def load_registry(start: str | PathLike[str] | None = None) -> Registry:
     if runtime is None:
         runtime = Runtime(root=root)
     store = table.get("store")
-    if store is not None and runtime.store_url is None and runtime._stores is None:
-        runtime.root = root
-        runtime.use_store(store)
+    if runtime._stores is None:
+        if not runtime._root_given:
+            # A runtime that was given no root belongs to the project: its default store
+            # (`.tether/` in the project) and its provenance must not depend on the directory
+            # a command happens to run in.
+            runtime.root = root
+        if store is not None and runtime.store_url is None:
+            runtime.root = root
+            runtime.use_store(store)
     return Registry(runtime, agents, workflows, root, path)

@@ -120,6 +120,7 @@ class Runtime:
         if unknown:
             raise ConfigError(f"unknown runtime defaults {unknown}; the lab knows 'model'")
         self.root = Path(root) if root is not None else Path.cwd()
+        self._root_given = root is not None
         self.store_url = store
         self._explicit = {
             "message": message_store,
