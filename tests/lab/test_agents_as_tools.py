@@ -228,6 +228,14 @@ async def test_an_agent_as_a_workflow_takes_a_user_message(lab: Runtime) -> None
     assert len(client.calls) == 1
 
 
+async def test_an_agent_whose_id_has_separators_works_as_a_workflow(lab: Runtime) -> None:
+    researcher = lab.create_agent(id="team/researcher#1", model=scripted({"text": "ok"}))
+    handle = lab.workflow_from_agent(researcher, id="ask").run("q")
+    assert await handle.result == "ok"
+    [step] = await lab.workflow_store.list_steps(handle.workflow_run_id)
+    assert step.step_id == "team%2Fresearcher%231"
+
+
 async def test_an_agent_workflow_returns_structured_output_as_json(lab: Runtime) -> None:
     researcher = lab.create_agent(
         id="researcher", model=scripted({"text": '{"summary": "S"}'}), output_schema=Summary

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any, TypedDict, TypeVar, overload
+from urllib.parse import quote
 
 import pydantic
 
@@ -412,7 +413,8 @@ class Runtime:
                 handle = agent.run(memory_scope=ctx.run_local_scope(agent.id), user=user)
                 return jsonable((await handle.result).output)
 
-            return await ctx.step(agent.id, episode)
+            # Step names may not hold '#' or '/'; agent ids may.
+            return await ctx.step(quote(agent.id, safe=""), episode)
 
         return self.create_workflow(id, run)
 
