@@ -313,3 +313,19 @@ def test_with_json_stdout_is_json_or_nothing(project: Project, args: list[str]) 
     assert result.exit_code != 0
     assert result.stdout == ""
     assert result.stderr.startswith("Error: ")
+
+
+def test_on_a_terminal_the_answer_cannot_drive_it(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model's answer is data: on a terminal an escape sequence in it (OSC 52 writes the
+    clipboard) is shown escaped; into a pipe or a file the answer is written as it is."""
+    attack = "\x1b]52;c;cHduZWQ=\x07"
+    piped = project.invoke("agent", "run", "echo", "-i", attack)
+    assert piped.stdout == f"you said: {attack} (1 messages)\n"
+    monkeypatch.setattr("tether.cli._render.stdout_is_terminal", lambda: True)
+    shown = project.invoke("agent", "run", "echo", "-i", f"a\tb {attack}")
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout == "you said: a\tb \\x1b]52;c;cHduZWQ=\\x07 (1 messages)\n"
+    workflow = project.invoke("workflow", "run", "ask", "-i", attack)
+    assert workflow.stdout == "you said: \\x1b]52;c;cHduZWQ=\\x07 (1 messages)\n"

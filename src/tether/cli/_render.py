@@ -4,14 +4,16 @@ summaries, errors), and how stored data is shown.
 Everything a model, a tool or a store wrote is data: in listings, event summaries and on
 stderr it is shown with control characters escaped, so it cannot move the cursor, retitle or
 recolour the terminal. Tables, `key  value` lines and stderr escape every value themselves, so
-no command can forget to. The streamed answer of `tether agent run` (and a workflow's text
-output) is the exception: it is the command's output, as is.
+no command can forget to. The answer of `tether agent run` (and a workflow's output) is the
+command's output: written as it is into a pipe or a file, and with control characters escaped
+(newlines and tabs kept) only on a terminal, which would act on them.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -28,6 +30,7 @@ __all__ = [
     "clean_lines",
     "compact",
     "emit",
+    "emit_answer",
     "emit_err",
     "emit_json",
     "event_lines",
@@ -37,6 +40,7 @@ __all__ = [
     "json_error_excerpt",
     "key_values",
     "run_to_json",
+    "stdout_is_terminal",
     "table",
     "to_jsonable",
 ]
@@ -52,6 +56,17 @@ SUMMARY_WIDTH = 160
 def emit(text: str = "", *, nl: bool = True) -> None:
     """Write to stdout."""
     typer.echo(text, nl=nl)
+
+
+def stdout_is_terminal() -> bool:
+    """Whether stdout is a terminal (which acts on the control characters it is sent)."""
+    return sys.stdout.isatty()
+
+
+def emit_answer(text: str, *, nl: bool = True) -> None:
+    """Write what a model (or a workflow) answered to stdout: as it is, except on a terminal,
+    where an escape sequence in it would be obeyed (recolour, retitle, write the clipboard)."""
+    emit(clean_lines(text) if stdout_is_terminal() else text, nl=nl)
 
 
 def emit_err(text: str = "") -> None:
@@ -254,7 +269,7 @@ class EpisodeRenderer:
         if kind == "text" and self.stream_text:
             text: str = event["text"]  # type: ignore[typeddict-item]
             if text:
-                emit(text, nl=False)
+                emit_answer(text, nl=False)
                 self._mid_line = not text.endswith("\n")
         elif kind == "tool_use" and self.show_tools:
             self.end_line()

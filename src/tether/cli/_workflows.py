@@ -16,7 +16,16 @@ from ..workflows import Workflow, WorkflowEvent
 from ._errors import CommandLineError, Interrupted, RunFailedError, read_stdin, reports_errors
 from ._interrupt import CtrlC
 from ._project import GlobalOptions, load_project, options_of, reach_stores, run_async
-from ._render import clean, compact, emit, emit_err, emit_json, json_error_excerpt, table
+from ._render import (
+    clean,
+    compact,
+    emit,
+    emit_answer,
+    emit_err,
+    emit_json,
+    json_error_excerpt,
+    table,
+)
 
 __all__ = ["workflow_app"]
 
@@ -276,6 +285,9 @@ async def _run(
             }
         )
         return
-    emit(output if isinstance(output, str) else json.dumps(output, indent=2, ensure_ascii=False))
+    if isinstance(output, str):
+        emit_answer(output)
+    else:
+        emit_json(output)
     note = " (it had already completed: this is its stored output)" if already else ""
     emit_err(f"run {rid} completed{note}")
