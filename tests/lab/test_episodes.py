@@ -295,6 +295,56 @@ async def test_cancel_during_a_tool_leaves_a_valid_loadable_transcript(lab: Runt
     assert [c["id"] for c in calls] == [r["id"] for r in results]
 
 
+class WaitingStore(InMemoryMessageStore):
+    """A store whose load or n-th append waits (for a lock another writer holds) until
+    released."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__()
+        self.where = where
+        self.appends = 0
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.returned = False
+
+    async def _wait(self) -> None:
+        self.entered.set()
+        await self.release.wait()
+        self.returned = True
+
+    async def load(self, scope: str, *, start: int = 0) -> Any:
+        if self.where == "load":
+            await self._wait()
+        return await super().load(scope, start=start)
+
+    async def append(self, scope: str, records: Any) -> int:
+        self.appends += 1
+        if self.where == f"append {self.appends}":
+            await self._wait()
+        return await super().append(scope, records)
+
+
+@pytest.mark.parametrize("where", ["load", "append 1", "append 2"])
+async def test_cancel_stops_an_episode_waiting_for_its_store(where: str) -> None:
+    store = WaitingStore(where)
+    lab = Runtime(store="memory", message_store=store, version=False)
+    client = scripted({"tool_use": [{"name": "probe", "input": {}}]}, {"text": "done"})
+    agent = lab.create_agent(id="a", model=client, tools=[probe_tool(lab, [])])
+    handle = agent.run(memory_scope="s", user="go")
+    await store.entered.wait()
+    handle.cancel()
+    store.release.set()  # too late: the cancel already stopped the wait
+    with pytest.raises(AbortedError):
+        await handle.result
+    assert store.returned is False
+    stored = await InMemoryMessageStore.load(store, "s")
+    assert len(stored) == {"load": 0, "append 1": 0, "append 2": 3}[where]
+    Session.from_json({"id": "s", "messages": stored})
+    info = await lab.run_store.get_run(handle.run_id)
+    assert info is not None and info.status == "cancelled"
+    await lab.aclose()
+
+
 async def test_cancelling_the_task_awaiting_the_result_cancels_the_episode(lab: Runtime) -> None:
     started = asyncio.Event()
     client = scripted({"tool_use": [{"name": "slow", "input": {}}]})

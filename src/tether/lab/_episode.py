@@ -24,10 +24,10 @@ import asyncio
 import copy
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from ..agent import Agent
 from ..errors import (
@@ -59,6 +59,8 @@ __all__ = ["Episode", "SystemPromptConflict", "WorkflowLink", "in_title_workflow
 logger = logging.getLogger("tether.lab")
 
 SystemPromptConflict: TypeAlias = Literal["keep-pinned", "use-current"]
+
+T = TypeVar("T")
 
 _TITLING: ContextVar[bool] = ContextVar("tether_lab_titling", default=False)
 """Set while a title workflow runs, so the episodes it starts never start another title."""
@@ -235,7 +237,7 @@ class Episode:
     async def _body(self) -> tuple[AgentRunResult[Any], bool]:
         recorder = self.recorder
         assert recorder is not None
-        stored = await self.store.load(self.scope)
+        stored = await self._interruptible(lambda: self.store.load(self.scope))
         new_scope = not stored
         pin, history = split_pin(self.scope, stored)
         self.view = history + self.new_input
@@ -248,8 +250,10 @@ class Episode:
         system = self._system_prompt(pin, new_scope, recorder)
         prompt = [prompt_layer("system", system)] if system else []
         spec = self.tools if self.tools is not None else self.agent.tools
-        tools = await resolve_tools(
-            spec, self.tool_provider_context, f"agent {self.agent.id!r} tools"
+        tools = await self._interruptible(
+            lambda: resolve_tools(
+                spec, self.tool_provider_context, f"agent {self.agent.id!r} tools"
+            )
         )
         output = self.output
         response_format = output.response_format if output is not None and not tools else None
@@ -427,6 +431,40 @@ class Episode:
             total[key] = total.get(key, 0) + n
         return done
 
+    async def _interruptible(self, op: Callable[[], Awaitable[T]]) -> T:
+        """Await `op()` so that `handle.cancel()` stops it: outside the harness loop's own
+        waits (loading, committing a step, asking a ToolProvider) nothing else turns the abort
+        into a stop, and a store waiting for a lock would hold the episode until it got it.
+        The write of an interrupted append is atomic: it is stored whole or not at all."""
+        signal = self.controller.signal
+        if signal.aborted:
+            # Aborted before: the harness loop stops the episode at its next wait, after a
+            # step that completed meanwhile is stored.
+            return await op()
+        task = asyncio.current_task()
+        assert task is not None
+        fired = False
+
+        def interrupt() -> None:
+            nonlocal fired
+            fired = True
+            task.cancel()
+
+        remove = signal.add_callback(interrupt)
+        try:
+            value = await op()
+        except BaseException:
+            # Our cancellation is taken back; one from outside that came as well goes on.
+            if not fired or task.uncancel() > 0:
+                raise
+            raise AbortedError(signal.reason) from None
+        finally:
+            remove()
+        if fired:  # `op` swallowed the cancellation and returned
+            task.uncancel()
+            raise AbortedError(signal.reason)
+        return value
+
     async def _commit(self) -> None:
         """Append everything since the last commit as one atomic write."""
         batch = self.view[self.committed :]
@@ -435,7 +473,7 @@ class Episode:
             records.insert(0, self.pending_pin)
         if not records:
             return
-        length = await self.store.append(self.scope, records)
+        length = await self._interruptible(lambda: self.store.append(self.scope, records))
         if self.first_index is None:
             self.first_index = length - len(records)
         self.committed = len(self.view)
