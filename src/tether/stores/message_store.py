@@ -9,8 +9,9 @@ The first record of a scope the lab created is the pinned system prompt
 record is a `tether.session.Message`. The store itself only requires JSON-safe dicts with a string
 `role`, so it holds exactly what was given and hands back an equal copy.
 
-Two implementations pass one contract suite (`tests/stores/test_message_store.py`):
-`InMemoryMessageStore` and `SqliteMessageStore` (PostgreSQL later, on the same contract).
+Three implementations pass one contract suite (`tests/stores/test_message_store.py`):
+`InMemoryMessageStore`, `SqliteMessageStore` and `PostgresMessageStore` (in
+`tether.stores.postgres`).
 Appends are atomic (all records of one call or none) and cost the same at record 10 and record
 10,000; concurrent writers to one scope lose nothing.
 """

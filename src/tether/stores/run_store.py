@@ -6,8 +6,8 @@ status, tags, the memory scope and workflow it belongs to) and an ordered list o
 `agent_failed`, `agent_warning`, and the workflow engine's own). The store numbers each run's
 events from 1, so a reader can tail a live run with `events(run_id, after=last_seq)`.
 
-Two implementations pass one contract suite (`tests/stores/test_run_store.py`):
-`InMemoryRunStore` and `SqliteRunStore` (PostgreSQL later, on the same contract).
+Three implementations pass one contract suite (`tests/stores/test_run_store.py`):
+`InMemoryRunStore`, `SqliteRunStore` and `PostgresRunStore` (in `tether.stores.postgres`).
 """
 
 from __future__ import annotations
