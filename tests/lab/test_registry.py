@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.errors import RegistryError
+from tether.errors import ConfigError, RegistryError
 from tether.lab import Runtime, find_config, load_registry
 
 
@@ -191,6 +191,6 @@ async def test_a_runtime_given_a_store_keeps_it(tmp_path: Path) -> None:
     lab = Runtime(store="memory", version=False)
     lab.use_store("memory")
     lab.message_store  # noqa: B018 - opens the stores
-    with pytest.raises(Exception, match="already open"):
+    with pytest.raises(ConfigError, match="already open"):
         lab.use_store("sqlite:///x.db")
     await lab.aclose()
