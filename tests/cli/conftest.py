@@ -119,6 +119,16 @@ async def wait(args):
     await asyncio.Event().wait()
 
 
+async def stubborn(args):
+    """Says WAITING, then will not stop: each cancellation is said (IGNORED) and ignored."""
+    print("WAITING", file=sys.stderr, flush=True)
+    while True:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            print("IGNORED", file=sys.stderr, flush=True)
+
+
 stopper = lab.create_agent(
     id="stopper",
     model=script_client([tool_reply] * 10),
@@ -126,6 +136,7 @@ stopper = lab.create_agent(
         define_tool(name="noop", execute=lambda args: "ok"),
         define_tool(name="interrupt", execute=interrupt),
         define_tool(name="wait", execute=wait),
+        define_tool(name="stubborn", execute=stubborn),
     ],
 )
 

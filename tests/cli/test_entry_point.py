@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -96,6 +97,47 @@ def test_ctrl_c_in_a_real_process_cancels_cleanly_with_exit_130(project: Project
     listed = json.loads(tether(project, "runs", "list", "--json").stdout)
     assert listed[0]["status"] == "cancelled"
     assert listed[0]["error"].startswith("AbortedError")
+
+
+def read_until(stream: IO[str], marker: str) -> str:
+    """Lines of `stream` up to the one that is `marker` (fails if the stream ends first)."""
+    seen = []
+    for line in stream:
+        seen.append(line)
+        if line.strip() == marker:
+            return "".join(seen)
+    pytest.fail(f"never saw {marker}: {''.join(seen)}")
+
+
+@posix_only
+def test_a_second_ctrl_c_ends_a_run_that_will_not_stop(project: Project) -> None:
+    """The first Ctrl-C asks the run to stop; a tool that ignores it would keep the command
+    waiting (asyncio's shutdown waits for every task). The second ends the process at once."""
+    child = subprocess.Popen(
+        [str(TETHER), "agent", "run", "stopper", "-s", "job", "--input", "stubborn"],
+        cwd=project.root,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stderr is not None
+        read_until(child.stderr, "WAITING")
+        child.send_signal(signal.SIGINT)
+        read_until(child.stderr, "IGNORED")  # the first Ctrl-C reached the tool
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == EXIT_INTERRUPTED, err
+    assert out == "calling stubborn\n"
+    assert err.splitlines()[-1] == (
+        "Error: interrupted again: stopped at once, without waiting for the run to wind down"
+    )
+    assert "Traceback" not in err
 
 
 @posix_only

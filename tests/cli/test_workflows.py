@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 
 import pytest
 
@@ -102,8 +103,11 @@ def test_run_id_of_a_new_run_with_input_starts_it_under_that_id(project: Project
 
 
 def test_ctrl_c_cancels_the_run_which_can_be_resumed(project: Project) -> None:
+    handler = signal.getsignal(signal.SIGINT)
     result = project.invoke("workflow", "run", "waiting", "--input", "x")
     assert result.exit_code == EXIT_INTERRUPTED, result.output
+    # A second Ctrl-C would have ended the process; after the command, Ctrl-C is as it was.
+    assert signal.getsignal(signal.SIGINT) is handler
     assert "Error: interrupted: run " in result.stderr
     # The step the cancellation stopped is not reported as a failure: the user stopped it.
     assert "failed" not in result.stderr

@@ -3,17 +3,28 @@
 Killing the process mid-write is what a durable store is built to survive, but a cancelled
 episode can do better: it records itself as cancelled, keeps every completed step and leaves
 the transcript a provider accepts. So the first Ctrl-C only asks the run to stop; a second one
-interrupts at once.
+ends the process at once (exit 130), whatever the run is still doing: a tool that ignores
+cancellation, a thread asyncio would wait for. Its record may then still say "running".
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
+import sys
+import threading
 from collections.abc import Callable
-from types import TracebackType
+from types import FrameType, TracebackType
 
-__all__ = ["CtrlC"]
+from ._errors import EXIT_INTERRUPTED
+
+__all__ = ["AGAIN_MESSAGE", "CtrlC"]
+
+AGAIN_MESSAGE = (
+    "Error: interrupted again: stopped at once, without waiting for the run to wind down"
+)
 
 
 class CtrlC:
@@ -55,6 +66,7 @@ class CtrlC:
     def _fire(self) -> None:
         self.fired = True
         self._remove()
+        _exit_on_the_next_one()
         self._on_interrupt()
 
     def cancelled(self) -> None:
@@ -65,4 +77,21 @@ class CtrlC:
             task.uncancel()
         if not self.fired:
             self.fired = True
+            _exit_on_the_next_one()
             self._on_interrupt()
+
+
+def _exit_on_the_next_one() -> None:
+    """Make the next Ctrl-C end the process. A Python-level handler, not the loop's: it runs
+    even while asyncio, after the command, waits for tasks and threads that will not stop.
+    `run_async` puts the previous handler back once the command is over."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _exit_now)
+
+
+def _exit_now(signum: int, frame: FrameType | None) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a stream caught mid-write cannot be flushed
+            stream.flush()
+    os.write(2, f"{AGAIN_MESSAGE}\n".encode())
+    os._exit(EXIT_INTERRUPTED)

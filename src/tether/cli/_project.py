@@ -7,7 +7,9 @@ Every failure here is turned into a `ProjectError` (the project is misconfigured
 from __future__ import annotations
 
 import asyncio
+import signal
 import sqlite3
+import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,9 +205,15 @@ async def reach_stores(runtime: Runtime, options: GlobalOptions) -> None:
 
 
 def run_async(main: Coroutine[Any, Any, T]) -> T:
-    """Run a command's coroutine to the end. A KeyboardInterrupt that gets through (a second
-    Ctrl-C while the first one is being handled) ends the command as interrupted."""
+    """Run a command's coroutine to the end. A KeyboardInterrupt that gets through (Ctrl-C
+    outside a run's own handling) ends the command as interrupted. The Ctrl-C handler is
+    what it was before, after (a run's `CtrlC` replaces it once pressed)."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main_thread else None
     try:
         return asyncio.run(main)
     except KeyboardInterrupt:
         raise Interrupted("interrupted") from None
+    finally:
+        if main_thread and signal.getsignal(signal.SIGINT) is not previous:
+            signal.signal(signal.SIGINT, previous)
