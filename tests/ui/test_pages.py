@@ -319,7 +319,7 @@ async def test_hostile_scope_names_and_agent_ids_are_escaped_and_linked_safely()
     agent = runtime.create_agent(
         id=f"a{HOSTILE}", system_prompt="p", model=script_client([{"text": "ok"}])
     )
-    scope = f"s/{HOSTILE}?#"
+    scope = f"s/{HOSTILE}?#%41 ünï 🦀 /../x"
     await agent.run(memory_scope=scope, user="hi").result
     async with client_for(runtime) as client:
         for url in ["/runs", "/conversations", "/agents"]:
