@@ -50,7 +50,7 @@ _TREE_DEPTH = 16
 _TREE_NODES = 500
 """How many runs one tree shows at most."""
 EVENTS_PER_POLL = 1000
-"""How many events one `/api/runs/{id}/events` answer carries at most."""
+"""How many events one `/api/events/{id}` answer carries at most."""
 
 
 class Unreadable(Exception):
