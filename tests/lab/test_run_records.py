@@ -142,6 +142,33 @@ async def test_an_episode_cancelled_while_its_run_is_being_created_is_recorded_c
     await lab.aclose()
 
 
+@pytest.mark.parametrize(
+    ("last", "status"), [("agent_finished", "completed"), ("agent_failed", "failed")]
+)
+async def test_a_cancellation_while_the_run_is_being_closed_still_records_its_end(
+    lab: Runtime, last: str, status: str
+) -> None:
+    turns = (
+        [{"text": "answer"}]
+        if last == "agent_finished"
+        else [{"error": LLMError("x", provider="x")}]
+    )
+    agent = lab.create_agent(id="a", model=scripted(*turns))
+    handles: list[Any] = []
+
+    def cancel_on_the_last_event(event: RunEvent) -> None:
+        if event["type"] == last:
+            handles[0].result.cancel()
+
+    lab.subscribe(cancel_on_the_last_event)
+    handles.append(agent.run(memory_scope="s", user="q"))
+    with pytest.raises(asyncio.CancelledError):
+        await handles[0].result
+    info = await lab.run_store.get_run(handles[0].run_id)
+    assert info is not None and info.status == status
+    assert (await event_types(lab, handles[0].run_id))[-1] == last
+
+
 async def test_a_listener_that_raises_does_not_break_the_run(
     lab: Runtime, caplog: pytest.LogCaptureFixture
 ) -> None:

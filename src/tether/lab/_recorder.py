@@ -108,23 +108,28 @@ class RunRecorder:
                 return
 
     async def close(self, status: RunStatus, *, error: str | None = None) -> None:
-        """Flush and record how the run ended. Idempotent."""
+        """Flush and record how the run ended. Idempotent.
+
+        Cancelled meanwhile, it still writes the final events and status (the run ended as
+        `status` says), then lets the cancellation through.
+        """
         if self._closed:
             return
         self._closed = True
         self._wake.set()
         writer = self._writer
+        cancelled: asyncio.CancelledError | None = None
         if writer is not None:
-            # Shielded: a cancelled episode still gets its final events written.
             try:
                 await asyncio.shield(writer)
-            except asyncio.CancelledError:
-                await writer
-                raise
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+                await asyncio.wait([writer])
         await self._write()
-        if not self._started:
-            return
-        try:
-            await self.store.finish_run(self.run_id, status, error=error)
-        except Exception:
-            logger.exception("could not record the end of run %s", self.run_id)
+        if self._started:
+            try:
+                await self.store.finish_run(self.run_id, status, error=error)
+            except Exception:
+                logger.exception("could not record the end of run %s", self.run_id)
+        if cancelled is not None:
+            raise cancelled
