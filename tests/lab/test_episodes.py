@@ -13,6 +13,7 @@ from tether.errors import ConfigError, LLMError, LLMStreamError
 from tether.lab import AgentRunResult, Runtime, tool_provider
 from tether.stores import InMemoryMessageStore
 from tether.testing import ScriptClient, script_client
+from tether.workflows import WorkflowContext
 
 from .conftest import assistant, event_types, pin, scripted, system_of, texts, user
 
@@ -591,3 +592,38 @@ async def test_concurrent_episodes_on_one_scope_lose_nothing(lab: Runtime) -> No
         u, a = r.new_messages
         i = stored.index(u)
         assert stored[i + 1] == a
+
+
+async def test_a_retried_step_runs_its_episode_again_on_the_conversation_so_far(
+    lab: Runtime,
+) -> None:
+    # Conversation memory and step retry are separate paths, and on a retried step both apply:
+    # the completed step is not run again, the failed one runs its episode again, and that
+    # episode sees what the failed attempt's episode stored.
+    client = scripted({"text": "outline v1"}, {"text": "outline v2"})
+    writer = lab.create_agent(id="writer", model=client)
+    fail = [True]
+
+    async def run(topic: str, ctx: WorkflowContext[str]) -> str:
+        scope = ctx.run_local_scope("writer")
+        await ctx.step("topic", lambda: topic)
+
+        async def outline() -> str:
+            text = (await writer.run(memory_scope=scope, user=f"Outline {topic}").result).text
+            if fail:
+                fail.pop()
+                raise RuntimeError("the step failed after its episode")
+            return text
+
+        return await ctx.step("outline", outline)
+
+    wf = lab.create_workflow("write", run)
+    first = wf.run("CRISPR")
+    with pytest.raises(RuntimeError):
+        await first
+    assert await wf.run(workflow_run_id=first.workflow_run_id).result == "outline v2"
+    assert texts(client.calls[1]["messages"]) == [
+        ("user", "Outline CRISPR"),
+        ("assistant", "outline v1"),
+        ("user", "Outline CRISPR"),
+    ]
