@@ -627,3 +627,22 @@ async def test_a_retried_step_runs_its_episode_again_on_the_conversation_so_far(
         ("assistant", "outline v1"),
         ("user", "Outline CRISPR"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "path"),
+    [
+        ({"user": "half a pair \udc80"}, "user"),
+        ({"user": "hi", "memory_scope": "scope \ud800"}, "memory_scope"),
+    ],
+)
+async def test_input_that_cannot_be_stored_is_refused_before_the_model_is_called(
+    lab: Runtime, kwargs: dict[str, Any], path: str
+) -> None:
+    from tether.errors import NotJSONSafeError
+
+    client = scripted({"text": "never"})
+    agent = lab.create_agent(id="careful", system_prompt="x", model=client)
+    with pytest.raises(NotJSONSafeError, match=f"^{path}: str with a lone surrogate"):
+        agent.run(**kwargs)
+    assert client.calls == []

@@ -356,6 +356,9 @@ class LabAgent(Generic[T]):
         messages = kw.get("messages")
         if messages is not None:
             new_input.extend(_normalize_messages(messages))
+        # Refused here, before anything runs or is stored (messages are checked as normalized).
+        check_json_safe(scope, "memory_scope")
+        check_json_safe(user, "user")
         schema = kw.get("output_schema")
         output = OutputSpec.of(schema) if schema is not None else self._output
         stop = kw.get("stop_when")
