@@ -59,14 +59,15 @@ except ImportError as exc:  # pragma: no cover - only without the extra
 
 from ..errors import StoreError
 from ..workflows._store import (
+    RUN_COLUMNS,
+    STEP_COLUMNS,
     RunStatus,
     StepRecord,
     WorkflowRunRecord,
     _check_finish,
-    _check_status,
-    _decode,
-    _decode_error,
     _encode,
+    run_from_row,
+    step_from_row,
 )
 from ._migrations import MigrationList
 from .message_store import ScopeInfo, StoredRecord, _check_title
@@ -740,44 +741,6 @@ async def m001_create_workflow_tables(conn: Connection) -> None:
     )
 
 
-_RUN_COLUMNS = (
-    "run_id, workflow_id, status, input, output, error, parent_run_id, root_run_id,"
-    " parent_step_id, attempts, created_at, updated_at"
-)
-_STEP_COLUMNS = "run_id, step_id, name, seq, output, created_at"
-
-
-def _run_record(row: Row) -> WorkflowRunRecord:
-    run_id = row[0]
-    where = f"workflow run {run_id!r}"
-    return WorkflowRunRecord(
-        run_id=run_id,
-        workflow_id=row[1],
-        status=_check_status(row[2], where),
-        input=_decode(row[3], f"{where}.input"),
-        output=None if row[4] is None else _decode(row[4], f"{where}.output"),
-        error=_decode_error(row[5], where),
-        parent_run_id=row[6],
-        root_run_id=row[7],
-        parent_step_id=row[8],
-        attempts=row[9],
-        created_at=row[10],
-        updated_at=row[11],
-    )
-
-
-def _step_record(row: Row) -> StepRecord:
-    where = f"workflow step {row[0]!r}/{row[1]!r}"
-    return StepRecord(
-        run_id=row[0],
-        step_id=row[1],
-        name=row[2],
-        seq=row[3],
-        output=_decode(row[4], f"{where}.output"),
-        created_at=row[5],
-    )
-
-
 class PostgresWorkflowStore(PostgresBacked):
     """A WorkflowStore in PostgreSQL: one row per run, one row per completed step.
 
@@ -805,9 +768,9 @@ class PostgresWorkflowStore(PostgresBacked):
         async with self._session() as conn:
             row = await _one(
                 conn,
-                f"INSERT INTO tether_workflow_runs ({_RUN_COLUMNS})"
+                f"INSERT INTO tether_workflow_runs ({RUN_COLUMNS})"
                 " VALUES (%s, %s, 'running', %s, NULL, NULL, %s, %s, %s, 1, %s, %s)"
-                f" ON CONFLICT (run_id) DO NOTHING RETURNING {_RUN_COLUMNS}",
+                f" ON CONFLICT (run_id) DO NOTHING RETURNING {RUN_COLUMNS}",
                 (
                     run_id,
                     workflow_id,
@@ -821,28 +784,28 @@ class PostgresWorkflowStore(PostgresBacked):
             )
         if row is None:
             raise StoreError(f"workflow run {run_id!r} already exists")
-        return _run_record(row)
+        return run_from_row(row)
 
     async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
         async with self._session() as conn:
             row = await _one(
                 conn,
-                f"SELECT {_RUN_COLUMNS} FROM tether_workflow_runs WHERE run_id = %s",
+                f"SELECT {RUN_COLUMNS} FROM tether_workflow_runs WHERE run_id = %s",
                 (run_id,),
             )
-        return None if row is None else _run_record(row)
+        return None if row is None else run_from_row(row)
 
     async def start_attempt(self, run_id: str) -> WorkflowRunRecord:
         async with self._session() as conn:
             row = await _one(
                 conn,
                 "UPDATE tether_workflow_runs SET status = 'running', attempts = attempts + 1,"
-                f" updated_at = %s WHERE run_id = %s RETURNING {_RUN_COLUMNS}",
+                f" updated_at = %s WHERE run_id = %s RETURNING {RUN_COLUMNS}",
                 (time.time(), run_id),
             )
         if row is None:
             raise StoreError(f"no workflow run {run_id!r}")
-        return _run_record(row)
+        return run_from_row(row)
 
     async def finish_run(
         self,
@@ -857,12 +820,12 @@ class PostgresWorkflowStore(PostgresBacked):
             row = await _one(
                 conn,
                 "UPDATE tether_workflow_runs SET status = %s, output = %s, error = %s,"
-                f" updated_at = %s WHERE run_id = %s RETURNING {_RUN_COLUMNS}",
+                f" updated_at = %s WHERE run_id = %s RETURNING {RUN_COLUMNS}",
                 (status, out, err, time.time(), run_id),
             )
         if row is None:
             raise StoreError(f"no workflow run {run_id!r}")
-        return _run_record(row)
+        return run_from_row(row)
 
     async def list_runs(
         self,
@@ -884,11 +847,10 @@ class PostgresWorkflowStore(PostgresBacked):
             # LIMIT NULL is no limit.
             rows = await _all(
                 conn,
-                f"SELECT {_RUN_COLUMNS} FROM tether_workflow_runs{clause}"
-                " ORDER BY id DESC LIMIT %s",
+                f"SELECT {RUN_COLUMNS} FROM tether_workflow_runs{clause} ORDER BY id DESC LIMIT %s",
                 (*params, limit),
             )
-        return [_run_record(row) for row in rows]
+        return [run_from_row(row) for row in rows]
 
     async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
         encoded = _encode(output, "output")
@@ -902,37 +864,37 @@ class PostgresWorkflowStore(PostgresBacked):
                 raise StoreError(f"no workflow run {run_id!r}")
             row = await _one(
                 conn,
-                f"SELECT {_STEP_COLUMNS} FROM tether_workflow_steps"
+                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps"
                 " WHERE run_id = %s AND step_id = %s",
                 (run_id, step_id),
             )
             if row is None:
                 row = await _one(
                     conn,
-                    f"INSERT INTO tether_workflow_steps ({_STEP_COLUMNS})"
+                    f"INSERT INTO tether_workflow_steps ({STEP_COLUMNS})"
                     " SELECT %s, %s, %s, COALESCE(MAX(seq), 0) + 1, %s, %s"
                     " FROM tether_workflow_steps WHERE run_id = %s"
-                    f" RETURNING {_STEP_COLUMNS}",
+                    f" RETURNING {STEP_COLUMNS}",
                     (run_id, step_id, name, encoded, time.time(), run_id),
                 )
         assert row is not None  # INSERT … SELECT of an aggregate inserts exactly one row
-        return _step_record(row)
+        return step_from_row(row)
 
     async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
         async with self._session() as conn:
             row = await _one(
                 conn,
-                f"SELECT {_STEP_COLUMNS} FROM tether_workflow_steps"
+                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps"
                 " WHERE run_id = %s AND step_id = %s",
                 (run_id, step_id),
             )
-        return None if row is None else _step_record(row)
+        return None if row is None else step_from_row(row)
 
     async def list_steps(self, run_id: str) -> list[StepRecord]:
         async with self._session() as conn:
             rows = await _all(
                 conn,
-                f"SELECT {_STEP_COLUMNS} FROM tether_workflow_steps WHERE run_id = %s ORDER BY seq",
+                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps WHERE run_id = %s ORDER BY seq",
                 (run_id,),
             )
-        return [_step_record(row) for row in rows]
+        return [step_from_row(row) for row in rows]

@@ -40,13 +40,14 @@ from typing import Any, Literal, TypeVar
 
 from ..errors import StoreError
 from ..workflows._store import (
+    RUN_COLUMNS,
+    STEP_COLUMNS,
     StepRecord,
     WorkflowRunRecord,
     _check_finish,
-    _check_status,
-    _decode,
-    _decode_error,
     _encode,
+    run_from_row,
+    step_from_row,
 )
 from ._migrations import MigrationList
 
@@ -306,13 +307,6 @@ def m001_create_workflow_tables(conn: sqlite3.Connection) -> None:
     )
 
 
-_RUN_COLUMNS = (
-    "run_id, workflow_id, status, input, output, error, parent_run_id, root_run_id,"
-    " parent_step_id, attempts, created_at, updated_at"
-)
-_STEP_COLUMNS = "run_id, step_id, name, seq, output, created_at"
-
-
 class SqliteWorkflowStore(SqliteBacked):
     """A WorkflowStore in SQLite: one row per run, one row per completed step.
 
@@ -336,40 +330,9 @@ class SqliteWorkflowStore(SqliteBacked):
         return cls(connect(path), owns=True)
 
     @staticmethod
-    def _record(row: tuple[Any, ...]) -> WorkflowRunRecord:
-        run_id = row[0]
-        where = f"workflow run {run_id!r}"
-        return WorkflowRunRecord(
-            run_id=run_id,
-            workflow_id=row[1],
-            status=_check_status(row[2], where),
-            input=_decode(row[3], f"{where}.input"),
-            output=None if row[4] is None else _decode(row[4], f"{where}.output"),
-            error=_decode_error(row[5], where),
-            parent_run_id=row[6],
-            root_run_id=row[7],
-            parent_step_id=row[8],
-            attempts=row[9],
-            created_at=row[10],
-            updated_at=row[11],
-        )
-
-    @staticmethod
-    def _step(row: tuple[Any, ...]) -> StepRecord:
-        where = f"workflow step {row[0]!r}/{row[1]!r}"
-        return StepRecord(
-            run_id=row[0],
-            step_id=row[1],
-            name=row[2],
-            seq=row[3],
-            output=_decode(row[4], f"{where}.output"),
-            created_at=row[5],
-        )
-
-    @staticmethod
     def _row(conn: sqlite3.Connection, run_id: str) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = conn.execute(
-            f"SELECT {_RUN_COLUMNS} FROM workflow_runs WHERE run_id = ?", (run_id,)
+            f"SELECT {RUN_COLUMNS} FROM workflow_runs WHERE run_id = ?", (run_id,)
         ).fetchone()
         return row
 
@@ -390,7 +353,7 @@ class SqliteWorkflowStore(SqliteBacked):
             try:
                 with transaction(conn):
                     conn.execute(
-                        f"INSERT INTO workflow_runs ({_RUN_COLUMNS})"
+                        f"INSERT INTO workflow_runs ({RUN_COLUMNS})"
                         " VALUES (?, ?, 'running', ?, NULL, NULL, ?, ?, ?, 1, ?, ?)",
                         (
                             run_id,
@@ -407,11 +370,11 @@ class SqliteWorkflowStore(SqliteBacked):
                 raise StoreError(f"workflow run {run_id!r} already exists") from exc
             return self._row(conn, run_id)
 
-        return self._record(_found(await self._run(op), run_id))
+        return run_from_row(_found(await self._run(op), run_id))
 
     async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
         row = await self._run(lambda conn: self._row(conn, run_id))
-        return None if row is None else self._record(row)
+        return None if row is None else run_from_row(row)
 
     async def start_attempt(self, run_id: str) -> WorkflowRunRecord:
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
@@ -423,7 +386,7 @@ class SqliteWorkflowStore(SqliteBacked):
                 )
                 return self._row(conn, run_id)
 
-        return self._record(_found(await self._run(op), run_id))
+        return run_from_row(_found(await self._run(op), run_id))
 
     async def finish_run(
         self,
@@ -444,7 +407,7 @@ class SqliteWorkflowStore(SqliteBacked):
                 )
                 return self._row(conn, run_id)
 
-        return self._record(_found(await self._run(op), run_id))
+        return run_from_row(_found(await self._run(op), run_id))
 
     async def list_runs(
         self,
@@ -461,7 +424,7 @@ class SqliteWorkflowStore(SqliteBacked):
         if root_run_id is not None:
             where.append("root_run_id = ?")
             params.append(root_run_id)
-        sql = f"SELECT {_RUN_COLUMNS} FROM workflow_runs"
+        sql = f"SELECT {RUN_COLUMNS} FROM workflow_runs"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY rowid DESC"
@@ -472,7 +435,7 @@ class SqliteWorkflowStore(SqliteBacked):
         def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(sql, params).fetchall()
 
-        return [self._record(row) for row in await self._run(op)]
+        return [run_from_row(row) for row in await self._run(op)]
 
     async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
         encoded = _encode(output, "output")
@@ -488,7 +451,7 @@ class SqliteWorkflowStore(SqliteBacked):
                 ):
                     raise StoreError(f"no workflow run {run_id!r}")
                 row: tuple[Any, ...] | None = conn.execute(
-                    f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? AND step_id = ?",
+                    f"SELECT {STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? AND step_id = ?",
                     (run_id, step_id),
                 ).fetchone()
                 if row is None:
@@ -498,32 +461,32 @@ class SqliteWorkflowStore(SqliteBacked):
                     ).fetchone()
                     row = (run_id, step_id, name, last + 1, encoded, time.time())
                     conn.execute(
-                        f"INSERT INTO workflow_steps ({_STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                        f"INSERT INTO workflow_steps ({STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
                         row,
                     )
                 return row
 
-        return self._step(await self._run(op))
+        return step_from_row(await self._run(op))
 
     async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             row: tuple[Any, ...] | None = conn.execute(
-                f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? AND step_id = ?",
+                f"SELECT {STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? AND step_id = ?",
                 (run_id, step_id),
             ).fetchone()
             return row
 
         row = await self._run(op)
-        return None if row is None else self._step(row)
+        return None if row is None else step_from_row(row)
 
     async def list_steps(self, run_id: str) -> list[StepRecord]:
         def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(
-                f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? ORDER BY seq",
+                f"SELECT {STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? ORDER BY seq",
                 (run_id,),
             ).fetchall()
 
-        return [self._step(row) for row in await self._run(op)]
+        return [step_from_row(row) for row in await self._run(op)]
 
     async def __aenter__(self) -> SqliteWorkflowStore:
         return self

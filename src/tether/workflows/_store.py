@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -186,6 +187,51 @@ def _decode_error(text: Any, where: str) -> dict[str, Any] | None:
     if not isinstance(error, dict):
         raise StoreCorruptError(f"{where}.error: expected an object")
     return error
+
+
+# -- the row shape the SQL backends share ---------------------------------------------------
+
+RUN_COLUMNS: Final = (
+    "run_id, workflow_id, status, input, output, error, parent_run_id, root_run_id,"
+    " parent_step_id, attempts, created_at, updated_at"
+)
+"""The columns of a run row, in the order `run_from_row` reads them."""
+
+STEP_COLUMNS: Final = "run_id, step_id, name, seq, output, created_at"
+"""The columns of a step row, in the order `step_from_row` reads them."""
+
+
+def run_from_row(row: Sequence[Any]) -> WorkflowRunRecord:
+    """A run read back from a `RUN_COLUMNS` row; StoreCorruptError names what does not parse."""
+    run_id = row[0]
+    where = f"workflow run {run_id!r}"
+    return WorkflowRunRecord(
+        run_id=run_id,
+        workflow_id=row[1],
+        status=_check_status(row[2], where),
+        input=_decode(row[3], f"{where}.input"),
+        output=None if row[4] is None else _decode(row[4], f"{where}.output"),
+        error=_decode_error(row[5], where),
+        parent_run_id=row[6],
+        root_run_id=row[7],
+        parent_step_id=row[8],
+        attempts=row[9],
+        created_at=row[10],
+        updated_at=row[11],
+    )
+
+
+def step_from_row(row: Sequence[Any]) -> StepRecord:
+    """A step read back from a `STEP_COLUMNS` row."""
+    where = f"workflow step {row[0]!r}/{row[1]!r}"
+    return StepRecord(
+        run_id=row[0],
+        step_id=row[1],
+        name=row[2],
+        seq=row[3],
+        output=_decode(row[4], f"{where}.output"),
+        created_at=row[5],
+    )
 
 
 def _check_finish(status: str, error: dict[str, Any] | None, output: Any) -> tuple[str, str | None]:
