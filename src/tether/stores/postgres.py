@@ -70,6 +70,7 @@ from ..workflows._store import (
     step_from_row,
 )
 from ._migrations import MigrationList
+from ._sql import where_equal
 from .message_store import ScopeInfo, StoredRecord, _check_title
 from .message_store import _decode as _decode_record
 from .message_store import _encode as _encode_records
@@ -665,17 +666,9 @@ class PostgresRunStore(PostgresBacked):
         limit: int = 50,
         offset: int = 0,
     ) -> list[RunInfo]:
-        where: list[str] = []
-        args: list[Any] = []
-        for column, value in (
-            ("kind", kind),
-            ("workflow_run_id", workflow_run_id),
-            ("memory_scope", memory_scope),
-        ):
-            if value is not None:
-                where.append(f"{column} = %s")
-                args.append(value)
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        clause, args = where_equal(
+            "%s", kind=kind, workflow_run_id=workflow_run_id, memory_scope=memory_scope
+        )
         async with self._session() as conn:
             rows = await _all(
                 conn,
@@ -834,15 +827,7 @@ class PostgresWorkflowStore(PostgresBacked):
         root_run_id: str | None = None,
         limit: int | None = None,
     ) -> list[WorkflowRunRecord]:
-        where: list[str] = []
-        params: list[Any] = []
-        if workflow_id is not None:
-            where.append("workflow_id = %s")
-            params.append(workflow_id)
-        if root_run_id is not None:
-            where.append("root_run_id = %s")
-            params.append(root_run_id)
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        clause, params = where_equal("%s", workflow_id=workflow_id, root_run_id=root_run_id)
         async with self._session() as conn:
             # LIMIT NULL is no limit.
             rows = await _all(

@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypedDict
 
 from .._json import check_json_safe, dumps
 from ..errors import StoreCorruptError, StoreError
+from ._sql import where_equal
 from .sqlite import Migrations, SqliteBacked, connect, transaction
 from .workflow_store import RUN_STATUSES, RunStatus
 
@@ -451,17 +452,9 @@ class SqliteRunStore(SqliteBacked):
         limit: int = 50,
         offset: int = 0,
     ) -> list[RunInfo]:
-        where: list[str] = []
-        args: list[Any] = []
-        for column, value in (
-            ("kind", kind),
-            ("workflow_run_id", workflow_run_id),
-            ("memory_scope", memory_scope),
-        ):
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(value)
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        clause, args = where_equal(
+            "?", kind=kind, workflow_run_id=workflow_run_id, memory_scope=memory_scope
+        )
 
         def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(

@@ -50,6 +50,7 @@ from ..workflows._store import (
     step_from_row,
 )
 from ._migrations import MigrationList
+from ._sql import where_equal
 
 __all__ = [
     "MIGRATIONS_TABLE",
@@ -416,18 +417,8 @@ class SqliteWorkflowStore(SqliteBacked):
         root_run_id: str | None = None,
         limit: int | None = None,
     ) -> list[WorkflowRunRecord]:
-        where: list[str] = []
-        params: list[Any] = []
-        if workflow_id is not None:
-            where.append("workflow_id = ?")
-            params.append(workflow_id)
-        if root_run_id is not None:
-            where.append("root_run_id = ?")
-            params.append(root_run_id)
-        sql = f"SELECT {RUN_COLUMNS} FROM workflow_runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY rowid DESC"
+        clause, params = where_equal("?", workflow_id=workflow_id, root_run_id=root_run_id)
+        sql = f"SELECT {RUN_COLUMNS} FROM workflow_runs{clause} ORDER BY rowid DESC"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
