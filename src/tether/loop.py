@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._json import copy_json
 from .context import RunContext
@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from .tools import Tool
 
 __all__ = ["TurnOptions", "run_turn"]
+
+T = TypeVar("T")
 
 
 def _progress(stage: ProgressStage) -> ProgressEvent:
@@ -131,6 +133,39 @@ class _Interrupt:
             raise self.error()
 
 
+async def _interruptible(intr: _Interrupt | None, step: Coroutine[Any, Any, T]) -> T:
+    """Await `step` so that the turn's abort signal can interrupt it (AbortedError).
+
+    The per-chunk await of the provider stream spells this out inline instead: it is the one
+    hot path, and an extra coroutine frame per chunk is measurable there.
+    """
+    if intr is None:
+        return await step
+    try:
+        intr.arm()
+    except AbortedError:
+        step.close()  # never started: close it rather than leave it unawaited
+        raise
+    try:
+        return await step
+    except asyncio.CancelledError:
+        if intr.absorb():
+            raise intr.error() from None
+        raise
+    finally:
+        intr.disarm()
+
+
+async def _assemble(
+    static: list[SystemBlock],
+    dynamic: Sequence[PromptLayer],
+    attach: Sequence[Resource],
+    ctx: RunContext,
+) -> list[SystemBlock]:
+    extra = [await _attach_body(r, ctx) for r in attach] if attach else ()
+    return await assemble_system(static, dynamic, extra, ctx)
+
+
 def _running_task() -> asyncio.Task[Any] | None:
     try:
         return asyncio.current_task()
@@ -173,18 +208,7 @@ async def run_turn(
             event: AgentEvent = {"type": "message", "role": "user", "text": text}
             fold(messages, memory_view, event)
             yield event
-        if intr is not None:
-            intr.arm()
-            try:
-                conns = await agent._integrations.ensure(signal, tracer=tracer)
-            except asyncio.CancelledError:
-                if intr.absorb():
-                    raise intr.error() from None
-                raise
-            finally:
-                intr.disarm()
-        else:
-            conns = await agent._integrations.ensure(None, tracer=tracer)
+        conns = await _interruptible(intr, agent._integrations.ensure(signal, tracer=tracer))
         index, specs, attach = agent._toolset(conns, opts.tools)
         layers = opts.prompt
         static, dynamic = (agent._static, agent._dynamic) if layers is None else _split(layers)
@@ -197,18 +221,7 @@ async def run_turn(
         # -- the system prompt: assembled once per turn ----------------------------------------
         # Dynamic layers and attached resources are evaluated each turn, not each round: the
         # rounds of one turn answer the same question with the same context.
-        if intr is not None:
-            intr.arm()
-        try:
-            extra = [await _attach_body(r, ctx) for r in attach] if attach else ()
-            system = await assemble_system(static, dynamic, extra, ctx)
-        except asyncio.CancelledError:
-            if intr is not None and intr.absorb():
-                raise intr.error() from None
-            raise
-        finally:
-            if intr is not None:
-                intr.disarm()
+        system = await _interruptible(intr, _assemble(static, dynamic, attach, ctx))
         if tracer is not None:
             for tev in tracer.drain():  # what layers and attached reads traced, in order
                 yield tev
@@ -365,17 +378,7 @@ async def run_turn(
             for call in calls:
                 yield _progress("tool")
                 started = time.perf_counter()
-                if intr is not None:
-                    intr.arm()
-                try:
-                    guard_events, result = await _execute(agent, call, index, ctx)
-                except asyncio.CancelledError:
-                    if intr is not None and intr.absorb():
-                        raise intr.error() from None
-                    raise
-                finally:
-                    if intr is not None:
-                        intr.disarm()
+                guard_events, result = await _interruptible(intr, _execute(agent, call, index, ctx))
                 for gev in guard_events:
                     yield gev
                 if tracer is not None:
@@ -580,22 +583,15 @@ async def _finish(
     if guard and agent._output_guards:
         decided = False
         for gname, fn in agent._output_guards:
-            if intr is not None:
-                intr.arm()
             try:
-                decision = await decide(fn, text, ctx, target="output")
-            except asyncio.CancelledError:
-                if intr is not None and intr.absorb():
-                    raise intr.error() from None
+                decision = await _interruptible(intr, decide(fn, text, ctx, target="output"))
+            except AbortedError:
                 raise
             except Exception as exc:
                 decision = {
                     "action": "deny",
                     "reason": f"guardrail raised {type(exc).__name__}: {exc}",
                 }
-            finally:
-                if intr is not None:
-                    intr.disarm()
             if tracer is not None:  # what the guardrail itself traced comes before its record
                 for tev in tracer.drain():
                     yield tev
