@@ -103,7 +103,33 @@ class _Session:
 
 
 class TestMcpServer(httpx.AsyncBaseTransport):
-    """The in-process server. Build it with `create_test_mcp_server()`."""
+    """An in-process MCP server speaking real JSON-RPC over an httpx transport (no network);
+    `create_test_mcp_server` is this class.
+
+    Args:
+        tools: What `tools/list` lists and `tools/call` runs (see `TestMcpTool`).
+        resources: What `resources/list` lists and `resources/read` reads.
+        sse: Answer requests with an SSE body instead of a JSON one.
+        crlf: End SSE lines with CRLF.
+        prime: Open each SSE body with an event whose data is empty.
+        chunk_size: Deliver SSE bodies in chunks of this many bytes (splitting lines and CRLFs).
+        notify_first: Send a notification on the SSE body before the answer.
+        ping_first: Send a `ping` request on the SSE body before the answer (the client's reply
+            lands in `client_responses`).
+        disconnect_first: End each request's SSE body after an event id and a `retry:`, before
+            the answer; the answer comes on the client's GET with `Last-Event-ID`.
+        page_size: Paginate `tools/list` and `resources/list` with cursors, this many per page.
+        versions: Protocol versions the server negotiates (it echoes the client's offer when it
+            is one of them, else answers the first).
+        answer_version: Answer `initialize` with this version regardless of the offer.
+        sessions: Issue an `mcp-session-id` and require it on later requests.
+        unknown_session_status: The HTTP status for an unknown session (404 by the spec; some
+            servers answer 400).
+        server_info: `serverInfo` of the initialize result.
+        instructions: `instructions` of the initialize result.
+        capabilities: Override the advertised capabilities (default: tools and/or resources
+            when there are any).
+    """
 
     __test__ = False  # not a pytest test class, despite the name
 
@@ -564,68 +590,6 @@ def _rpc_error_response(status: int, rid: Any, code: int, message: str) -> httpx
     )
 
 
-def create_test_mcp_server(
-    *,
-    tools: Sequence[TestMcpTool] = (),
-    resources: Sequence[TestMcpResource] = (),
-    sse: bool = False,
-    crlf: bool = False,
-    prime: bool = False,
-    chunk_size: int | None = None,
-    notify_first: bool = False,
-    ping_first: bool = False,
-    disconnect_first: bool = False,
-    page_size: int | None = None,
-    versions: Sequence[str] = SPOKEN_VERSIONS,
-    answer_version: str | None = None,
-    sessions: bool = True,
-    unknown_session_status: int = 404,
-    server_info: dict[str, Any] | None = None,
-    instructions: str | None = None,
-    capabilities: dict[str, Any] | None = None,
-) -> TestMcpServer:
-    """An in-process MCP server; pass it as `mcp_server(server.url, transport=server)`.
-
-    Args:
-        tools: What `tools/list` lists and `tools/call` runs (see `TestMcpTool`).
-        resources: What `resources/list` lists and `resources/read` reads.
-        sse: Answer requests with an SSE body instead of a JSON one.
-        crlf: End SSE lines with CRLF.
-        prime: Open each SSE body with an event whose data is empty.
-        chunk_size: Deliver SSE bodies in chunks of this many bytes (splitting lines and CRLFs).
-        notify_first: Send a notification on the SSE body before the answer.
-        ping_first: Send a `ping` request on the SSE body before the answer (the client's reply
-            lands in `client_responses`).
-        disconnect_first: End each request's SSE body after an event id and a `retry:`, before
-            the answer; the answer comes on the client's GET with `Last-Event-ID`.
-        page_size: Paginate `tools/list` and `resources/list` with cursors, this many per page.
-        versions: Protocol versions the server negotiates (it echoes the client's offer when it
-            is one of them, else answers the first).
-        answer_version: Answer `initialize` with this version regardless of the offer.
-        sessions: Issue an `mcp-session-id` and require it on later requests.
-        unknown_session_status: The HTTP status for an unknown session (404 by the spec; some
-            servers answer 400).
-        server_info: `serverInfo` of the initialize result.
-        instructions: `instructions` of the initialize result.
-        capabilities: Override the advertised capabilities (default: tools and/or resources
-            when there are any).
-    """
-    return TestMcpServer(
-        tools=tools,
-        resources=resources,
-        sse=sse,
-        crlf=crlf,
-        prime=prime,
-        chunk_size=chunk_size,
-        notify_first=notify_first,
-        ping_first=ping_first,
-        disconnect_first=disconnect_first,
-        page_size=page_size,
-        versions=versions,
-        answer_version=answer_version,
-        sessions=sessions,
-        unknown_session_status=unknown_session_status,
-        server_info=server_info,
-        instructions=instructions,
-        capabilities=capabilities,
-    )
+create_test_mcp_server = TestMcpServer
+"""An in-process MCP server; pass it as `mcp_server(server.url, transport=server)`. The
+options are `TestMcpServer`'s."""
