@@ -21,6 +21,7 @@ __all__ = [
     "AgentEvent",
     "DoneEvent",
     "ErrorEvent",
+    "FinishReason",
     "GuardrailEvent",
     "MemoryEvent",
     "MessageEvent",
@@ -226,11 +227,29 @@ class MemoryEvent(TypedDict):
     patch: dict[str, Any]
 
 
+FinishReason: TypeAlias = Literal[
+    "stop",
+    "length",
+    "tool_calls",
+    "content_filter",
+    "refusal",
+    "max_tool_rounds",
+    "guardrail_denied",
+    "error",
+]
+"""Why a turn ended, the same on every provider (`done.stop_reason` stays the provider's raw
+value): `stop` a natural end, `length` the output-token limit, `tool_calls` the model asked for
+tools (a stop condition ended the loop there), `content_filter` the provider's safety filter,
+`refusal` the model refused, `max_tool_rounds` / `guardrail_denied` the loop's own bounds,
+`error` anything else."""
+
+
 class DoneEvent(TypedDict):
     type: Literal["done"]
     text: str
     usage: Usage
     stop_reason: str | None
+    finish_reason: NotRequired[FinishReason]
     preamble: NotRequired[list[ThinkingPart]]
     """The final round's thinking blocks, kept in the transcript with their signatures."""
 

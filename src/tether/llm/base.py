@@ -6,7 +6,9 @@ test). Optional keys are absent, never empty. The stream a client yields is norm
     {"type": "text", "text"}                      a visible text delta
     {"type": "thinking", "text"}                  a reasoning delta
     {"type": "tool_input_delta", "id", "name", "partial"}   a fragment of a call's JSON arguments
-    {"type": "finish", "content", "stop_reason", "usage"}   exactly once, last
+    {"type": "retry", "attempt", "delay", "reason"}        the client waits `delay` s before
+                                                  HTTP attempt `attempt` (a trace record)
+    {"type": "finish", "content", "stop_reason", "finish_reason", "usage"}   exactly once, last
 
 `finish.content` is the assembled assistant message in order: thinking parts (with signatures or
 redacted data), text parts and tool_call parts (input parsed once; the raw string if it did not
@@ -27,7 +29,7 @@ from typing import (
     runtime_checkable,
 )
 
-from ..events import Part, Usage
+from ..events import FinishReason, Part, Usage
 
 if TYPE_CHECKING:
     from ..session import Message
@@ -37,6 +39,9 @@ __all__ = [
     "ChatRequest",
     "FinishChunk",
     "LLMClient",
+    "ModelSettings",
+    "ReasoningSetting",
+    "RetryChunk",
     "StreamChunk",
     "SystemBlock",
     "TextChunk",
@@ -60,6 +65,33 @@ class ToolSpec(TypedDict):
     input_schema: dict[str, Any]
 
 
+class ReasoningSetting(TypedDict, total=False):
+    """How much the model may think: one of the two keys."""
+
+    effort: Literal["low", "medium", "high"]
+    budget_tokens: int
+
+
+class ModelSettings(TypedDict, total=False):
+    """Portable model settings, on an agent or a run (run wins, key by key).
+
+    Each adapter maps every key to its provider's wire; a key the provider cannot honour is a
+    `ConfigError` naming the provider, never silently dropped. `extra_body` (in the model config)
+    stays the escape hatch for anything provider-specific.
+    """
+
+    temperature: float
+    max_tokens: int
+    """The output-token limit of one model call."""
+    top_p: float
+    stop: list[str]
+    seed: int
+    tool_choice: Literal["auto", "none", "required"] | str
+    """``"auto"``, ``"none"``, ``"required"``, or a tool's name to force that tool."""
+    parallel_tool_calls: bool
+    reasoning: ReasoningSetting
+
+
 class ChatRequest(TypedDict):
     model: str
     system: list[SystemBlock]
@@ -69,6 +101,9 @@ class ChatRequest(TypedDict):
     """``{"name": str, "schema": {...}}``: ask the provider for JSON matching the schema."""
     max_tokens: NotRequired[int]
     temperature: NotRequired[float]
+    # ^ to be replaced by `settings` as the adapters learn it
+    settings: NotRequired[ModelSettings]
+    """Absent when no setting is set (the byte-identity baseline)."""
     signal: NotRequired[AbortSignal]
 
 
@@ -89,14 +124,28 @@ class ToolInputDeltaChunk(TypedDict):
     partial: str
 
 
+class RetryChunk(TypedDict):
+    """Render-only: the client is about to wait before retrying an HTTP request."""
+
+    type: Literal["retry"]
+    attempt: int
+    """The attempt about to be made (2 = the first retry)."""
+    delay: float
+    """Seconds the client waits first."""
+    reason: str
+
+
 class FinishChunk(TypedDict):
     type: Literal["finish"]
     content: list[Part]
     stop_reason: str | None
+    """The provider's own value, raw."""
+    finish_reason: NotRequired[FinishReason]
+    """The adapter's normalized reading of `stop_reason` (see `FinishReason`)."""
     usage: Usage
 
 
-StreamChunk: TypeAlias = TextChunk | ThinkingChunk | ToolInputDeltaChunk | FinishChunk
+StreamChunk: TypeAlias = TextChunk | ThinkingChunk | ToolInputDeltaChunk | RetryChunk | FinishChunk
 
 
 @runtime_checkable
