@@ -1,11 +1,14 @@
-"""Shared test setup: no real provider keys reach a test, and fixtures are found where they lie."""
+"""Shared test setup: no real provider keys reach a test, fixtures are found where they lie, and
+the test PostgreSQL server is stopped at the end."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.postgres_server import shutdown
 
 SHARED = Path(os.environ.get("TETHER_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
 """The shared material beside the checkout (``../shared``); TETHER_SHARED_DIR points elsewhere."""
@@ -19,6 +22,14 @@ def _no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never reach a real provider: keys are removed from the environment."""
     for key in _KEYS:
         monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_the_test_postgres_server() -> Iterator[None]:
+    """The PostgreSQL cluster `postgres_url()` starts on first use is stopped when the session ends
+    (a no-op when no test asked for one)."""
+    yield
+    shutdown()
 
 
 def provider_fixtures() -> Path:

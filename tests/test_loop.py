@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from tests.helpers import ADD_SCHEMA, add_tool
 
 from tether import (
     AbortController,
@@ -25,23 +26,6 @@ from tether.testing import collect, script_client
 
 def kinds(events: list[Any]) -> list[str]:
     return [e["type"] if e["type"] != "progress" else f"progress:{e['stage']}" for e in events]
-
-
-ADD_SCHEMA = {
-    "type": "object",
-    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-    "required": ["a", "b"],
-}
-
-
-def add_tool(**kwargs: Any) -> Any:
-    return define_tool(
-        name="add",
-        description="Add two integers",
-        input_schema=ADD_SCHEMA,
-        execute=lambda i: i["a"] + i["b"],
-        **kwargs,
-    )
 
 
 async def test_a_turn_without_tools_streams_text_and_ends_with_done() -> None:

@@ -5,6 +5,7 @@ import logging
 from typing import Any
 
 import pytest
+from tests.helpers import add_tool
 
 from tether import (
     TRACE_PHASES,
@@ -31,18 +32,6 @@ def records_of(events: list[Any]) -> list[Any]:
 
 def by_phase(records: list[Any], phase: str) -> list[Any]:
     return [r for r in records if r["phase"] == phase]
-
-
-def add_tool() -> Any:
-    return define_tool(
-        name="add",
-        input_schema={
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-        execute=lambda i: i["a"] + i["b"],
-    )
 
 
 def two_rounds() -> Any:

@@ -12,10 +12,9 @@ import asyncio
 import sys
 import textwrap
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner, Result
@@ -292,19 +291,3 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
 
 def lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.splitlines() if line.strip()]
-
-
-def texts(records: Sequence[Any]) -> list[tuple[str, str]]:
-    """(role, text) of each stored record, tool parts shown by kind."""
-    out = []
-    for r in records:
-        parts = []
-        for p in r["content"]:
-            if p["type"] == "text":
-                parts.append(p["text"])
-            elif p["type"] == "tool_call":
-                parts.append(f"<call {p['name']}>")
-            elif p["type"] == "tool_result":
-                parts.append(f"<result {p['output']}>")
-        out.append((r["role"], " ".join(parts)))
-    return out

@@ -7,10 +7,11 @@ import asyncio
 import json
 
 import pytest
+from tests.helpers import texts
 
 from tether.cli import EXIT_INTERRUPTED, EXIT_PROJECT, EXIT_RUN_FAILED, EXIT_USAGE
 
-from .conftest import Project, lines, texts
+from .conftest import Project, lines
 
 
 def summary(stderr: str) -> dict[str, str]:

@@ -14,10 +14,11 @@ from typing import IO
 
 import httpx
 import pytest
+from tests.helpers import texts
 
 from tether.cli import EXIT_INTERRUPTED
 
-from .conftest import Project, texts
+from .conftest import Project
 
 TETHER = Path(sys.executable).parent / ("tether.exe" if sys.platform == "win32" else "tether")
 

@@ -3,7 +3,7 @@ and helpers to read what an episode stored."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,36 +27,12 @@ def scripted(*turns: Any) -> ScriptClient:
     return script_client(list(turns))
 
 
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": text}]}
-
-
-def assistant(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
-
-
 def pin(text: str, agent_id: str) -> dict[str, Any]:
     return {"role": "system", "content": [{"type": "text", "text": text}], "agent_id": agent_id}
 
 
 def system_of(request: Any) -> str:
     return "\n\n".join(block["text"] for block in request["system"])
-
-
-def texts(messages: Sequence[Any]) -> list[tuple[str, str]]:
-    """(role, text) of each message, with tool parts shown by kind."""
-    out = []
-    for m in messages:
-        parts = []
-        for p in m["content"]:
-            if p["type"] == "text":
-                parts.append(p["text"])
-            elif p["type"] == "tool_call":
-                parts.append(f"<call {p['name']}>")
-            elif p["type"] == "tool_result":
-                parts.append(f"<result {p['output']}>")
-        out.append((m["role"], " ".join(parts)))
-    return out
 
 
 async def run_events(lab: Runtime, run_id: str) -> list[RunEvent]:

@@ -6,13 +6,14 @@ import json
 from typing import Any
 
 import pydantic
+from tests.helpers import texts
 
 from tether import RunContext, define_tool
 from tether.errors import LLMError
 from tether.lab import Runtime, ToolCallInfo
 from tether.workflows import WorkflowContext
 
-from .conftest import scripted, texts
+from .conftest import scripted
 
 
 class ResearchArgs(pydantic.BaseModel):

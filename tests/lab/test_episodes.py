@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from tests.helpers import assistant, texts, user
 
 from tether import AbortedError, RunContext, Session, define_tool, has_tool_call, step_count_is
 from tether.errors import ConfigError, LLMError, LLMStreamError
@@ -15,7 +16,7 @@ from tether.stores import InMemoryMessageStore
 from tether.testing import ScriptClient, script_client
 from tether.workflows import WorkflowContext
 
-from .conftest import assistant, event_types, pin, scripted, system_of, texts, user
+from .conftest import event_types, pin, scripted, system_of
 
 
 async def test_one_episode_stores_pin_user_and_reply_and_returns_the_result(lab: Runtime) -> None:

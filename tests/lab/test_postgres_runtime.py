@@ -3,10 +3,9 @@ durable workflow journals on a real server, where a fresh Runtime finds them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from tests.postgres_server import postgres_url, shutdown
+from tests.helpers import texts
+from tests.postgres_server import postgres_url
 
 from tether import Session
 from tether.errors import StoreError
@@ -15,14 +14,7 @@ from tether.stores import PostgresMessageStore, PostgresRunStore, PostgresWorkfl
 from tether.testing import script_client
 from tether.workflows import WorkflowContext
 
-from .conftest import pin, system_of, texts
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _stop_the_test_postgres_server() -> Iterator[None]:
-    """Started on first use by `postgres_url()`; stopped (if it was) when the session ends."""
-    yield
-    shutdown()
+from .conftest import pin, system_of
 
 
 @pytest.fixture

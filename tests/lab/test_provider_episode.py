@@ -13,12 +13,11 @@ from typing import Any
 
 import pydantic
 import pytest
+from tests.helpers import texts
 
 from tether import define_tool
 from tether.errors import LLMHTTPError
 from tether.lab import Runtime
-
-from .conftest import texts
 
 FIXTURES = (
     Path(os.environ.get("TETHER_SHARED_DIR") or Path(__file__).resolve().parents[3] / "shared")

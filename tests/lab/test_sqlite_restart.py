@@ -8,11 +8,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.helpers import texts
+
 from tether import Session
 from tether.lab import Runtime
 from tether.testing import script_client
 
-from .conftest import system_of, texts
+from .conftest import system_of
 
 FIRST_PROCESS = textwrap.dedent(
     """

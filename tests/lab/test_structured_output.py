@@ -7,12 +7,13 @@ from typing import Any
 
 import pydantic
 import pytest
+from tests.helpers import texts
 
 from tether import define_tool, step_count_is
 from tether.errors import ConfigError, NoObjectGeneratedError
 from tether.lab import JSON_REQUEST, Runtime
 
-from .conftest import scripted, texts
+from .conftest import scripted
 
 
 class Summary(pydantic.BaseModel):

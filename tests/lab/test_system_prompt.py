@@ -6,11 +6,12 @@ import logging
 from pathlib import Path
 
 import pytest
+from tests.helpers import texts
 
 from tether.errors import TemplateError
 from tether.lab import Runtime
 
-from .conftest import event_types, pin, scripted, system_of, texts
+from .conftest import event_types, pin, scripted, system_of
 
 
 async def test_a_new_scope_pins_the_prompt_as_its_first_record(lab: Runtime) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pydantic
 import pytest
+from tests.helpers import texts
 
 from tether.errors import ConfigError, LLMError
 from tether.lab import ConversationTitleInput, ConversationTitleOutput, Runtime
@@ -17,7 +18,7 @@ from tether.llm.base import ChatRequest, StreamChunk
 from tether.testing import ScriptClient
 from tether.workflows import Workflow, WorkflowContext
 
-from .conftest import scripted, texts
+from .conftest import scripted
 
 
 class TitleOut(pydantic.BaseModel):

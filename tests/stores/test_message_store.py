@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.helpers import assistant, text_of, user
 from tests.postgres_server import postgres_url
 
 from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
@@ -37,19 +38,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     s = STORES[request.param](tmp_path)
     yield s
     await s.aclose()
-
-
-def user(text: str) -> StoredRecord:
-    return {"role": "user", "content": [{"type": "text", "text": text}]}
-
-
-def text_of(record: StoredRecord) -> str:
-    part: Any = record["content"][0]
-    return str(part["text"])
-
-
-def assistant(text: str) -> StoredRecord:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
 
 
 async def test_an_unknown_scope_is_empty(store: MessageStore) -> None:

@@ -14,10 +14,11 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import pq
+from tests.helpers import assistant, text_of, user
 from tests.postgres_server import postgres_url
 
 from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
-from tether.stores import RunInfo, StoredRecord
+from tether.stores import RunInfo
 from tether.stores.postgres import (
     MIGRATIONS_TABLE,
     Connection,
@@ -41,19 +42,6 @@ async def admin(url: str) -> AsyncIterator[Connection]:
     """A connection of the test's own to the same schema, for inspecting and damaging tables."""
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         yield conn
-
-
-def user(text: str) -> StoredRecord:
-    return {"role": "user", "content": [{"type": "text", "text": text}]}
-
-
-def assistant(text: str) -> StoredRecord:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
-
-
-def text_of(record: StoredRecord) -> str:
-    part: Any = record["content"][0]
-    return str(part["text"])
 
 
 async def rows(conn: Connection, sql: str, *params: Any) -> list[tuple[Any, ...]]:
