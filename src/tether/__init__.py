@@ -11,6 +11,8 @@ from .context import RunContext
 from .errors import (
     AbortedError,
     ConfigError,
+    DatasetError,
+    ExperimentMismatchError,
     LLMError,
     McpCallError,
     McpConnectionError,
@@ -50,6 +52,8 @@ __all__ = [
     "ChatRequest",
     "ClientMessage",
     "ConfigError",
+    "DatasetError",
+    "ExperimentMismatchError",
     "Guardrail",
     "GuardrailDecision",
     "LLMClient",

@@ -6,8 +6,10 @@ TetherError
 │   ├── ToolDefinitionError      a tool, resource or guardrail declared wrongly
 │   ├── UnknownProviderError     a model string whose provider prefix we do not know
 │   ├── MissingKeyError          a provider key that is not in the config or the environment
-│   └── RegistryError            tether.toml / [tool.tether] points at something that is not there
-│       └── ConfigNotFoundError  there is no tether.toml / [tool.tether] at or above a directory
+│   ├── RegistryError            tether.toml / [tool.tether] points at something that is not there
+│   │   └── ConfigNotFoundError  there is no tether.toml / [tool.tether] at or above a directory
+│   ├── DatasetError             a dataset or evaluators file does not load (.path, .line, .field)
+│   └── ExperimentMismatchError  an experiment rerun whose dataset or target version changed
 ├── DataError                    data that is not what it claims to be
 │   ├── NotJSONSafeError         a value that would not survive json.dumps -> json.loads unchanged
 │   ├── SessionFormatError       a stored Session that does not parse
@@ -46,6 +48,8 @@ __all__ = [
     "ConfigNotFoundError",
     "ContextLengthError",
     "DataError",
+    "DatasetError",
+    "ExperimentMismatchError",
     "LLMConnectionError",
     "LLMError",
     "LLMHTTPError",
@@ -104,6 +108,45 @@ class RegistryError(ConfigError):
 
 class ConfigNotFoundError(RegistryError):
     """No `tether.toml` (or `[tool.tether]` in `pyproject.toml`) at or above a directory."""
+
+
+class DatasetError(ConfigError):
+    """An experiment's dataset (or evaluators file) does not load.
+
+    The message names the file, the line and the field; they are also attributes.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        where = path or "<dataset>"
+        if line is not None:
+            where += f", line {line}"
+        if field is not None:
+            where += f", field {field!r}"
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        """The file (None for cases given as a Python list)."""
+        self.line = line
+        """1-based line of the case or field, when known."""
+        self.field = field
+        """The field that is wrong (``input``, ``evaluators[0].pattern``, ...)."""
+
+
+class ExperimentMismatchError(ConfigError):
+    """A rerun of an experiment whose dataset (by content hash) or target version differs
+    from the stored one. Name a new experiment, or restart this one."""
+
+    def __init__(self, message: str, *, experiment: str, differences: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.experiment = experiment
+        self.differences = differences
+        """`{what: {"stored": ..., "now": ...}}` for each thing that changed."""
 
 
 class DataError(TetherError):

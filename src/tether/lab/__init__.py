@@ -21,6 +21,7 @@ from ._recorder import RunListener
 from ._registry import Registry, find_config, load_registry
 from ._runtime import ConversationTitleInput, ConversationTitleOutput, Runtime, ToolCallInfo
 from ._stores import DEFAULT_STORE
+from ._tags import run_tags
 from ._template import PromptInspection, Template, create_template
 from ._tools import ToolProvider, ToolSet, tool_provider
 
@@ -48,5 +49,6 @@ __all__ = [
     "create_template",
     "find_config",
     "load_registry",
+    "run_tags",
     "tool_provider",
 ]

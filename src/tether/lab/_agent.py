@@ -20,6 +20,7 @@ from ._episode import Episode, SystemPromptConflict, WorkflowLink
 from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle, _EventBuffer
 from ._output import OutputSpec
 from ._provenance import merge_tags
+from ._tags import context_tags
 from ._template import PromptInspection, Template
 from ._tools import ToolProvider, ToolsSpec, check_tool_set
 
@@ -404,7 +405,7 @@ class LabAgent(Generic[T]):
             tools=tools,
             tool_provider_context=kw.get("tool_provider_context"),
             context=kw.get("context"),
-            tags=merge_tags(tags, runtime.provenance_tags()),
+            tags=merge_tags([*(tags or ()), *context_tags()], runtime.provenance_tags()),
             controller=AbortController(),
             buffer=buffer,
         )

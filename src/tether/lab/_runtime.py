@@ -40,6 +40,7 @@ from ._output import jsonable
 from ._provenance import detect_commit, detect_version
 from ._recorder import RunListener, logger, notify
 from ._stores import DEFAULT_STORE, StoreSet, open_stores
+from ._tags import context_tags
 from ._template import Template
 from ._tools import ToolsSpec
 
@@ -543,6 +544,7 @@ class Runtime:
                         kind="workflow",
                         name=event["workflow_id"],
                         started_at=event["at"],
+                        tags=list(context_tags()),
                         workflow_run_id=event["parent_run_id"],
                         meta={"root_run_id": event["root_run_id"]},
                     )
