@@ -611,10 +611,16 @@ async def test_a_server_without_sessions_works_and_nothing_is_deleted(kit: Kit) 
 # -- reconnect --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("status", [404, 400])
+@pytest.mark.parametrize(
+    ("status", "rpc"), [(404, False), (400, False), (400, True)], ids=["404", "400", "400-rpc"]
+)
 @pytest.mark.parametrize("sse", [False, True])
-async def test_a_lost_session_reconnects_once_quietly(kit: Kit, status: int, sse: bool) -> None:
-    server = kit.server(tools=[add_tool()], unknown_session_status=status, sse=sse)
+async def test_a_lost_session_reconnects_once_quietly(
+    kit: Kit, status: int, rpc: bool, sse: bool
+) -> None:
+    server = kit.server(
+        tools=[add_tool()], unknown_session_status=status, unknown_session_rpc=rpc, sse=sse
+    )
     records: list[Any] = []
     turns = [
         call("add", {"a": 1, "b": 1}),
@@ -638,6 +644,30 @@ async def test_a_lost_session_reconnects_once_quietly(kit: Kit, status: int, sse
     assert any(
         e["type"] == "trace" and e["record"]["name"] == "reconnect" for e in events
     )  # on the stream too
+
+
+@pytest.mark.parametrize("sse", [False, True])
+async def test_a_400_carrying_a_json_rpc_error_is_the_servers_answer_not_a_lost_session(
+    kit: Kit, sse: bool
+) -> None:
+    server = kit.server(tools=[add_tool()], sse=sse)
+    server.http_rpc_errors["tools/call"] = (400, -32602, "Invalid params: b must be positive")
+    agent, _ = kit.agent(server, [call("add", {"a": 1, "b": -1}), {"text": "sorry"}])
+    [res] = results(await collect(agent, agent.create_session(), "add"))
+    assert res["is_error"] is True
+    assert "Invalid params: b must be positive" in res["output"]
+    assert "-32602" in res["output"]
+    # The server answered: the call went out once and the session was kept.
+    assert server.methods.count("tools/call") == 1
+    assert server.methods.count("initialize") == 1
+
+
+async def test_a_400_json_rpc_error_while_connecting_names_the_servers_message(kit: Kit) -> None:
+    server = kit.server(tools=[add_tool()])
+    server.http_rpc_errors["tools/list"] = (400, -32600, "tools/list needs a cursor today")
+    agent, _ = kit.agent(server)
+    with pytest.raises(McpConnectionError, match="tools/list needs a cursor today"):
+        await agent.connect()
 
 
 async def test_a_failed_reconnect_is_an_error_result_and_the_next_call_tries_again(

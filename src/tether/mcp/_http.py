@@ -76,7 +76,9 @@ class HttpChannel:
             async with self._http.stream(
                 "POST", self._url, content=dumps(message), headers=self._request_headers()
             ) as resp:
-                await self._check_status(resp, initialize=initialize)
+                refusal = await self._check_status(resp, initialize=initialize)
+                if refusal is not None:
+                    return {**refusal, "id": request_id}
                 if initialize:
                     self.session_id = resp.headers.get("mcp-session-id") or None
                 ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -96,18 +98,26 @@ class HttpChannel:
         except httpx.HTTPError as exc:
             raise _transport_error(self._url, exc) from exc
 
-    async def _check_status(self, resp: httpx.Response, *, initialize: bool) -> None:
+    async def _check_status(
+        self, resp: httpx.Response, *, initialize: bool
+    ) -> JsonObject | None:
+        """None for a 2xx. A 400 whose body is a JSON-RPC error is the server's answer to the
+        request (returned, to be read as one); anything else non-2xx raises: `SessionLost` when
+        the server no longer knows our session, else `ChannelError`."""
         status = resp.status_code
         if 200 <= status < 300:
-            return
-        body = (await resp.aread()).decode("utf-8", "replace")[:300]
-        # An unknown session is 404 by the spec, 400 on some servers: both mean it is gone.
-        if status in (400, 404) and self.session_id is not None and not initialize:
+            return None
+        raw = await resp.aread()
+        error = rpc_error_body(raw)
+        if self.session_id is not None and not initialize and _session_unknown(status, error):
             self.lost = True
             raise SessionLost(
                 f"the server no longer knows session {self.session_id} (HTTP {status})",
                 status=status,
             )
+        if status == 400 and error is not None:
+            return error
+        body = raw.decode("utf-8", "replace")[:300]
         detail = f": {body}" if body.strip() else ""
         raise ChannelError(f"the server answered HTTP {status}{detail}", status=status)
 
@@ -142,7 +152,9 @@ class HttpChannel:
             headers["last-event-id"] = last_id
             async with self._http.stream("GET", self._url, headers=headers) as again:
                 try:
-                    await self._check_status(again, initialize=False)
+                    refusal = await self._check_status(again, initialize=False)
+                    if refusal is not None:
+                        raise ChannelError(_describe(refusal), status=again.status_code)
                 except ChannelError as exc:
                     # The request was delivered and may be running: never resend it (a lost
                     # session stays marked lost, so the next request reconnects).
@@ -182,7 +194,9 @@ class HttpChannel:
             )
         except httpx.HTTPError as exc:
             raise _transport_error(self._url, exc) from exc
-        if resp.status_code in (400, 404) and self.session_id is not None:
+        if self.session_id is not None and _session_unknown(
+            resp.status_code, rpc_error_body(resp.content)
+        ):
             self.lost = True
             raise SessionLost(
                 f"the server no longer knows session {self.session_id} (HTTP {resp.status_code})",
@@ -227,3 +241,37 @@ def _transport_error(url: str, exc: httpx.HTTPError) -> ChannelError:
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         return ChannelError(f"cannot reach {url}: {exc or type(exc).__name__}")
     return ChannelError(f"the connection to {url} failed: {type(exc).__name__}: {exc}")
+
+
+def rpc_error_body(raw: bytes) -> JsonObject | None:
+    """The JSON-RPC error message `raw` holds, if it is one."""
+    message = parse_message(raw)
+    if (
+        isinstance(message, dict)
+        and isinstance(message.get("error"), dict)
+        and "result" not in message
+        and "method" not in message
+    ):
+        return message
+    return None
+
+
+def _session_unknown(status: int, error: JsonObject | None) -> bool:
+    """Whether an error status says the server no longer knows our session (and so did not act
+    on the request). 404 is the spec's answer. Some servers answer 400 instead: with no
+    JSON-RPC body, or (servers built on the SDKs' example pattern) with an id-less JSON-RPC
+    error about the session. A 400 that carries any other JSON-RPC error is the server's answer
+    to the request itself, and resending the request could run it twice."""
+    if status == 404:
+        return True
+    if status != 400:
+        return False
+    if error is None:
+        return True
+    message = error["error"].get("message")
+    return error.get("id") is None and isinstance(message, str) and "session" in message.lower()
+
+
+def _describe(error: JsonObject) -> str:
+    body = error["error"]
+    return f"{body.get('message', '')} (JSON-RPC error {body.get('code')})"

@@ -123,8 +123,10 @@ class TestMcpServer(httpx.AsyncBaseTransport):
             is one of them, else answers the first).
         answer_version: Answer `initialize` with this version regardless of the offer.
         sessions: Issue an `mcp-session-id` and require it on later requests.
-        unknown_session_status: The HTTP status for an unknown session (404 by the spec; some
-            servers answer 400).
+        unknown_session_status: The HTTP status for an unknown session: 404 (the spec's, with
+            a JSON-RPC error body) or 400 (with a plain-text body, as some servers answer).
+        unknown_session_rpc: With 400, answer an id-less JSON-RPC error about the session
+            instead (the pattern of servers built on the SDKs' examples).
         server_info: `serverInfo` of the initialize result.
         instructions: `instructions` of the initialize result.
         capabilities: Override the advertised capabilities (default: tools and/or resources
@@ -152,6 +154,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         answer_version: str | None = None,
         sessions: bool = True,
         unknown_session_status: int = 404,
+        unknown_session_rpc: bool = False,
         server_info: dict[str, Any] | None = None,
         instructions: str | None = None,
         capabilities: dict[str, Any] | None = None,
@@ -170,11 +173,15 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         self.answer_version = answer_version
         self.use_sessions = sessions
         self.unknown_session_status = unknown_session_status
+        self.unknown_session_rpc = unknown_session_rpc
         self.server_info = server_info or {"name": "tether-test-mcp", "version": "1.0.0"}
         self.instructions = instructions
         self.capabilities = capabilities
         self.http_errors: dict[str, int] = {}
         """JSON-RPC method -> HTTP status to answer it with (a non-2xx failure)."""
+        self.http_rpc_errors: dict[str, tuple[int, int, str]] = {}
+        """JSON-RPC method -> (HTTP status, code, message): answer it with that status and a
+        JSON-RPC error body (some servers answer invalid params with a 400 that way)."""
         self.rpc_errors: dict[str, tuple[int, str]] = {}
         """JSON-RPC method -> (code, message) to answer it with."""
         self.down = False
@@ -267,15 +274,16 @@ class TestMcpServer(httpx.AsyncBaseTransport):
             return _rpc_error_response(406, rid, -32600, "Accept must list both content types")
         if isinstance(method, str) and method in self.http_errors:
             return httpx.Response(self.http_errors[method], text=f"injected failure of {method}")
+        if isinstance(method, str) and method in self.http_rpc_errors:
+            status, code, text = self.http_rpc_errors[method]
+            return _rpc_error_response(status, rid, code, text)
         session: _Session | None = None
         if method != "initialize" and self.use_sessions:
             if sid is None:
                 return _rpc_error_response(400, rid, -32600, "Bad Request: missing session id")
             session = self.sessions.get(sid)
             if session is None:
-                return _rpc_error_response(
-                    self.unknown_session_status, rid, -32001, "Session not found"
-                )
+                return self._unknown_session(rid)
             if session.protocol_version in _HEADER_VERSIONS and pv != session.protocol_version:
                 return _rpc_error_response(
                     400, rid, -32600, f"Bad mcp-protocol-version header: {pv!r}"
@@ -322,9 +330,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         last = request.headers.get("last-event-id")
         self._record(RecordedRequest("GET", None, None, {"last_event_id": last}, sid, pv, headers))
         if self.use_sessions and (sid is None or sid not in self.sessions):
-            return _rpc_error_response(
-                self.unknown_session_status, None, -32001, "Session not found"
-            )
+            return self._unknown_session(None)
         task = self._resumable.pop(last, None) if last is not None else None
         if task is None:  # no standalone server-to-client stream here
             return httpx.Response(405, headers={"allow": "POST, DELETE"})
@@ -333,6 +339,13 @@ class TestMcpServer(httpx.AsyncBaseTransport):
             headers={"content-type": "text/event-stream", "mcp-session-id": sid or ""},
             stream=_SseBody(self, task, resumed=True),
         )
+
+    def _unknown_session(self, rid: Any) -> httpx.Response:
+        if self.unknown_session_status != 400:
+            return _rpc_error_response(self.unknown_session_status, rid, -32001, "Session not found")
+        if self.unknown_session_rpc:
+            return _rpc_error_response(400, None, -32000, "Bad Request: No valid session ID provided")
+        return httpx.Response(400, text="Bad Request: unknown session")
 
     def _answer(self, message: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
         if self.sse:
