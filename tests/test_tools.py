@@ -402,3 +402,39 @@ async def test_cancelling_an_endpoint_call_closes_its_connection(
         # the server saw the client go away while the agent (and its HTTP client) is still open
         assert await asyncio.to_thread(HANG["gone"].wait, 10)
     assert {t for t in asyncio.all_tasks() if not t.done()} == {asyncio.current_task()}
+
+
+def test_a_remote_schema_is_checked_for_required_properties_and_types_only() -> None:
+    schema = {
+        "$schema": "https://example.com/custom-dialect",
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer", "minimum": 10, "x-unit": "m"},
+            "s": {"type": "string", "format": "email", "pattern": "^a"},
+            "pair": {"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "null"}},
+            "any": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        },
+        "required": ["n"],
+        "additionalProperties": False,
+    }
+    t = define_tool(name="r", input_schema=schema, execute=lambda v: v, validation="remote")
+    assert t.unchecked is None
+    # What every validator reads the same way is checked here...
+    assert t.check_input({}) == "'n' is a required property"
+    assert t.check_input({"n": "1"}) == "n: '1' is not of type 'integer'"
+    # ...and the rest is the server's: bounds, formats, patterns, combinators, extra keys,
+    # items after prefixItems.
+    assert t.check_input({"n": 1, "s": "zz", "pair": ["a", 1], "any": [], "extra": 1}) is None
+
+
+def test_a_remote_schema_that_cannot_be_compiled_is_not_checked_and_says_why() -> None:
+    t = define_tool(
+        name="r",
+        input_schema={"type": "object", "required": "q"},
+        execute=lambda v: v,
+        validation="remote",
+    )
+    assert t.check_input({"anything": 1}) is None
+    assert t.unchecked is not None and "not a valid JSON Schema" in t.unchecked
+    with pytest.raises(ToolDefinitionError, match="not a valid JSON Schema"):
+        define_tool(name="l", input_schema={"type": "object", "required": "q"}, execute=print)

@@ -36,6 +36,9 @@ class SourceConnection:
     tools: list[Tool]
     attach: list[Resource] = field(default_factory=list)
     close: Callable[[], Awaitable[None]] | None = None
+    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Trace records (name, data) of the `mcp` phase the connect wants recorded after its
+    `connect` record, e.g. a tool whose input cannot be checked locally."""
 
     @property
     def label(self) -> str:
@@ -116,6 +119,8 @@ class Integrations:
                     },
                     buffer=True,
                 )
+                for name, data in conn.notes:
+                    tracer.record("mcp", name, {"source": conn.label, **data}, buffer=True)
             return conn
 
         if len(self.sources) == 1:

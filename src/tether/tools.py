@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import json
 import re
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints, overload
@@ -60,7 +61,12 @@ class Tool:
     timeout: float | None = None
     """Seconds a call may take before it becomes an error result; None waits."""
     validation: Literal["local", "remote"] = "local"
-    """'local': we check input against the schema. 'remote': the server that owns the tool does."""
+    """'local': we check input against the schema. 'remote': the server that owns the tool is
+    the authoritative validator; we still check, at the boundary, what a local check can
+    enforce without second-guessing it (required properties and types)."""
+    unchecked: str | None = None
+    """Why no input check runs at the boundary (a 'remote' schema that cannot be compiled),
+    else None."""
     _check: Callable[[Any], str | None] | None = field(default=None, repr=False)
     _takes_ctx: bool = field(default=True, repr=False)
     _is_async: bool = field(default=True, repr=False)
@@ -256,6 +262,64 @@ def _uses_newer_semantics(schema: Any) -> bool:
     return False
 
 
+def _boundary_checker(
+    name: str, schema: Any
+) -> tuple[Callable[[Any], str | None] | None, str | None]:
+    """The check of a tool another party validates (`validation="remote"`): its schema's
+    required properties and types, which mean the same to every validator, and nothing that
+    one could read differently (formats, patterns, bounds, combinators, references). Returns
+    the check (None when there is nothing to check) or, when the schema cannot be compiled,
+    None and why."""
+    if not isinstance(schema, dict):
+        return None, "its input schema is not a JSON Schema object"
+    try:
+        with warnings.catch_warnings():  # an unknown $schema warns, then reads as 2020-12
+            warnings.simplefilter("ignore", DeprecationWarning)
+            cls = jsonschema.validators.validator_for(
+                schema, default=jsonschema.Draft202012Validator
+            )
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return None, f"its input schema is not a valid JSON Schema: {exc.message}"
+    except Exception as exc:  # a schema the meta-schema check itself chokes on
+        return None, f"its input schema cannot be compiled: {type(exc).__name__}: {exc}"
+    shape = _shape(schema)
+    if not isinstance(shape, dict):
+        return None, None
+    try:
+        return _schema_checker(name, shape), None
+    except ToolDefinitionError as exc:  # pragma: no cover - a shape of a valid schema is valid
+        return None, f"its input schema cannot be compiled: {exc}"
+
+
+def _shape(node: Any) -> Any:
+    """`node` reduced to `type`, `required`, `properties` and `items`: a weaker schema (every
+    keyword of a schema object must hold, so dropping some keeps only necessary conditions).
+    True when nothing is left."""
+    if not isinstance(node, dict):
+        return True
+    out: dict[str, Any] = {}
+    if "type" in node:
+        out["type"] = node["type"]
+    required = node.get("required")
+    if isinstance(required, list) and required:
+        out["required"] = required
+    properties = node.get("properties")
+    if isinstance(properties, dict):
+        shaped = {key: _shape(value) for key, value in properties.items()}
+        kept = {key: value for key, value in shaped.items() if value is not True}
+        if kept:
+            out["properties"] = kept
+    items = node.get("items")
+    # With prefixItems (2020-12) `items` covers only the rest; earlier drafts' array form is
+    # positional: neither is kept.
+    if isinstance(items, dict) and "prefixItems" not in node:
+        shaped_items = _shape(items)
+        if shaped_items is not True:
+            out["items"] = shaped_items
+    return out or True
+
+
 def _raise_if_invalid(validator: Any) -> Callable[[Any], None]:
     def run(value: Any) -> None:
         if not validator.is_valid(value):
@@ -287,7 +351,11 @@ def define_tool(
     if (execute is None) == (endpoint is None):
         raise ToolDefinitionError(f"tool {name!r}: give exactly one of execute= or endpoint=")
     schema = input_schema if input_schema is not None else {"type": "object", "properties": {}}
-    check = _schema_checker(name, schema) if validation == "local" else None
+    unchecked: str | None = None
+    if validation == "local":
+        check: Callable[[Any], str | None] | None = _schema_checker(name, schema)
+    else:
+        check, unchecked = _boundary_checker(name, schema)
     ep = Endpoint(**endpoint) if isinstance(endpoint, dict) else endpoint
     return Tool(
         name=name,
@@ -297,6 +365,7 @@ def define_tool(
         endpoint=ep,
         timeout=timeout,
         validation=validation,
+        unchecked=unchecked,
         _check=check,
         _takes_ctx=_arity_takes_ctx(execute) if execute is not None else True,
         _is_async=inspect.iscoroutinefunction(execute) if execute is not None else True,

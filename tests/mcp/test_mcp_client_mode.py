@@ -239,7 +239,7 @@ async def test_arguments_that_are_not_json_stop_at_the_boundary(kit: Kit) -> Non
     assert "tools/call" not in server.methods
 
 
-async def test_schemas_pass_verbatim_and_the_server_validates(kit: Kit) -> None:
+async def test_schemas_pass_verbatim_and_the_server_validates_what_we_cannot(kit: Kit) -> None:
     schema = {
         "type": "object",
         "properties": {"q": {"type": "string", "pattern": "^[a-z]+$"}},
@@ -250,20 +250,89 @@ async def test_schemas_pass_verbatim_and_the_server_validates(kit: Kit) -> None:
     }
 
     def search(args: dict[str, Any]) -> str:
-        if not isinstance(args.get("q"), str):
-            raise RuntimeError("q must be a string")
+        if not str(args.get("q")).isalpha():
+            raise RuntimeError("q must match ^[a-z]+$")
         return f"found {args['q']}"
 
     server = kit.server(tools=[{"name": "search", "input_schema": schema, "run": search}])
-    agent, client = kit.agent(server, [call("search", {"q": 42}), {"text": "ok"}])
+    agent, client = kit.agent(server, [call("search", {"q": "42"}), {"text": "ok"}])
     [res] = results(await collect(agent, agent.create_session(), "s"))
     assert client.calls[0]["tools"] == [
         {"name": "search", "description": "", "input_schema": schema}
     ]
-    # No local check: the bad input reached the server, whose rejection came back as an error.
+    # The pattern is the server's to enforce: the input went out, the rejection came back.
     assert server.methods.count("tools/call") == 1
-    assert res["is_error"] is True and "q must be a string" in res["output"]
+    assert res["is_error"] is True and "q must match" in res["output"]
     assert [t.validation for t in agent.tools] == ["remote"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"a": 1}, "'b' is a required property"),
+        ({"a": 1, "b": "2"}, "b: '2' is not of type 'integer'"),
+        ({"a": 1, "b": {"deep": [1]}}, "b: {'deep': [1]} is not of type 'integer'"),
+    ],
+)
+async def test_required_properties_and_types_are_checked_locally_and_never_sent(
+    kit: Kit, arguments: dict[str, Any], problem: str
+) -> None:
+    server = kit.server(tools=[add_tool()])
+    agent, _ = kit.agent(server, [call("add", arguments), {"text": "oops"}])
+    [res] = results(await collect(agent, agent.create_session(), "add"))
+    assert res["is_error"] is True
+    assert res["output"] == f"Invalid input for tool add: {problem}"
+    assert "tools/call" not in server.methods
+
+
+async def test_the_local_check_reaches_nested_objects_and_array_items(kit: Kit) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "where": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "format": "x-city"}},
+                "required": ["city"],
+            },
+            "tags": {"type": "array", "items": {"type": "string", "minLength": 3}},
+        },
+    }
+    server = kit.server(tools=[{"name": "find", "input_schema": schema, "run": lambda a: "ok"}])
+    turns = [
+        call("find", {"where": {}}),
+        call("find", {"tags": ["ok", 3]}),
+        call("find", {"where": {"city": "Oslo"}, "tags": ["x"]}),  # minLength: the server's
+        {"text": "done"},
+    ]
+    agent, _ = kit.agent(server, turns)
+    outputs = [r["output"] for r in results(await collect(agent, agent.create_session(), "f"))]
+    assert outputs == [
+        "Invalid input for tool find: where: 'city' is a required property",
+        "Invalid input for tool find: tags/1: 3 is not of type 'string'",
+        "ok",
+    ]
+    assert server.methods.count("tools/call") == 1
+
+
+async def test_a_schema_that_cannot_be_compiled_turns_the_local_check_off_with_a_trace(
+    kit: Kit,
+) -> None:
+    broken = {"type": "object", "properties": {"q": {"type": "text"}}, "required": ["q"]}
+    server = kit.server(
+        tools=[{"name": "odd", "input_schema": broken, "run": lambda a: f"got {a}"}, add_tool()]
+    )
+    records: list[Any] = []
+    agent, _ = kit.agent(
+        server, [call("odd", {}), {"text": "ok"}], agent_kwargs={"trace": records.append}
+    )
+    [res] = results(await collect(agent, agent.create_session(), "o"))
+    assert res == {"type": "tool_result", "id": "call_1", "name": "odd", "output": "got {}"}
+    [off] = [r for r in records if r["phase"] == "mcp" and r["name"] == "check:off"]
+    assert off["data"]["tool"] == "odd"
+    assert off["data"]["source"] == server.url
+    assert "'text' is not valid under any of the given schemas" in off["data"]["reason"]
+    [odd, add] = agent.tools
+    assert odd.unchecked is not None and add.unchecked is None
 
 
 async def test_the_allowlist_and_prefix_choose_and_name_the_tools(kit: Kit) -> None:

@@ -176,8 +176,17 @@ class McpSource:
         }
         if isinstance(init.get("instructions"), str):
             report["instructions"] = init["instructions"]  # data for the app, never prompt
+        notes = [
+            ("check:off", {"tool": t.name, "reason": f"no local input check: {t.unchecked}"})
+            for t in tools
+            if t.unchecked is not None
+        ]
         return SourceConnection(
-            report=report, tools=tools + resource_tools, attach=attach, close=client.aclose
+            report=report,
+            tools=tools + resource_tools,
+            attach=attach,
+            close=client.aclose,
+            notes=notes,
         )
 
     async def _list(self, client: McpClient, method: str, key: str) -> list[JsonObject]:
@@ -260,7 +269,9 @@ class McpSource:
             return ToolResult(text)
 
         try:
-            # The server's schema passes verbatim and the server validates (validation="remote").
+            # The server's schema passes verbatim and the server is the authoritative validator
+            # (validation="remote"); the boundary still checks required properties and types,
+            # and answers a failure without sending the call.
             return define_tool(
                 name=name,
                 description=description if isinstance(description, str) else "",
