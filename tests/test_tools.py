@@ -411,7 +411,11 @@ def test_a_remote_schema_is_checked_for_required_properties_and_types_only() -> 
         "properties": {
             "n": {"type": "integer", "minimum": 10, "x-unit": "m"},
             "s": {"type": "string", "format": "email", "pattern": "^a"},
-            "pair": {"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "null"}},
+            "pair": {
+                "type": "array",
+                "prefixItems": [{"type": "string"}],
+                "items": {"type": "null"},
+            },
             "any": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
         },
         "required": ["n"],

@@ -1,7 +1,7 @@
 """A bare stdio MCP server (no SDK, starts fast) whose misbehaviour the tests choose by flag.
 
 python mcp_raw_stdio_server.py [--junk] [--version V] [--crash-on-call] [--ignore-eof]
-                           [--exit-now CODE] [--silent]
+                           [--exit-now CODE] [--silent] [--only-text] [--usage]
 """
 
 from __future__ import annotations
@@ -19,6 +19,14 @@ def send(message: dict[str, object]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if "--usage" in argv:  # a program that is not an MCP server: its help, and goodbye
+        sys.stdout.write("usage: tool [--verbose] FILE\n  Converts FILE.\n")
+        return 2
+    if "--only-text" in argv:  # reads, and answers every line in prose
+        for _ in sys.stdin:
+            sys.stdout.write("Hello! Type a command, or help.\n")
+            sys.stdout.flush()
+        return 0
     if "--exit-now" in argv:
         sys.stderr.write("fatal: no config file\n")
         sys.stderr.flush()

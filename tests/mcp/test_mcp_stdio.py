@@ -116,3 +116,22 @@ async def test_a_child_that_never_answers_initialize_hits_the_startup_timeout() 
     with pytest.raises(McpConnectionError, match="initialize failed: no answer within 300 ms"):
         await agent.connect()
     assert agent.tools == []
+
+
+async def test_a_child_that_writes_only_prose_fails_showing_what_it_wrote() -> None:
+    agent = raw_agent("--only-text", startup_timeout_ms=1000)
+    with pytest.raises(McpConnectionError) as info:
+        await agent.connect()
+    message = str(info.value)
+    assert "initialize failed: no answer within 1000 ms" in message
+    assert "it wrote only non-JSON to stdout" in message
+    assert "'Hello! Type a command, or help.'" in message
+
+
+async def test_a_child_that_prints_its_usage_and_exits_shows_it() -> None:
+    agent = raw_agent("--usage")
+    with pytest.raises(McpConnectionError) as info:
+        await agent.connect()
+    message = str(info.value)
+    assert "exited with status 2" in message
+    assert "'usage: tool [--verbose] FILE' | 'Converts FILE.'" in message

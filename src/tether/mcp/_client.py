@@ -149,6 +149,13 @@ class McpClient:
             await self._timed(
                 channel.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
             )
+        except TimeoutError as exc:
+            silence = channel.silence()
+            await channel.aclose()
+            if silence is None:
+                raise
+            why = f"no answer within {self.handshake_timeout_ms} ms; {silence}"
+            raise ChannelError(why) from exc
         except BaseException:
             await channel.aclose()
             raise

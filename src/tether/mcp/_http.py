@@ -61,6 +61,9 @@ class HttpChannel:
     async def open(self) -> None:
         return None
 
+    def silence(self) -> str | None:
+        return None
+
     def _request_headers(self) -> dict[str, str]:
         headers = {**self._headers, "accept": _ACCEPT, "content-type": "application/json"}
         if self.session_id is not None:
@@ -98,9 +101,7 @@ class HttpChannel:
         except httpx.HTTPError as exc:
             raise _transport_error(self._url, exc) from exc
 
-    async def _check_status(
-        self, resp: httpx.Response, *, initialize: bool
-    ) -> JsonObject | None:
+    async def _check_status(self, resp: httpx.Response, *, initialize: bool) -> JsonObject | None:
         """None for a 2xx. A 400 whose body is a JSON-RPC error is the server's answer to the
         request (returned, to be read as one); anything else non-2xx raises: `SessionLost` when
         the server no longer knows our session, else `ChannelError`."""

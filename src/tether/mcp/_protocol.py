@@ -79,6 +79,10 @@ class Channel(Protocol):
 
     async def notify(self, message: JsonObject) -> None: ...
 
+    def silence(self) -> str | None:
+        """What explains a server that has not answered (None when nothing does)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

@@ -31,6 +31,10 @@ _STDERR_TAIL = 2000
 """Characters of the child's stderr kept to explain an exit."""
 _EXIT_GRACE = 2.0
 """Seconds the child gets after stdin closes (and again after SIGTERM) before the next step."""
+_NOISE_LINES = 5
+"""Non-JSON stdout lines kept (the first ones) to show what a server that never spoke JSON wrote."""
+_NOISE_CHARS = 200
+"""Seconds the child gets after stdin closes (and again after SIGTERM) before the next step."""
 
 
 class StdioChannel:
@@ -56,6 +60,9 @@ class StdioChannel:
         self._write_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._stderr = ""
+        self._spoke = False
+        """Whether the child ever wrote a JSON-RPC message."""
+        self._noise: list[str] = []
 
     @property
     def pid(self) -> int | None:
@@ -97,6 +104,8 @@ class StdioChannel:
                 if not line:
                     break
                 message = parse_message(line)
+                if message is None and line.strip():
+                    self._note_noise(line)
                 for item in message if isinstance(message, list) else [message]:
                     self._dispatch(item)
         finally:
@@ -109,9 +118,24 @@ class StdioChannel:
                 await _exited(proc, 1.0)
             self._lose(reason, proc.returncode)
 
+    def _note_noise(self, line: bytes) -> None:
+        if len(self._noise) < _NOISE_LINES:
+            text = line.decode("utf-8", "replace").strip()
+            cut = "..." if len(text) > _NOISE_CHARS else ""
+            self._noise.append(text[:_NOISE_CHARS] + cut)
+
+    def silence(self) -> str | None:
+        """What explains a child that never answered: the non-JSON it wrote instead, if it
+        wrote nothing else."""
+        if self._spoke or not self._noise:
+            return None
+        shown = " | ".join(repr(line) for line in self._noise)
+        return f"it wrote only non-JSON to stdout (is it an MCP server?): {shown}"
+
     def _dispatch(self, item: Any) -> None:
         if not isinstance(item, dict):
             return  # not JSON-RPC (a stray print): the spec forbids it, we skip it
+        self._spoke = True
         if "method" not in item and ("result" in item or "error" in item):
             future = self._pending.pop(item.get("id"), None)
             if future is not None and not future.done():
@@ -138,6 +162,9 @@ class StdioChannel:
         why = reason if code is None else f"the server process exited with status {code}"
         tail = self._stderr.strip()
         self._why_lost = f"{why}; its stderr ends: {tail[-500:]}" if tail else why
+        silence = self.silence()
+        if silence is not None:
+            self._why_lost += f"; {silence}"
         # A request in flight may have run: it fails as a call (never resent); the next
         # request finds the channel lost and reconnects.
         pending, self._pending = self._pending, {}

@@ -342,9 +342,13 @@ class TestMcpServer(httpx.AsyncBaseTransport):
 
     def _unknown_session(self, rid: Any) -> httpx.Response:
         if self.unknown_session_status != 400:
-            return _rpc_error_response(self.unknown_session_status, rid, -32001, "Session not found")
+            return _rpc_error_response(
+                self.unknown_session_status, rid, -32001, "Session not found"
+            )
         if self.unknown_session_rpc:
-            return _rpc_error_response(400, None, -32000, "Bad Request: No valid session ID provided")
+            return _rpc_error_response(
+                400, None, -32000, "Bad Request: No valid session ID provided"
+            )
         return httpx.Response(400, text="Bad Request: unknown session")
 
     def _answer(self, message: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
