@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import tether.lab
 import tether.lab._runtime as runtime_module
 from tether import AbortedError, RunContext, define_tool
 from tether.errors import ConfigError
@@ -22,20 +20,6 @@ from tether.testing import ScriptClient, script_client
 from tether.workflows import WorkflowContext
 
 from .conftest import scripted
-
-
-def _isort_key(name: str) -> tuple[int, str]:
-    return (0 if name.isupper() else 1 if name[:1].isupper() else 2), name
-
-
-def test_lab_exports_are_sorted_complete_and_exist() -> None:
-    assert list(tether.lab.__all__) == sorted(tether.lab.__all__, key=_isort_key)
-    public = {
-        name
-        for name, value in vars(tether.lab).items()
-        if not name.startswith("_") and not isinstance(value, types.ModuleType)
-    }
-    assert public == set(tether.lab.__all__)
 
 
 async def test_declaring_things_touches_no_disk_until_the_first_episode(tmp_path: Path) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any as _Any
 
-from ..errors import UnknownProviderError
+from ..errors import UnknownProviderError as _UnknownProviderError
 from .base import (
     ChatRequest,
     FinishChunk,
@@ -40,20 +40,20 @@ PROVIDERS: dict[str, str] = {
 }
 
 
-def client_from_config(config: dict[str, Any] | LLMClient) -> LLMClient:
+def client_from_config(config: dict[str, _Any] | LLMClient) -> LLMClient:
     """Build the adapter for ``{"model": "provider:model", "base_url"?, "api_key"?, "headers"?,
     "max_retries"?, "stream_retries"?}``; an LLMClient instance is returned as is."""
     if not isinstance(config, dict):
         return config
     model = config.get("model")
     if not isinstance(model, str) or ":" not in model:
-        raise UnknownProviderError(
+        raise _UnknownProviderError(
             f"llm.model must be 'provider:model' (one of {', '.join(PROVIDERS)}), got {model!r}"
         )
     provider, name = model.split(":", 1)
     target = PROVIDERS.get(provider)
     if target is None:
-        raise UnknownProviderError(
+        raise _UnknownProviderError(
             f"unknown provider {provider!r} in {model!r}; known: {', '.join(PROVIDERS)}"
         )
     import importlib
