@@ -35,6 +35,13 @@ from .conftest import (
 
 API = "anthropic"
 
+ANTHROPIC_FINISH = {
+    "end_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "refusal",
+}
+
 
 def normalized_usage(raw: dict[str, Any] | None) -> dict[str, int]:
     """The normalized usage a recorded Anthropic usage object should become: input counts cache
@@ -85,6 +92,7 @@ def check_case(case: WireCase, out: Outcome) -> None:
     kinds = [p["type"] for p in out.content]
     assert kinds == sorted(kinds, key=["thinking", "text", "tool_call"].index)
     assert out.finish["stop_reason"] == exp["stop_reason"]
+    assert out.finish["finish_reason"] == ANTHROPIC_FINISH[exp["stop_reason"]]
     assert out.finish["usage"] == normalized_usage(exp["usage"])
 
 

@@ -84,6 +84,14 @@ def check_case(case: WireCase, out: Outcome) -> None:
             assert before["signature"]
     assert len({p["id"] for _, p in calls}) == len(calls)
     assert out.finish["stop_reason"] == (exp["stop_reason"] or exp["prompt_block_reason"])
+    # STOP with function calls is tool_calls; a blocked prompt is content_filter.
+    assert out.finish["finish_reason"] == (
+        "content_filter"
+        if exp["prompt_block_reason"]
+        else "tool_calls"
+        if exp["tool_calls"]
+        else "stop"
+    )
     assert out.finish["usage"] == normalized_usage(exp["usage"])
 
 

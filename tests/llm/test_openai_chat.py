@@ -37,6 +37,8 @@ from .conftest import (
 
 API = "openai_chat"
 
+CHAT_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls"}
+
 
 def normalized_usage(raw: dict[str, Any] | None) -> dict[str, int]:
     if raw is None:
@@ -63,6 +65,10 @@ def check_case(case: WireCase, out: Outcome) -> None:
     assert calls == [(c["id"], c["name"], c["input"]) for c in choice["tool_calls"]]
     assert out.partials() == {c["id"]: c["arguments_raw"] for c in choice["tool_calls"]}
     assert out.finish["stop_reason"] == choice["stop_reason"]
+    # A refusal streams under "stop"; the normalized reason says what happened.
+    assert out.finish["finish_reason"] == (
+        "refusal" if choice["refusal"] else CHAT_FINISH[choice["stop_reason"]]
+    )
     assert out.finish["usage"] == normalized_usage(exp["usage"])
 
 
@@ -427,6 +433,8 @@ async def test_create_agent_runs_a_two_round_tool_turn(wire: WireServer) -> None
         {
             "role": "assistant",
             "content": "Let me add those.",
+            # The reasoning of a tool-call message goes back (DeepSeek's thinking mode needs it).
+            "reasoning_content": "Need the tool.",
             "tool_calls": [
                 {
                     "id": "call_1",

@@ -64,6 +64,7 @@ def check_case(case: WireCase, out: Outcome) -> None:
     assert thinking == [("\n\n".join(r["summary"]), {"id": r["item_id"]}) for r in exp["reasoning"]]
     assert out.thinking == "".join("\n\n".join(r["summary"]) for r in exp["reasoning"])
     assert out.finish["stop_reason"] == exp["stop_reason"]
+    assert out.finish["finish_reason"] == ("tool_calls" if exp["tool_calls"] else "stop")
     assert out.finish["usage"] == normalized_usage(exp["usage"])
 
 

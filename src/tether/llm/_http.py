@@ -265,8 +265,9 @@ def stream_error(provider: str, payload: Any, *, what: str = "error event") -> L
         isinstance(code, int) and code in _RETRYABLE_CODES
     )
     label = f" ({kind})" if kind else ""
+    detail = message if message else repr(payload)
     return LLMStreamError(
-        f"{provider} stream {what}{label}: {message or payload!r:.500}",
+        f"{provider} stream {what}{label}: {detail:.500}",
         provider=provider,
         retryable=retryable,
     )

@@ -15,6 +15,16 @@ Wire mapping:
   `input_tokens` counts every prompt token, cached or not (Anthropic's own ``input_tokens`` leaves
   out cache reads and writes), so totals compare across providers.
 - `response_format` becomes ``output_config.format`` (JSON-schema structured output).
+
+Finish reasons (`FINISH_REASONS`):
+
+| ``stop_reason``                                   | `finish_reason`  |
+|---------------------------------------------------|------------------|
+| ``end_turn``, ``stop_sequence``, ``pause_turn``   | ``stop``         |
+| ``max_tokens``, ``model_context_window_exceeded`` | ``length``       |
+| ``tool_use``                                      | ``tool_calls``   |
+| ``refusal``                                       | ``refusal``      |
+| anything else                                     | ``error``        |
 """
 
 from __future__ import annotations
@@ -22,7 +32,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ..events import Part, ThinkingPart, Usage
+from ..events import FinishReason, Part, ThinkingPart, Usage
+from ._finish import normalize_finish
 from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
 from ._sse import ServerSentEvent
 from .base import ChatRequest, FinishChunk, StreamChunk
@@ -33,6 +44,17 @@ DEFAULT_MAX_TOKENS = 4096
 ANTHROPIC_VERSION = "2023-06-01"
 
 _NONE: tuple[StreamChunk, ...] = ()
+
+FINISH_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "refusal",
+}
+"""`stop_reason` → the normalized `FinishReason`; any other value is ``error``."""
 
 
 def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
@@ -245,6 +267,7 @@ class AnthropicStream:
             "type": "finish",
             "content": content,
             "stop_reason": self.stop_reason,
+            "finish_reason": normalize_finish(self.stop_reason, FINISH_REASONS),
             "usage": self.usage(),
         }
 

@@ -27,6 +27,18 @@ Wire mapping:
   `reasoning_tokens` = ``thoughtsTokenCount``; `cache_read_tokens` = ``cachedContentTokenCount``.
 - `response_format` becomes ``generationConfig.responseMimeType`` ``application/json`` with
   ``responseJsonSchema``.
+
+Finish reasons (`FINISH_REASONS`):
+
+| ``finishReason`` / ``promptFeedback.blockReason``              | `finish_reason`    |
+|----------------------------------------------------------------|--------------------|
+| ``STOP``                                                       | ``stop``           |
+| ``STOP`` with function calls                                   | ``tool_calls``     |
+| ``MAX_TOKENS``                                                 | ``length``         |
+| ``SAFETY``, ``RECITATION``, ``BLOCKLIST``, ``SPII``, ``IMAGE_*`` | ``content_filter`` |
+| ``PROHIBITED_CONTENT``                                         | ``content_filter`` |
+| any ``blockReason`` (the prompt was blocked)                   | ``content_filter`` |
+| ``MALFORMED_FUNCTION_CALL``, ``LANGUAGE``, ``OTHER``, the rest | ``error``          |
 """
 
 from __future__ import annotations
@@ -36,7 +48,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-from ..events import Part, ThinkingPart, Usage
+from ..events import FinishReason, Part, ThinkingPart, Usage
+from ._finish import normalize_finish
 from ._http import HTTPAdapter, loads, stream_error, usage_int
 from ._sse import ServerSentEvent
 from .base import ChatRequest, FinishChunk, StreamChunk, joined
@@ -44,6 +57,22 @@ from .base import ChatRequest, FinishChunk, StreamChunk, joined
 __all__ = ["GENERATED_ID_PREFIX", "GeminiClient", "GeminiStream", "to_gemini_contents"]
 
 _NONE: tuple[StreamChunk, ...] = ()
+
+FINISH_REASONS: dict[str, FinishReason] = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+    "IMAGE_PROHIBITED_CONTENT": "content_filter",
+    "IMAGE_RECITATION": "content_filter",
+}
+"""``finishReason`` (or a blocked prompt's ``blockReason``) → `FinishReason`. ``STOP`` with
+function calls is ``tool_calls``; a blocked prompt is ``content_filter`` whatever its reason;
+anything else (``MALFORMED_FUNCTION_CALL``, ``LANGUAGE``, ``OTHER``…) is ``error``."""
 GENERATED_ID_PREFIX = "gemini_call_"
 
 
@@ -117,11 +146,12 @@ class _Run:
 class GeminiStream:
     """Parser for one streamGenerateContent SSE stream (candidate 0)."""
 
-    __slots__ = ("_calls", "_parts", "_response_id", "_usage", "done", "stop_reason")
+    __slots__ = ("_blocked", "_calls", "_parts", "_response_id", "_usage", "done", "stop_reason")
 
     def __init__(self) -> None:
         self._parts: list[_Run | Part] = []
         self._calls = 0
+        self._blocked = False
         self._response_id: str | None = None
         self._usage: dict[str, Any] | None = None
         self.stop_reason: str | None = None
@@ -147,6 +177,7 @@ class GeminiStream:
         feedback = payload.get("promptFeedback")
         if feedback and feedback.get("blockReason"):
             self.stop_reason = feedback["blockReason"]
+            self._blocked = True
             self.done = True
         candidates = payload.get("candidates")
         if not candidates:
@@ -249,10 +280,16 @@ class GeminiStream:
                     content.append(thinking)
             else:
                 content.append(item)
+        reason: FinishReason = (
+            "content_filter"
+            if self._blocked
+            else normalize_finish(self.stop_reason, FINISH_REASONS, tool_calls=self._calls > 0)
+        )
         return {
             "type": "finish",
             "content": content,
             "stop_reason": self.stop_reason,
+            "finish_reason": reason,
             "usage": self.usage(),
         }
 

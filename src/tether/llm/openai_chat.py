@@ -1,22 +1,41 @@
 """OpenAI Chat Completions (``POST {base_url}/chat/completions``, streamed), and through
-`base_url` every server that speaks it: vLLM, Ollama, llama.cpp's server, LiteLLM's proxy.
+`base_url` every server that speaks it: vLLM, Ollama, llama.cpp's server, LiteLLM's proxy, and the
+hosted ones (DeepSeek, Groq, Mistral, xAI, Alibaba, Azure OpenAI, OpenRouter).
 
 Wire mapping:
 
 - The system blocks are joined into one ``system`` message (Chat has no cache markers).
 - Messages: an assistant message carries its text as ``content`` and its calls as
-  ``tool_calls`` (arguments as the JSON string); thinking is not sent back (the API has no place
-  for it). A ``tool`` message becomes one ``tool`` message per result.
-- Stream: ``delta.content`` → text; ``delta.refusal`` → text as well (it is what the user should
-  see; `stop_reason` stays the API's own); ``delta.reasoning_content`` / ``delta.reasoning``
-  (DeepSeek, vLLM, Ollama, OpenRouter) → thinking. Tool-call fragments are keyed by ``index``:
-  id and name arrive on a call's first fragment, later ones carry only arguments, and several
-  calls can interleave; a new id at an index already in use starts a new call (Ollama numbers
-  every call 0). ``stream_options.include_usage`` makes the server send usage in a last
-  chunk with no choices; ``data: [DONE]`` ends the stream. A server that closes right after a
-  ``finish_reason`` without ``[DONE]`` is accepted too (some compatible servers do).
-- An ``{"error": ...}`` chunk inside the stream raises `LLMStreamError`.
+  ``tool_calls`` (arguments as the JSON string). A ``tool`` message becomes one ``tool`` message
+  per result.
+- Stream: ``delta.content`` → text (a string, or Mistral's list of typed parts: ``text`` parts →
+  text, ``thinking`` parts → thinking); ``delta.refusal`` → text as well (it is what the user
+  should see); ``delta.reasoning_content`` / ``delta.reasoning`` / ``delta.reasoning_details``
+  (DeepSeek, vLLM, xAI, Groq, Ollama, OpenRouter) → thinking. Tool-call fragments are keyed by
+  ``index``: id and name arrive on a call's first fragment, later ones carry only arguments,
+  and several calls can interleave; a new id at an index already in use starts a new call
+  (Ollama numbers every call 0). ``stream_options.include_usage`` makes the server send usage
+  in a last chunk with no choices; ``data: [DONE]`` (trailing whitespace allowed, as Azure's
+  sample sends it) ends the stream. A server that closes right after a ``finish_reason``
+  without ``[DONE]`` is accepted too (some compatible servers do).
+- Reasoning is kept in the transcript only on a message with tool calls, and goes back there as
+  ``reasoning_content``: DeepSeek's thinking mode requires it on tool-call turns (and ignores or
+  refuses it elsewhere); after a plain answer no server needs it back.
+- An ``{"error": ...}`` chunk inside the stream, alone or beside ``choices`` (OpenRouter), or
+  vLLM's ``{"object": "error"}`` raises `LLMStreamError` carrying the provider's message.
 - `response_format` becomes ``{"type": "json_schema", "json_schema": {name, schema, strict?}}``.
+
+Finish reasons (`FINISH_REASONS`):
+
+| ``finish_reason``                                        | `finish_reason` |
+|----------------------------------------------------------|-----------------|
+| ``stop`` (``eos``, ``eos_token``, ``end_turn``, ``stop_sequence``), none | ``stop`` |
+| ``stop`` after a ``delta.refusal``                       | ``refusal``     |
+| ``stop`` or none with tool calls in the response          | ``tool_calls``  |
+| ``length`` (``max_tokens``, ``model_length``)             | ``length``      |
+| ``tool_calls``, ``function_call`` (``tool_use``)          | ``tool_calls``  |
+| ``content_filter``                                       | ``content_filter`` |
+| anything else (``abort``, ``error``…)                    | ``error``       |
 """
 
 from __future__ import annotations
@@ -26,7 +45,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from .._json import dumps
-from ..events import Part, Usage
+from ..events import FinishReason, Part, Usage
+from ._finish import normalize_finish
 from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
 from ._sse import ServerSentEvent
 from .base import ChatRequest, FinishChunk, StreamChunk, joined
@@ -34,6 +54,25 @@ from .base import ChatRequest, FinishChunk, StreamChunk, joined
 __all__ = ["OpenAIChatClient", "OpenAIChatStream", "to_chat_messages"]
 
 _NONE: tuple[StreamChunk, ...] = ()
+
+FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+    # What OpenAI-compatible servers say instead:
+    "eos": "stop",
+    "eos_token": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_length": "length",
+    "tool_use": "tool_calls",
+    "abort": "error",
+    "error": "error",
+}
+"""`finish_reason` → the normalized `FinishReason`; any other value is ``error``."""
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
@@ -76,6 +115,13 @@ def to_chat_messages(system: str, messages: Sequence[Any]) -> list[dict[str, Any
         ]
         entry: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
         if calls:
+            # Reasoning from a Chat server (no signature: not another API's) goes back on a
+            # message with tool calls, where DeepSeek's thinking mode requires it.
+            reasoning = "".join(
+                p["text"] for p in parts if p["type"] == "thinking" and not p.get("signature")
+            )
+            if reasoning:
+                entry["reasoning_content"] = reasoning
             entry["tool_calls"] = calls
         elif entry["content"] is None:
             entry["content"] = ""
@@ -95,7 +141,16 @@ class _Call:
 class OpenAIChatStream:
     """Parser for one Chat Completions stream (choice 0; ``n > 1`` is not requested)."""
 
-    __slots__ = ("_calls", "_slots", "_text", "_thinking", "_usage", "done", "stop_reason")
+    __slots__ = (
+        "_calls",
+        "_slots",
+        "_text",
+        "_thinking",
+        "_usage",
+        "done",
+        "refused",
+        "stop_reason",
+    )
 
     def __init__(self) -> None:
         self._text: list[str] = []
@@ -106,20 +161,25 @@ class OpenAIChatStream:
         """The call each wire ``index`` currently names."""
         self._usage: dict[str, Any] | None = None
         self.stop_reason: str | None = None
+        self.refused = False
+        """A ``delta.refusal`` arrived: the model refused (the API still says ``stop``)."""
         self.done = False
 
     def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:
         data = event.data
-        if data == "[DONE]":
+        if data == "[DONE]" or (data[:1] != "{" and data.strip() == "[DONE]"):
+            # Azure's documented sample sends "data: [DONE] " with a trailing space.
             self.done = True
             return _NONE
         payload = loads(data)
+        if payload.get("error"):
+            # OpenAI's {"error": {...}} in place of a chunk, or OpenRouter's error object
+            # inside a chunk that also has choices: either way the response failed.
+            raise stream_error("openai", payload)
         choices = payload.get("choices")
         if not choices:
-            # The usage chunk (no choices), or an error object in place of a chunk: OpenAI's
-            # {"error": {...}}, or vLLM's bare {"object": "error", "message", "type", "code"}.
-            if payload.get("error"):
-                raise stream_error("openai", payload)
+            # The usage chunk (no choices), or vLLM's bare {"object": "error", "message",
+            # "type", "code"} in place of a chunk.
             if payload.get("object") == "error":
                 raise stream_error("openai", {"error": payload})
             if payload.get("usage"):
@@ -136,7 +196,7 @@ class OpenAIChatStream:
         delta = choice.get("delta")
         if delta:
             text = delta.get("content")
-            if text and len(delta) == 1:
+            if len(delta) == 1 and text.__class__ is str and text:
                 # Nearly every chunk: {"content": "..."} and nothing else.
                 self._text.append(text)
                 out = ({"type": "text", "text": text},)
@@ -151,20 +211,49 @@ class OpenAIChatStream:
     def _delta(self, delta: dict[str, Any], text: Any) -> list[StreamChunk]:
         out: list[StreamChunk] = []
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if reasoning and isinstance(reasoning, str):
+        if not isinstance(reasoning, str):
+            reasoning = _details_text(delta.get("reasoning_details"))
+        if reasoning:
             self._thinking.append(reasoning)
             out.append({"type": "thinking", "text": reasoning})
-        if text:
+        if isinstance(text, list):
+            self._typed_parts(text, out)
+        elif text:
             self._text.append(text)
             out.append({"type": "text", "text": text})
         refusal = delta.get("refusal")
         if refusal:
+            self.refused = True
             self._text.append(refusal)
             out.append({"type": "text", "text": refusal})
         calls = delta.get("tool_calls")
         if calls:
             self._tool_fragments(calls, out)
         return out
+
+    def _typed_parts(self, parts: list[Any], out: list[StreamChunk]) -> None:
+        """Mistral's ``delta.content`` as a list of typed parts: ``{"type": "text", "text"}`` and
+        ``{"type": "thinking", "thinking": [{"type": "text", "text"}, ...]}``."""
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            kind = part.get("type")
+            if kind == "text":
+                text = part.get("text")
+                if isinstance(text, str) and text:
+                    self._text.append(text)
+                    out.append({"type": "text", "text": text})
+            elif kind == "thinking":
+                inner = part.get("thinking")
+                texts = (
+                    [inner]
+                    if isinstance(inner, str)
+                    else [p.get("text") for p in inner or () if isinstance(p, dict)]
+                )
+                for text in texts:
+                    if isinstance(text, str) and text:
+                        self._thinking.append(text)
+                        out.append({"type": "thinking", "text": text})
 
     def _tool_fragments(self, fragments: list[dict[str, Any]], out: list[StreamChunk]) -> None:
         for fragment in fragments:
@@ -230,11 +319,14 @@ class OpenAIChatStream:
 
     def finish(self) -> FinishChunk:
         content: list[Part] = []
-        if self._thinking:
+        calls = self._calls
+        if self._thinking and calls:
+            # Reasoning is kept only on a message with tool calls: DeepSeek requires it back
+            # there (and refuses it elsewhere); no server needs it back after plain text.
             content.append({"type": "thinking", "text": "".join(self._thinking)})
         if self._text:
             content.append({"type": "text", "text": "".join(self._text)})
-        for call in self._calls:
+        for call in calls:
             content.append(
                 {
                     "type": "tool_call",
@@ -247,8 +339,26 @@ class OpenAIChatStream:
             "type": "finish",
             "content": content,
             "stop_reason": self.stop_reason,
+            "finish_reason": normalize_finish(
+                self.stop_reason, FINISH_REASONS, tool_calls=bool(calls), refusal=self.refused
+            ),
             "usage": self.usage(),
         }
+
+
+def _details_text(details: Any) -> str:
+    """The readable text of OpenRouter's ``reasoning_details`` (when no ``reasoning`` string
+    came beside them): ``reasoning.text`` parts' text and ``reasoning.summary`` parts' summary;
+    encrypted parts have none."""
+    if not isinstance(details, list):
+        return ""
+    out = []
+    for item in details:
+        if isinstance(item, dict):
+            text = item.get("text") if item.get("type") == "reasoning.text" else item.get("summary")
+            if isinstance(text, str):
+                out.append(text)
+    return "".join(out)
 
 
 class OpenAIChatClient(HTTPAdapter):

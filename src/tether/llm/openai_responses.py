@@ -20,6 +20,17 @@ Wire mapping:
   encrypted content when you ask for it with ``extra_body={"include":
   ["reasoning.encrypted_content"], "store": False}``). Thinking from other providers is not sent.
 - `response_format` becomes ``text.format`` ``{"type": "json_schema", name, schema, strict?}``.
+
+Finish reasons (`FINISH_REASONS`):
+
+| `stop_reason`                                    | `finish_reason`    |
+|--------------------------------------------------|--------------------|
+| ``completed``                                    | ``stop``           |
+| ``completed`` with function calls                | ``tool_calls``     |
+| ``completed`` with a refusal                     | ``refusal``        |
+| ``max_output_tokens`` (incomplete)               | ``length``         |
+| ``content_filter`` (incomplete)                  | ``content_filter`` |
+| anything else                                    | ``error``          |
 """
 
 from __future__ import annotations
@@ -29,7 +40,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from .._json import dumps
-from ..events import Part, Usage
+from ..events import FinishReason, Part, Usage
+from ._finish import normalize_finish
 from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
 from ._sse import ServerSentEvent
 from .base import ChatRequest, FinishChunk, StreamChunk, joined
@@ -37,6 +49,16 @@ from .base import ChatRequest, FinishChunk, StreamChunk, joined
 __all__ = ["OpenAIResponsesClient", "OpenAIResponsesStream", "to_responses_input"]
 
 _NONE: tuple[StreamChunk, ...] = ()
+
+FINISH_REASONS: dict[str, FinishReason] = {
+    "completed": "stop",
+    "max_output_tokens": "length",
+    "content_filter": "content_filter",
+    "incomplete": "length",
+}
+"""`stop_reason` (the status, or an incomplete response's reason) → `FinishReason`; any other
+value is ``error``. ``completed`` with function calls is ``tool_calls``, with a refusal
+``refusal``."""
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
@@ -127,12 +149,13 @@ class _Item:
 class OpenAIResponsesStream:
     """Parser for one Responses stream."""
 
-    __slots__ = ("_items", "_usage", "done", "stop_reason")
+    __slots__ = ("_items", "_usage", "done", "refused", "stop_reason")
 
     def __init__(self) -> None:
         self._items: dict[str, _Item] = {}
         self._usage: dict[str, Any] | None = None
         self.stop_reason: str | None = None
+        self.refused = False
         self.done = False
 
     def _item(self, kind: str, item_id: str) -> _Item:
@@ -148,6 +171,8 @@ class OpenAIResponsesStream:
             text = payload["delta"]
             if not text:
                 return _NONE
+            if kind == "response.refusal.delta":
+                self.refused = True
             self._item("message", payload["item_id"]).chunks.append(text)
             return ({"type": "text", "text": text},)
         if kind == "response.function_call_arguments.delta":
@@ -239,9 +264,10 @@ class OpenAIResponsesStream:
                     item.chunks.append(text)
                     return ({"type": "thinking", "text": text},)
         elif not item.chunks:
-            text = "".join(
-                c.get("text") or c.get("refusal") or "" for c in data.get("content") or ()
-            )
+            parts = data.get("content") or ()
+            if any(c.get("refusal") for c in parts):
+                self.refused = True
+            text = "".join(c.get("text") or c.get("refusal") or "" for c in parts)
             if text:
                 item.chunks.append(text)
                 return ({"type": "text", "text": text},)
@@ -286,10 +312,14 @@ class OpenAIResponsesStream:
                 content.append(
                     {"type": "thinking", "text": "".join(item.chunks), "signature": dumps(ref)}
                 )
+        calls = any(p["type"] == "tool_call" for p in content)
         return {
             "type": "finish",
             "content": content,
             "stop_reason": self.stop_reason,
+            "finish_reason": normalize_finish(
+                self.stop_reason, FINISH_REASONS, tool_calls=calls, refusal=self.refused
+            ),
             "usage": self.usage(),
         }
 
