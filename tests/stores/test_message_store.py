@@ -62,6 +62,15 @@ async def test_append_returns_the_new_length_and_load_returns_the_records_in_ord
     assert await store.length("s") == 3
 
 
+async def test_load_reads_a_range(store: MessageStore) -> None:
+    await store.append("s", [user(str(i)) for i in range(10)])
+    assert [text_of(r) for r in await store.load("s", start=3, end=6)] == ["3", "4", "5"]
+    assert [text_of(r) for r in await store.load("s", end=2)] == ["0", "1"]
+    assert await store.load("s", start=8, end=99) == [user("8"), user("9")]
+    assert await store.load("s", start=5, end=5) == []
+    assert await store.load("nope", start=0, end=3) == []
+
+
 async def test_scopes_are_separate_lists(store: MessageStore) -> None:
     await store.append("a", [user("1")])
     await store.append("b", [user("2"), user("3")])

@@ -73,8 +73,11 @@ class ScopeInfo:
 class MessageStore(Protocol):
     """One append-only list of records per scope."""
 
-    async def load(self, scope: str, *, start: int = 0) -> list[StoredRecord]:
-        """The records of `scope` from index `start` on (an unknown scope is empty).
+    async def load(
+        self, scope: str, *, start: int = 0, end: int | None = None
+    ) -> list[StoredRecord]:
+        """The records of `scope` with index `start` <= i < `end` (`end` None: to the last; an
+        unknown scope is empty). A page of a long conversation reads only its own records.
 
         Raises:
             StoreCorruptError: a stored record does not parse.
@@ -141,6 +144,10 @@ def _encode(scope: str, records: Sequence[StoredRecord]) -> list[str]:
     return out
 
 
+_END = 2**63 - 1
+"""The `end` of a load to the last record (SQL integers are 64-bit)."""
+
+
 def _decode(scope: str, index: int, raw: str) -> StoredRecord:
     try:
         value = json.loads(raw)
@@ -173,10 +180,13 @@ class InMemoryMessageStore:
         self._scopes: dict[str, _Scope] = {}
         self._lock = threading.Lock()
 
-    async def load(self, scope: str, *, start: int = 0) -> list[StoredRecord]:
+    async def load(
+        self, scope: str, *, start: int = 0, end: int | None = None
+    ) -> list[StoredRecord]:
+        start = max(start, 0)
         with self._lock:
             entry = self._scopes.get(scope)
-            raw = entry.records[start:] if entry is not None else []
+            raw = entry.records[start:end] if entry is not None else []
         return [_decode(scope, start + i, r) for i, r in enumerate(raw)]
 
     async def append(self, scope: str, records: Sequence[StoredRecord]) -> int:
@@ -298,11 +308,14 @@ class SqliteMessageStore(SqliteBacked):
         """Open (creating if needed) the database at `path` with a connection of its own."""
         return cls(connect(path), owns=True)
 
-    async def load(self, scope: str, *, start: int = 0) -> list[StoredRecord]:
+    async def load(
+        self, scope: str, *, start: int = 0, end: int | None = None
+    ) -> list[StoredRecord]:
         def op(conn: sqlite3.Connection) -> list[tuple[int, str]]:
             return conn.execute(
-                "SELECT seq, record FROM messages WHERE scope = ? AND seq >= ? ORDER BY seq",
-                (scope, max(start, 0)),
+                "SELECT seq, record FROM messages WHERE scope = ? AND seq >= ? AND seq < ?"
+                " ORDER BY seq",
+                (scope, max(start, 0), _END if end is None else end),
             ).fetchall()
 
         rows = await self._run(op)

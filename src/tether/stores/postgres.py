@@ -438,13 +438,15 @@ class PostgresMessageStore(PostgresBacked):
     _migrations = message_migrations
     _kind = "message store"
 
-    async def load(self, scope: str, *, start: int = 0) -> list[StoredRecord]:
+    async def load(
+        self, scope: str, *, start: int = 0, end: int | None = None
+    ) -> list[StoredRecord]:
         async with self._session() as conn:
             rows = await _all(
                 conn,
                 "SELECT seq, record FROM tether_messages WHERE scope = %s AND seq >= %s"
-                " ORDER BY seq",
-                (scope, max(start, 0)),
+                " AND seq < %s ORDER BY seq",
+                (scope, max(start, 0), 2**63 - 1 if end is None else end),
             )
         return [_decode_record(scope, seq, raw) for seq, raw in rows]
 
