@@ -42,10 +42,13 @@ def test_ui_serves_the_projects_runtime_and_closes_it_after(
     assert project.invoke("agent", "run", "echo", "-i", "hi").exit_code == 0
     calls: list[dict[str, Any]] = []
     fake_ui(monkeypatch, calls)
-    result = project.invoke("ui", "--host", "0.0.0.0", "--port", "9999")
+    result = project.invoke(
+        "ui", "--host", "0.0.0.0", "--port", "9999", "--token", "t0k", "--allowed-host", "box"
+    )
     assert result.exit_code == 0, result.output
     (call,) = calls
     assert call["host"] == "0.0.0.0" and call["port"] == 9999
+    assert call["token"] == "t0k" and call["allowed_host"] == ("box",)
     assert isinstance(call["runtime"], Runtime)
     assert isinstance(call["registry"], Registry)
     assert call["registry"].runtime is call["runtime"]
@@ -103,3 +106,24 @@ def test_ctrl_c_that_stopped_the_server_is_a_normal_end(
     assert result.stderr == ""
     with pytest.raises(ConfigError, match="this runtime is closed"):
         served[0].run_store  # noqa: B018
+
+
+def test_ui_off_loopback_without_a_token_is_refused(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[dict[str, Any]] = []
+    fake_ui(monkeypatch, calls)
+    monkeypatch.delenv("TETHER_UI_TOKEN", raising=False)
+    result = project.invoke("ui", "--host", "0.0.0.0")
+    assert result.exit_code == 2, result.output
+    assert "--token" in result.stderr and calls == []
+
+
+def test_ui_reads_the_token_from_the_environment(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[dict[str, Any]] = []
+    fake_ui(monkeypatch, calls)
+    monkeypatch.setenv("TETHER_UI_TOKEN", "from-env")
+    assert project.invoke("ui", "--host", "192.0.2.7").exit_code == 0
+    assert calls[0]["token"] == "from-env"

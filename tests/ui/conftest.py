@@ -177,7 +177,7 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 def client_for(runtime: Runtime, registry: Registry | None = None) -> httpx.AsyncClient:
     app = create_app(runtime, registry)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ui.test")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost")
 
 
 @pytest.fixture

@@ -149,7 +149,7 @@ async def test_the_app_starts_and_stops_with_a_lifespan(tmp_path: Path) -> None:
         # Started: the stores are open (so a bad store URL fails the start, not a page).
         assert runtime._stores is not None
         async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://ui.test"
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost"
         ) as client:
             assert (await client.get("/runs")).status_code == 200
     await runtime.aclose()

@@ -414,7 +414,7 @@ async def test_an_unexpected_failure_is_a_500_with_the_security_headers() -> Non
     runtime.run_store.list_runs = broken  # type: ignore[method-assign]
     app = create_app(runtime)
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://ui.test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         html = await client.get("/runs")
         api = await client.get("/api/runs")
     for response in (html, api):
@@ -493,8 +493,8 @@ async def raw_get(app: object, path: str) -> tuple[int, dict[str, str], bytes]:
         "raw_path": path.encode(),
         "root_path": "",
         "query_string": b"",
-        "headers": [(b"host", b"ui.test")],
-        "server": ("ui.test", 80),
+        "headers": [(b"host", b"localhost")],
+        "server": ("localhost", 80),
         "client": ("127.0.0.1", 1),
     }
     await app(scope, receive, send)  # type: ignore[operator]

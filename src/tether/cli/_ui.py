@@ -1,19 +1,22 @@
-"""`tether ui [--host H] [--port P]`: the inspection UI over the project's runtime."""
+"""`tether ui [--host H] [--port P] [--allowed-host NAME] [--token T]`: the inspection UI over
+the project's runtime."""
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated
 
 import typer
 
-from ._errors import ProjectError, reports_errors
+from ._errors import CommandLineError, ProjectError, reports_errors
 from ._project import load_project, open_stores, options_of, run_async
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ui"]
 
 DEFAULT_HOST = "127.0.0.1"
-"""Loopback: the UI shows every stored conversation and has no login."""
+"""Loopback: the UI shows every stored conversation, so elsewhere it needs a token."""
 DEFAULT_PORT = 8321
+TOKEN_ENV = "TETHER_UI_TOKEN"
 
 
 @reports_errors
@@ -38,12 +41,40 @@ def ui(
             help="The port to listen on (0: any free port).",
         ),
     ] = DEFAULT_PORT,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            metavar="NAME",
+            help="Also answer requests for this host name (repeatable). By default only the "
+            "names the server was started for are answered: the loopback names on loopback, "
+            "the --host name otherwise; others get 400 (DNS rebinding).",
+        ),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            metavar="TOKEN",
+            envvar=TOKEN_ENV,
+            show_envvar=True,
+            help="Require this token: 'Authorization: Bearer TOKEN', or a browser logs in "
+            "once at /login. Needed when --host is not loopback.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the inspection UI until Ctrl-C.
 
     The browser shows the project's runs, conversations, agents and workflows. Ctrl-C
-    is the way to stop the server: it exits 0.
+    is the way to stop the server: it exits 0. The project's registry is reloaded when its
+    files change.
     """
+    if not _is_loopback(host) and not token:
+        raise CommandLineError(
+            f"--host {host} is not loopback: the UI would show every stored conversation to "
+            "the network without a login",
+            hint=f"Pass --token TOKEN (or set {TOKEN_ENV}); browsers log in once at /login.",
+        )
     options = options_of(ctx)
     registry = load_project(options)
     # Imported here, not at the top: the rest of the CLI works without the UI's dependencies.
@@ -58,10 +89,28 @@ def ui(
     runtime = registry.runtime
     try:
         open_stores(runtime, options)
-        serve(runtime, host=host, port=port, registry=registry)
+        serve(
+            runtime,
+            host=host,
+            port=port,
+            registry=registry,
+            allowed_host=tuple(allowed_host or ()),
+            token=token,
+        )
     except KeyboardInterrupt:
         # The server has shut down; uvicorn hands the Ctrl-C that stopped it back to us.
         pass
     finally:
         # serve() leaves the runtime to its caller.
         run_async(runtime.aclose())
+
+
+def _is_loopback(host: str) -> bool:
+    # The same rule as tether.ui.is_loopback, here so that the check needs no UI import.
+    name = host.strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False

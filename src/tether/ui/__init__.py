@@ -12,9 +12,25 @@ serve(registry.runtime, registry=registry)          # http://127.0.0.1:8321
 another ASGI app). Pages are server-rendered with autoescaping everywhere; a running run's page
 follows new events by polling `/api/events/{id}?after=N`. Nothing is loaded from the
 network: the stylesheet and the one small script ship inside this package.
+
+Requests are answered only for the host names the server was started for (`HostAllowList`,
+against DNS rebinding), and off loopback only with a token (`TokenGate`: a bearer header, or
+the cookie a browser gets at `/login`). Both are plain ASGI middleware other servers reuse.
 """
 
+from ._access import HostAllowList, TokenGate, allowed_hosts, is_loopback
 from ._app import create_app
-from ._serve import DEFAULT_HOST, DEFAULT_PORT, aserve, serve
+from ._serve import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV, aserve, serve
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "aserve", "create_app", "serve"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "TOKEN_ENV",
+    "HostAllowList",
+    "TokenGate",
+    "allowed_hosts",
+    "aserve",
+    "create_app",
+    "is_loopback",
+    "serve",
+]

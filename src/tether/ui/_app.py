@@ -12,7 +12,7 @@ import contextlib
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -29,7 +29,9 @@ from starlette.types import ASGIApp
 
 from ..errors import StoreCorruptError, StoreError
 from ..lab import Registry, Runtime
+from ._access import LOOPBACK_NAMES, HostAllowList, TokenGate
 from ._headers import SecurityHeaders
+from ._reload import RegistrySource
 from ._views import (
     EVENTS_PER_POLL,
     Catalog,
@@ -132,15 +134,16 @@ def _path_id(request: Request, name: str) -> str:
 class _Pages:
     """The route handlers, sharing the runtime, the catalog and the template environment."""
 
-    def __init__(self, runtime: Runtime, registry: Registry | None) -> None:
+    def __init__(self, runtime: Runtime, registry: Registry | None, *, watch: bool) -> None:
         self.runtime = runtime
-        self.registry = registry
+        self.source = RegistrySource(registry, watch=watch)
         self.env = _environment()
 
     @property
     def catalog(self) -> Catalog:
-        # Rebuilt per request: a registry or runtime may gain agents after the app was made.
-        return Catalog.of(self.runtime, self.registry)
+        # Rebuilt per request: a registry or runtime may gain agents after the app was made,
+        # and a registry loaded from a project reloads when the project's files change.
+        return Catalog.of(self.runtime, self.source.registry)
 
     # -- rendering ---------------------------------------------------------------------------
 
@@ -152,6 +155,7 @@ class _Pages:
             base=base,
             now=time.time(),
             path=request.url.path,
+            registry_error=self.source.error,
             **context,
         )
         return HTMLResponse(html, status_code=status)
@@ -394,7 +398,14 @@ def _api_error(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
 
 
-def create_app(runtime: Runtime, registry: Registry | None = None) -> Starlette:
+def create_app(
+    runtime: Runtime,
+    registry: Registry | None = None,
+    *,
+    allowed_hosts: Iterable[str] | None = None,
+    token: str | None = None,
+    watch_registry: bool = True,
+) -> Starlette:
     """The inspection UI over `runtime`'s stores, as an ASGI app.
 
     Args:
@@ -403,12 +414,20 @@ def create_app(runtime: Runtime, registry: Registry | None = None) -> Starlette:
         registry: The project's registry (`tether.lab.load_registry()`); it decides which
             agents, workflows, runs and conversations are listed. Without one, every agent and
             workflow the runtime created is listed, except title workflows.
+        allowed_hosts: The `Host` names the app answers (others get 400: DNS rebinding).
+            Default: the loopback names. `tether.ui.allowed_hosts(bind_host)` computes the set
+            for a server; `["*"]` turns the check off (behind a proxy that checks it).
+        token: When set, every request must carry it (`Authorization: Bearer`) or the cookie
+            a browser gets for it at `/login`.
+        watch_registry: Reload a registry loaded from a config file when the project's files
+            change (see `tether.ui._reload`).
     """
     if not isinstance(runtime, Runtime):
         raise TypeError(f"create_app needs a tether.lab.Runtime, got {runtime!r:.80}")
     if registry is not None and not isinstance(registry, Registry):
         raise TypeError(f"registry must be a tether.lab.Registry, got {registry!r:.80}")
-    pages = _Pages(runtime, registry)
+    pages = _Pages(runtime, registry, watch=watch_registry)
+    hosts = frozenset(allowed_hosts) if allowed_hosts is not None else LOOPBACK_NAMES
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -438,6 +457,8 @@ def create_app(runtime: Runtime, registry: Registry | None = None) -> Starlette:
         Mount("/static", StaticFiles(packages=[("tether.ui", "static")]), name="static"),
     ]
     return _App(
+        hosts,
+        token,
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: pages.http_error, Exception: pages.server_error},
@@ -445,11 +466,20 @@ def create_app(runtime: Runtime, registry: Registry | None = None) -> Starlette:
 
 
 class _App(Starlette):
-    """Starlette with the security headers outside its error middleware too, so that the
-    answer to an unexpected exception carries them like every other response."""
+    """Starlette with the security headers, the Host allow-list and the token gate outside its
+    error middleware too, so that every answer (an unexpected exception's too) carries the
+    headers and nothing reaches a page before the checks."""
+
+    def __init__(self, hosts: frozenset[str], token: str | None, **kwargs: Any) -> None:
+        self._hosts = hosts
+        self._token = token
+        super().__init__(**kwargs)
 
     def build_middleware_stack(self) -> ASGIApp:
-        return SecurityHeaders(super().build_middleware_stack())
+        app = super().build_middleware_stack()
+        if self._token:
+            app = TokenGate(app, self._token)
+        return SecurityHeaders(HostAllowList(app, self._hosts))
 
 
 def _redirect(to: str) -> Endpoint:

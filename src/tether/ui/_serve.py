@@ -2,22 +2,43 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
+
 import uvicorn
 
+from ..errors import ConfigError
 from ..lab import Registry, Runtime
+from ._access import allowed_hosts, is_loopback
 from ._app import create_app
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "aserve", "serve"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "TOKEN_ENV", "aserve", "serve"]
 
 DEFAULT_HOST = "127.0.0.1"
-"""Loopback only: the UI shows every stored conversation and has no login."""
+"""Loopback: the UI shows every stored conversation, so elsewhere it needs a token."""
 DEFAULT_PORT = 8321
+TOKEN_ENV = "TETHER_UI_TOKEN"
+"""The environment variable a token is read from when none is passed."""
 
 
 def _server(
-    runtime: Runtime, host: str, port: int, registry: Registry | None, log_level: str
+    runtime: Runtime,
+    host: str,
+    port: int,
+    registry: Registry | None,
+    log_level: str,
+    allowed_host: Iterable[str] = (),
+    token: str | None = None,
 ) -> uvicorn.Server:
-    app = create_app(runtime, registry)
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if not is_loopback(host) and not token:
+        raise ConfigError(
+            f"serving the UI on {host!r} (not loopback) exposes every stored conversation to "
+            f"the network, so it needs a token: pass --token TOKEN or set {TOKEN_ENV}"
+        )
+    app = create_app(
+        runtime, registry, allowed_hosts=allowed_hosts(host, allowed_host), token=token
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
     return uvicorn.Server(config)
 
@@ -29,13 +50,22 @@ def serve(
     port: int = DEFAULT_PORT,
     registry: Registry | None = None,
     log_level: str = "info",
+    allowed_host: Iterable[str] = (),
+    token: str | None = None,
 ) -> None:
     """Serve the UI over `runtime` until interrupted (Ctrl-C). Blocks; starts its own event
     loop, so call it outside one (from async code, `await aserve(...)`).
 
+    Requests are answered only for the host names the server was started for (the loopback
+    names on loopback, `host` otherwise, plus `allowed_host`); on an address that is not
+    loopback a `token` (or `TETHER_UI_TOKEN`) is required.
+
+    Raises:
+        ConfigError: a non-loopback `host` without a token.
+
     The runtime stays the caller's: close it after `serve` returns.
     """
-    _server(runtime, host, port, registry, log_level).run()
+    _server(runtime, host, port, registry, log_level, allowed_host, token).run()
 
 
 async def aserve(
@@ -45,6 +75,8 @@ async def aserve(
     port: int = DEFAULT_PORT,
     registry: Registry | None = None,
     log_level: str = "info",
+    allowed_host: Iterable[str] = (),
+    token: str | None = None,
 ) -> None:
     """Like `serve`, inside the running event loop."""
-    await _server(runtime, host, port, registry, log_level).serve()
+    await _server(runtime, host, port, registry, log_level, allowed_host, token).serve()
