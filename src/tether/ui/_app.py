@@ -202,12 +202,14 @@ class _Pages:
         scope = _path_id(request, "scope")
         agent_id = request.query_params.get("agent") or None
         try:
-            view = await build_conversation(self.catalog, scope, agent_id)
+            view = await build_conversation(
+                self.catalog, scope, agent_id, before=_before(request), skip=_skip(request)
+            )
         except Unreadable as exc:
             return self.error_page(request, 500, f"Conversation {scope} cannot be read", str(exc))
         if view is None:
             raise HTTPException(404, f"There is no conversation {scope!r}.")
-        return self.render(request, "conversation.html", {"view": view})
+        return self.render(request, "conversation.html", {"view": view, "request_agent": agent_id})
 
     async def agents(self, request: Request) -> Response:
         catalog = self.catalog
@@ -323,7 +325,9 @@ class _Pages:
         scope = _path_id(request, "scope")
         agent_id = request.query_params.get("agent") or None
         try:
-            view = await build_conversation(self.catalog, scope, agent_id)
+            view = await build_conversation(
+                self.catalog, scope, agent_id, before=_before(request), skip=_skip(request)
+            )
         except Unreadable as exc:
             return _api_error(500, "unreadable", str(exc))
         if view is None:
@@ -335,6 +339,9 @@ class _Pages:
                 "info": scope_json(view.info) if view.info is not None else None,
                 "system_prompt": view.prompt.to_json(),
                 "turns": [t.to_json(now) for t in view.turns],
+                "end": view.end,
+                "older_before": view.older,
+                "older_skip": view.skip,
                 "errors": [
                     *view.errors,
                     *([view.records_error] if view.records_error else []),
@@ -364,6 +371,30 @@ class _Pages:
         return self.error_page(
             request, 500, "Internal error", "The server failed on this page; its log says why."
         )
+
+
+def _before(request: Request) -> int | None:
+    raw = request.query_params.get("before")
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= _MAX_SEQ:
+        raise HTTPException(400, f"before must be a record index (0 or more), got {raw!r}")
+    return value
+
+
+def _skip(request: Request) -> int:
+    raw = request.query_params.get("skip", "0")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= _MAX_SEQ:
+        raise HTTPException(400, f"skip must be 0 or more, got {raw!r}")
+    return value
 
 
 def _page(request: Request) -> int:

@@ -608,6 +608,12 @@ class ConversationView:
     turns: list[Turn]
     records_error: str | None
     errors: list[str]
+    older: int | None = None
+    """The `before` of the page of older episodes, or None when this page reaches the start."""
+    end: int = 0
+    """The record index this page ends before."""
+    skip: int = 0
+    """How many of the scope's runs (newest first) the older page need not read again."""
 
 
 def _pin_text(record: Mapping[str, Any]) -> str:
@@ -661,22 +667,25 @@ async def _commits(runtime: Runtime, run_id: str) -> list[tuple[int, int]]:
 def split_turns(
     records: Sequence[StoredRecord],
     episodes: Sequence[tuple[RunInfo, Sequence[tuple[int, int]]]],
+    *,
+    base: int = 0,
 ) -> list[Turn]:
-    """Split the stored list into turns by the list lengths each episode recorded.
+    """Split a stretch of the stored list into turns by the list lengths each episode recorded.
 
-    Every episode records where its writes landed (`agent_messages_committed`: `start` is the
-    list length before the write). Each record index belongs to the episode that wrote it; a
-    turn is a maximal stretch of indexes with one owner. Records no recorded episode wrote form
-    turns of their own; episodes that stored nothing (they failed before their first step)
-    are placed by start time. A leading pinned system prompt is not part of any turn.
+    `records` are the stored records from index `base` on. Every episode records where its
+    writes landed (`agent_messages_committed`: `start` is the list length before the write).
+    Each record index belongs to the episode that wrote it; a turn is a maximal stretch of
+    indexes with one owner. Records no given episode wrote form turns of their own; episodes
+    that stored nothing (they failed before their first step) are placed by start time. A
+    leading pinned system prompt (index 0) is not part of any turn.
     """
     n = len(records)
     owner: list[int | None] = [None] * n
     for k, (_, commits) in enumerate(episodes):
         for start, count in commits:
-            for index in range(start, min(start + count, n)):
+            for index in range(max(start - base, 0), min(start + count - base, n)):
                 owner[index] = k
-    first = 1 if n and records[0].get("role") == "system" else 0
+    first = 1 if base == 0 and n and records[0].get("role") == "system" else 0
     turns: list[Turn] = []
     wrote: set[int] = set()
     i = first
@@ -687,14 +696,16 @@ def split_turns(
             j += 1
         run = episodes[who][0] if who is not None else None
         continued = who is not None and who in wrote
-        turns.append(Turn(i, j, [(x, records[x]) for x in range(i, j)], run, continued))
+        turns.append(
+            Turn(base + i, base + j, [(base + x, records[x]) for x in range(i, j)], run, continued)
+        )
         if who is not None:
             wrote.add(who)
         i = j
     for k, (run, _) in enumerate(episodes):
         if k in wrote:
             continue
-        empty = Turn(n, n, [], run)
+        empty = Turn(base + n, base + n, [], run)
         at = len(turns)
         for pos, turn in enumerate(turns):
             if turn.run is not None and turn.run.started_at > run.started_at:
@@ -704,43 +715,120 @@ def split_turns(
     return turns
 
 
+EPISODES_PER_PAGE = 20
+"""How many episodes one page of a conversation shows."""
+RECORDS_PER_PAGE = 200
+"""How many records one page shows of a stretch no recorded episode wrote."""
+
+
+async def _page_episodes(
+    runtime: Runtime, scope: str, before: int, newest_page: bool, skip: int
+) -> tuple[list[tuple[RunInfo, list[tuple[int, int]]]], list[str], int]:
+    """The episodes of the conversation page that ends at record `before`, newest first: up
+    to `EPISODES_PER_PAGE` that wrote records below `before`, and the episodes that stored
+    nothing among them (on the newest page, also those newer than all of them). Also the
+    number of the scope's runs (newest first) read up to the last one picked.
+
+    `skip` is where the newer page stopped reading: a hint, not a promise. Episodes started
+    since push the older ones further down, so reading from `skip` may meet runs of newer
+    pages again; those wrote only at or above `before` and are passed over."""
+    picked: list[tuple[RunInfo, list[tuple[int, int]]]] = []
+    errors: list[str] = []
+    writers = 0
+    offset = skip
+    read_to = skip
+    while writers < EPISODES_PER_PAGE:
+        batch = await _read(_run_batch(runtime, offset, {"memory_scope": scope, "kind": "agent"}))
+        for position, row in enumerate(batch, start=offset + 1):
+            read_to = position
+            if row.info is None:
+                if row.error is not None:
+                    errors.append(row.error)
+                continue
+            try:
+                commits = await _read(_commits(runtime, row.info.run_id))
+            except Unreadable as exc:
+                errors.append(str(exc))
+                commits = []
+            if commits:
+                if min(start for start, _ in commits) >= before:
+                    continue  # it belongs to a newer page
+                writers += 1
+                picked.append((row.info, commits))
+                if writers >= EPISODES_PER_PAGE:
+                    break
+            elif writers or newest_page:
+                picked.append((row.info, commits))
+        if len(batch) < _BATCH:
+            break
+        offset += len(batch)
+    return picked, errors, read_to
+
+
 async def build_conversation(
-    catalog: Catalog, scope: str, agent_id: str | None = None
+    catalog: Catalog,
+    scope: str,
+    agent_id: str | None = None,
+    *,
+    before: int | None = None,
+    skip: int = 0,
 ) -> ConversationView | None:
     """The conversation page's data, or None when neither the message store nor the run store
     knows `scope` and no agent was named to preview a new conversation with.
+
+    A page shows the newest `EPISODES_PER_PAGE` episodes that wrote records below `before`
+    (default: the whole list), in the order they ran, and `older` is the `before` of the page
+    of the episodes ahead of them (None on the first page). Only the page's records are read.
 
     Raises:
         Unreadable: the message store failed.
     """
     runtime = catalog.runtime
-    info = await _read(runtime.message_store.info(scope))
-    runs, errors = await runs_where(runtime, memory_scope=scope, kind="agent")
-    if info is None and not runs and catalog.agent(agent_id) is None:
+    store = runtime.message_store
+    info = await _read(store.info(scope))
+    length = info.length if info is not None else 0
+    end = length if before is None else max(0, min(before, length))
+    errors: list[str] = []
+    read_to = skip
+    try:
+        episodes, errors, read_to = await _page_episodes(
+            runtime, scope, end, end == length, skip if end < length else 0
+        )
+    except Unreadable as exc:
+        episodes, errors = [], [str(exc)]
+    if info is None and not episodes and catalog.agent(agent_id) is None:
         return None
-    records: list[StoredRecord] | None = None
+    if agent_id is None and episodes:
+        agent_id = episodes[0][0].name
+    records: list[StoredRecord] = []
     records_error = None
-    if info is not None and info.length:
+    head: list[StoredRecord] = []
+    start = end
+    if length:
+        starts = [s for _, commits in episodes for s, _ in commits if s < end]
+        start = min(starts) if starts else max(end - RECORDS_PER_PAGE, 0)
+        if errors:
+            # Where an unreadable episode wrote is unknown: show a stretch before the page's
+            # known records too, as records without a recorded episode.
+            start = min(start, max(end - RECORDS_PER_PAGE, 0))
         try:
-            records = await _read(runtime.message_store.load(scope))
+            head = await _read(store.load(scope, end=1))
+            if start <= 1 and head and head[0].get("role") == "system":
+                start = 0  # the pin is shown above the transcript, not as the page's start
+            records = await _read(store.load(scope, start=start, end=end))
         except Unreadable as exc:
             records_error = str(exc)
-    if agent_id is None and runs:
-        agent_id = runs[-1].name
     if records_error is not None:
         prompt = PromptView("unknown", agent_id=agent_id)
     else:
-        prompt = prompt_for(catalog, records, agent_id)
-    episodes: list[tuple[RunInfo, Sequence[tuple[int, int]]]] = []
-    for run in runs:
-        try:
-            commits = await _read(_commits(runtime, run.run_id))
-        except Unreadable as exc:
-            errors.append(str(exc))
-            commits = []
-        episodes.append((run, commits))
-    turns = split_turns(records or [], episodes) if records_error is None else []
-    return ConversationView(scope, info, prompt, turns, records_error, errors)
+        prompt = prompt_for(catalog, head, agent_id)
+    episodes.reverse()
+    turns = split_turns(records, episodes, base=start) if records_error is None else []
+    first = 1 if head and head[0].get("role") == "system" else 0
+    older = start if start > first else None
+    return ConversationView(
+        scope, info, prompt, turns, records_error, errors, older=older, end=end, skip=read_to
+    )
 
 
 # -- agents and workflows --------------------------------------------------------------------
