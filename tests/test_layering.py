@@ -9,7 +9,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tether"
 
-UPPER = ("tether.lab", "tether.stores", "tether.cli", "tether.ui")
+UPPER = ("tether.lab", "tether.evals", "tether.stores", "tether.cli", "tether.ui")
 
 
 def module_name(path: Path) -> str:
@@ -85,10 +85,17 @@ def test_mcp_yields_tools_and_resources_and_nothing_else(path: Path) -> None:
 @pytest.mark.parametrize("path", modules("stores"), ids=lambda p: module_name(p))
 def test_stores_never_import_lab_cli_or_ui(path: Path) -> None:
     assert [
-        m for m in tether_imports(path) if under(m, ("tether.lab", "tether.cli", "tether.ui"))
+        m
+        for m in tether_imports(path)
+        if under(m, ("tether.lab", "tether.evals", "tether.cli", "tether.ui"))
     ] == []
 
 
 @pytest.mark.parametrize("path", modules("lab"), ids=lambda p: module_name(p))
 def test_the_lab_never_imports_cli_or_ui(path: Path) -> None:
+    assert [m for m in tether_imports(path) if under(m, ("tether.cli", "tether.ui"))] == []
+
+
+@pytest.mark.parametrize("path", modules("evals"), ids=lambda p: module_name(p))
+def test_experiments_never_import_cli_or_ui(path: Path) -> None:
     assert [m for m in tether_imports(path) if under(m, ("tether.cli", "tether.ui"))] == []

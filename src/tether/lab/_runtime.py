@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, overload
 from urllib.parse import quote
 
 import pydantic
@@ -43,6 +43,9 @@ from ._stores import DEFAULT_STORE, StoreSet, open_stores
 from ._tags import context_tags
 from ._template import Template
 from ._tools import ToolsSpec
+
+if TYPE_CHECKING:
+    from ..evals import Progress
 
 __all__ = ["ConversationTitleInput", "ConversationTitleOutput", "Runtime", "ToolCallInfo"]
 
@@ -567,6 +570,42 @@ class Runtime:
                 ended_at=event["at"],
                 error=f"{error.get('type')}: {error.get('message')}",
             )
+
+    # -- experiments -------------------------------------------------------------------------
+
+    async def evaluate(
+        self,
+        target: Any,
+        dataset: Any,
+        *,
+        evaluators: Sequence[Any] = (),
+        experiment: str | None = None,
+        engine: Literal["local", "ray"] = "local",
+        concurrency: int = 8,
+        repeat: int = 1,
+        restart: bool = False,
+        address: str | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Run an experiment: `target` (an agent, a workflow or its id) over `dataset` (a
+        JSONL/YAML path or a list of cases), each case an ordinary tagged run, scored by the
+        dataset's and `evaluators`' verdicts. Returns its report. See `tether.evals.evaluate`.
+        """
+        from ..evals import evaluate
+
+        return await evaluate(
+            self,
+            target,
+            dataset,
+            evaluators=evaluators,
+            experiment=experiment,
+            engine=engine,
+            concurrency=concurrency,
+            repeat=repeat,
+            restart=restart,
+            address=address,
+            progress=progress,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 

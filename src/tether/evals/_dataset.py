@@ -1,0 +1,397 @@
+"""Datasets: the cases an experiment runs, loaded from JSONL or YAML (or given as a list).
+
+A case is `{"id", "input", "expected"?, "metadata"?, "evaluators"?}`. `input` is a string or an
+object: for an agent, a string is the user message and an object holds run options (`user`,
+`messages`, `context`, `tool_provider_context`); for a workflow it is the run's input as is.
+
+JSONL: one case per line (blank lines are skipped). YAML: a list of cases, or a mapping with
+`cases:` and an `evaluators:` header that applies to every case. Every loading error is a
+`DatasetError` naming the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from .._json import check_json_safe, dumps
+from ..errors import DatasetError, NotJSONSafeError
+from ._evaluators import Evaluator, SpecError, parse_spec, to_evaluator, unique_names
+
+__all__ = ["AGENT_INPUT_KEYS", "Case", "Dataset", "load_dataset", "load_evaluators"]
+
+_CASE_KEYS = ("id", "input", "expected", "metadata", "evaluators")
+AGENT_INPUT_KEYS = ("user", "messages", "context", "tool_provider_context")
+"""What an object input of an agent case may hold: the run's options."""
+
+
+@dataclass(slots=True, frozen=True)
+class Case:
+    """One case of a dataset."""
+
+    id: str
+    input: Any
+    """A string, or an object (run options for an agent, the input of a workflow)."""
+    expected: Any = None
+    """What `equals` compares with (None when the case has none)."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    evaluators: tuple[Evaluator, ...] = ()
+    """This case's own evaluators (the dataset's header ones come first when it runs)."""
+    line: int | None = None
+    """Where the case starts in its file (1-based), for error messages."""
+    has_expected: bool = False
+    """Whether `expected` was given (null is a value too)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The case as it is stored and shipped (its evaluators by spec)."""
+        out: dict[str, Any] = {"id": self.id, "input": self.input}
+        if self.has_expected:
+            out["expected"] = self.expected
+        if self.metadata:
+            out["metadata"] = self.metadata
+        if self.evaluators:
+            out["evaluators"] = [e.spec() for e in self.evaluators]
+        return out
+
+
+@dataclass(slots=True)
+class Dataset:
+    """Cases, and the evaluators that apply to all of them."""
+
+    cases: list[Case]
+    evaluators: list[Evaluator] = field(default_factory=list)
+    path: str | None = None
+    """The file it came from, or None."""
+    name: str = "cases"
+    """The file's stem (default experiment names use it)."""
+
+    def evaluators_for(self, case: Case) -> list[Evaluator]:
+        """The dataset's evaluators, then the case's own, with unique names."""
+        return unique_names([*self.evaluators, *case.evaluators])
+
+    def content_hash(self) -> str:
+        """sha256 of the cases and evaluators as canonical JSON: the same data in another
+        layout (YAML or JSONL, reordered keys) hashes the same; any change to a case does not."""
+        payload = {
+            "cases": [c.to_json() for c in self.cases],
+            "evaluators": [e.spec() for e in self.evaluators],
+        }
+        text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    @classmethod
+    def of(
+        cls,
+        cases: Sequence[Case | Mapping[str, Any]],
+        *,
+        evaluators: Sequence[Any] = (),
+        name: str = "cases",
+    ) -> Dataset:
+        """A dataset from Python: Case objects or case dicts (checked as a file's are, with
+        `cases[i]` in place of a line number)."""
+        if isinstance(cases, (str, bytes, Mapping)) or not isinstance(cases, Sequence):
+            raise DatasetError("a dataset is a path or a list of cases")
+        out: list[Case] = []
+        for i, raw in enumerate(cases):
+            if isinstance(raw, Case):
+                out.append(raw)
+            else:
+                out.append(_case(raw, None, None, f"cases[{i}]", None))
+        header = [to_evaluator(e, f"evaluators[{i}]") for i, e in enumerate(evaluators)]
+        dataset = cls(out, header, None, name)
+        _check_ids(dataset, None)
+        return dataset
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+
+def load_dataset(
+    path: str | PathLike[str], *, evaluators: str | PathLike[str] | None = None
+) -> Dataset:
+    """Load a `.jsonl` (or `.json` lines) or `.yaml`/`.yml` dataset; `evaluators` names a
+    YAML/JSON file holding a list of evaluator specs applied to every case.
+
+    Raises:
+        DatasetError: the file cannot be read or parsed, or a case or evaluator is wrong
+            (naming the file, the line and the field).
+    """
+    p = Path(path).absolute()
+    text = _read(p)
+    if p.suffix.lower() in (".yaml", ".yml"):
+        dataset = _from_yaml(text, str(p))
+    else:
+        dataset = _from_jsonl(text, str(p))
+    dataset.name = p.stem
+    if evaluators is not None:
+        dataset.evaluators = [*load_evaluators(evaluators), *dataset.evaluators]
+    return dataset
+
+
+def load_evaluators(path: str | PathLike[str]) -> list[Evaluator]:
+    """A list of evaluator specs from a YAML or JSON file (a list, or `{"evaluators": [...]}`).
+
+    Raises:
+        DatasetError: naming the file, the line and the field.
+    """
+    p = Path(path)
+    text = _read(p)
+    where = str(p)
+    if p.suffix.lower() == ".json":
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"not valid JSON: {exc.msg}", path=where, line=exc.lineno) from None
+        lines: _Lines = _Lines(None, {})
+    else:
+        value, lines = _yaml_load(text, where)
+    if isinstance(value, Mapping) and set(value) == {"evaluators"}:
+        value = value["evaluators"]
+        lines = lines.child("evaluators")
+    if not isinstance(value, list):
+        raise DatasetError(
+            "an evaluators file holds a list of evaluator specs (or {evaluators: [...]})",
+            path=where,
+            line=lines.line,
+        )
+    return [
+        _evaluator(spec, where, lines.child(i), f"evaluators[{i}]") for i, spec in enumerate(value)
+    ]
+
+
+def _read(p: Path) -> str:
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DatasetError("no such file", path=str(p)) from None
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"not UTF-8 text: {exc.reason}", path=str(p)) from None
+    except OSError as exc:
+        raise DatasetError(f"cannot read it: {exc.strerror or exc}", path=str(p)) from None
+
+
+def _from_jsonl(text: str, where: str) -> Dataset:
+    cases: list[Case] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(
+                f"not valid JSON: {exc.msg} (column {exc.colno})", path=where, line=n
+            ) from None
+        cases.append(_case(raw, where, n, None, None))
+    if not cases:
+        raise DatasetError("the dataset has no cases", path=where)
+    dataset = Dataset(cases, [], where)
+    _check_ids(dataset, where)
+    return dataset
+
+
+def _from_yaml(text: str, where: str) -> Dataset:
+    value, lines = _yaml_load(text, where)
+    header: list[Evaluator] = []
+    if isinstance(value, Mapping):
+        unknown = sorted(set(map(str, value)) - {"cases", "evaluators"})
+        if unknown:
+            raise DatasetError(
+                "a YAML dataset is a list of cases, or a mapping with 'cases' and "
+                "'evaluators' (for every case)",
+                path=where,
+                line=lines.child(unknown[0]).line,
+                field=unknown[0],
+            )
+        specs = value.get("evaluators") or []
+        if not isinstance(specs, list):
+            raise DatasetError(
+                "must be a list of evaluator specs",
+                path=where,
+                line=lines.child("evaluators").line,
+                field="evaluators",
+            )
+        spec_lines = lines.child("evaluators")
+        header = [
+            _evaluator(spec, where, spec_lines.child(i), f"evaluators[{i}]")
+            for i, spec in enumerate(specs)
+        ]
+        lines = lines.child("cases")
+        value = value.get("cases")
+    if not isinstance(value, list):
+        raise DatasetError(
+            "a YAML dataset is a list of cases (or has one under 'cases')",
+            path=where,
+            line=lines.line,
+        )
+    cases = [_case(raw, where, None, None, lines.child(i)) for i, raw in enumerate(value)]
+    if not cases:
+        raise DatasetError("the dataset has no cases", path=where)
+    dataset = Dataset(cases, header, where)
+    _check_ids(dataset, where)
+    return dataset
+
+
+def _check_ids(dataset: Dataset, where: str | None) -> None:
+    seen: dict[str, Case] = {}
+    for i, case in enumerate(dataset.cases):
+        first = seen.get(case.id)
+        if first is not None:
+            at = f"line {first.line}" if first.line is not None else "an earlier case"
+            raise DatasetError(
+                f"duplicate case id {case.id!r} (also at {at}); ids must be unique",
+                path=where,
+                line=case.line,
+                field="id" if where is not None else f"cases[{i}].id",
+            )
+        seen[case.id] = case
+
+
+def _case(
+    raw: Any, where: str | None, line: int | None, prefix: str | None, lines: _Lines | None
+) -> Case:
+    """One case, checked. `line` is the JSONL line; `lines` locates YAML fields."""
+
+    def fail(message: str, name: str | None = None) -> DatasetError:
+        at = line
+        if lines is not None:
+            at = lines.child(name).line if name is not None else lines.line
+        shown = name if prefix is None or name is None else f"{prefix}.{name}"
+        return DatasetError(message, path=where, line=at, field=shown or prefix)
+
+    if not isinstance(raw, Mapping):
+        raise fail(f"a case is an object with 'id' and 'input', got {_kind(raw)}")
+    unknown = [k for k in raw if k not in _CASE_KEYS]
+    if unknown:
+        raise fail(
+            f"unknown field (a case has {', '.join(_CASE_KEYS)})",
+            str(unknown[0]),
+        )
+    if "id" not in raw:
+        raise fail("every case needs an 'id' (a string)", "id")
+    case_id = raw["id"]
+    if isinstance(case_id, bool) or not isinstance(case_id, (str, int)):
+        raise fail(f"must be a string (or an integer), got {_kind(case_id)}", "id")
+    case_id = str(case_id)
+    if not case_id.strip():
+        raise fail("must not be empty", "id")
+    if "input" not in raw:
+        raise fail("every case needs an 'input' (a string or an object)", "input")
+    value = raw["input"]
+    if not isinstance(value, (str, Mapping)):
+        raise fail(f"must be a string or an object, got {_kind(value)}", "input")
+    for name in ("input", "expected", "metadata"):
+        if name in raw:
+            try:
+                check_json_safe(raw[name], name)
+            except NotJSONSafeError as exc:
+                raise fail(str(exc), name) from None
+    metadata = raw.get("metadata")
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, Mapping):
+        raise fail(f"must be an object, got {_kind(metadata)}", "metadata")
+    specs = raw.get("evaluators")
+    if specs is None:
+        specs = []
+    if not isinstance(specs, list):
+        raise fail(f"must be a list of evaluator specs, got {_kind(specs)}", "evaluators")
+    evaluators = []
+    spec_lines = lines.child("evaluators") if lines is not None else None
+    for i, spec in enumerate(specs):
+        at: _Lines | int | None = spec_lines.child(i) if spec_lines is not None else line
+        name = f"evaluators[{i}]" if prefix is None else f"{prefix}.evaluators[{i}]"
+        evaluators.append(_evaluator(spec, where, at, name))
+    return Case(
+        id=case_id,
+        input=json.loads(dumps(value)),
+        expected=raw.get("expected"),
+        metadata=dict(metadata),
+        evaluators=tuple(evaluators),
+        line=line if lines is None else lines.line,
+        has_expected="expected" in raw,
+    )
+
+
+def _evaluator(spec: Any, where: str | None, lines: _Lines | int | None, name: str) -> Evaluator:
+    """One spec; an error names the key at fault, on its own line when the file says."""
+    try:
+        return parse_spec(spec)
+    except SpecError as exc:
+        if isinstance(lines, _Lines):
+            line = lines.child(exc.key).line if exc.key else lines.line
+        else:
+            line = lines
+        field = f"{name}.{exc.key}" if exc.key else name
+        raise DatasetError(exc.message, path=where, line=line, field=field) from None
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+    }.get(type(value), type(value).__name__)
+
+
+# -- YAML with line numbers ------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Lines:
+    """Where a YAML value and its children start (1-based lines)."""
+
+    line: int | None
+    children: dict[Any, _Lines]
+
+    def child(self, key: Any) -> _Lines:
+        found = self.children.get(key)
+        return found if found is not None else _Lines(self.line, {})
+
+
+def _yaml_load(text: str, where: str) -> tuple[Any, _Lines]:
+    try:
+        import yaml
+    except ImportError:
+        raise DatasetError(
+            "YAML datasets need PyYAML: pip install 'tether[evals]' (or use JSONL)", path=where
+        ) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        value = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        problem = exc.problem or str(exc)
+        raise DatasetError(
+            f"not valid YAML: {problem}",
+            path=where,
+            line=mark.line + 1 if mark is not None else None,
+        ) from None
+    except yaml.YAMLError as exc:
+        raise DatasetError(f"not valid YAML: {exc}", path=where) from None
+    if node is None:
+        raise DatasetError("the file is empty", path=where)
+    return value, _lines_of(node, yaml)
+
+
+def _lines_of(node: Any, yaml: Any) -> _Lines:
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        children: dict[Any, _Lines] = {}
+        for key, value in node.value:
+            sub = _lines_of(value, yaml)
+            # A field's line is its key's: where the reader sees the name.
+            sub.line = key.start_mark.line + 1
+            children[key.value] = sub
+        return _Lines(line, children)
+    if isinstance(node, yaml.SequenceNode):
+        return _Lines(line, {i: _lines_of(v, yaml) for i, v in enumerate(node.value)})
+    return _Lines(line, {})

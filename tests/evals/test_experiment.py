@@ -1,0 +1,219 @@
+"""Running an experiment: each case a tagged run, repeats, resuming without re-running finished
+cases, refusing a changed rerun, restarting."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tether.errors import ConfigError, DatasetError, ExperimentMismatchError
+from tether.evals import Plan, Target, evaluate, list_experiments, read_experiment, show
+from tether.lab import Runtime, run_tags
+from tether.testing import ScriptClient
+
+from .conftest import Counter
+
+CASES = [
+    {"id": "a", "input": "one", "evaluators": [{"type": "contains", "value": "one"}]},
+    {"id": "b", "input": "two", "evaluators": [{"type": "contains", "value": "nope"}]},
+    {"id": "c", "input": "three"},
+]
+
+
+def model_calls(lab: Runtime) -> int:
+    client = lab.defaults["model"]
+    assert isinstance(client, ScriptClient)
+    return len(client.calls)
+
+
+async def test_each_case_is_a_run_tagged_with_the_experiment_and_the_case(lab: Runtime) -> None:
+    report = await evaluate(lab, "echo", CASES, experiment="first")
+    assert report["experiment"] == "first" and report["status"] == "completed"
+    assert [(c["id"], c["status"]) for c in report["cases"]] == [
+        ("a", "passed"),
+        ("b", "failed"),
+        ("c", "passed"),
+    ]
+    assert report["evaluators"] == {
+        "contains": {"passed": 1, "total": 2, "rate": 0.5},
+    }
+    assert report["summary"]["pass_rate"] == pytest.approx(2 / 3, abs=1e-5)
+    assert report["tokens"]["total"] == 15
+    assert report["cost_usd"]["unknown"] == 3
+    for case in report["cases"]:
+        info = await lab.run_store.get_run(case["run_id"])
+        assert info is not None and info.kind == "agent" and info.status == "completed"
+        assert info.tags[:2] == ["experiment:first", f"case:{case['id']}"]
+        assert "version:1.0" in info.tags
+        assert info.memory_scope is not None and info.memory_scope.startswith("eval/first/1/")
+    [listed] = await list_experiments(lab.run_store)
+    assert (listed.kind, listed.name, listed.status) == ("experiment", "first", "completed")
+
+
+async def test_repeats_pass_a_case_only_when_every_run_passes(lab: Runtime) -> None:
+    flaky = {"n": 0}
+
+    def every_other(case: Any, result: Any) -> bool:
+        flaky["n"] += 1
+        return case.id != "b" or flaky["n"] % 2 == 0
+
+    report = await evaluate(
+        lab,
+        "echo",
+        [{"id": "a", "input": "x"}, {"id": "b", "input": "y"}],
+        evaluators=[every_other],
+        repeat=3,
+        experiment="rep",
+        concurrency=1,
+    )
+    a, b = report["cases"]
+    assert (a["status"], a["pass_rate"], len(a["runs"])) == ("passed", 1.0, 3)
+    assert b["status"] == "failed" and 0 < b["pass_rate"] < 1
+    assert report["evaluators"]["every_other"]["total"] == 6
+    assert model_calls(lab) == 6
+
+
+async def test_a_rerun_resumes_and_runs_no_finished_case_again(lab: Runtime) -> None:
+    cases = [{"id": f"c{i}", "input": f"n{i}"} for i in range(12)]
+    gate = asyncio.Event()
+    six = asyncio.Event()
+    seen: list[str] = []
+
+    async def slow(case: Any, result: Any) -> bool:
+        seen.append(case.id)
+        if len(seen) == 6:
+            six.set()
+        if len(seen) >= 5:
+            await gate.wait()  # the rest hang: the experiment is cancelled meanwhile
+        return True
+
+    task = asyncio.ensure_future(
+        evaluate(lab, "echo", cases, evaluators=[slow], experiment="resume", concurrency=2)
+    )
+    await six.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    state = await read_experiment(lab.run_store, "resume")
+    assert state is not None and state.info.status == "failed"
+    finished = {k[0] for k in state.finished}
+    assert len(finished) == 4
+    calls_before = model_calls(lab)
+    gate.set()
+    report = await evaluate(lab, "echo", cases, evaluators=[slow], experiment="resume")
+    assert report["summary"]["done"] == 12 and report["status"] == "completed"
+    # The 4 recorded cases were not run again; the 2 cancelled mid-evaluation had completed
+    # episodes, which were read back instead of run again.
+    assert model_calls(lab) - calls_before == 12 - 6
+    runs = [r for r in await lab.run_store.list_runs(limit=500) if r.kind == "agent"]
+    per_case: dict[str, int] = {}
+    for r in runs:
+        if r.status == "completed":
+            case = next(t for t in r.tags if t.startswith("case:"))
+            per_case[case] = per_case.get(case, 0) + 1
+    assert per_case == {f"case:c{i}": 1 for i in range(12)}
+    recovered = [c for c in report["cases"] if c["id"] in set(seen[4:6])]
+    assert all(c["status"] == "passed" for c in recovered)
+
+
+async def test_an_agent_case_interrupted_mid_episode_starts_on_a_clean_scope(lab: Runtime) -> None:
+    plan = Plan("clean", 1, Target("agent", "echo"), ("version:1.0",))
+    scope = plan.scope("a", 0)
+    # An earlier attempt died mid-episode: its run record is left running.
+    from tether.stores.run_store import RunInfo
+
+    await lab.run_store.start_run(
+        RunInfo(run_id="dead", kind="agent", name="echo", memory_scope=scope)
+    )
+    report = await evaluate(lab, "echo", [{"id": "a", "input": "x"}], experiment="clean")
+    [case] = report["cases"]
+    info = await lab.run_store.get_run(case["run_id"])
+    assert info is not None and info.memory_scope == f"{scope}~2"
+    assert case["runs"][0]["output"] == "echo: x"
+
+
+async def test_a_workflow_case_resumes_from_its_journal(lab: Runtime, counter: Counter) -> None:
+    cases = [
+        {"id": "ok", "input": {"text": "hi"}},
+        {"id": "flaky", "input": {"text": "yo", "fail_once": True}},
+    ]
+    first = await evaluate(lab, "pipeline", cases, experiment="wf")
+    by_id = {c["id"]: c for c in first["cases"]}
+    assert by_id["ok"]["status"] == "passed"
+    assert by_id["flaky"]["status"] == "error"
+    assert "second step broken once" in by_id["flaky"]["error"]
+    # An errored case is finished: a rerun does not run it again ...
+    again = await evaluate(lab, "pipeline", cases, experiment="wf")
+    assert counter.calls == {"first:hi": 1, "second:hi": 1, "first:yo": 1, "second:yo": 1}
+    assert again["cases"] == first["cases"]
+    # ... while a workflow case that a crash left unfinished resumes: its first step is
+    # replayed from the journal, not run again.
+    zz = {"id": "zz", "input": {"text": "zz", "fail_once": True}}
+    plan = Plan("wf2", 1, Target("workflow", "pipeline"), tuple(lab.provenance_tags()))
+    run_id = plan.workflow_run_id("zz", 0)
+    with pytest.raises(RuntimeError), run_tags(plan.tags("zz")):
+        await lab.workflows["pipeline"].run(zz["input"], workflow_run_id=run_id).result
+    assert counter.calls["first:zz"] == 1 and counter.calls["second:zz"] == 1
+    report = await evaluate(lab, "pipeline", [zz], experiment="wf2")
+    [case] = report["cases"]
+    assert case["status"] == "passed" and case["run_id"] == run_id
+    assert counter.calls["first:zz"] == 1 and counter.calls["second:zz"] == 2
+    info = await lab.run_store.get_run(run_id)
+    assert info is not None and info.tags[:2] == ["experiment:wf2", "case:zz"]
+
+
+async def test_a_changed_rerun_is_refused_unless_restarted(lab: Runtime) -> None:
+    await evaluate(lab, "echo", CASES, experiment="x")
+    changed = [*CASES[:2], {"id": "c", "input": "THREE"}]
+    with pytest.raises(ExperimentMismatchError, match="dataset") as caught:
+        await evaluate(lab, "echo", changed, experiment="x")
+    assert set(caught.value.differences) == {"dataset_hash"}
+    with pytest.raises(ExperimentMismatchError, match="target"):
+        await evaluate(lab, "tooler", CASES, experiment="x")
+    lab.version = "2.0"
+    lab._provenance = None
+    with pytest.raises(ExperimentMismatchError, match="target version"):
+        await evaluate(lab, "echo", CASES, experiment="x")
+    calls = model_calls(lab)
+    report = await evaluate(lab, "echo", changed, experiment="x", restart=True)
+    assert report["generation"] == 2 and report["versions"][0] == "version:2.0"
+    assert model_calls(lab) - calls == 3
+    assert [c["runs"][0]["output"] for c in report["cases"]][2] == "echo: THREE"
+    # The first generation's results are still in the record.
+    state = await read_experiment(lab.run_store, "x")
+    assert state is not None
+    events = await lab.run_store.events(state.info.run_id)
+    assert sum(e["type"] == "case_finished" for e in events) == 6
+
+
+async def test_bad_arguments_are_refused_before_anything_runs(lab: Runtime) -> None:
+    with pytest.raises(ConfigError, match="no agent or workflow 'nobody'"):
+        await evaluate(lab, "nobody", CASES)
+    with pytest.raises(ConfigError, match="concurrency"):
+        await evaluate(lab, "echo", CASES, concurrency=0)
+    with pytest.raises(ConfigError, match="repeat"):
+        await evaluate(lab, "echo", CASES, repeat=0)
+    with pytest.raises(DatasetError, match="run options") as caught:
+        await evaluate(lab, "echo", [{"id": "a", "input": {"question": "x"}}])
+    assert caught.value.field == "cases[0].input"
+    with pytest.raises(ConfigError, match="no experiment 'absent'"):
+        await show(lab, "absent")
+    assert await lab.run_store.list_runs() == []
+
+
+async def test_an_agent_case_may_give_run_options(lab: Runtime) -> None:
+    report = await evaluate(
+        lab,
+        "echo",
+        [{"id": "m", "input": {"messages": [{"role": "user", "content": "from messages"}]}}],
+        evaluators=[{"type": "contains", "value": "from messages"}],
+        experiment="opts",
+    )
+    assert report["cases"][0]["status"] == "passed"
+
+
+async def test_the_runtime_method_delegates(lab: Runtime) -> None:
+    report = await lab.evaluate(lab.agents["echo"], CASES, experiment="method", concurrency=1)
+    assert report["summary"]["done"] == 3
