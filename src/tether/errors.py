@@ -6,6 +6,8 @@ TetherError
 │   ├── ToolDefinitionError      a tool, resource or guardrail declared wrongly
 │   ├── UnknownProviderError     a model string whose provider prefix we do not know
 │   ├── MissingKeyError          a provider key that is not in the config or the environment
+│   ├── ModelSettingError        a model setting that is unknown, mistyped, or that the provider
+│   │                            cannot honour (.key, .provider)
 │   ├── RegistryError            tether.toml / [tool.tether] points at something that is not there
 │   │   └── ConfigNotFoundError  there is no tether.toml / [tool.tether] at or above a directory
 │   ├── DatasetError             a dataset or evaluators file does not load (.path, .line, .field)
@@ -58,6 +60,7 @@ __all__ = [
     "McpConnectionError",
     "McpError",
     "MissingKeyError",
+    "ModelSettingError",
     "NoObjectGeneratedError",
     "NotJSONSafeError",
     "RateLimitError",
@@ -100,6 +103,19 @@ class MissingKeyError(ConfigError):
         )
         self.provider = provider
         self.env_var = env_var
+
+
+class ModelSettingError(ConfigError):
+    """A model setting is unknown, has the wrong type, or cannot be honoured by the provider.
+
+    `key` names the setting (``reasoning.budget_tokens`` for a nested one); `provider` is the
+    provider that cannot honour it, None when the setting itself is wrong.
+    """
+
+    def __init__(self, message: str, *, key: str, provider: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.provider = provider
 
 
 class RegistryError(ConfigError):

@@ -50,11 +50,14 @@ def prompt_layer(name: str, source: LayerSource, *, cache: bool = False) -> Prom
 
 
 def static_blocks(layers: Sequence[PromptLayer]) -> list[SystemBlock]:
-    """The static layers as blocks, cache_control on the last cached one. Computed once."""
+    """The static layers as blocks, cache_control on the last cached one. Computed once.
+
+    An empty layer is left out (an empty system block is an error on Anthropic), so the cache
+    breakpoint lands on the last non-empty cached layer."""
     blocks: list[SystemBlock] = []
     last_cached = -1
     for layer in layers:
-        if layer.is_static:
+        if layer.is_static and layer.source:
             if layer.cache:
                 last_cached = len(blocks)
             blocks.append({"type": "text", "text": layer.source})  # type: ignore[typeddict-item]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tether import Session
+from tether import Session, create_agent, prompt_layer
 from tether.errors import LLMStreamError, MissingKeyError
 from tether.llm.anthropic import AnthropicClient, AnthropicStream, to_anthropic_messages
 from tether.llm.base import ChatRequest
@@ -183,7 +183,7 @@ def test_body_options() -> None:
     request: ChatRequest = {
         **simple_request("claude-test"),
         "response_format": {"name": "answer", "schema": {"type": "object"}},
-        "temperature": 0.2,
+        "settings": {"temperature": 0.2},
         "signal": AbortController().signal,
     }
     body = json.loads(client.encode(request))
@@ -196,10 +196,67 @@ def test_body_options() -> None:
         "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}},
         "stream": True,
     }
-    request["max_tokens"] = 55
+    request["settings"] = {"max_tokens": 55}
     assert json.loads(client.encode(request))["max_tokens"] == 55
     default = AnthropicClient("claude-test", api_key="k")
     assert json.loads(default.encode(simple_request()))["max_tokens"] == 4096
+
+
+OK_TEXT = sse(
+    ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 1}}}),
+    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
+    ("message_stop", {"type": "message_stop"}),
+)
+CACHED = {"type": "ephemeral"}
+
+
+@pytest.mark.parametrize(
+    ("layers", "system"),
+    [
+        # The last cached layer is empty: the breakpoint goes on the last non-empty cached one.
+        (
+            [("a", "You help.", True), ("b", "", True), ("c", "Be brief.", False)],
+            [
+                {"type": "text", "text": "You help.", "cache_control": CACHED},
+                {"type": "text", "text": "Be brief."},
+            ],
+        ),
+        # The only cached layer is empty: no breakpoint, no empty block.
+        (
+            [("a", "", True), ("c", "Be brief.", False)],
+            [{"type": "text", "text": "Be brief."}],
+        ),
+        # Nothing but an empty layer: no system at all.
+        ([("a", "", False)], None),
+    ],
+)
+async def test_an_empty_static_layer_is_no_system_block(
+    layers: list[tuple[str, str, bool]], system: Any, wire: WireServer, sleeps: Sleeps
+) -> None:
+    wire.reply(Reply(body=OK_TEXT))
+    client = AnthropicClient("claude-test", base_url=wire.url, api_key="k", sleep=sleeps)
+    agent = create_agent(
+        llm=client, prompt=[prompt_layer(name, text, cache=cache) for name, text, cache in layers]
+    )
+    async with client, agent:
+        await run_turn(agent, agent.create_session(), "hi")
+    assert wire.requests[0].json().get("system") == system
+
+
+def test_a_hand_built_request_with_an_empty_block_keeps_its_cached_prefix() -> None:
+    client = AnthropicClient("claude-test", api_key="k")
+    request: ChatRequest = {
+        **simple_request(),
+        "system": [
+            {"type": "text", "text": "One."},
+            {"type": "text", "text": "", "cache_control": CACHED},
+            {"type": "text", "text": "Two."},
+        ],
+    }
+    assert json.loads(client.encode(request))["system"] == [
+        {"type": "text", "text": "One.", "cache_control": CACHED},
+        {"type": "text", "text": "Two."},
+    ]
 
 
 def test_keys(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -275,8 +275,7 @@ def test_body_options(monkeypatch: Any) -> None:
         **simple_request("gemini-test"),
         "tools": [{"name": "f", "description": "d", "input_schema": {"type": "object"}}],
         "response_format": {"name": "answer", "schema": {"type": "object"}},
-        "max_tokens": 64,
-        "temperature": 0.5,
+        "settings": {"max_tokens": 64, "temperature": 0.5},
     }
     assert json.loads(client.encode(request)) == {
         "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
@@ -289,8 +288,8 @@ def test_body_options(monkeypatch: Any) -> None:
             }
         ],
         "generationConfig": {
-            "maxOutputTokens": 64,
             "temperature": 0.5,
+            "maxOutputTokens": 64,
             "responseMimeType": "application/json",
             "responseJsonSchema": {"type": "object"},
             "thinkingConfig": {"includeThoughts": True},

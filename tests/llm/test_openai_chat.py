@@ -310,8 +310,7 @@ def test_body_options() -> None:
         ],
         "tools": [{"name": "f", "description": "d", "input_schema": {"type": "object"}}],
         "response_format": {"name": "answer", "schema": {"type": "object"}, "strict": True},
-        "max_tokens": 64,
-        "temperature": 0.0,
+        "settings": {"max_tokens": 64, "temperature": 0.0},
     }
     assert json.loads(client.encode(request)) == {
         "model": "gpt-test",
@@ -325,8 +324,8 @@ def test_body_options() -> None:
                 "function": {"name": "f", "description": "d", "parameters": {"type": "object"}},
             }
         ],
-        "max_completion_tokens": 64,
         "temperature": 0.0,
+        "max_completion_tokens": 64,
         "response_format": {
             "type": "json_schema",
             "json_schema": {"name": "answer", "schema": {"type": "object"}, "strict": True},

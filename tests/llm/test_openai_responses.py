@@ -212,7 +212,7 @@ def test_body_options() -> None:
         **simple_request("gpt-test"),
         "tools": [{"name": "f", "description": "d", "input_schema": {"type": "object"}}],
         "response_format": {"name": "answer", "schema": {"type": "object"}},
-        "max_tokens": 64,
+        "settings": {"max_tokens": 64},
     }
     assert json.loads(client.encode(request)) == {
         "model": "gpt-test",

@@ -32,16 +32,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from ..errors import ModelSettingError
 from ..events import FinishReason, Part, ThinkingPart, Usage
 from ._finish import normalize_finish
 from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
+from ._settings import check_settings, forced_tool, unsupported
 from ._sse import ServerSentEvent
-from .base import ChatRequest, FinishChunk, StreamChunk
+from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, SystemBlock
 
 __all__ = ["AnthropicClient", "AnthropicStream", "to_anthropic_messages"]
 
 DEFAULT_MAX_TOKENS = 4096
 ANTHROPIC_VERSION = "2023-06-01"
+MIN_THINKING_BUDGET = 1024
+"""The smallest ``thinking.budget_tokens`` the API accepts."""
+
+_NO_SETTINGS: ModelSettings = {}
+_CHOICE_TYPES = {"auto": "auto", "none": "none", "required": "any"}
 
 _NONE: tuple[StreamChunk, ...] = ()
 
@@ -305,15 +312,22 @@ class AnthropicClient(HTTPAdapter):
         return f"{self.base_url}/v1/messages"
 
     def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        settings = request.get("settings") or _NO_SETTINGS
+        if settings:
+            check_settings(settings)
         body: dict[str, Any] = {
             "model": request["model"],
-            "max_tokens": request.get("max_tokens", self.max_tokens),
+            "max_tokens": self._max_tokens(settings),
         }
-        if request["system"]:
-            body["system"] = request["system"]
+        system = _system(request["system"])
+        if system:
+            body["system"] = system
         body["messages"] = to_anthropic_messages(request["messages"])
         if "tools" in request:
             body["tools"] = request["tools"]
+            choice = _tool_choice(request, settings)
+            if choice is not None:
+                body["tool_choice"] = choice
         else:
             # The API refuses a history holding tool_use / tool_result blocks unless tools are
             # defined. A request with no tools (the structured-output follow-up) declares the
@@ -324,17 +338,96 @@ class AnthropicClient(HTTPAdapter):
                     {"name": n, "description": "", "input_schema": {"type": "object"}} for n in used
                 ]
                 body["tool_choice"] = {"type": "none"}
-        if "temperature" in request:
-            body["temperature"] = request["temperature"]
+        if settings:
+            self._settings(body, settings)
+        output: dict[str, Any] = {}
+        reasoning = settings.get("reasoning")
+        if reasoning is not None and "effort" in reasoning:
+            output["effort"] = reasoning["effort"]
         if "response_format" in request:
-            body["output_config"] = {
-                "format": {"type": "json_schema", "schema": request["response_format"]["schema"]}
+            output["format"] = {
+                "type": "json_schema",
+                "schema": request["response_format"]["schema"],
             }
+        if output:
+            body["output_config"] = output
         body["stream"] = True
         return body
 
+    def _max_tokens(self, settings: ModelSettings) -> int:
+        """The API requires max_tokens, and a thinking budget must fit below it."""
+        budget = (settings.get("reasoning") or {}).get("budget_tokens")
+        if "max_tokens" in settings:
+            limit = settings["max_tokens"]
+            if budget is not None and budget >= limit:
+                raise ModelSettingError(
+                    f"anthropic: settings['reasoning']['budget_tokens'] ({budget}) must be "
+                    f"below settings['max_tokens'] ({limit}): thinking counts toward the limit",
+                    key="reasoning.budget_tokens",
+                    provider="anthropic",
+                )
+            return limit
+        if budget is not None and budget >= self.max_tokens:
+            return budget + self.max_tokens  # room for the answer after the thinking
+        return self.max_tokens
+
+    def _settings(self, body: dict[str, Any], settings: ModelSettings) -> None:
+        if "seed" in settings:
+            raise unsupported(
+                "anthropic", "seed", "the Messages API has no seed; leave it out for this model"
+            )
+        if "temperature" in settings:
+            body["temperature"] = settings["temperature"]
+        if "top_p" in settings:
+            body["top_p"] = settings["top_p"]
+        if "stop" in settings:
+            body["stop_sequences"] = list(settings["stop"])
+        budget = (settings.get("reasoning") or {}).get("budget_tokens")
+        if budget is not None:
+            if budget < MIN_THINKING_BUDGET:
+                raise ModelSettingError(
+                    f"anthropic: settings['reasoning']['budget_tokens'] must be at least "
+                    f"{MIN_THINKING_BUDGET}, got {budget}",
+                    key="reasoning.budget_tokens",
+                    provider="anthropic",
+                )
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+
     def new_parser(self) -> AnthropicStream:
         return AnthropicStream()
+
+
+def _system(blocks: list[SystemBlock]) -> list[SystemBlock]:
+    """The system blocks without empty ones (the API rejects an empty text block). A cache
+    breakpoint on an empty block moves to the block before it: the cached prefix is the same."""
+    if all(b["text"] for b in blocks):
+        return blocks
+    out: list[SystemBlock] = []
+    for block in blocks:
+        if block["text"]:
+            out.append(block)
+        elif "cache_control" in block and out:
+            out[-1] = {**out[-1], "cache_control": block["cache_control"]}
+    return out
+
+
+def _tool_choice(request: ChatRequest, settings: ModelSettings) -> dict[str, Any] | None:
+    """``tool_choice`` from the settings: auto / none / required (``any``) / a tool's name, with
+    ``disable_parallel_tool_use`` for `parallel_tool_calls` (a call that may not use tools has
+    nothing to parallelize)."""
+    choice = settings.get("tool_choice")
+    parallel = settings.get("parallel_tool_calls")
+    if choice is None and parallel is None:
+        return None
+    out: dict[str, Any]
+    forced = forced_tool("anthropic", choice, request) if choice is not None else None
+    if forced is not None:
+        out = {"type": "tool", "name": forced}
+    else:
+        out = {"type": _CHOICE_TYPES[choice or "auto"]}
+    if parallel is not None and out["type"] != "none":
+        out["disable_parallel_tool_use"] = not parallel
+    return out
 
 
 def _tool_names(messages: list[Any]) -> list[str]:

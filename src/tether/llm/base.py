@@ -99,9 +99,6 @@ class ChatRequest(TypedDict):
     tools: NotRequired[list[ToolSpec]]
     response_format: NotRequired[dict[str, Any]]
     """``{"name": str, "schema": {...}}``: ask the provider for JSON matching the schema."""
-    max_tokens: NotRequired[int]
-    temperature: NotRequired[float]
-    # ^ to be replaced by `settings` as the adapters learn it
     settings: NotRequired[ModelSettings]
     """Absent when no setting is set (the byte-identity baseline)."""
     signal: NotRequired[AbortSignal]
@@ -164,5 +161,6 @@ class LLMClient(Protocol):
 
 
 def joined(system: list[SystemBlock]) -> str:
-    """The system prompt as one string, for providers without a block array."""
-    return "\n\n".join(b["text"] for b in system)
+    """The system prompt as one string, for providers without a block array (empty blocks
+    add no blank lines)."""
+    return "\n\n".join(b["text"] for b in system if b["text"])

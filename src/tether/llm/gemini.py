@@ -51,8 +51,9 @@ from urllib.parse import quote
 from ..events import FinishReason, Part, ThinkingPart, Usage
 from ._finish import normalize_finish
 from ._http import HTTPAdapter, loads, stream_error, usage_int
+from ._settings import check_settings, forced_tool, unsupported
 from ._sse import ServerSentEvent
-from .base import ChatRequest, FinishChunk, StreamChunk, joined
+from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
 
 __all__ = ["GENERATED_ID_PREFIX", "GeminiClient", "GeminiStream", "to_gemini_contents"]
 
@@ -294,6 +295,46 @@ class GeminiStream:
         }
 
 
+_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
+
+
+def _tool_config(settings: ModelSettings, request: ChatRequest) -> dict[str, Any] | None:
+    if settings.get("parallel_tool_calls") is False:
+        raise unsupported(
+            "gemini",
+            "parallel_tool_calls",
+            "Gemini has no switch for parallel function calls (it may always make several); "
+            "leave the setting out, or ask for one call at a time in the prompt",
+        )
+    # parallel_tool_calls=True is what Gemini always does: honoured with nothing to send.
+    choice = settings.get("tool_choice")
+    if choice is None:
+        return None
+    forced = forced_tool("gemini", choice, request)
+    if forced is None:
+        return {"functionCallingConfig": {"mode": _MODES[choice]}}
+    return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [forced]}}
+
+
+def _generation_config(config: dict[str, Any], settings: ModelSettings) -> None:
+    if "temperature" in settings:
+        config["temperature"] = settings["temperature"]
+    if "top_p" in settings:
+        config["topP"] = settings["top_p"]
+    if "max_tokens" in settings:
+        config["maxOutputTokens"] = settings["max_tokens"]
+    if "stop" in settings:
+        config["stopSequences"] = list(settings["stop"])
+    if "seed" in settings:
+        config["seed"] = settings["seed"]
+    reasoning = settings.get("reasoning")
+    if reasoning is not None:
+        if "budget_tokens" in reasoning:
+            config["thinkingConfig"] = {"thinkingBudget": reasoning["budget_tokens"]}
+        else:
+            config["thinkingConfig"] = {"thinkingLevel": reasoning["effort"]}
+
+
 class GeminiClient(HTTPAdapter):
     """`gemini:<model>`: the Gemini API. Key from GEMINI_API_KEY, else GOOGLE_API_KEY.
 
@@ -330,11 +371,15 @@ class GeminiClient(HTTPAdapter):
                     ]
                 }
             ]
+        settings = request.get("settings")
         config: dict[str, Any] = {}
-        if "max_tokens" in request:
-            config["maxOutputTokens"] = request["max_tokens"]
-        if "temperature" in request:
-            config["temperature"] = request["temperature"]
+        if settings:
+            check_settings(settings)
+            if "tools" in request:
+                tool_config = _tool_config(settings, request)
+                if tool_config is not None:
+                    body["toolConfig"] = tool_config
+            _generation_config(config, settings)
         if "response_format" in request:
             config["responseMimeType"] = "application/json"
             config["responseJsonSchema"] = request["response_format"]["schema"]

@@ -48,8 +48,9 @@ from .._json import dumps
 from ..events import FinishReason, Part, Usage
 from ._finish import normalize_finish
 from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
+from ._settings import check_settings, forced_tool, unsupported
 from ._sse import ServerSentEvent
-from .base import ChatRequest, FinishChunk, StreamChunk, joined
+from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
 
 __all__ = ["OpenAIChatClient", "OpenAIChatStream", "to_chat_messages"]
 
@@ -361,6 +362,39 @@ def _details_text(details: Any) -> str:
     return "".join(out)
 
 
+def _settings(body: dict[str, Any], settings: ModelSettings, request: ChatRequest) -> None:
+    check_settings(settings)
+    if "temperature" in settings:
+        body["temperature"] = settings["temperature"]
+    if "top_p" in settings:
+        body["top_p"] = settings["top_p"]
+    if "max_tokens" in settings:
+        body["max_completion_tokens"] = settings["max_tokens"]
+    if "stop" in settings:
+        body["stop"] = list(settings["stop"])
+    if "seed" in settings:
+        body["seed"] = settings["seed"]
+    if "tools" in request:  # without tools there is nothing to choose or parallelize
+        choice = settings.get("tool_choice")
+        if choice is not None:
+            forced = forced_tool("openai", choice, request)
+            body["tool_choice"] = (
+                choice if forced is None else {"type": "function", "function": {"name": forced}}
+            )
+        if "parallel_tool_calls" in settings:
+            body["parallel_tool_calls"] = settings["parallel_tool_calls"]
+    reasoning = settings.get("reasoning")
+    if reasoning is not None:
+        if "budget_tokens" in reasoning:
+            raise unsupported(
+                "openai",
+                "reasoning.budget_tokens",
+                "Chat Completions takes an effort, not a token budget: use "
+                "reasoning={'effort': ...}, or extra_body for a server with its own budget field",
+            )
+        body["reasoning_effort"] = reasoning["effort"]
+
+
 class OpenAIChatClient(HTTPAdapter):
     """`openai:<model>`: Chat Completions. Key from OPENAI_API_KEY.
 
@@ -396,10 +430,9 @@ class OpenAIChatClient(HTTPAdapter):
                 }
                 for t in request["tools"]
             ]
-        if "max_tokens" in request:
-            body["max_completion_tokens"] = request["max_tokens"]
-        if "temperature" in request:
-            body["temperature"] = request["temperature"]
+        settings = request.get("settings")
+        if settings:
+            _settings(body, settings, request)
         if "response_format" in request:
             fmt = request["response_format"]
             schema: dict[str, Any] = {"name": fmt["name"], "schema": fmt["schema"]}

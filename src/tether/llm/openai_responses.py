@@ -43,8 +43,9 @@ from .._json import dumps
 from ..events import FinishReason, Part, Usage
 from ._finish import normalize_finish
 from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
+from ._settings import check_settings, forced_tool, unsupported
 from ._sse import ServerSentEvent
-from .base import ChatRequest, FinishChunk, StreamChunk, joined
+from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
 
 __all__ = ["OpenAIResponsesClient", "OpenAIResponsesStream", "to_responses_input"]
 
@@ -324,6 +325,41 @@ class OpenAIResponsesStream:
         }
 
 
+def _settings(body: dict[str, Any], settings: ModelSettings, request: ChatRequest) -> None:
+    check_settings(settings)
+    for key in ("stop", "seed"):
+        if key in settings:
+            raise unsupported(
+                "openai-responses",
+                key,
+                f"the Responses API has no {key} parameter; use the 'openai:' provider "
+                "(Chat Completions), which has one",
+            )
+    if "temperature" in settings:
+        body["temperature"] = settings["temperature"]
+    if "top_p" in settings:
+        body["top_p"] = settings["top_p"]
+    if "max_tokens" in settings:
+        body["max_output_tokens"] = settings["max_tokens"]
+    if "tools" in request:  # without tools there is nothing to choose or parallelize
+        choice = settings.get("tool_choice")
+        if choice is not None:
+            forced = forced_tool("openai-responses", choice, request)
+            body["tool_choice"] = choice if forced is None else {"type": "function", "name": forced}
+        if "parallel_tool_calls" in settings:
+            body["parallel_tool_calls"] = settings["parallel_tool_calls"]
+    reasoning = settings.get("reasoning")
+    if reasoning is not None:
+        if "budget_tokens" in reasoning:
+            raise unsupported(
+                "openai-responses",
+                "reasoning.budget_tokens",
+                "the Responses API takes an effort, not a token budget: use "
+                "reasoning={'effort': ...}",
+            )
+        body["reasoning"] = {"effort": reasoning["effort"]}
+
+
 class OpenAIResponsesClient(HTTPAdapter):
     """`openai-responses:<model>`: the Responses API. Key from OPENAI_API_KEY.
 
@@ -356,10 +392,9 @@ class OpenAIResponsesClient(HTTPAdapter):
                 }
                 for t in request["tools"]
             ]
-        if "max_tokens" in request:
-            body["max_output_tokens"] = request["max_tokens"]
-        if "temperature" in request:
-            body["temperature"] = request["temperature"]
+        settings = request.get("settings")
+        if settings:
+            _settings(body, settings, request)
         if "response_format" in request:
             fmt = request["response_format"]
             spec: dict[str, Any] = {

@@ -19,7 +19,7 @@ from .turns import collect
 __all__ = ["OPTIONAL_KEYS", "derive_baseline"]
 
 #: Keys a request may carry only when their axis is configured; never present empty.
-OPTIONAL_KEYS = ("tools", "response_format", "max_tokens", "temperature", "signal")
+OPTIONAL_KEYS = ("tools", "response_format", "settings", "signal")
 
 
 def derive_baseline() -> str:
