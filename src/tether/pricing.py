@@ -1,0 +1,187 @@
+"""What a model call cost, in US dollars, from its `usage` (needs the `lab` extra).
+
+```python
+from tether.pricing import cost
+
+cost({"input_tokens": 1200, "cache_read_tokens": 1000, "output_tokens": 80},
+     "anthropic:claude-sonnet-4-5")                     # Decimal('0.0021')
+cost(usage, "openai:my-private-model",
+     overrides={"openai:my-private-model": {"input_mtok": 0.5, "output_mtok": 1.5}})
+```
+
+Prices come from the `genai-prices` package (the `lab` extra). A model it does not know, or a
+model reached through a `base_url` it cannot tell the provider of, has no price: `cost` returns
+None and nothing shows a number, rather than a wrong one. `overrides` prices private models.
+
+Both tether's `Usage` and genai-prices count cache reads and cache writes *inside*
+`input_tokens` (every adapter adds Anthropic's separate counts in), so they are passed through
+unchanged and never counted twice; reasoning tokens are inside `output_tokens` the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, TypedDict
+
+from .errors import ConfigError
+from .events import Usage
+
+try:
+    import genai_prices
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise ImportError(
+        f"tether.pricing needs the genai-prices package ({exc}); "
+        "install it with: pip install 'tether[lab]'"
+    ) from exc
+
+__all__ = ["PriceOverride", "check_overrides", "cost"]
+
+
+class PriceOverride(TypedDict, total=False):
+    """The price of a model genai-prices does not know: US dollars per million tokens."""
+
+    input_mtok: float
+    """Input tokens that were neither read from nor written to a cache (required)."""
+    output_mtok: float
+    """Output tokens, reasoning included (required)."""
+    cache_read_mtok: float
+    """Input tokens read from a cache (default: `input_mtok`)."""
+    cache_write_mtok: float
+    """Input tokens written to a cache (default: `input_mtok`)."""
+
+
+_PROVIDER_IDS = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "openai-responses": "openai",
+    "gemini": "google",
+    "google": "google",
+}
+"""tether's provider names -> genai-prices' provider ids."""
+_DEFAULT_URLS = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com",
+    "google": "https://generativelanguage.googleapis.com",
+}
+_OVERRIDE_KEYS = frozenset(PriceOverride.__annotations__)
+
+
+def check_overrides(overrides: Any, where: str = "prices") -> dict[str, PriceOverride]:
+    """`overrides` checked: `{model: {"input_mtok": float, "output_mtok": float, ...}}`.
+
+    Raises:
+        ConfigError: not that shape, naming the entry and what to write.
+    """
+    if not isinstance(overrides, Mapping):
+        raise ConfigError(f"{where} must map model names to prices, got {overrides!r:.80}")
+    out: dict[str, PriceOverride] = {}
+    for model, entry in overrides.items():
+        if not isinstance(model, str) or not isinstance(entry, Mapping):
+            raise ConfigError(
+                f"{where}[{model!r}] must be a table such as "
+                "{input_mtok = 0.5, output_mtok = 1.5} (US dollars per million tokens)"
+            )
+        unknown = sorted(set(entry) - _OVERRIDE_KEYS)
+        missing = sorted({"input_mtok", "output_mtok"} - set(entry))
+        if unknown or missing:
+            raise ConfigError(
+                f"{where}[{model!r}]: "
+                + (f"unknown keys {unknown}; " if unknown else "")
+                + (f"missing {missing}; " if missing else "")
+                + f"known keys: {sorted(_OVERRIDE_KEYS)}"
+            )
+        for key, value in entry.items():
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise ConfigError(
+                    f"{where}[{model!r}].{key} must be a number of US dollars per million "
+                    f"tokens (0 or more), got {value!r}"
+                )
+        out[model] = dict(entry)  # type: ignore[assignment]
+    return out
+
+
+def _split(model: str) -> tuple[str | None, str]:
+    provider, sep, name = model.partition(":")
+    return (provider, name) if sep else (None, model)
+
+
+def _override(usage: Usage, model: str, overrides: Mapping[str, PriceOverride]) -> Decimal | None:
+    entry = overrides.get(model)
+    if entry is None:
+        entry = overrides.get(_split(model)[1])
+    if entry is None:
+        return None
+    inp = usage.get("input_tokens", 0)
+    read = usage.get("cache_read_tokens", 0)
+    write = usage.get("cache_creation_tokens", 0)
+    plain = max(inp - read - write, 0)
+    in_price = Decimal(str(entry["input_mtok"]))
+    total = (
+        plain * in_price
+        + read * Decimal(str(entry.get("cache_read_mtok", entry["input_mtok"])))
+        + write * Decimal(str(entry.get("cache_write_mtok", entry["input_mtok"])))
+        + usage.get("output_tokens", 0) * Decimal(str(entry["output_mtok"]))
+    )
+    return total / Decimal(1_000_000)
+
+
+def cost(
+    usage: Usage,
+    model: str,
+    *,
+    base_url: str | None = None,
+    overrides: Mapping[str, PriceOverride] | None = None,
+    at: datetime | None = None,
+) -> Decimal | None:
+    """The price of one model call in US dollars, or None when it is not known.
+
+    Args:
+        usage: The call's `usage` (a `done` event's, a `FinishChunk`'s, a step's).
+        model: ``"provider:model"`` (as in a model config) or the provider's model id.
+        base_url: Where the call went, when not the provider's own API (an OpenAI-compatible
+            server): genai-prices prices it only if it recognises the URL; a local server has
+            no price.
+        overrides: Prices by ``"provider:model"`` or model id, checked first.
+        at: When the call was made (prices change over time); default now.
+    """
+    if not usage:
+        return None
+    if overrides:
+        own = _override(usage, model, overrides)
+        if own is not None:
+            return own
+    provider, name = _split(model)
+    provider_id = _PROVIDER_IDS.get(provider) if provider is not None else None
+    if provider is not None and provider_id is None:
+        return None  # a provider genai-prices has no name for
+    priced = genai_prices.Usage(
+        input_tokens=usage.get("input_tokens", 0),
+        output_tokens=usage.get("output_tokens", 0),
+        cache_read_tokens=usage.get("cache_read_tokens") or None,
+        cache_write_tokens=usage.get("cache_creation_tokens") or None,
+    )
+    custom = (
+        base_url is not None
+        and provider_id is not None
+        and not base_url.rstrip("/").startswith(_DEFAULT_URLS.get(provider_id, "\0"))
+    )
+    try:
+        if custom:
+            result = genai_prices.calc_price(
+                priced, name, provider_api_url=base_url, genai_request_timestamp=at
+            )
+        else:
+            result = genai_prices.calc_price(
+                priced, name, provider_id=provider_id, genai_request_timestamp=at
+            )
+    except LookupError:
+        return None
+    return result.total_price

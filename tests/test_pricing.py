@@ -1,0 +1,101 @@
+"""tether.pricing: a call's usage priced with genai-prices, cache tokens counted once, unknown
+models without a price, overrides for private ones."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import genai_prices
+import pytest
+
+from tether.errors import ConfigError
+from tether.pricing import check_overrides, cost
+
+
+def list_price(model: str, provider: str) -> genai_prices.types.ModelPrice:
+    return genai_prices.calc_price(
+        genai_prices.Usage(input_tokens=1, output_tokens=1), model, provider_id=provider
+    ).model_price
+
+
+def rate(value: object) -> Decimal:
+    """A per-million price; the base rate of a tiered one (these tests stay under the tiers)."""
+    return Decimal(str(getattr(value, "base", value)))
+
+
+def test_cache_reads_are_inside_input_tokens_and_counted_once() -> None:
+    price = list_price("claude-sonnet-4-5", "anthropic")
+    usage = {"input_tokens": 1000, "cache_read_tokens": 400, "output_tokens": 100}
+    got = cost(usage, "anthropic:claude-sonnet-4-5")  # type: ignore[arg-type]
+    expected = (
+        600 * rate(price.input_mtok)
+        + 400 * rate(price.cache_read_mtok)
+        + 100 * rate(price.output_mtok)
+    ) / 1_000_000
+    assert got == expected
+    # Not the double count of adding the cache reads to the input again.
+    doubled = cost({"input_tokens": 1400, "output_tokens": 100}, "anthropic:claude-sonnet-4-5")
+    assert got is not None and doubled is not None and got < doubled
+
+
+def test_cache_writes_are_priced_as_writes() -> None:
+    price = list_price("claude-sonnet-4-5", "anthropic")
+    usage = {"input_tokens": 1000, "cache_creation_tokens": 1000, "output_tokens": 0}
+    got = cost(usage, "anthropic:claude-sonnet-4-5")  # type: ignore[arg-type]
+    assert got == 1000 * rate(price.cache_write_mtok) / 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("model", "provider"),
+    [
+        ("openai:gpt-4o", "openai"),
+        ("openai-responses:gpt-4o", "openai"),
+        ("gemini:gemini-2.5-flash", "google"),
+    ],
+)
+def test_each_provider_maps_to_its_prices(model: str, provider: str) -> None:
+    price = list_price(model.split(":")[1], provider)
+    got = cost({"input_tokens": 2000, "output_tokens": 300}, model)
+    assert got == (2000 * rate(price.input_mtok) + 300 * rate(price.output_mtok)) / 1_000_000
+
+
+def test_unknown_models_and_local_servers_have_no_price() -> None:
+    usage = {"input_tokens": 1000, "output_tokens": 100}
+    assert cost(usage, "openai:my-finetune-that-does-not-exist") is None  # type: ignore[arg-type]
+    assert cost(usage, "script") is None  # type: ignore[arg-type]
+    assert cost(usage, "mystery:gpt-4o") is None  # type: ignore[arg-type]
+    # gpt-4o served by a local OpenAI-compatible server is not OpenAI's gpt-4o.
+    assert cost(usage, "openai:gpt-4o", base_url="http://127.0.0.1:8000/v1") is None  # type: ignore[arg-type]
+    assert cost(usage, "openai:gpt-4o", base_url="https://api.openai.com/v1") is not None  # type: ignore[arg-type]
+    assert cost({}, "openai:gpt-4o") is None
+
+
+def test_an_override_prices_a_private_model() -> None:
+    overrides = check_overrides(
+        {"openai:mine": {"input_mtok": 1, "output_mtok": 2, "cache_read_mtok": 0.1}}
+    )
+    usage = {"input_tokens": 1000, "cache_read_tokens": 400, "output_tokens": 100}
+    assert cost(usage, "openai:mine", overrides=overrides) == Decimal("0.00084")  # type: ignore[arg-type]
+    # An override by bare model id, and one that wins over genai-prices.
+    assert cost(usage, "openai:mine", overrides={"mine": {"input_mtok": 0, "output_mtok": 0}}) == 0  # type: ignore[arg-type]
+    assert cost(
+        {"input_tokens": 10**6, "output_tokens": 0},
+        "openai:gpt-4o",
+        overrides={"openai:gpt-4o": {"input_mtok": 7, "output_mtok": 7}},
+    ) == Decimal(7)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ([], "must map model names"),
+        ({"m": 3}, "must be a table"),
+        ({"m": {"input_mtok": 1}}, "missing \\['output_mtok'\\]"),
+        ({"m": {"input_mtok": 1, "output_mtok": 1, "cents": 2}}, "unknown keys \\['cents'\\]"),
+        ({"m": {"input_mtok": -1, "output_mtok": 1}}, "0 or more"),
+        ({"m": {"input_mtok": "1", "output_mtok": 1}}, "number of US dollars"),
+    ],
+)
+def test_bad_overrides_are_config_errors(overrides: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        check_overrides(overrides)
