@@ -200,3 +200,100 @@ async def test_message_and_run_stores_share_one_connection(tmp_path: Path) -> No
     assert await messages.length("s") == 20
     assert len(await runs.events("r")) == 20
     conn.close()
+
+
+# -- query_runs: filters, free text, cursors, cost ---------------------------------------------
+
+
+async def fill(store: RunStore) -> None:
+    runs = [
+        RunInfo("a1", "agent", "researcher", "completed", 10.0, tags=["nightly", "v:1"],
+                input_text="Find papers on CRISPR delivery", memory_scope="s1"),
+        RunInfo("a2", "agent", "researcher", "failed", 20.0, tags=["v:1"],
+                input_text="Summarise the quarterly report"),
+        RunInfo("w1", "workflow", "review", "completed", 30.0, tags=["nightly"],
+                input_text='{"topic": "gene editing"}'),
+        RunInfo("a3", "agent", "writer", "completed", 40.0, workflow_run_id="w1",
+                input_text="Outline gene editing"),
+        RunInfo("a4", "agent", "helper", "running", 50.0, input_text="Ünïcode wörds here"),
+    ]  # fmt: skip
+    for info in runs:
+        await store.start_run(info)
+    await store.finish_run(
+        "a1", "completed", output_text="Three papers about lipid nanoparticles",
+        usage={"input_tokens": 120, "output_tokens": 30}, cost_usd=0.0021,
+    )  # fmt: skip
+
+
+async def ids(store: RunStore, **query: Any) -> list[str]:
+    from tether.stores.run_store import RunQuery
+
+    page = await store.query_runs(RunQuery(**query), limit=100)
+    return [i.run_id for i in page.runs]
+
+
+async def test_query_runs_filters_each_field(store: RunStore) -> None:
+    await fill(store)
+    assert await ids(store) == ["a4", "a3", "w1", "a2", "a1"]
+    assert await ids(store, status="failed") == ["a2"]
+    assert await ids(store, kind="workflow") == ["w1"]
+    assert await ids(store, name="researcher") == ["a2", "a1"]
+    assert await ids(store, tag="nightly") == ["w1", "a1"]
+    assert await ids(store, tag="nope") == []
+    assert await ids(store, since=20.0, until=40.0) == ["w1", "a2"]
+    assert await ids(store, roots_only=True) == ["a4", "w1", "a2", "a1"]
+    assert await ids(store, memory_scope="s1") == ["a1"]
+    assert await ids(store, agents=("researcher",), workflows=()) == ["a2", "a1"]
+    assert await ids(store, agents=("writer",), workflows=("review",)) == ["a3", "w1"]
+    assert await ids(store, status="completed", tag="nightly", name="review") == ["w1"]
+
+
+async def test_query_runs_searches_inputs_and_outputs_by_word_prefix(store: RunStore) -> None:
+    await fill(store)
+    assert await ids(store, q="gene editing") == ["a3", "w1"]
+    assert await ids(store, q="GENE edit") == ["a3", "w1"]
+    assert await ids(store, q="nanoparticle") == ["a1"]  # the output, set at the end
+    assert await ids(store, q="crispr papers") == ["a1"]
+    assert await ids(store, q="crispr report") == []
+    assert await ids(store, q="wörds") == ["a4"]
+    # Query syntax is never interpreted: quotes, operators and stars are only separators.
+    assert await ids(store, q='"report" * (-') == ["a2"]
+    assert await ids(store, q="&|!:*()") == ["a4", "a3", "w1", "a2", "a1"]
+
+
+async def test_query_runs_pages_by_cursor_stably_while_runs_start(store: RunStore) -> None:
+    for i in range(7):
+        await store.start_run(agent_run(f"r{i}", started_at=float(i // 2)))  # ties included
+    from tether.stores.run_store import RunQuery
+
+    first = await store.query_runs(RunQuery(), limit=3)
+    assert [i.run_id for i in first.runs] == ["r6", "r5", "r4"]
+    assert first.next_cursor is not None
+    await store.start_run(agent_run("new", started_at=99.0))
+    second = await store.query_runs(RunQuery(), limit=3, cursor=first.next_cursor)
+    assert [i.run_id for i in second.runs] == ["r3", "r2", "r1"]
+    third = await store.query_runs(RunQuery(), limit=3, cursor=second.next_cursor)
+    assert [i.run_id for i in third.runs] == ["r0"] and third.next_cursor is None
+
+
+async def test_a_bad_cursor_is_a_config_error(store: RunStore) -> None:
+    from tether.errors import ConfigError
+    from tether.stores.run_store import RunQuery
+
+    for cursor in ("nope", "1.0~x", "nan~3"):
+        with pytest.raises(ConfigError, match="cursor"):
+            await store.query_runs(RunQuery(), cursor=cursor)
+
+
+async def test_cost_usage_and_texts_are_kept(store: RunStore) -> None:
+    await fill(store)
+    info = await store.get_run("a1")
+    assert info is not None
+    assert info.cost_usd == 0.0021 and info.usage == {"input_tokens": 120, "output_tokens": 30}
+    assert info.output_text == "Three papers about lipid nanoparticles"
+    await store.finish_run("a2", "failed", error="boom")  # unset fields stay as they were
+    other = await store.get_run("a2")
+    assert other is not None and other.cost_usd is None and other.usage == {}
+    await store.start_run(agent_run("long", input_text="x" * 5000))
+    long = await store.get_run("long")
+    assert long is not None and len(long.input_text) == 2000

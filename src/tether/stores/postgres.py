@@ -79,11 +79,18 @@ from .run_store import (
     NewRunEvent,
     RunEvent,
     RunInfo,
+    RunPage,
+    RunQuery,
     _check_info,
     _encode_events,
     _end_time,
     _event,
+    _finish_sets,
     _info_from_row,
+    decode_cursor,
+    encode_cursor,
+    info_row,
+    query_where,
 )
 from .run_store import _check_status as _check_run_status
 
@@ -567,6 +574,43 @@ async def m001_create_run_tables(conn: Connection) -> None:
     await _exec(conn, "CREATE INDEX tether_runs_scope ON tether_runs (memory_scope)")
 
 
+@run_migrations
+async def m002_run_cost_text_and_filters(conn: Connection) -> None:
+    # Cost and usage per run; input and output text for listing and search (a generated
+    # tsvector with a GIN index); a tag table and indexes so that a filtered page of a large
+    # store is an index range, not a scan.
+    await _exec(
+        conn,
+        "ALTER TABLE tether_runs"
+        " ADD COLUMN usage TEXT NOT NULL DEFAULT '{}',"
+        " ADD COLUMN cost_usd DOUBLE PRECISION,"
+        " ADD COLUMN input_text TEXT NOT NULL DEFAULT '',"
+        " ADD COLUMN output_text TEXT NOT NULL DEFAULT '',"
+        " ADD COLUMN search tsvector GENERATED ALWAYS AS"
+        " (to_tsvector('simple', input_text || ' ' || output_text)) STORED",
+    )
+    await _exec(
+        conn,
+        "CREATE TABLE tether_run_tags ("
+        " tag TEXT NOT NULL,"
+        " run_id TEXT NOT NULL REFERENCES tether_runs (run_id) ON DELETE CASCADE,"
+        " PRIMARY KEY (tag, run_id))",
+    )
+    await _exec(
+        conn,
+        "INSERT INTO tether_run_tags (tag, run_id)"
+        " SELECT DISTINCT t.tag, r.run_id FROM tether_runs r,"
+        " LATERAL jsonb_array_elements_text(r.tags::jsonb) AS t (tag)"
+        " WHERE jsonb_typeof(r.tags::jsonb) = 'array'"
+        " ON CONFLICT DO NOTHING",
+    )
+    await _exec(conn, "CREATE INDEX tether_runs_search ON tether_runs USING GIN (search)")
+    await _exec(
+        conn, "CREATE INDEX tether_runs_status_started ON tether_runs (status, started_at, id)"
+    )
+    await _exec(conn, "CREATE INDEX tether_runs_name_started ON tether_runs (name, started_at, id)")
+
+
 # One statement, like a message append: the run row's count is bumped (and row-locked) and the
 # events are numbered after the old count. No row means the run was never started.
 _APPEND_EVENTS = """
@@ -585,6 +629,20 @@ SELECT event_count FROM bumped
 """
 
 
+_START_RUN = f"""
+WITH created AS (
+    INSERT INTO tether_runs ({_INFO_COLUMNS})
+    VALUES ({", ".join(f"%(v{i})s" for i in range(16))})
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING run_id
+), tagged AS (
+    INSERT INTO tether_run_tags (tag, run_id)
+    SELECT t.tag, created.run_id FROM created, unnest(%(tags)s::text[]) AS t (tag)
+)
+SELECT 1 FROM created
+"""
+
+
 class PostgresRunStore(PostgresBacked):
     """A RunStore in PostgreSQL: one row per run, one row per event, numbered per run."""
 
@@ -596,23 +654,11 @@ class PostgresRunStore(PostgresBacked):
         async with self._session() as conn:
             row = await _one(
                 conn,
-                f"INSERT INTO tether_runs ({_INFO_COLUMNS})"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (run_id) DO NOTHING RETURNING 1",
-                (
-                    info.run_id,
-                    info.kind,
-                    info.name,
-                    info.status,
-                    info.started_at,
-                    info.ended_at,
-                    _encode(list(info.tags), "tags"),
-                    info.memory_scope,
-                    info.workflow_run_id,
-                    info.step_id,
-                    info.error,
-                    _encode(info.meta, "meta"),
-                ),
+                _START_RUN,
+                {
+                    **{f"v{i}": value for i, value in enumerate(info_row(info))},
+                    "tags": [t for t in dict.fromkeys(info.tags) if isinstance(t, str)],
+                },
             )
         if row is None:
             raise StoreError(f"run {info.run_id!r} already exists")
@@ -639,18 +685,45 @@ class PostgresRunStore(PostgresBacked):
         *,
         ended_at: float | None = None,
         error: str | None = None,
+        output_text: str | None = None,
+        usage: dict[str, int] | None = None,
+        cost_usd: float | None = None,
     ) -> None:
         _check_run_status(status)
         end = _end_time(status, ended_at)
+        sets, extra = _finish_sets("%s", output_text, usage, cost_usd)
         async with self._session() as conn:
             row = await _one(
                 conn,
-                "UPDATE tether_runs SET status = %s, ended_at = %s, error = %s"
+                f"UPDATE tether_runs SET status = %s, ended_at = %s, error = %s{sets}"
                 " WHERE run_id = %s RETURNING 1",
-                (status, end, error, run_id),
+                (status, end, error, *extra, run_id),
             )
         if row is None:
             raise StoreError(f"run {run_id!r} was never started")
+
+    async def query_runs(
+        self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
+    ) -> RunPage:
+        conds, args = query_where(query, "%s", "postgres")
+        if cursor is not None:
+            started, seq = decode_cursor(cursor)
+            conds.append("(r.started_at, r.id) < (%s, %s)")
+            args.extend((started, seq))
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+        columns = ", ".join(f"r.{c.strip()}" for c in _INFO_COLUMNS.split(","))
+        async with self._session() as conn:
+            rows = await _all(
+                conn,
+                f"SELECT {columns}, r.id FROM tether_runs r{where}"
+                " ORDER BY r.started_at DESC, r.id DESC LIMIT %s",
+                (*args, limit + 1),
+            )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        infos = [_info_from_row(row) for row in rows]
+        last = rows[-1] if rows and more else None
+        return RunPage(infos, encode_cursor(last[4], last[-1]) if last is not None else None)
 
     async def get_run(self, run_id: str) -> RunInfo | None:
         async with self._session() as conn:

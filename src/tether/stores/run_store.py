@@ -13,6 +13,8 @@ Three implementations pass one contract suite (`tests/stores/test_run_store.py`)
 from __future__ import annotations
 
 import json
+import math
+import re
 import sqlite3
 import threading
 import time
@@ -22,16 +24,19 @@ from os import PathLike
 from typing import Any, Protocol, TypedDict
 
 from .._json import check_json_safe, dumps
-from ..errors import StoreCorruptError, StoreError
+from ..errors import ConfigError, StoreCorruptError, StoreError
 from ._sql import where_equal
 from .sqlite import Migrations, SqliteBacked, connect, transaction
 from .workflow_store import RUN_STATUSES, RunStatus
 
 __all__ = [
+    "TEXT_LIMIT",
     "InMemoryRunStore",
     "NewRunEvent",
     "RunEvent",
     "RunInfo",
+    "RunPage",
+    "RunQuery",
     "RunStore",
     "SqliteRunStore",
 ]
@@ -64,6 +69,160 @@ class RunInfo:
     """Why a failed run failed."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Anything else the writer wants listed (JSON-safe)."""
+    usage: dict[str, int] = field(default_factory=dict)
+    """Token totals of the run's model calls (`Usage` keys), set when it ends."""
+    cost_usd: float | None = None
+    """What the run's model calls cost in US dollars; None when any of them has no known
+    price (never a partial sum)."""
+    input_text: str = ""
+    """The run's input as plain text, cut at `TEXT_LIMIT` characters (searched by `q`)."""
+    output_text: str = ""
+    """Its output as plain text, cut the same way, set when it ends."""
+
+
+TEXT_LIMIT = 2000
+"""How many characters of a run's input and output are kept for listing and search."""
+
+
+@dataclass(slots=True, frozen=True)
+class RunQuery:
+    """Which runs `RunStore.query_runs` returns. Every field that is set must match."""
+
+    kind: str | None = None
+    name: str | None = None
+    """The agent id or workflow id."""
+    status: str | None = None
+    tag: str | None = None
+    """Runs carrying this tag."""
+    q: str | None = None
+    """Free text: runs whose input or output has every word of it (each as a word prefix,
+    case-insensitive)."""
+    since: float | None = None
+    """Started at or after this Unix time."""
+    until: float | None = None
+    """Started before this Unix time."""
+    memory_scope: str | None = None
+    workflow_run_id: str | None = None
+    roots_only: bool = False
+    """Only runs not nested in a workflow run."""
+    agents: tuple[str, ...] | None = None
+    """With `workflows`: only agent runs of these ids and workflow runs of those (runs of
+    other kinds pass), as the UI's registry-listed runs."""
+    workflows: tuple[str, ...] | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class RunPage:
+    """One page of `query_runs`: newest first, and the cursor of the next page (None: last)."""
+
+    runs: list[RunInfo]
+    next_cursor: str | None
+
+
+def words(q: str | None) -> list[str]:
+    """The words of a free-text query (letters, digits, `_`), lower-cased."""
+    return re.findall(r"\w+", q.lower()) if q else []
+
+
+def encode_cursor(started_at: float, seq: int) -> str:
+    return f"{started_at!r}~{seq}"
+
+
+def decode_cursor(cursor: str) -> tuple[float, int]:
+    """The (started_at, order) a cursor from `RunPage.next_cursor` points after.
+
+    Raises:
+        ConfigError: not such a cursor.
+    """
+    started, sep, seq = cursor.partition("~")
+    try:
+        if not sep:
+            raise ValueError(cursor)
+        value = (float(started), int(seq))
+    except ValueError:
+        raise ConfigError(
+            f"cursor {cursor!r:.80} is not one a run list returned; start again without it"
+        ) from None
+    if not math.isfinite(value[0]):
+        raise ConfigError(f"cursor {cursor!r:.80} is not one a run list returned")
+    return value
+
+
+def _matches(info: RunInfo, query: RunQuery) -> bool:
+    if query.kind is not None and info.kind != query.kind:
+        return False
+    if query.name is not None and info.name != query.name:
+        return False
+    if query.status is not None and info.status != query.status:
+        return False
+    if query.tag is not None and query.tag not in info.tags:
+        return False
+    if query.since is not None and info.started_at < query.since:
+        return False
+    if query.until is not None and info.started_at >= query.until:
+        return False
+    if query.memory_scope is not None and info.memory_scope != query.memory_scope:
+        return False
+    if query.workflow_run_id is not None and info.workflow_run_id != query.workflow_run_id:
+        return False
+    if query.roots_only and info.workflow_run_id is not None:
+        return False
+    if query.agents is not None or query.workflows is not None:
+        if info.kind == "agent" and info.name not in (query.agents or ()):
+            return False
+        if info.kind == "workflow" and info.name not in (query.workflows or ()):
+            return False
+    wanted = words(query.q)
+    if wanted:
+        have = words(f"{info.input_text} {info.output_text}")
+        if not all(any(h.startswith(w) for h in have) for w in wanted):
+            return False
+    return True
+
+
+def query_where(query: RunQuery, ph: str, dialect: str) -> tuple[list[str], list[Any]]:
+    """The SQL conditions (and their values) of `query` for a runs table aliased `r`, in the
+    SQLite or PostgreSQL dialect. Column names are ours, never a caller's."""
+    conds: list[str] = []
+    args: list[Any] = []
+    for column in ("kind", "name", "status", "memory_scope", "workflow_run_id"):
+        value = getattr(query, column)
+        if value is not None:
+            conds.append(f"r.{column} = {ph}")
+            args.append(value)
+    if query.since is not None:
+        conds.append(f"r.started_at >= {ph}")
+        args.append(query.since)
+    if query.until is not None:
+        conds.append(f"r.started_at < {ph}")
+        args.append(query.until)
+    if query.roots_only:
+        conds.append("r.workflow_run_id IS NULL")
+    if query.agents is not None or query.workflows is not None:
+        parts = ["r.kind NOT IN ('agent', 'workflow')"]
+        for kind, names in (("agent", query.agents or ()), ("workflow", query.workflows or ())):
+            if names:
+                marks = ", ".join([ph] * len(names))
+                parts.append(f"(r.kind = '{kind}' AND r.name IN ({marks}))")
+                args.extend(names)
+        conds.append("(" + " OR ".join(parts) + ")")
+    tags_table = "run_tags" if dialect == "sqlite" else "tether_run_tags"
+    if query.tag is not None:
+        conds.append(f"r.run_id IN (SELECT run_id FROM {tags_table} WHERE tag = {ph})")
+        args.append(query.tag)
+    wanted = words(query.q)
+    if wanted:
+        if dialect == "sqlite":
+            conds.append(f"r.rowid IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH {ph})")
+            args.append(" ".join(f'"{w}"*' for w in wanted))
+        else:
+            conds.append(f"r.search @@ to_tsquery('simple', {ph})")
+            args.append(" & ".join(f"{w}:*" for w in wanted))
+    return conds, args
+
+
+def _cut(text: str | None) -> str:
+    return (text or "")[:TEXT_LIMIT]
 
 
 class NewRunEvent(TypedDict):
@@ -113,9 +272,24 @@ class RunStore(Protocol):
         *,
         ended_at: float | None = None,
         error: str | None = None,
+        output_text: str | None = None,
+        usage: dict[str, int] | None = None,
+        cost_usd: float | None = None,
     ) -> None:
         """Set the final status of a run (and why, for a failure). Setting "running" again
-        (a resumed workflow run) clears the end time."""
+        (a resumed workflow run) clears the end time. `output_text`, `usage` and `cost_usd`
+        are set when given (an output is cut at `TEXT_LIMIT` characters)."""
+        ...
+
+    async def query_runs(
+        self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
+    ) -> RunPage:
+        """Runs matching `query`, newest first, `limit` at most, after `cursor` (a
+        `next_cursor` of an earlier page: pages stay stable while new runs start).
+
+        Raises:
+            ConfigError: a cursor no page returned.
+        """
         ...
 
     async def get_run(self, run_id: str) -> RunInfo | None:
@@ -150,6 +324,7 @@ def _check_info(info: RunInfo) -> None:
         raise StoreError(f"run status must be one of {_STATUSES}, got {info.status!r}")
     check_json_safe(list(info.tags), "tags")
     check_json_safe(info.meta, "meta")
+    check_json_safe(info.usage, "usage")
 
 
 def _encode_events(run_id: str, events: Sequence[NewRunEvent]) -> list[tuple[str, float, str]]:
@@ -192,7 +367,9 @@ class InMemoryRunStore:
 
     async def start_run(self, info: RunInfo) -> None:
         _check_info(info)
-        info = replace(info, tags=list(info.tags), meta=json.loads(dumps(info.meta)))
+        info = replace(
+            _copy_info(info), input_text=_cut(info.input_text), output_text=_cut(info.output_text)
+        )
         with self._lock:
             if info.run_id in self._runs:
                 raise StoreError(f"run {info.run_id!r} already exists")
@@ -216,18 +393,53 @@ class InMemoryRunStore:
         *,
         ended_at: float | None = None,
         error: str | None = None,
+        output_text: str | None = None,
+        usage: dict[str, int] | None = None,
+        cost_usd: float | None = None,
     ) -> None:
         _check_status(status)
+        if usage is not None:
+            check_json_safe(usage, "usage")
         with self._lock:
             info = self._runs.get(run_id)
             if info is None:
                 raise StoreError(f"run {run_id!r} was never started")
-            self._runs[run_id] = replace(
+            info = replace(
                 info,
                 status=status,
                 ended_at=_end_time(status, ended_at),
                 error=error,
             )
+            if output_text is not None:
+                info = replace(info, output_text=_cut(output_text))
+            if usage is not None:
+                info = replace(info, usage=dict(usage))
+            if cost_usd is not None:
+                info = replace(info, cost_usd=cost_usd)
+            self._runs[run_id] = info
+
+    async def query_runs(
+        self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
+    ) -> RunPage:
+        after = decode_cursor(cursor) if cursor is not None else None
+        with self._lock:
+            ordered = [(self._runs[r], i) for i, r in enumerate(self._order)]
+        ordered.sort(key=lambda pair: (pair[0].started_at, pair[1]), reverse=True)
+        picked: list[tuple[RunInfo, int]] = []
+        for info, i in ordered:
+            if after is not None and (info.started_at, i) >= after:
+                continue
+            if _matches(info, query):
+                picked.append((info, i))
+                if len(picked) > limit:
+                    break
+        more = len(picked) > limit
+        picked = picked[:limit]
+        last = picked[-1] if picked and more else None
+        return RunPage(
+            [_copy_info(i) for i, _ in picked],
+            encode_cursor(last[0].started_at, last[1]) if last is not None else None,
+        )
 
     async def get_run(self, run_id: str) -> RunInfo | None:
         with self._lock:
@@ -269,7 +481,9 @@ class InMemoryRunStore:
 
 
 def _copy_info(info: RunInfo) -> RunInfo:
-    return replace(info, tags=list(info.tags), meta=json.loads(dumps(info.meta)))
+    return replace(
+        info, tags=list(info.tags), meta=json.loads(dumps(info.meta)), usage=dict(info.usage)
+    )
 
 
 def _event(run_id: str, seq: int, kind: str, at: float, raw: str) -> RunEvent:
@@ -319,19 +533,67 @@ def m001_create_run_tables(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX runs_scope ON runs (memory_scope)")
 
 
+@run_migrations
+def m002_run_cost_text_and_filters(conn: sqlite3.Connection) -> None:
+    # Cost and usage per run; input and output text for listing and search; a tag table and
+    # indexes so that a filtered page of a large store is an index range, not a scan.
+    conn.execute("ALTER TABLE runs ADD COLUMN usage TEXT NOT NULL DEFAULT '{}'")
+    conn.execute("ALTER TABLE runs ADD COLUMN cost_usd REAL")
+    conn.execute("ALTER TABLE runs ADD COLUMN input_text TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE runs ADD COLUMN output_text TEXT NOT NULL DEFAULT ''")
+    conn.execute(
+        "CREATE TABLE run_tags ("
+        " tag TEXT NOT NULL,"
+        " run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+        " PRIMARY KEY (tag, run_id)) WITHOUT ROWID"
+    )
+    conn.execute(
+        "INSERT OR IGNORE INTO run_tags (tag, run_id)"
+        " SELECT j.value, r.run_id FROM runs r, json_each(r.tags) j"
+        " WHERE json_valid(r.tags) AND j.type = 'text'"
+    )
+    conn.execute("CREATE VIRTUAL TABLE runs_fts USING fts5(body, tokenize = 'unicode61')")
+    conn.execute("CREATE INDEX runs_status_started ON runs (status, started_at)")
+    conn.execute("CREATE INDEX runs_name_started ON runs (name, started_at)")
+
+
 _INFO_COLUMNS = (
     "run_id, kind, name, status, started_at, ended_at, tags, memory_scope, workflow_run_id,"
-    " step_id, error, meta"
+    " step_id, error, meta, usage, cost_usd, input_text, output_text"
 )
 
 
+def info_row(info: RunInfo) -> tuple[Any, ...]:
+    """The values of `_INFO_COLUMNS` for a new run."""
+    return (
+        info.run_id,
+        info.kind,
+        info.name,
+        info.status,
+        info.started_at,
+        info.ended_at,
+        dumps(list(info.tags)),
+        info.memory_scope,
+        info.workflow_run_id,
+        info.step_id,
+        info.error,
+        dumps(info.meta),
+        dumps(info.usage),
+        info.cost_usd,
+        _cut(info.input_text),
+        _cut(info.output_text),
+    )
+
+
 def _info_from_row(row: tuple[Any, ...]) -> RunInfo:
-    run_id, kind, name, status, started, ended, tags, scope, wf, step, error, meta = row
+    run_id, kind, name, status, started, ended, tags, scope, wf, step, error, meta = row[:12]
+    usage, cost, input_text, output_text = row[12:16]
     try:
         tag_list = json.loads(tags)
         meta_dict = json.loads(meta)
+        usage_dict = json.loads(usage)
     except ValueError as exc:
-        raise StoreCorruptError(f"run {run_id!r}: tags or meta are not JSON: {exc}") from exc
+        raise StoreCorruptError(f"run {run_id!r}: tags, meta or usage are not JSON: {exc}") from exc
     return RunInfo(
         run_id=run_id,
         kind=kind,
@@ -345,7 +607,28 @@ def _info_from_row(row: tuple[Any, ...]) -> RunInfo:
         step_id=step,
         error=error,
         meta=meta_dict,
+        usage=usage_dict,
+        cost_usd=cost,
+        input_text=input_text,
+        output_text=output_text,
     )
+
+
+def _finish_sets(
+    ph: str, output_text: str | None, usage: dict[str, int] | None, cost_usd: float | None
+) -> tuple[str, list[Any]]:
+    sets: list[str] = []
+    args: list[Any] = []
+    if output_text is not None:
+        sets.append(f", output_text = {ph}")
+        args.append(_cut(output_text))
+    if usage is not None:
+        sets.append(f", usage = {ph}")
+        args.append(dumps(usage))
+    if cost_usd is not None:
+        sets.append(f", cost_usd = {ph}")
+        args.append(cost_usd)
+    return "".join(sets), args
 
 
 class SqliteRunStore(SqliteBacked):
@@ -371,22 +654,17 @@ class SqliteRunStore(SqliteBacked):
                 ).fetchone()
                 if exists:
                     raise StoreError(f"run {info.run_id!r} already exists")
+                cur = conn.execute(
+                    f"INSERT INTO runs ({_INFO_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    info_row(info),
+                )
+                conn.executemany(
+                    "INSERT OR IGNORE INTO run_tags (tag, run_id) VALUES (?, ?)",
+                    [(t, info.run_id) for t in info.tags if isinstance(t, str)],
+                )
                 conn.execute(
-                    f"INSERT INTO runs ({_INFO_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        info.run_id,
-                        info.kind,
-                        info.name,
-                        info.status,
-                        info.started_at,
-                        info.ended_at,
-                        dumps(list(info.tags)),
-                        info.memory_scope,
-                        info.workflow_run_id,
-                        info.step_id,
-                        info.error,
-                        dumps(info.meta),
-                    ),
+                    "INSERT INTO runs_fts (rowid, body) VALUES (?, ?)",
+                    (cur.lastrowid, _cut(info.input_text) + "\n" + _cut(info.output_text)),
                 )
 
         await self._run(op)
@@ -419,19 +697,58 @@ class SqliteRunStore(SqliteBacked):
         *,
         ended_at: float | None = None,
         error: str | None = None,
+        output_text: str | None = None,
+        usage: dict[str, int] | None = None,
+        cost_usd: float | None = None,
     ) -> None:
         _check_status(status)
+        if usage is not None:
+            check_json_safe(usage, "usage")
         end = _end_time(status, ended_at)
+        sets, extra = _finish_sets("?", output_text, usage, cost_usd)
 
         def op(conn: sqlite3.Connection) -> None:
-            cur = conn.execute(
-                "UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE run_id = ?",
-                (status, end, error, run_id),
-            )
-            if cur.rowcount == 0:
-                raise StoreError(f"run {run_id!r} was never started")
+            with transaction(conn):
+                row = conn.execute(
+                    f"UPDATE runs SET status = ?, ended_at = ?, error = ?{sets}"
+                    " WHERE run_id = ? RETURNING rowid, input_text, output_text",
+                    (status, end, error, *extra, run_id),
+                ).fetchone()
+                if row is None:
+                    raise StoreError(f"run {run_id!r} was never started")
+                if output_text is not None:
+                    rowid, input_text, new_output = row
+                    conn.execute(
+                        "UPDATE runs_fts SET body = ? WHERE rowid = ?",
+                        (f"{input_text}\n{new_output}", rowid),
+                    )
 
         await self._run(op)
+
+    async def query_runs(
+        self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
+    ) -> RunPage:
+        conds, args = query_where(query, "?", "sqlite")
+        if cursor is not None:
+            started, seq = decode_cursor(cursor)
+            conds.append("(r.started_at, r.rowid) < (?, ?)")
+            args.extend((started, seq))
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+        columns = ", ".join(f"r.{c.strip()}" for c in _INFO_COLUMNS.split(","))
+
+        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"SELECT {columns}, r.rowid FROM runs r{where}"
+                " ORDER BY r.started_at DESC, r.rowid DESC LIMIT ?",
+                (*args, limit + 1),
+            ).fetchall()
+
+        rows = await self._run(op)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        infos = [_info_from_row(row) for row in rows]
+        last = rows[-1] if rows and more else None
+        return RunPage(infos, encode_cursor(last[4], last[-1]) if last is not None else None)
 
     async def get_run(self, run_id: str) -> RunInfo | None:
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
