@@ -40,6 +40,11 @@ def test_the_docs_cover_every_command(cli_docs: ModuleType) -> None:
             "tether runs",
             "tether runs list",
             "tether runs show",
+            "tether eval",
+            "tether eval run",
+            "tether eval show",
+            "tether eval compare",
+            "tether eval list",
             "tether ui",
         ]
     )

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ._agents import agent_app
+from ._eval import eval_app
 from ._project import GlobalOptions
 from ._runs import runs_app
 from ._ui import ui
@@ -68,6 +69,7 @@ def _root(
 app.add_typer(agent_app, name="agent")
 app.add_typer(workflow_app, name="workflow")
 app.add_typer(runs_app, name="runs")
+app.add_typer(eval_app, name="eval")
 app.command("ui")(ui)
 
 
