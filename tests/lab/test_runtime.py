@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-import tether.lab._runtime as runtime_module
+import tether.lab._host as host_module
 from tether import AbortedError, RunContext, define_tool
 from tether.errors import ConfigError
 from tether.lab import Runtime
@@ -61,7 +61,7 @@ async def test_a_bad_store_url_is_a_clear_config_error(url: str, message: str) -
 
 
 def test_unknown_runtime_defaults_are_refused() -> None:
-    with pytest.raises(ConfigError, match="unknown runtime defaults"):
+    with pytest.raises(ConfigError, match=r"unknown key 'modle' \(did you mean 'model'\?\)"):
         Runtime(defaults={"modle": "openai:gpt-4o"})
 
 
@@ -82,7 +82,7 @@ async def test_clients_built_from_model_strings_are_shared_and_closed_by_the_run
         built.append((dict(config), client))
         return client
 
-    monkeypatch.setattr(runtime_module, "client_from_config", fake_client_from_config)
+    monkeypatch.setattr(host_module, "client_from_config", fake_client_from_config)
     lab = Runtime(store="memory", version=False, defaults={"model": "openai:gpt-4o"})
     a = lab.create_agent(id="a")
     b = lab.create_agent(id="b")

@@ -230,5 +230,5 @@ async def test_a_title_workflow_must_be_a_workflow(lab: Runtime) -> None:
     async def not_a_workflow(input: Any, ctx: Any) -> Any:
         return {"title": "x"}
 
-    with pytest.raises(ConfigError, match="title_workflow must be a workflow"):
+    with pytest.raises(ConfigError, match="title_workflow= takes a workflow"):
         lab.create_agent(id="a", model=scripted(), title_workflow=not_a_workflow)  # type: ignore[call-overload]

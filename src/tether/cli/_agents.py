@@ -10,7 +10,6 @@ import typer
 
 from ..errors import ConfigError, MissingKeyError, NoObjectGeneratedError, RegistryError
 from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Registry, Runtime
-from ..lab._agent import model_label
 from ._errors import (
     CommandLineError,
     Interrupted,
@@ -113,11 +112,10 @@ def list_agents(
     """
     registry = load_project(options_of(ctx))
     agents = [registry.agents[k] for k in sorted(registry.agents)]
-    defaults = registry.runtime.defaults.get("model")
     entries = [
         {
             "id": a.id,
-            "model": model_label(a.model if a.model is not None else defaults),
+            "model": a.model_label,
             "tool_context": a.uses_tool_provider,
             "structured_output": a.output_schema is not None,
             "description": a.description,

@@ -18,8 +18,15 @@ from typing import Any, TypeVar
 import typer
 
 from ..errors import ConfigError, ConfigNotFoundError, RegistryError, StoreError
-from ..lab import DEFAULT_STORE, Registry, Runtime, find_config, load_registry
-from ..lab._stores import redact_url, sqlite_path
+from ..lab import (
+    DEFAULT_STORE,
+    Registry,
+    Runtime,
+    find_config,
+    load_registry,
+    redact_url,
+    sqlite_path,
+)
 from ._errors import CommandLineError, Interrupted, ProjectError
 
 __all__ = [

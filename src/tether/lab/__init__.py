@@ -13,42 +13,63 @@ result = await researcher.run(memory_scope="notes", user="First turn").result
 ```
 """
 
-from ._agent import DEFAULT_STOP_WHEN, LabAgent, ModelSpec
+from ._agent import DEFAULT_STOP_WHEN, LabAgent
+from ._definition import (
+    AgentDefaults,
+    Definition,
+    ModelSpec,
+    SystemPrompt,
+    SystemPromptSpec,
+    model_label,
+)
 from ._episode import SystemPromptConflict, WorkflowLink
 from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle
+from ._host import AgentHost, ClientPool, TaskSet
 from ._output import JSON_REQUEST
 from ._recorder import RunListener
 from ._registry import Registry, find_config, load_registry
-from ._runtime import ConversationTitleInput, ConversationTitleOutput, Runtime, ToolCallInfo
-from ._stores import DEFAULT_STORE
+from ._runtime import Runtime, ToolCallInfo
+from ._stores import DEFAULT_STORE, redact_url, sqlite_path
 from ._tags import run_tags
 from ._template import PromptInspection, Template, create_template
-from ._tools import ToolProvider, ToolSet, tool_provider
+from ._titles import ConversationTitleInput, ConversationTitleOutput
+from ._tools import ToolProvider, ToolSet, ToolsSpec, tool_provider
 
 __all__ = [
     "DEFAULT_STOP_WHEN",
     "DEFAULT_STORE",
     "JSON_REQUEST",
+    "AgentDefaults",
+    "AgentHost",
     "AgentRunHandle",
     "AgentRunResult",
     "AgentStreamHandle",
+    "ClientPool",
     "ConversationTitleInput",
     "ConversationTitleOutput",
+    "Definition",
     "LabAgent",
     "ModelSpec",
     "PromptInspection",
     "Registry",
     "RunListener",
     "Runtime",
+    "SystemPrompt",
     "SystemPromptConflict",
+    "SystemPromptSpec",
+    "TaskSet",
     "Template",
     "ToolCallInfo",
     "ToolProvider",
     "ToolSet",
+    "ToolsSpec",
     "WorkflowLink",
     "create_template",
     "find_config",
     "load_registry",
+    "model_label",
+    "redact_url",
     "run_tags",
+    "sqlite_path",
     "tool_provider",
 ]

@@ -1,59 +1,94 @@
-"""Lab agents: reusable definitions (identity, model, tools, memory, structured output) whose
-episodes persist to a memory scope. Build them with `Runtime.create_agent(...)`."""
+"""Lab agents: a harness agent plus an id and a memory binding. Build them with
+`Runtime.create_agent(...)`; every harness part is accepted under the harness's own name
+(see `tether.lab._definition`), compiled into `tether.create_agent(...)`, and each episode
+drives that agent's `send()` loop."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import sys
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Generic, TypeVar, overload
 
 from .._json import check_json_safe
+from ..agent import Agent, create_agent
 from ..errors import ConfigError, NotJSONSafeError, SessionFormatError
+from ..guardrails import Guardrail
+from ..integrations import IntegrationSource
 from ..llm import LLMClient
+from ..llm.base import ModelSettings
+from ..resources import Resource
 from ..session import Message, Session
 from ..signals import AbortController
 from ..stop import StopCondition, step_count_is
 from ..stores.message_store import MessageStore
+from ..tools import Tool
+from ..tracing import TraceSink
 from ..workflows import Workflow, current_step
-from ._episode import Episode, SystemPromptConflict, WorkflowLink
-from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle, _EventBuffer
+from ._definition import (
+    AGENT_KEYS,
+    ALIASES,
+    Definition,
+    ModelSpec,
+    SystemPrompt,
+    SystemPromptSpec,
+    check_model,
+    check_settings,
+    check_stop_when,
+    check_tools,
+    merge_models,
+    merge_settings,
+    model_label,
+)
+from ._episode import Episode, EpisodeAgent, SystemPromptConflict, WorkflowLink
+from ._handles import AgentRunHandle, AgentStreamHandle, _EventBuffer
+from ._host import AgentHost
 from ._output import OutputSpec
 from ._provenance import merge_tags
 from ._tags import context_tags
-from ._template import PromptInspection, Template
-from ._tools import ToolProvider, ToolsSpec, check_tool_set
-
-if TYPE_CHECKING:
-    from ._runtime import Runtime
+from ._template import PromptInspection
+from ._tools import ToolProvider, ToolsSpec, is_provider
 
 __all__ = ["DEFAULT_STOP_WHEN", "LabAgent", "ModelSpec"]
 
 T = TypeVar("T")
 U = TypeVar("U")
 
-ModelSpec = str | Mapping[str, Any] | LLMClient
-"""A model: ``"provider:model"``, an llm config dict (``{"model", "base_url"?, ...}``), or an
-LLMClient instance."""
-
 DEFAULT_STOP_WHEN: StopCondition = step_count_is(20)
 """At most 20 model requests per episode unless the agent or the call says otherwise."""
 
 _CONFLICTS = ("keep-pinned", "use-current")
 
-
-def _stop_list(value: StopCondition | Sequence[StopCondition], where: str) -> list[StopCondition]:
-    items = [value] if callable(value) else list(value)
-    for i, cond in enumerate(items):
-        if not callable(cond):
-            raise ConfigError(f"{where}[{i}] is not a stop condition (a callable of steps)")
-    return items
+_RUN_OPTIONS = frozenset(
+    {
+        "memory_scope",
+        "context",
+        "user",
+        "messages",
+        "output_schema",
+        "stop_when",
+        "max_retries",
+        "stream_retries",
+        "system_prompt_conflict",
+        "suppress_system_prompt_conflict_warning",
+        "workflow",
+        "tools",
+        "tool_provider_context",
+        "tags",
+        "model",
+        "llm",
+        "settings",
+        "services",
+    }
+)
 
 
 def _normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
     """Caller messages as stored Messages; string content becomes one text part, system
     messages are dropped (the system prompt is the agent's)."""
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
         raise ConfigError("messages must be a list of {'role', 'content'} dicts")
     out: list[Message] = []
     for i, m in enumerate(messages):
@@ -61,18 +96,18 @@ def _normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
             raise ConfigError(f"messages[{i}] must be a dict with 'role' and 'content'")
         if m.get("role") == "system":
             continue
-        content = m.get("content")
         msg: dict[str, Any] = dict(m)
-        if isinstance(content, str):
-            msg["content"] = [{"type": "text", "text": content}]
+        if isinstance(msg.get("content"), str):
+            msg["content"] = [{"type": "text", "text": msg["content"]}]
         try:
-            Session.from_json({"id": "input", "messages": [msg]})
+            # Parsing is the check, and what it returns is the typed message.
+            (parsed,) = Session.from_json({"id": "input", "messages": [msg]}).messages
             check_json_safe(msg, f"messages[{i}]")
         except SessionFormatError as exc:
             raise ConfigError(str(exc).replace("session.messages[0]", f"messages[{i}]")) from exc
         except NotJSONSafeError as exc:
             raise ConfigError(str(exc)) from exc
-        out.append(msg)  # type: ignore[arg-type]
+        out.append(parsed)
     return out
 
 
@@ -100,19 +135,34 @@ def _link(workflow: Any) -> WorkflowLink | None:
 class LabAgent(Generic[T]):
     """A reusable agent definition. `run()` / `stream()` each start one episode.
 
-    `T` is the output type: the output schema's type, or `str` without one.
+    `T` is the output type: the output schema's type, or `str` without one. The parameters
+    are `Runtime.create_agent`'s; what the agent does not set comes from the runtime's
+    defaults.
     """
+
+    PARAMETERS: ClassVar[frozenset[str]] = frozenset({"id", *AGENT_KEYS, *ALIASES})
+    """The keyword parameters of `Runtime.create_agent`."""
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: AgentHost,
         *,
         id: str,
-        system_prompt: str | Template | None = None,
         model: ModelSpec | None = None,
+        llm: ModelSpec | None = None,
+        system_prompt: SystemPromptSpec | None = None,
+        prompt: SystemPromptSpec | None = None,
+        settings: ModelSettings | None = None,
         tools: ToolsSpec | None = None,
-        output_schema: Any = None,
+        resources: Sequence[Resource] | None = None,
+        integrations: Sequence[IntegrationSource] | None = None,
+        guardrails: Sequence[Guardrail] | None = None,
+        services: Mapping[str, Any] | None = None,
+        trace: bool | TraceSink | None = None,
+        max_tool_rounds: int | None = None,
         stop_when: StopCondition | Sequence[StopCondition] | None = None,
+        on_tool_call: Callable[..., Any] | None = None,
+        output_schema: Any = None,
         title_workflow: Workflow[Any, Any] | None = None,
         max_retries: int | None = None,
         stream_retries: int | None = None,
@@ -121,69 +171,240 @@ class LabAgent(Generic[T]):
     ) -> None:
         if not isinstance(id, str) or not id.strip():
             raise ConfigError(f"an agent id must be a non-empty string, got {id!r}")
-        if system_prompt is not None and not isinstance(system_prompt, (str, Template)):
-            raise ConfigError(
-                f"agent {id!r}: system_prompt must be a string or a Template, "
-                f"got {type(system_prompt).__name__}"
-            )
-        if model is None and runtime.defaults.get("model") is None:
+        self.runtime = runtime
+        """The runtime that created the agent (its stores, defaults and clients)."""
+        self.id = id
+        self._where = f"agent {id!r}"
+        given: dict[str, Any] = {
+            "model": model,
+            "llm": llm,
+            "system_prompt": system_prompt,
+            "prompt": prompt,
+            "settings": settings,
+            "tools": tools,
+            "resources": resources,
+            "integrations": integrations,
+            "guardrails": guardrails,
+            "services": services,
+            "trace": trace,
+            "max_tool_rounds": max_tool_rounds,
+            "stop_when": stop_when,
+            "on_tool_call": on_tool_call,
+            "output_schema": output_schema,
+            "title_workflow": title_workflow,
+            "max_retries": max_retries,
+            "stream_retries": stream_retries,
+            "memory_store": memory_store,
+            "description": description,
+        }
+        own = Definition.check(given, self._where)
+        if own.model is None and runtime.defaults.model is None:
             raise ConfigError(
                 f"agent {id!r} has no model: pass model='provider:model' to create_agent, or "
                 "give the runtime a default with Runtime(defaults={'model': ...})"
             )
-        for name, value in (("max_retries", max_retries), ("stream_retries", stream_retries)):
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise ConfigError(f"agent {id!r}: {name} must be an integer >= 0, got {value!r}")
-        if tools is not None and not isinstance(tools, ToolProvider):
-            tools = check_tool_set(tools, f"agent {id!r} tools")
-        if title_workflow is not None and not isinstance(title_workflow, Workflow):
-            raise ConfigError(
-                f"agent {id!r}: title_workflow must be a workflow (runtime.create_workflow), "
-                f"got {title_workflow!r:.80}"
-            )
-        self.runtime = runtime
-        self.id = id
-        self.system_prompt = system_prompt
-        self.model = model
-        self.tools: ToolsSpec | None = tools
-        self.output_schema = output_schema
-        self._output = OutputSpec.of(output_schema) if output_schema is not None else None
-        self.stop_when = (
-            _stop_list(stop_when, f"agent {id!r} stop_when")
-            if stop_when is not None
-            else [DEFAULT_STOP_WHEN]
-        )
-        self.title_workflow = title_workflow
-        self.max_retries = max_retries
-        self.stream_retries = stream_retries
-        self.memory_store = memory_store
-        self.description = description
+        merge_models([runtime.defaults.model, own.model], self._where)
+        self._own = own
+        self._raw_prompt = system_prompt if system_prompt is not None else prompt
+        self._harnesses: dict[str, Agent] = {}
+        self._retired: list[Agent] = []
+        self._apply()
+
+    def _apply(self) -> None:
+        """Recompute what the agent runs with from its own parts and the runtime defaults."""
+        d = self._own.over(self.runtime.defaults)
+        self._def = d
+        self._output = OutputSpec.of(d.output_schema) if d.output_schema is not None else None
+        self._prompt = d.system_prompt or SystemPrompt()
+        self._resource_tools = [r.as_tool() for r in d.resources or () if r.mode == "tool"]
 
     def __repr__(self) -> str:
         return f"LabAgent({self.id!r})"
 
+    def _replace(self, **values: Any) -> None:
+        """Replace parts of the live definition (a hot reload; a scope in flight keeps its
+        pin). Episodes started afterwards use them."""
+        checked = Definition.check(values, self._where)
+        self._own = dataclasses.replace(self._own, **{k: getattr(checked, k) for k in values})
+        if "model" in values:
+            self._retired.extend(self._harnesses.values())
+            self._harnesses = {}
+        self._apply()
+
+    # -- the definition, read-only (model and system_prompt may be replaced: hot reload) ------
+
+    @property
+    def definition(self) -> Definition:
+        """Every part the agent runs with: its own, the runtime defaults filling the rest."""
+        return self._def
+
+    @property
+    def model(self) -> ModelSpec | None:
+        """The agent's own model (None: the runtime default's)."""
+        return self._own.model
+
+    @model.setter
+    def model(self, value: ModelSpec | None) -> None:
+        self._replace(model=value)
+
+    @property
+    def model_label(self) -> str:
+        """The model this agent runs on, for listings (never a key or a header)."""
+        return model_label(self._def.model)
+
+    @property
+    def system_prompt(self) -> SystemPromptSpec | None:
+        """The system prompt as given (a string, PromptLayer, Template or a list of them)."""
+        return self._raw_prompt
+
+    @system_prompt.setter
+    def system_prompt(self, value: SystemPromptSpec | None) -> None:
+        self._replace(system_prompt=value)
+        self._raw_prompt = value
+
+    @property
+    def prompt(self) -> SystemPrompt:
+        """The system prompt in its static layers (what a new scope pins) and dynamic ones."""
+        return self._prompt
+
+    @property
+    def tools(self) -> list[Tool] | ToolProvider | None:
+        return self._def.tools
+
+    @property
+    def resources(self) -> list[Resource]:
+        return list(self._def.resources or ())
+
+    @property
+    def integrations(self) -> list[IntegrationSource]:
+        return list(self._def.integrations or ())
+
+    @property
+    def guardrails(self) -> list[Guardrail]:
+        return list(self._def.guardrails or ())
+
+    @property
+    def settings(self) -> ModelSettings | None:
+        return self._def.settings
+
+    @property
+    def output_schema(self) -> Any:
+        return self._def.output_schema
+
+    @property
+    def stop_when(self) -> list[StopCondition]:
+        return self._def.stop_when or [DEFAULT_STOP_WHEN]
+
+    @property
+    def max_tool_rounds(self) -> int | None:
+        return self._def.max_tool_rounds
+
+    @property
+    def title_workflow(self) -> Workflow[Any, Any] | None:
+        return self._def.title_workflow
+
+    @title_workflow.setter
+    def title_workflow(self, value: Workflow[Any, Any] | None) -> None:
+        self._replace(title_workflow=value)
+
+    @property
+    def max_retries(self) -> int | None:
+        return self._def.max_retries
+
+    @property
+    def stream_retries(self) -> int | None:
+        return self._def.stream_retries
+
+    @property
+    def memory_store(self) -> MessageStore | None:
+        return self._def.memory_store
+
+    @property
+    def description(self) -> str:
+        return self._def.description or ""
+
     @property
     def uses_tool_provider(self) -> bool:
         """True when the tools come from a ToolProvider (the CLI's `(tool-context)` mark)."""
-        return isinstance(self.tools, ToolProvider) and not isinstance(self.tools, Sequence)
+        return is_provider(self._def.tools)
 
     def render_system_prompt(self) -> str:
-        """The live definition's system prompt, rendered now.
+        """The static system prompt of the live definition, rendered now (what a new scope
+        would pin), its layers joined by blank lines.
 
         Raises:
-            TemplateError: the template cannot render.
+            TemplateError: a template cannot render.
         """
-        sp = self.system_prompt
-        if sp is None:
-            return ""
-        return sp if isinstance(sp, str) else sp.render()
+        return "\n\n".join(self._prompt.render_static())
 
     def inspect_system_prompt(self) -> PromptInspection:
-        """What the live system prompt renders to, or why it cannot (for the UI)."""
-        sp = self.system_prompt
-        if isinstance(sp, Template):
-            return sp.inspect()
-        return PromptInspection(sp or "")
+        """What the live static system prompt renders to, or why it cannot (for the UI)."""
+        for template in self._prompt.templates:
+            inspection = template.inspect()
+            if inspection.is_err:
+                return inspection
+        return PromptInspection(self.render_system_prompt())
+
+    # -- the harness agent --------------------------------------------------------------------
+
+    def harness(self, model: ModelSpec | None = None, *, max_retries: int | None = None) -> Agent:
+        """The harness agent this agent's episodes run on `model` (default: its own model),
+        built on first use and reused; the runtime closes it.
+
+        Raises:
+            ConfigError: the model cannot be resolved or built (an unknown provider, a missing
+                key, config keys applied to a client object).
+        """
+        spec = merge_models([self._def.model, model], self._where)
+        client = self._client(spec, max_retries)
+        key = f"client:{id(client)}"
+        agent = self._harnesses.get(key)
+        if agent is None or agent.client is not client:
+            d = self._def
+            own_tools = d.tools if isinstance(d.tools, list) else []
+            agent = create_agent(
+                llm=client,
+                tools=own_tools,
+                resources=d.resources or (),
+                guardrails=d.guardrails or (),
+                integrations=d.integrations or (),
+                # The lab's stop_when ends the loop; no cap unless the agent sets one.
+                max_tool_rounds=d.max_tool_rounds or sys.maxsize,
+                trace=d.trace or False,
+                services=d.services,
+                on_tool_call=d.on_tool_call,
+            )
+            self._harnesses[key] = agent
+        return agent
+
+    def _client(self, spec: dict[str, Any] | LLMClient, max_retries: int | None) -> LLMClient:
+        if isinstance(spec, dict):
+            config = dict(spec)
+            if max_retries is not None:
+                config["max_retries"] = max_retries
+            return self.runtime.clients.get(config)
+        # A client object keeps its own request retries. One without the notion (a scripted
+        # or custom client) has nothing to configure; one with a different setting would
+        # silently ignore the request, so that is refused.
+        own = getattr(spec, "max_retries", None)
+        if max_retries is not None and own is not None and own != max_retries:
+            raise ConfigError(
+                f"agent {self.id!r}: max_retries={max_retries} needs the model as a string or "
+                "config dict; a client object keeps its own max_retries (set it on the client)"
+            )
+        return spec
+
+    async def connect(self) -> list[dict[str, Any]]:
+        """Connect the agent's MCP integrations now and report what each server offered
+        (`tools`, `resources`, ...); the first episode connects otherwise."""
+        return await self.harness().connect()
+
+    async def aclose(self) -> None:
+        """End the MCP sessions of the harness agents this agent built; it stays usable."""
+        agents = [*self._harnesses.values(), *self._retired]
+        self._retired = []
+        for agent in agents:
+            await agent.aclose()
 
     # -- episodes ----------------------------------------------------------------------------
 
@@ -196,6 +417,9 @@ class LabAgent(Generic[T]):
         user: str | None = ...,
         messages: Sequence[Mapping[str, Any]] | None = ...,
         output_schema: None = ...,
+        model: ModelSpec | None = ...,
+        llm: ModelSpec | None = ...,
+        settings: ModelSettings | None = ...,
         stop_when: StopCondition | Sequence[StopCondition] | None = ...,
         max_retries: int | None = ...,
         stream_retries: int | None = ...,
@@ -204,6 +428,7 @@ class LabAgent(Generic[T]):
         workflow: Any = ...,
         tools: ToolsSpec | None = ...,
         tool_provider_context: Any = ...,
+        services: Mapping[str, Any] | None = ...,
         tags: Sequence[str] | None = ...,
     ) -> AgentRunHandle[T]: ...
     @overload
@@ -215,6 +440,9 @@ class LabAgent(Generic[T]):
         user: str | None = ...,
         messages: Sequence[Mapping[str, Any]] | None = ...,
         output_schema: type[U],
+        model: ModelSpec | None = ...,
+        llm: ModelSpec | None = ...,
+        settings: ModelSettings | None = ...,
         stop_when: StopCondition | Sequence[StopCondition] | None = ...,
         max_retries: int | None = ...,
         stream_retries: int | None = ...,
@@ -223,6 +451,7 @@ class LabAgent(Generic[T]):
         workflow: Any = ...,
         tools: ToolsSpec | None = ...,
         tool_provider_context: Any = ...,
+        services: Mapping[str, Any] | None = ...,
         tags: Sequence[str] | None = ...,
     ) -> AgentRunHandle[U]: ...
 
@@ -237,6 +466,9 @@ class LabAgent(Generic[T]):
             messages: Messages appended after `user` (string content allowed; system
                 messages are dropped).
             output_schema: Structured output for this call (overrides the agent's).
+            model: This call's model (alias `llm`): a string or a config dict merges over the
+                agent's model config key by key; a client object replaces it.
+            settings: This call's model settings, merged over the agent's key by key.
             stop_when: Loop control for this call (default: the agent's, else step_count_is(20)).
             max_retries: Request retries before streaming (the call wins over the agent, 0 too).
             stream_retries: Reruns of a step whose stream broke (the call wins, 0 too).
@@ -245,15 +477,19 @@ class LabAgent(Generic[T]):
             suppress_system_prompt_conflict_warning: No warning when keeping another agent's pin.
             workflow: `{"workflow_run_id", "step_id"}` to link a standalone call; inside a
                 workflow run the active run and step are used.
-            tools: This episode's tools (a list or a ToolProvider) instead of the agent's.
+            tools: This episode's tools (a list, a dict or a ToolProvider) instead of the
+                agent's own (its resources and MCP tools stay).
             tool_provider_context: The raw value a ToolProvider's `get_tools` receives.
+            services: Services for this call, merged over the agent's (`ctx.services`).
             tags: Labels for the run; `version:` / `commit:` are added unless given.
 
         Raises:
             ConfigError: bad input, or no model (nothing has run or been stored).
         """
         episode = self._episode(kwargs, buffer=None)
-        task = self._spawn(episode)
+        task = self.runtime.episodes.spawn(
+            episode.run(), name=f"tether-lab:{self.id}:{episode.run_id}"
+        )
         return AgentRunHandle(
             agent_id=self.id,
             run_id=episode.run_id,
@@ -271,6 +507,9 @@ class LabAgent(Generic[T]):
         user: str | None = ...,
         messages: Sequence[Mapping[str, Any]] | None = ...,
         output_schema: None = ...,
+        model: ModelSpec | None = ...,
+        llm: ModelSpec | None = ...,
+        settings: ModelSettings | None = ...,
         stop_when: StopCondition | Sequence[StopCondition] | None = ...,
         max_retries: int | None = ...,
         stream_retries: int | None = ...,
@@ -279,6 +518,7 @@ class LabAgent(Generic[T]):
         workflow: Any = ...,
         tools: ToolsSpec | None = ...,
         tool_provider_context: Any = ...,
+        services: Mapping[str, Any] | None = ...,
         tags: Sequence[str] | None = ...,
     ) -> AgentStreamHandle[T]: ...
     @overload
@@ -290,6 +530,9 @@ class LabAgent(Generic[T]):
         user: str | None = ...,
         messages: Sequence[Mapping[str, Any]] | None = ...,
         output_schema: type[U],
+        model: ModelSpec | None = ...,
+        llm: ModelSpec | None = ...,
+        settings: ModelSettings | None = ...,
         stop_when: StopCondition | Sequence[StopCondition] | None = ...,
         max_retries: int | None = ...,
         stream_retries: int | None = ...,
@@ -298,14 +541,18 @@ class LabAgent(Generic[T]):
         workflow: Any = ...,
         tools: ToolsSpec | None = ...,
         tool_provider_context: Any = ...,
+        services: Mapping[str, Any] | None = ...,
         tags: Sequence[str] | None = ...,
     ) -> AgentStreamHandle[U]: ...
 
     def stream(self, **kwargs: Any) -> AgentStreamHandle[Any]:
-        """Like `run()`, and the handle exposes `text_stream` and `full_stream`."""
+        """Like `run()`, and the handle exposes `text_stream` and `full_stream` (with
+        `partial_output` events while a structured answer streams)."""
         buffer = _EventBuffer()
         episode = self._episode(kwargs, buffer=buffer)
-        task = self._spawn(episode)
+        task = self.runtime.episodes.spawn(
+            episode.run(), name=f"tether-lab:{self.id}:{episode.run_id}"
+        )
         return AgentStreamHandle(
             agent_id=self.id,
             run_id=episode.run_id,
@@ -316,25 +563,12 @@ class LabAgent(Generic[T]):
         )
 
     def _episode(self, kw: dict[str, Any], *, buffer: _EventBuffer | None) -> Episode:
-        known = {
-            "memory_scope",
-            "context",
-            "user",
-            "messages",
-            "output_schema",
-            "stop_when",
-            "max_retries",
-            "stream_retries",
-            "system_prompt_conflict",
-            "suppress_system_prompt_conflict_warning",
-            "workflow",
-            "tools",
-            "tool_provider_context",
-            "tags",
-        }
-        unknown = sorted(set(kw) - known)
+        unknown = sorted(set(kw) - _RUN_OPTIONS)
         if unknown:
-            raise ConfigError(f"agent {self.id!r}: unknown run option(s) {unknown}")
+            raise ConfigError(
+                f"agent {self.id!r}: unknown run option(s) {unknown}; the options are "
+                f"{', '.join(sorted(_RUN_OPTIONS))}"
+            )
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -360,14 +594,14 @@ class LabAgent(Generic[T]):
         # Refused here, before anything runs or is stored (messages are checked as normalized).
         check_json_safe(scope, "memory_scope")
         check_json_safe(user, "user")
+        d = self._def
         schema = kw.get("output_schema")
         output = OutputSpec.of(schema) if schema is not None else self._output
-        stop = kw.get("stop_when")
-        stop_when = _stop_list(stop, "stop_when") if stop is not None else self.stop_when
+        stop_when = check_stop_when(kw.get("stop_when"), "") or self.stop_when
         retries: dict[str, int | None] = {}
         for name, agent_value in (
-            ("max_retries", self.max_retries),
-            ("stream_retries", self.stream_retries),
+            ("max_retries", d.max_retries),
+            ("stream_retries", d.stream_retries),
         ):
             value = kw.get(name)
             if value is not None and (not isinstance(value, int) or value < 0):
@@ -378,23 +612,36 @@ class LabAgent(Generic[T]):
             raise ConfigError(
                 f"system_prompt_conflict must be 'keep-pinned' or 'use-current', got {conflict!r}"
             )
-        tools = kw.get("tools")
-        if tools is not None and not isinstance(tools, ToolProvider):
-            tools = check_tool_set(tools, "tools")
+        tools = check_tools(kw.get("tools"), "") if kw.get("tools") is not None else d.tools
         tags = kw.get("tags")
         if tags is not None and (
             isinstance(tags, str) or not all(isinstance(t, str) for t in tags)
         ):
             raise ConfigError("tags must be a list of strings")
-        runtime = self.runtime
-        harness = runtime._harness(self.model, retries["max_retries"], self.id)
+        services = kw.get("services")
+        if services is not None and not isinstance(services, Mapping):
+            raise ConfigError(f"services= takes a dict of named services, got {services!r:.80}")
+        model = _run_model(kw)
+        settings = merge_settings([d.settings, check_settings(kw.get("settings"), "")])
+        harness = self.harness(model, max_retries=retries["max_retries"])
+        replaced = tools is not None and (is_provider(tools) or kw.get("tools") is not None)
+        agent = EpisodeAgent(
+            id=self.id,
+            harness=harness,
+            system_prompt=self._prompt,
+            tools=tools if replaced else None,
+            resource_tools=self._resource_tools,
+            has_tools=bool(tools) or bool(self._resource_tools) or bool(d.integrations),
+            title_workflow=d.title_workflow,
+            settings=settings,
+        )
         return Episode(
-            self,
+            self.runtime,
+            agent,
             run_id=uuid.uuid4().hex,
             memory_scope=scope,
             scope_generated=generated,
-            harness=harness,
-            store=self.memory_store or runtime.message_store,
+            store=d.memory_store or self.runtime.message_store,
             new_input=new_input,
             output=output,
             stop_when=stop_when,
@@ -402,37 +649,17 @@ class LabAgent(Generic[T]):
             conflict=conflict,
             suppress_warning=bool(kw.get("suppress_system_prompt_conflict_warning", False)),
             link=_link(kw.get("workflow")),
-            tools=tools,
             tool_provider_context=kw.get("tool_provider_context"),
             context=kw.get("context"),
-            tags=merge_tags([*(tags or ()), *context_tags()], runtime.provenance_tags()),
+            services=dict(services) if services is not None else None,
+            tags=merge_tags([*(tags or ()), *context_tags()], self.runtime.provenance_tags()),
             controller=AbortController(),
             buffer=buffer,
         )
 
-    def _spawn(self, episode: Episode) -> asyncio.Task[AgentRunResult[Any]]:
-        task = asyncio.get_running_loop().create_task(
-            episode.run(), name=f"tether-lab:{self.id}:{episode.run_id}"
-        )
-        self.runtime._track(task)
-        return task
 
-
-def model_label(spec: Any) -> str:
-    """How an agent's model is shown (CLI listings, the UI): the model string, a config's
-    `model` (never its key or headers), or a client's ``provider:model``; "(none)" when there
-    is no model at all."""
-    if spec is None:
-        return "(none)"
-    if isinstance(spec, str):
-        return spec
-    if isinstance(spec, Mapping):
-        model = spec.get("model")
-        return str(model) if model is not None else "(config without a model)"
-    model = getattr(spec, "model", None)
-    provider = getattr(spec, "provider", None)
-    if isinstance(model, str) and isinstance(provider, str):
-        return f"{provider}:{model}"
-    if isinstance(model, str):
-        return f"{model} ({type(spec).__name__})"
-    return type(spec).__name__
+def _run_model(kw: Mapping[str, Any]) -> ModelSpec | None:
+    model, llm = kw.get("model"), kw.get("llm")
+    if model is not None and llm is not None:
+        raise ConfigError("llm= is another name for model=; give only one of them")
+    return check_model(model if model is not None else llm, "")

@@ -6,11 +6,15 @@ The per-run flow, in this order:
 2. load the stored transcript (the leading pinned system prompt extracted, stray system
    records dropped);
 3. append `user`, then each of `messages`;
-4. resolve the system prompt: the pinned copy, unless `system_prompt_conflict="use-current"`;
-   on a new scope the current prompt becomes the pin;
+4. resolve the system prompt: the pinned copy of the static layers, unless
+   `system_prompt_conflict="use-current"`; on a new scope the current static text becomes the
+   pin. Dynamic layers and attached resources follow it on every turn, never stored;
 5. drive the harness loop (`Agent.send`) with `stop_when`, forwarding its events and
    persisting after each step (a complete model round: the reply and its tool results);
 6. return the final text / output, `turns` (model requests), the new messages and usage.
+
+Steps 2-5 are one unit on the scope (`Episode._on_scope`): load, run, commit. That is where a
+scope lease is taken and released, so turns on one scope run one after another.
 
 Persistence is by step: the new input (and, on a new scope, the pin) is stored together with
 the first completed step, and each later step is one atomic append. A failed or cancelled
@@ -21,13 +25,13 @@ transcript a provider accepts, never a dangling tool call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 from ..agent import Agent
 from ..errors import (
@@ -36,38 +40,34 @@ from ..errors import (
     NoObjectGeneratedError,
     SessionFormatError,
     StoreCorruptError,
+    TemplateError,
 )
-from ..events import DoneEvent, Usage
+from ..events import AgentEvent, DoneEvent, Usage
+from ..llm.base import ModelSettings
 from ..loop import TurnOptions
-from ..prompt import prompt_layer
+from ..prompt import PromptLayer
 from ..session import Message, Session, fold
 from ..signals import AbortController
 from ..stop import StepResult, StopCondition, step_count_is
 from ..stores.message_store import MessageStore, StoredRecord, SystemRecord
 from ..stores.run_store import RunInfo
+from ..tools import Tool
+from ..workflows import Workflow
+from ._definition import SystemPrompt
 from ._handles import AgentRunResult, _EventBuffer
+from ._host import AgentHost
 from ._output import JSON_REQUEST, NoMatch, OutputSpec, jsonable
 from ._recorder import RunRecorder
-from ._tools import ToolsSpec, resolve_tools
+from ._titles import first_success, in_title_workflow, start_title
+from ._tools import ToolProvider, resolve_tools
 
-if TYPE_CHECKING:
-    from ..tools import Tool
-    from ._agent import LabAgent
-
-__all__ = ["Episode", "SystemPromptConflict", "WorkflowLink", "in_title_workflow"]
+__all__ = ["Episode", "SystemPromptConflict", "WorkflowLink", "pin_texts", "split_pin"]
 
 logger = logging.getLogger("tether.lab")
 
 SystemPromptConflict: TypeAlias = Literal["keep-pinned", "use-current"]
 
 T = TypeVar("T")
-
-_TITLING: ContextVar[bool] = ContextVar("tether_lab_titling", default=False)
-"""Set while a title workflow runs, so the episodes it starts never start another title."""
-
-
-def in_title_workflow() -> bool:
-    return _TITLING.get()
 
 
 @dataclass(slots=True, frozen=True)
@@ -81,29 +81,58 @@ class WorkflowLink:
 def split_pin(scope: str, stored: list[StoredRecord]) -> tuple[SystemRecord | None, list[Message]]:
     """The leading pinned prompt, and the transcript with every other system record dropped."""
     pin: SystemRecord | None = None
-    rest: Sequence[StoredRecord] = stored
-    if stored and stored[0].get("role") == "system":
-        pin = stored[0]  # type: ignore[assignment]
-        rest = stored[1:]
-    messages = [r for r in rest if r.get("role") != "system"]
+    messages: list[Message] = []
+    for i, record in enumerate(stored):
+        if record["role"] == "system":
+            if i == 0:
+                pin = record
+        else:
+            messages.append(record)
     try:
         Session.from_json({"id": scope, "messages": messages})
     except SessionFormatError as exc:
         raise StoreCorruptError(f"memory scope {scope!r}: {exc}") from exc
-    return pin, messages  # type: ignore[return-value]
+    return pin, messages
 
 
-def pin_text(pin: SystemRecord) -> str:
+def pin_texts(pin: SystemRecord) -> list[str]:
+    """The pinned text of each static layer."""
     content: Any = pin.get("content")
     if isinstance(content, str):
-        return content
+        return [content] if content else []
     if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
+        return [str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("text")]
+    return []
 
 
 def _error_data(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def _add_usage(total: dict[str, int], more: Usage) -> None:
+    for key, n in more.items():
+        if isinstance(n, int):
+            total[key] = total.get(key, 0) + n
+
+
+@dataclass(slots=True, frozen=True)
+class EpisodeAgent:
+    """What an episode needs of its agent, resolved when `run()`/`stream()` was called."""
+
+    id: str
+    harness: Agent
+    """The agent's parts compiled into a harness agent on this episode's model."""
+    system_prompt: SystemPrompt
+    tools: list[Tool] | ToolProvider | None
+    """The episode's tools when they replace the harness agent's (a ToolProvider, or the
+    call's `tools=`); None to use the harness agent's own."""
+    resource_tools: list[Tool]
+    """The tool-mode resources, kept beside replaced tools."""
+    has_tools: bool
+    """Whether the model may call tools (own, provider, resource or MCP ones)."""
+    title_workflow: Workflow[Any, Any] | None
+    settings: ModelSettings | None
+    """The model settings of this episode (run > agent > runtime defaults, key by key)."""
 
 
 class Episode:
@@ -111,12 +140,12 @@ class Episode:
 
     def __init__(
         self,
-        agent: LabAgent[Any],
+        host: AgentHost,
+        agent: EpisodeAgent,
         *,
         run_id: str,
         memory_scope: str,
         scope_generated: bool,
-        harness: Agent,
         store: MessageStore,
         new_input: list[Message],
         output: OutputSpec[Any] | None,
@@ -125,18 +154,18 @@ class Episode:
         conflict: SystemPromptConflict,
         suppress_warning: bool,
         link: WorkflowLink | None,
-        tools: ToolsSpec | None,
         tool_provider_context: Any,
         context: Any,
+        services: dict[str, Any] | None,
         tags: list[str],
         controller: AbortController,
         buffer: _EventBuffer | None,
     ) -> None:
+        self.host = host
         self.agent = agent
         self.run_id = run_id
         self.scope = memory_scope
         self.scope_generated = scope_generated
-        self.harness = harness
         self.store = store
         self.new_input = new_input
         self.output = output
@@ -145,9 +174,9 @@ class Episode:
         self.conflict = conflict
         self.suppress_warning = suppress_warning
         self.link = link
-        self.tools = tools
         self.tool_provider_context = tool_provider_context
         self.context = context
+        self.services = services
         self.tags = tags
         self.controller = controller
         self.buffer = buffer
@@ -160,8 +189,12 @@ class Episode:
         (two first episodes racing on a new scope both found it empty; only one starts it)."""
         self.new_messages: list[Message] = []
         self.steps: list[StepResult] = []
-        self.usage: Usage = {}
+        self.usage: dict[str, int] = {}
         self.recorder: RunRecorder | None = None
+
+    @property
+    def model(self) -> str:
+        return self.agent.harness.client.model
 
     # -- the whole episode -------------------------------------------------------------------
 
@@ -174,10 +207,10 @@ class Episode:
                 self.buffer.close()
 
     async def _run(self) -> AgentRunResult[Any]:
-        runtime = self.agent.runtime
+        link = self.link
         recorder = RunRecorder(
-            runtime.run_store,
-            runtime._listeners,
+            self.host.run_store,
+            self.host.listeners,
             RunInfo(
                 run_id=self.run_id,
                 kind="agent",
@@ -186,9 +219,9 @@ class Episode:
                 started_at=time.time(),
                 tags=list(self.tags),
                 memory_scope=self.scope,
-                workflow_run_id=self.link.workflow_run_id if self.link else None,
-                step_id=self.link.step_id if self.link else None,
-                meta={"model": self.harness.client.model},
+                workflow_run_id=link.workflow_run_id if link else None,
+                step_id=link.step_id if link else None,
+                meta={"model": self.model},
             ),
         )
         self.recorder = recorder
@@ -201,14 +234,15 @@ class Episode:
                     "memory_scope": self.scope,
                     "memory_scope_generated": self.scope_generated,
                     "tags": list(self.tags),
-                    "workflow_run_id": self.link.workflow_run_id if self.link else None,
-                    "step_id": self.link.step_id if self.link else None,
-                    "model": self.harness.client.model,
+                    "workflow_run_id": link.workflow_run_id if link else None,
+                    "step_id": link.step_id if link else None,
+                    "model": self.model,
                 },
             )
-            result, new_scope = await self._body()
+            async with self._on_scope():
+                result = await self._body(recorder)
         except BaseException as exc:
-            cancelled = isinstance(exc, (AbortedError, asyncio.CancelledError))
+            cancelled = isinstance(exc, AbortedError | asyncio.CancelledError)
             data: dict[str, Any] = {"error": _error_data(exc), "cancelled": cancelled}
             if isinstance(exc, NoObjectGeneratedError):
                 data["text"] = exc.text
@@ -229,14 +263,32 @@ class Episode:
             },
         )
         await recorder.close("completed")
-        created = new_scope and self.first_index == 0
-        if created and self.agent.title_workflow is not None and not _TITLING.get():
-            runtime._start_title(self.agent, self.scope, self.run_id)
+        await self._maybe_title()
         return result
 
-    async def _body(self) -> tuple[AgentRunResult[Any], bool]:
-        recorder = self.recorder
-        assert recorder is not None
+    @contextlib.asynccontextmanager
+    async def _on_scope(self) -> AsyncIterator[None]:
+        """Load, run and commit happen inside this block, and only there: the place where the
+        scope is held for one episode (a scope lease is acquired on entry and released on
+        exit), so that turns on one memory scope never interleave."""
+        yield
+
+    async def _maybe_title(self) -> None:
+        """Start the title workflow when this is the scope's first successful episode."""
+        workflow = self.agent.title_workflow
+        if workflow is None or in_title_workflow() or self.first_index is None:
+            return
+        if self.first_index != 0:
+            # The scope existed: this is its first success only if every earlier episode failed.
+            try:
+                if not await first_success(self.host.run_store, self.scope, self.run_id):
+                    return
+            except Exception:
+                logger.exception("could not read the runs of scope %r to title it", self.scope)
+                return
+        start_title(self.host, workflow, self.store, self.scope, self.run_id)
+
+    async def _body(self, recorder: RunRecorder) -> AgentRunResult[Any]:
         stored = await self._interruptible(lambda: self.store.load(self.scope))
         new_scope = not stored
         pin, history = split_pin(self.scope, stored)
@@ -247,86 +299,144 @@ class Episode:
                 f"nothing to send: memory scope {self.scope!r} is empty and the call gave "
                 "neither user= nor messages="
             )
-        system = self._system_prompt(pin, new_scope, recorder)
-        prompt = [prompt_layer("system", system)] if system else []
-        spec = self.tools if self.tools is not None else self.agent.tools
-        tools = await self._interruptible(
-            lambda: resolve_tools(
-                spec, self.tool_provider_context, f"agent {self.agent.id!r} tools"
-            )
-        )
+        prompt = self.agent.system_prompt.layers(self._static_texts(pin, new_scope, recorder))
+        tools = await self._tools()
         output = self.output
-        response_format = output.response_format if output is not None and not tools else None
+        has_tools = self.agent.has_tools or bool(tools)
+        response_format = output.response_format if output is not None and not has_tools else None
         done = await self._send(prompt, tools, self.stop_when, response_format)
-        text = done["text"]
+        text = self._final_text(done)
         value: Any = text
         if output is not None:
-            if self.steps and self.steps[-1].tool_calls:
-                raise NoObjectGeneratedError(
-                    f"agent {self.agent.id!r}: the loop stopped on a tool call "
-                    f"({self.steps[-1].tool_calls[-1]['name']}) before a final answer, so there "
-                    "is no object to parse",
-                    text=text,
-                )
-            try:
-                value = output.parse(text)
-            except NoMatch as first:
-                if not tools:
-                    raise NoObjectGeneratedError(
-                        f"agent {self.agent.id!r}: {first}", text=text
-                    ) from None
-                # One follow-up without tools turns the transcript into the object.
-                self.view.append(
-                    {"role": "user", "content": [{"type": "text", "text": JSON_REQUEST}]}
-                )
-                done = await self._send(prompt, [], [step_count_is(1)], output.response_format)
-                text = done["text"]
-                if self.steps[-1].tool_calls:
-                    raise NoObjectGeneratedError(
-                        f"agent {self.agent.id!r}: the structured-output follow-up called a "
-                        "tool instead of answering with JSON",
-                        text=text,
-                    ) from None
-                try:
-                    value = output.parse(text)
-                except NoMatch as second:
-                    raise NoObjectGeneratedError(
-                        f"agent {self.agent.id!r}: {second}", text=text
-                    ) from None
-        result = AgentRunResult(
+            text, value, done = await self._structured(output, prompt, done, text, has_tools)
+        else:
+            self._push(done)
+        return AgentRunResult(
             text=text,
             output=value,
             turns=len(self.steps),
             memory_scope=self.scope,
             new_messages=self.new_messages,
-            usage=self.usage,
+            usage=cast(Usage, self.usage),
             run_id=self.run_id,
             stop_reason=done["stop_reason"],
             steps=self.steps,
         )
-        return result, new_scope
+
+    def _final_text(self, done: DoneEvent) -> str:
+        """The answer's text: the final round's, or, when `stop_when` (or the round cap) ended
+        the loop on a tool call, the text of that last step."""
+        last = self.steps[-1] if self.steps else None
+        if last is not None and last.tool_calls and not done["text"]:
+            return last.text
+        return done["text"]
+
+    async def _structured(
+        self,
+        output: OutputSpec[Any],
+        prompt: Sequence[PromptLayer],
+        done: DoneEvent,
+        text: str,
+        has_tools: bool,
+    ) -> tuple[str, Any, DoneEvent]:
+        """The answer parsed into the output schema, with at most one follow-up request (no
+        tools, the response format set) when the tool loop ended in other text. The turn
+        hands on exactly one `done`: the follow-up's when there is one."""
+        agent_id = self.agent.id
+        last = self.steps[-1] if self.steps else None
+        if last is not None and last.tool_calls:
+            self._push(done)
+            raise NoObjectGeneratedError(
+                f"agent {agent_id!r}: the loop stopped on a tool call "
+                f"({last.tool_calls[-1]['name']}) before a final answer, so there is no "
+                "object to parse",
+                text=text,
+            )
+        try:
+            value = output.parse(text)
+        except NoMatch as first:
+            if not has_tools:
+                self._push(done)
+                raise NoObjectGeneratedError(f"agent {agent_id!r}: {first}", text=text) from None
+        else:
+            self._push(done)
+            return text, value, done
+        self.view.append({"role": "user", "content": [{"type": "text", "text": JSON_REQUEST}]})
+        done = await self._send(prompt, [], [step_count_is(1)], output.response_format)
+        self._push(done)
+        text = done["text"]
+        if self.steps[-1].tool_calls:
+            raise NoObjectGeneratedError(
+                f"agent {agent_id!r}: the structured-output follow-up called a tool instead "
+                "of answering with JSON",
+                text=text,
+            )
+        try:
+            return text, output.parse(text), done
+        except NoMatch as second:
+            raise NoObjectGeneratedError(f"agent {agent_id!r}: {second}", text=text) from None
+
+    async def _tools(self) -> list[Tool] | None:
+        """The tools replacing the harness agent's for this episode, or None to keep them."""
+        spec = self.agent.tools
+        if spec is None:
+            return None
+        if isinstance(spec, list):
+            tools = spec
+        else:
+            provider = spec
+            tools = await self._interruptible(
+                lambda: resolve_tools(
+                    provider, self.tool_provider_context, f"agent {self.agent.id!r} tools"
+                )
+            )
+        return [*tools, *self.agent.resource_tools]
 
     # -- the system prompt -------------------------------------------------------------------
 
-    def _system_prompt(
+    def _static_texts(
         self, pin: SystemRecord | None, new_scope: bool, recorder: RunRecorder
-    ) -> str:
+    ) -> list[str]:
+        """The static prompt of this episode: the pin, or what becomes the pin."""
         agent = self.agent
         if pin is None:
-            current = agent.render_system_prompt()
+            current = agent.system_prompt.render_static()
             if new_scope and current:
                 self.pending_pin = {
                     "role": "system",
-                    "content": [{"type": "text", "text": current}],
+                    "content": [{"type": "text", "text": t} for t in current],
                     "agent_id": agent.id,
                 }
             return current
-        pinned = pin_text(pin)
+        pinned = pin_texts(pin)
         same_agent = pin.get("agent_id") == agent.id
         if same_agent and self.conflict == "keep-pinned":
             # The conversation loop: the pin stays, even if the live definition changed since.
             return pinned
-        current = agent.render_system_prompt()
+        try:
+            current = agent.system_prompt.render_static()
+        except TemplateError as exc:
+            if self.conflict == "use-current":
+                raise
+            # The pin is what this episode uses anyway: it runs, and says why no comparison.
+            message = (
+                f"agent {agent.id!r} runs on memory scope {self.scope!r} with the prompt pinned "
+                f"by agent {pin.get('agent_id')!r}; its own template {exc.template!r} cannot "
+                f"render ({exc})"
+            )
+            logger.warning(message)
+            recorder.emit(
+                "agent_warning",
+                {
+                    "code": "template_unrendered",
+                    "message": message,
+                    "memory_scope": self.scope,
+                    "agent_id": agent.id,
+                    "template": exc.template,
+                    "variable": exc.variable,
+                },
+            )
+            return pinned
         if current == pinned:
             return pinned
         if self.conflict == "use-current":
@@ -353,13 +463,21 @@ class Episode:
 
     # -- driving the harness loop ------------------------------------------------------------
 
+    def _push(self, done: DoneEvent) -> None:
+        """Hand the turn's one `done` to stream readers, with the usage of every request."""
+        if self.buffer is not None:
+            event: DoneEvent = {**done, "usage": cast(Usage, dict(self.usage))}
+            self.buffer.push(event)
+
     async def _send(
         self,
-        prompt: list[Any],
-        tools: list[Tool],
+        prompt: Sequence[PromptLayer],
+        tools: list[Tool] | None,
         stop_when: list[StopCondition],
         response_format: dict[str, Any] | None,
     ) -> DoneEvent:
+        """One run of the harness loop. Every event but `done` goes to stream readers as it
+        comes; `done` is handed on by the caller, which knows whether a follow-up comes."""
         recorder = self.recorder
         assert recorder is not None
         buffer = self.buffer
@@ -367,10 +485,11 @@ class Episode:
         memory: dict[str, Any] = {}
         opts = TurnOptions()
         session = Session(id=self.scope, messages=view)  # the loop copies the list it is given
-        events = self.harness.send(
+        events = self.agent.harness.send(
             session,
             None,
             signal=self.controller.signal,
+            services=self.services,
             context=self.context,
             prompt=prompt,
             tools=tools,
@@ -383,53 +502,63 @@ class Episode:
         error: BaseException | None = None
         try:
             async for event in events:
+                if event["type"] == "done":
+                    fold(view, memory, event)
+                    done = event
+                    await self._commit()
+                    continue
                 if buffer is not None:
                     buffer.push(event)
-                kind = event["type"]
-                if kind == "text":
-                    if event["text"]:  # type: ignore[typeddict-item]
-                        recorder.emit("agent_text_delta", {"text": event["text"]})  # type: ignore[typeddict-item]
-                elif kind == "tool_use":
-                    fold(view, memory, event)
-                    recorder.emit(
-                        "agent_tool_call",
-                        {"id": event["id"], "name": event["name"], "input": event["input"]},  # type: ignore[typeddict-item]
-                    )
-                elif kind == "tool_result":
-                    fold(view, memory, event)
-                    recorder.emit(
-                        "agent_tool_result",
-                        {
-                            "id": event["id"],  # type: ignore[typeddict-item]
-                            "name": event["name"],  # type: ignore[typeddict-item]
-                            "output": event["output"],  # type: ignore[typeddict-item]
-                            "is_error": bool(event.get("is_error", False)),
-                        },
-                    )
-                    step = opts.steps[-1] if opts.steps else None
-                    # The loop records a result on its step only for calls that really ran;
-                    # the placeholders of an aborted round never complete a step.
-                    if step is not None and len(step.tool_results) == len(step.tool_calls):
-                        await self._commit()
-                elif kind == "done":
-                    fold(view, memory, event)
-                    done = event  # type: ignore[assignment]
-                    await self._commit()
-                elif kind == "error":
-                    error = event["error"]  # type: ignore[typeddict-item]
-                else:
-                    fold(view, memory, event)
+                if event["type"] == "error":
+                    error = event["error"]
+                    continue
+                await self._record(event, view, memory, opts.steps)
         finally:
             self.steps.extend(opts.steps)
-            await events.aclose()  # type: ignore[attr-defined]
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
         if error is not None:
             raise error
         assert done is not None, "the harness loop ended without done or error"
-        total: dict[str, int] = self.usage  # type: ignore[assignment]
-        turn_usage: dict[str, int] = done["usage"]  # type: ignore[assignment]
-        for key, n in turn_usage.items():
-            total[key] = total.get(key, 0) + n
+        _add_usage(self.usage, done["usage"])
         return done
+
+    async def _record(
+        self,
+        event: AgentEvent,
+        view: list[Message],
+        memory: dict[str, Any],
+        steps: list[StepResult],
+    ) -> None:
+        """Fold one event into the episode's view; record what the run store shows."""
+        recorder = self.recorder
+        assert recorder is not None
+        if event["type"] == "text":
+            if event["text"]:
+                recorder.emit("agent_text_delta", {"text": event["text"]})
+            return
+        fold(view, memory, event)
+        if event["type"] == "tool_use":
+            recorder.emit(
+                "agent_tool_call",
+                {"id": event["id"], "name": event["name"], "input": event["input"]},
+            )
+        elif event["type"] == "tool_result":
+            recorder.emit(
+                "agent_tool_result",
+                {
+                    "id": event["id"],
+                    "name": event["name"],
+                    "output": event["output"],
+                    "is_error": bool(event.get("is_error", False)),
+                },
+            )
+            step = steps[-1] if steps else None
+            # The loop records a result on its step only for calls that really ran; the
+            # placeholders of an aborted round never complete a step.
+            if step is not None and len(step.tool_results) == len(step.tool_calls):
+                await self._commit()
 
     async def _interruptible(self, op: Callable[[], Awaitable[T]]) -> T:
         """Await `op()` so that `handle.cancel()` stops it: outside the harness loop's own
@@ -479,7 +608,7 @@ class Episode:
         self.committed = len(self.view)
         self.pending_pin = None
         snapshot = copy.deepcopy(records)
-        self.new_messages.extend(r for r in copy.deepcopy(batch))
+        self.new_messages.extend(copy.deepcopy(batch))
         assert self.recorder is not None
         self.recorder.emit(
             "agent_messages_committed",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 from ..stores.run_store import NewRunEvent, RunEvent, RunInfo, RunStore
@@ -26,7 +26,7 @@ RunListener: TypeAlias = Callable[[RunEvent], Any]
 """Called with every run event as it happens (sync; exceptions are logged and ignored)."""
 
 
-def notify(listeners: list[RunListener], event: RunEvent) -> None:
+def notify(listeners: Sequence[RunListener], event: RunEvent) -> None:
     for listener in listeners:
         try:
             listener(event)
@@ -37,7 +37,7 @@ def notify(listeners: list[RunListener], event: RunEvent) -> None:
 class RunRecorder:
     """Records one run."""
 
-    def __init__(self, store: RunStore, listeners: list[RunListener], info: RunInfo) -> None:
+    def __init__(self, store: RunStore, listeners: Sequence[RunListener], info: RunInfo) -> None:
         self.store = store
         self.info = info
         self.run_id = info.run_id

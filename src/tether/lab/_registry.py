@@ -189,9 +189,10 @@ def load_registry(start: str | PathLike[str] | None = None) -> Registry:
             )
         agents[agent.id] = agent
         where_of[agent.id] = f"{where} = {table['agents'][i]!r}"
-        if runtime is None:
-            runtime = agent.runtime
-        elif agent.runtime is not runtime:
+        owner = agent.runtime
+        if runtime is None and isinstance(owner, Runtime):
+            runtime = owner
+        elif owner is not runtime:
             raise RegistryError(
                 f"{where} = {entry!r} belongs to a different runtime than "
                 + ("the registry's runtime" if "runtime" in table else "the agents before it")
@@ -215,14 +216,5 @@ def load_registry(start: str | PathLike[str] | None = None) -> Registry:
         where_of[workflow.id] = f"{where} = {entry!r}"
     if runtime is None:
         runtime = Runtime(root=root)
-    store = table.get("store")
-    if runtime._stores is None:
-        if not runtime._root_given:
-            # A runtime that was given no root belongs to the project: its default store
-            # (`.tether/` in the project) and its provenance must not depend on the directory
-            # a command happens to run in.
-            runtime.root = root
-        if store is not None and runtime.store_url is None:
-            runtime.root = root
-            runtime.use_store(store)
+    runtime.adopt_project(root, table.get("store"))
     return Registry(runtime, agents, workflows, root, path)

@@ -10,38 +10,45 @@ result = await researcher.run(memory_scope="notes", user="First turn").result
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 import re
-import sys
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 from urllib.parse import quote
 
 import pydantic
 
-from ..agent import Agent, create_agent
 from ..context import RunContext
 from ..errors import ConfigError, WorkflowError
-from ..llm import LLMClient, client_from_config
-from ..session import Message
+from ..guardrails import Guardrail
+from ..integrations import IntegrationSource
+from ..llm.base import ModelSettings
+from ..resources import Resource
 from ..stop import StopCondition
 from ..stores.message_store import MessageStore
 from ..stores.run_store import RunInfo, RunStore
 from ..stores.workflow_store import WorkflowStore
 from ..tools import Tool, define_tool
+from ..tracing import TraceSink
 from ..workflows import Workflow, WorkflowContext, WorkflowEvent, create_workflow, current_run
-from ._agent import LabAgent, ModelSpec
-from ._episode import _TITLING
+from ._agent import LabAgent
+from ._definition import (
+    AGENT_KEYS,
+    AgentDefaults,
+    Definition,
+    ModelSpec,
+    SystemPromptSpec,
+    check_keys,
+)
+from ._host import ClientPool, TaskSet
 from ._output import jsonable
 from ._provenance import detect_commit, detect_version
 from ._recorder import RunListener, logger, notify
 from ._stores import DEFAULT_STORE, StoreSet, open_stores
 from ._tags import context_tags
 from ._template import Template
+from ._titles import ConversationTitleInput, ConversationTitleOutput
 from ._tools import ToolsSpec
 
 if TYPE_CHECKING:
@@ -53,21 +60,7 @@ T = TypeVar("T")
 In = TypeVar("In")
 Out = TypeVar("Out")
 
-_log = logging.getLogger("tether.lab")
 _TOOL_NAME_BAD = re.compile(r"[^A-Za-z0-9_-]")
-
-
-class ConversationTitleInput(TypedDict):
-    """What a title workflow receives: the scope and its transcript (pin excluded)."""
-
-    memory_scope: str
-    messages: list[Message]
-
-
-class ConversationTitleOutput(TypedDict):
-    """What a title workflow must return."""
-
-    title: str
 
 
 class ToolCallInfo:
@@ -97,8 +90,12 @@ class Runtime:
     """Defaults, stores and run recording for a project's agents and workflows.
 
     Args:
-        defaults: `{"model": ...}` used by agents created without a model (a model string, an
-            llm config dict or an LLMClient).
+        defaults: The parts every agent uses unless it sets its own: the same keys as
+            `create_agent` (`model`, `settings`, `max_tool_rounds`, `stop_when`, `tools`,
+            `guardrails`, `trace`, ...). The model config, the settings and the services
+            merge key by key (run > agent > defaults); the rest is replaced whole. A model
+            config's keys go inside `model`: ``defaults={"model": {"model": "openai:gpt-4o",
+            "base_url": ...}}``.
         store: Where conversations, workflow journals and run records live: ``"memory"``,
             ``"sqlite:///relative/path.db"`` (relative to `root`), ``"sqlite:////abs/path.db"``.
             Default: ``sqlite:///.tether/tether.db``, opened on first use.
@@ -112,7 +109,7 @@ class Runtime:
     def __init__(
         self,
         *,
-        defaults: Mapping[str, Any] | None = None,
+        defaults: AgentDefaults | Mapping[str, Any] | None = None,
         store: str | None = None,
         message_store: MessageStore | None = None,
         run_store: RunStore | None = None,
@@ -120,18 +117,17 @@ class Runtime:
         version: bool | str = True,
         root: str | PathLike[str] | None = None,
     ) -> None:
-        self.defaults: dict[str, Any] = dict(defaults or {})
-        unknown = sorted(set(self.defaults) - {"model"})
-        if unknown:
-            raise ConfigError(f"unknown runtime defaults {unknown}; the lab knows 'model'")
+        if defaults is not None and not isinstance(defaults, Mapping):
+            raise ConfigError(
+                f"Runtime(defaults=...) takes a dict of agent keys, got {defaults!r:.80}"
+            )
+        self._defaults = Definition.check(defaults or {}, "Runtime(defaults=...)")
         self.root = Path(root) if root is not None else Path.cwd()
         self._root_given = root is not None
         self.store_url = store
-        self._explicit = {
-            "message": message_store,
-            "run": run_store,
-            "workflow": workflow_store,
-        }
+        self._message_store = message_store
+        self._run_store = run_store
+        self._workflow_store = workflow_store
         self._stores: StoreSet | None = None
         self.version = version
         self._provenance: list[str] | None = None
@@ -139,16 +135,43 @@ class Runtime:
         """Agents created by this runtime, by id (a re-created id replaces the old one)."""
         self.workflows: dict[str, Workflow[Any, Any]] = {}
         """Workflows created by this runtime, by id."""
+        self._created: list[LabAgent[Any]] = []
         self._listeners: list[RunListener] = []
-        self._clients: dict[tuple[Any, ...], Agent] = {}
-        self._owned_clients: list[LLMClient] = []
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._background: set[asyncio.Task[Any]] = set()
+        self._clients = ClientPool()
+        self._episodes = TaskSet()
+        self._background = TaskSet()
         self._lazy_workflow_store: Any = _LazyWorkflowStore(self)
         self._closed = False
 
     def __repr__(self) -> str:
         return f"Runtime(store={self.store_url or DEFAULT_STORE!r})"
+
+    # -- what agents see of the runtime (`AgentHost`) ----------------------------------------
+
+    @property
+    def defaults(self) -> Definition:
+        """The checked `defaults=`: what every agent uses unless it sets its own."""
+        return self._defaults
+
+    @property
+    def listeners(self) -> Sequence[RunListener]:
+        """Who `subscribe()` registered: told of every run event (a live, read-only view)."""
+        return self._listeners
+
+    @property
+    def episodes(self) -> TaskSet:
+        """The episodes running now (`wait_idle()` waits for them)."""
+        return self._episodes
+
+    @property
+    def background(self) -> TaskSet:
+        """Title workflows running now (`wait_idle()` waits for them)."""
+        return self._background
+
+    @property
+    def clients(self) -> ClientPool:
+        """The LLM clients built from model strings and configs (closed with the runtime)."""
+        return self._clients
 
     # -- stores ------------------------------------------------------------------------------
 
@@ -159,6 +182,24 @@ class Runtime:
             self._stores = open_stores(self.store_url or DEFAULT_STORE, self.root)
         return self._stores
 
+    @property
+    def stores_open(self) -> bool:
+        """True once the stores of the store URL were opened (the URL is then fixed)."""
+        return self._stores is not None
+
+    def adopt_project(self, root: Path, store: str | None) -> None:
+        """Make this runtime the project's at `root` (the registry does this): a runtime given
+        no root keeps its default store and provenance in the project, not in whatever
+        directory a command runs in; `store` (the project's store key) applies when the
+        runtime was given none. Nothing changes once the stores are open."""
+        if self._stores is not None:
+            return
+        if not self._root_given:
+            self.root = root
+        if store is not None and self.store_url is None:
+            self.root = root
+            self.use_store(store)
+
     def use_store(self, url: str) -> None:
         """Point a runtime that has not opened its stores yet at `url` (the registry's `store`
         key does this when the runtime was created without one)."""
@@ -168,18 +209,18 @@ class Runtime:
 
     @property
     def message_store(self) -> MessageStore:
-        explicit = self._explicit["message"]
-        return explicit if explicit is not None else self._open().message  # type: ignore[return-value]
+        given = self._message_store
+        return given if given is not None else self._open().message
 
     @property
     def run_store(self) -> RunStore:
-        explicit = self._explicit["run"]
-        return explicit if explicit is not None else self._open().run  # type: ignore[return-value]
+        given = self._run_store
+        return given if given is not None else self._open().run
 
     @property
     def workflow_store(self) -> WorkflowStore:
-        explicit = self._explicit["workflow"]
-        return explicit if explicit is not None else self._open().workflow  # type: ignore[return-value]
+        given = self._workflow_store
+        return given if given is not None else self._open().workflow
 
     # -- provenance --------------------------------------------------------------------------
 
@@ -218,11 +259,21 @@ class Runtime:
         self,
         *,
         id: str,
-        system_prompt: str | Template | None = ...,
         model: ModelSpec | None = ...,
+        llm: ModelSpec | None = ...,
+        system_prompt: SystemPromptSpec | None = ...,
+        prompt: SystemPromptSpec | None = ...,
+        settings: ModelSettings | None = ...,
         tools: ToolsSpec | None = ...,
-        output_schema: None = ...,
+        resources: Sequence[Resource] | None = ...,
+        integrations: Sequence[IntegrationSource] | None = ...,
+        guardrails: Sequence[Guardrail] | None = ...,
+        services: Mapping[str, Any] | None = ...,
+        trace: bool | TraceSink | None = ...,
+        max_tool_rounds: int | None = ...,
         stop_when: StopCondition | Sequence[StopCondition] | None = ...,
+        on_tool_call: Callable[..., Any] | None = ...,
+        output_schema: None = ...,
         title_workflow: Workflow[Any, Any] | None = ...,
         max_retries: int | None = ...,
         stream_retries: int | None = ...,
@@ -234,11 +285,21 @@ class Runtime:
         self,
         *,
         id: str,
-        system_prompt: str | Template | None = ...,
         model: ModelSpec | None = ...,
+        llm: ModelSpec | None = ...,
+        system_prompt: SystemPromptSpec | None = ...,
+        prompt: SystemPromptSpec | None = ...,
+        settings: ModelSettings | None = ...,
         tools: ToolsSpec | None = ...,
-        output_schema: type[T],
+        resources: Sequence[Resource] | None = ...,
+        integrations: Sequence[IntegrationSource] | None = ...,
+        guardrails: Sequence[Guardrail] | None = ...,
+        services: Mapping[str, Any] | None = ...,
+        trace: bool | TraceSink | None = ...,
+        max_tool_rounds: int | None = ...,
         stop_when: StopCondition | Sequence[StopCondition] | None = ...,
+        on_tool_call: Callable[..., Any] | None = ...,
+        output_schema: type[T],
         title_workflow: Workflow[Any, Any] | None = ...,
         max_retries: int | None = ...,
         stream_retries: int | None = ...,
@@ -249,24 +310,52 @@ class Runtime:
     def create_agent(self, **kwargs: Any) -> LabAgent[Any]:
         """Declare an agent (synchronous; nothing reaches the network or the disk).
 
+        A lab agent is a harness agent (`tether.create_agent`) plus an id and a memory
+        binding: every harness part is accepted here under the same name and meaning, and
+        what the agent does not set comes from `Runtime(defaults=...)`.
+
         Args:
             id: The registry key.
-            system_prompt: A string or a Template; pinned as the first record of a new scope.
-            model: ``"provider:model"``, an llm config dict or an LLMClient; optional when the
-                runtime has a default model.
-            tools: A list of tools, or a ToolProvider building them per call.
+            model: ``"provider:model"``, a model-config dict (``{"model", "base_url",
+                "api_key", "headers", "max_retries", "stream_retries", "connect_timeout",
+                "first_byte_timeout", "idle_timeout", "total_timeout", "max_connections",
+                "extra_body"}``) or an LLMClient; optional when the runtime has a default
+                model. Alias: `llm`.
+            system_prompt: A string, a `PromptLayer`, a `Template`, or a list of those. The
+                static layers (strings, static layers, templates) are what a new memory scope
+                pins; dynamic layers (a function) and attached resources follow the pin on
+                every turn, never stored. Alias: `prompt`.
+            settings: Model settings (`temperature`, `max_tokens`, `top_p`, `stop`, `seed`,
+                `tool_choice`, `parallel_tool_calls`, `reasoning`); a run's merge over them.
+            tools: A list of tools, a dict of them (the key names the tool), or a
+                ToolProvider building them per call.
+            resources: `define_resource(...)`s: attach-mode ones join the prompt every turn,
+                tool-mode ones become `read_<name>` tools.
+            integrations: MCP sources (`mcp_server(...)`, `mcp_stdio(...)`): their tools and
+                attached resources join the agent's.
+            guardrails: `define_guardrail(...)`s on tool calls and on the final answer.
+            services: What tools may use (`ctx.services`); a run's merge over them.
+            trace: True (log), False, or a sink function such as `tether.otel.OtelSink()`.
+            max_tool_rounds: A cap on tool rounds; default None: `stop_when` governs.
+            stop_when: Loop control; default step_count_is(20). The loop ends at whichever
+                of `stop_when` and `max_tool_rounds` comes first.
+            on_tool_call: A function deciding on each tool call before the guardrails.
             output_schema: A pydantic model (or dataclass / TypedDict): structured output.
-            stop_when: Loop control; default step_count_is(20).
             title_workflow: Names a new conversation after its first successful episode.
             max_retries / stream_retries: Defaults for this agent's calls.
             memory_store: Where its conversations live (default: the runtime's).
             description: What the agent does (listings, and tools made from it).
 
         Raises:
-            ConfigError: a bad definition, or no model here and none in the runtime defaults.
+            ConfigError: a bad definition (naming the parameter, what it got and what it
+                takes), or no model here and none in the runtime defaults.
         """
+        unknown = sorted(set(kwargs) - set(LabAgent.PARAMETERS))
+        if unknown:
+            check_keys(unknown, AGENT_KEYS, f"create_agent(id={kwargs.get('id')!r})")
         agent: LabAgent[Any] = LabAgent(self, **kwargs)
         self.agents[agent.id] = agent
+        self._created.append(agent)
         return agent
 
     def create_template(
@@ -422,107 +511,13 @@ class Runtime:
 
         return self.create_workflow(id, run)
 
-    # -- models ------------------------------------------------------------------------------
-
-    def _harness(self, model: ModelSpec | None, max_retries: int | None, agent_id: str) -> Agent:
-        """The harness agent that runs episodes on `model` (one per client, reused)."""
-        spec = model if model is not None else self.defaults.get("model")
-        if spec is None:
-            raise ConfigError(
-                f"agent {agent_id!r} has no model and the runtime has no default model; "
-                "pass model= or Runtime(defaults={'model': ...})"
-            )
-        if isinstance(spec, str):
-            config: dict[str, Any] | None = {"model": spec}
-        elif isinstance(spec, Mapping):
-            config = dict(spec)
-        else:
-            config = None
-        if config is not None:
-            if max_retries is not None:
-                config["max_retries"] = max_retries
-            key: tuple[Any, ...] = ("config", json.dumps(config, sort_keys=True, default=repr))
-            agent = self._clients.get(key)
-            if agent is None:
-                client = client_from_config(config)
-                self._owned_clients.append(client)
-                agent = self._clients[key] = _harness_agent(client)
-            return agent
-        if not isinstance(spec, LLMClient):
-            raise ConfigError(
-                f"agent {agent_id!r}: model must be 'provider:model', an llm config dict or an "
-                f"LLMClient, got {spec!r:.80}"
-            )
-        # A client object keeps its own request retries. One without the notion (a scripted
-        # or custom client) has nothing to configure; one with a different setting would
-        # silently ignore the request, so that is refused.
-        own = getattr(spec, "max_retries", None)
-        if max_retries is not None and own is not None and own != max_retries:
-            raise ConfigError(
-                f"agent {agent_id!r}: max_retries={max_retries} needs the model as a string or "
-                "config dict; a client object keeps its own max_retries (set it on the client)"
-            )
-        key = ("client", id(spec))
-        agent = self._clients.get(key)
-        if agent is None or agent.client is not spec:
-            agent = self._clients[key] = _harness_agent(spec)
-        return agent
-
     # -- background work ---------------------------------------------------------------------
-
-    def _track(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(_settle(self._tasks))
-
-    def _start_title(self, agent: LabAgent[Any], scope: str, run_id: str) -> None:
-        token = _TITLING.set(True)
-        try:
-            task = asyncio.get_running_loop().create_task(
-                self._title(agent, scope, run_id), name=f"tether-lab:title:{scope}"
-            )
-        finally:
-            _TITLING.reset(token)
-        self._background.add(task)
-        task.add_done_callback(_settle(self._background))
-
-    async def _title(self, agent: LabAgent[Any], scope: str, run_id: str) -> None:
-        """Best effort: any failure is a warning on the episode's run, never an error."""
-        workflow = agent.title_workflow
-        assert workflow is not None
-        store = agent.memory_store or self.message_store
-        try:
-            stored = await store.load(scope)
-            payload: ConversationTitleInput = {
-                "memory_scope": scope,
-                "messages": [r for r in stored if r.get("role") != "system"],  # type: ignore[misc]
-            }
-            output = await workflow.run(payload, isolated=True).result
-            title = output.get("title") if isinstance(output, Mapping) else None
-            if not isinstance(title, str) or not title.strip():
-                raise ValueError(
-                    f"a title workflow must return {{'title': str}} with a non-empty title, "
-                    f"got {output!r:.120}"
-                )
-            await store.set_title(scope, title.strip())
-        except Exception as exc:
-            message = f"title workflow {workflow.id!r} failed for memory scope {scope!r}: {exc!r}"
-            _log.warning(message)
-            event = {
-                "type": "agent_warning",
-                "at": _now(),
-                "data": {"code": "title_failed", "message": message, "memory_scope": scope},
-            }
-            try:
-                seq = await self.run_store.append_events(run_id, [event])  # type: ignore[list-item]
-            except Exception:
-                logger.exception("could not record the title failure of run %s", run_id)
-            else:
-                notify(self._listeners, {"run_id": run_id, "seq": seq, **event})  # type: ignore[typeddict-item]
 
     async def wait_idle(self) -> None:
         """Wait for running episodes and background title workflows to finish."""
-        while self._tasks or self._background:
-            await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
+        while self._episodes or self._background:
+            pending = [*self._episodes.pending(), *self._background.pending()]
+            await asyncio.gather(*pending, return_exceptions=True)
 
     # -- recording workflow runs -------------------------------------------------------------
 
@@ -622,7 +617,7 @@ class Runtime:
         try:
             await self.wait_idle()
         except asyncio.CancelledError:
-            pending = [*self._tasks, *self._background]
+            pending = [*self._episodes.pending(), *self._background.pending()]
             for task in pending:
                 task.cancel()
             if pending:
@@ -633,12 +628,9 @@ class Runtime:
 
     async def _release(self) -> None:
         self._closed = True
-        clients, self._owned_clients = self._owned_clients, []
-        for client in clients:
-            await client.aclose()
-        for agent in self._clients.values():
+        for agent in self._created:
             await agent.aclose()
-        self._clients.clear()
+        await self._clients.aclose()
         if self._stores is not None:
             await self._stores.aclose()
 
@@ -675,23 +667,3 @@ def _tool_schema(
 
 def _tool_name(id: str) -> str:
     return _TOOL_NAME_BAD.sub("_", id)[:64] or "agent"
-
-
-def _harness_agent(client: LLMClient) -> Agent:
-    # The lab's stop_when decides when a loop ends, so the harness's own round cap is lifted.
-    return create_agent(llm=client, max_tool_rounds=sys.maxsize)
-
-
-def _settle(tasks: set[asyncio.Task[Any]]) -> Callable[[asyncio.Task[Any]], None]:
-    def done(task: asyncio.Task[Any]) -> None:
-        tasks.discard(task)
-        # The outcome reaches whoever awaits the handle; an unawaited failure is in the run
-        # store, so do not let asyncio log it a second time as "never retrieved".
-        if not task.cancelled():
-            task.exception()
-
-    return done
-
-
-def _now() -> float:
-    return time.time()

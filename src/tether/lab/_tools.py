@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
 from ..errors import ConfigError, ToolDefinitionError
 from ..tools import Tool
@@ -14,6 +14,7 @@ __all__ = [
     "ToolSet",
     "ToolsSpec",
     "check_tool_set",
+    "is_provider",
     "resolve_tools",
     "tool_provider",
 ]
@@ -30,7 +31,13 @@ class ToolProvider(Protocol):
     def get_tools(self, context: Any) -> ToolSet | Awaitable[ToolSet]: ...
 
 
-ToolsSpec: TypeAlias = ToolSet | ToolProvider
+ToolsSpec: TypeAlias = ToolSet | Mapping[str, Tool] | ToolProvider
+"""An agent's tools: a list, a dict (the key names the tool), or a ToolProvider."""
+
+
+def is_provider(value: object) -> TypeGuard[ToolProvider]:
+    """True for a ToolProvider (a list that happens to have `get_tools` is still a list)."""
+    return isinstance(value, ToolProvider) and not isinstance(value, Sequence | Mapping)
 
 
 class _FunctionProvider:
@@ -66,13 +73,9 @@ def check_tool_set(tools: Any, where: str) -> list[Tool]:
     return out
 
 
-async def resolve_tools(spec: ToolsSpec | None, context: Any, where: str) -> list[Tool]:
-    """The tools of one episode: a static list as is, a provider asked with `context`."""
-    if spec is None:
-        return []
-    if isinstance(spec, ToolProvider) and not isinstance(spec, Sequence):
-        tools = spec.get_tools(context)
-        if inspect.isawaitable(tools):
-            tools = await tools
-        return check_tool_set(tools, f"{where} (from its ToolProvider)")
-    return check_tool_set(spec, where)
+async def resolve_tools(provider: ToolProvider, context: Any, where: str) -> list[Tool]:
+    """The tools a ToolProvider builds for one episode, asked with `context`."""
+    tools = provider.get_tools(context)
+    if inspect.isawaitable(tools):
+        tools = await tools
+    return check_tool_set(tools, f"{where} (from its ToolProvider)")

@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 from ..errors import StoreCorruptError, StoreError
 from ..lab import LabAgent, Registry, Runtime
-from ..lab._agent import model_label
 from ..stores.message_store import ScopeInfo, StoredRecord
 from ..stores.run_store import RunEvent, RunInfo
 from ..workflows import Workflow
@@ -835,14 +834,13 @@ async def build_conversation(
 
 
 def agent_json(catalog: Catalog, agent: LabAgent[Any]) -> dict[str, Any]:
-    spec = agent.model if agent.model is not None else catalog.runtime.defaults.get("model")
     tools: list[str] | None = None
     if not agent.uses_tool_provider and isinstance(agent.tools, Sequence):
         tools = [t.name for t in agent.tools]
     schema = agent.output_schema
     return {
         "id": agent.id,
-        "model": model_label(spec),
+        "model": agent.model_label,
         "model_is_default": agent.model is None,
         "tools": tools,
         "tool_provider": agent.uses_tool_provider,

@@ -1,0 +1,599 @@
+"""A lab agent's definition: every harness part under the harness's own name, checked once.
+
+`Runtime.create_agent(...)`, `Runtime(defaults=...)` and the per-run overrides of `run()` /
+`stream()` all come through here. A value of the wrong type is a `ConfigError` naming the
+parameter, what it got and what it takes; a key that belongs somewhere else (`base_url`,
+`temperature`) says where it goes. Precedence is run > agent > runtime defaults; the model
+config, the settings and the services merge key by key, every other part is replaced whole.
+
+The two seeds spell two concepts differently. tether has one name for each and accepts the
+other seed's spelling as an alias, here and in `tether.create_agent`:
+
+| canonical        | alias     |
+|------------------|-----------|
+| `model=`         | `llm=`    |
+| `system_prompt=` | `prompt=` |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias, TypedDict, cast
+
+from ..errors import ConfigError
+from ..guardrails import Guardrail
+from ..integrations import IntegrationSource
+from ..llm import LLMClient
+from ..llm.base import ModelSettings
+from ..prompt import PromptLayer, prompt_layer
+from ..resources import Resource
+from ..stop import StopCondition
+from ..stores.message_store import MessageStore
+from ..tools import Tool
+from ..tracing import TraceSink
+from ..workflows import Workflow
+from ._template import Template
+from ._tools import ToolProvider, ToolsSpec, check_tool_set, is_provider
+
+__all__ = [
+    "AGENT_KEYS",
+    "ALIASES",
+    "MODEL_CONFIG_KEYS",
+    "SETTINGS_KEYS",
+    "AgentDefaults",
+    "ModelSpec",
+    "SystemPrompt",
+    "SystemPromptSpec",
+    "check_keys",
+    "check_model",
+    "check_settings",
+    "check_tools",
+    "merge_models",
+    "merge_settings",
+    "resolve_aliases",
+]
+
+ModelSpec: TypeAlias = str | Mapping[str, Any] | LLMClient
+"""A model: ``"provider:model"``, a model-config dict (``{"model", "base_url", "api_key",
+...}``), or an LLMClient instance."""
+
+SystemPromptPart: TypeAlias = str | PromptLayer | Template
+SystemPromptSpec: TypeAlias = SystemPromptPart | Sequence[SystemPromptPart]
+"""A string (one layer), a `PromptLayer` (static or dynamic), a lab `Template`, or a list of
+those."""
+
+ALIASES: Final[Mapping[str, str]] = {"llm": "model", "prompt": "system_prompt"}
+"""The other seed's spelling -> tether's one name."""
+
+MODEL_CONFIG_KEYS: Final = frozenset(
+    {
+        "model",
+        "base_url",
+        "api_key",
+        "headers",
+        "max_retries",
+        "stream_retries",
+        "connect_timeout",
+        "first_byte_timeout",
+        "idle_timeout",
+        "total_timeout",
+        "max_connections",
+        "extra_body",
+    }
+)
+"""The keys of a model-config dict (an adapter may take more: they are passed on to it)."""
+
+SETTINGS_KEYS: Final = frozenset(ModelSettings.__optional_keys__ | ModelSettings.__required_keys__)
+"""The keys of `settings=`."""
+
+AGENT_KEYS: Final = (
+    "model",
+    "system_prompt",
+    "settings",
+    "tools",
+    "resources",
+    "integrations",
+    "guardrails",
+    "services",
+    "trace",
+    "max_tool_rounds",
+    "stop_when",
+    "on_tool_call",
+    "output_schema",
+    "title_workflow",
+    "max_retries",
+    "stream_retries",
+    "memory_store",
+    "description",
+)
+"""The keywords of `Runtime.create_agent` besides `id`, and so the keys of `Runtime(defaults=)`."""
+
+
+class AgentDefaults(TypedDict, total=False):
+    """`Runtime(defaults=...)`: the keys of an agent (its `id` aside), used by every agent
+    that does not set them."""
+
+    model: ModelSpec
+    llm: ModelSpec
+    system_prompt: SystemPromptSpec
+    prompt: SystemPromptSpec
+    settings: ModelSettings
+    tools: ToolsSpec
+    resources: Sequence[Resource]
+    integrations: Sequence[IntegrationSource]
+    guardrails: Sequence[Guardrail]
+    services: Mapping[str, Any]
+    trace: bool | TraceSink
+    max_tool_rounds: int | None
+    stop_when: StopCondition | Sequence[StopCondition]
+    on_tool_call: Callable[..., Any]
+    output_schema: Any
+    title_workflow: Workflow[Any, Any]
+    max_retries: int
+    stream_retries: int
+    memory_store: MessageStore
+    description: str
+
+
+# -- keys ------------------------------------------------------------------------------------
+
+
+def _where(where: str) -> str:
+    return f"{where}: " if where else ""
+
+
+def check_keys(keys: Sequence[str], allowed: Sequence[str], where: str) -> None:
+    """Refuse keys that are not agent keys, saying where each goes instead.
+
+    Raises:
+        ConfigError: naming the key and where it belongs (inside `model={...}`, inside
+            `settings={...}`, on `create_agent` for `id`) or the closest known key.
+    """
+    known = set(allowed) | set(ALIASES)
+    for key in keys:
+        if key in known:
+            continue
+        raise ConfigError(f"{_where(where)}{misplaced(key, known)}")
+
+
+def misplaced(key: str, known: set[str]) -> str:
+    """What to say about an unknown key `key`."""
+    if key in MODEL_CONFIG_KEYS:
+        return (
+            f"{key!r} is a model-config key: it goes inside model={{...}}, e.g. "
+            f"model={{'model': 'openai:gpt-4o', {key!r}: ...}}"
+        )
+    if key in SETTINGS_KEYS:
+        return (
+            f"{key!r} is a model setting: it goes inside settings={{...}}, e.g. "
+            f"settings={{{key!r}: ...}}"
+        )
+    if key == "id":
+        return "'id' names one agent; give it to create_agent(id=...), not as a default"
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown key {key!r}{hint}; the keys are {', '.join(sorted(known - set(ALIASES)))}"
+
+
+def resolve_aliases(values: dict[str, Any], where: str) -> dict[str, Any]:
+    """`values` with `llm=` / `prompt=` under their canonical names (given both: an error)."""
+    for alias, name in ALIASES.items():
+        if alias not in values:
+            continue
+        value = values.pop(alias)
+        if values.get(name) is not None and value is not None:
+            raise ConfigError(
+                f"{_where(where)}{alias}= is another name for {name}=; give only one of them"
+            )
+        if value is not None:
+            values[name] = value
+    return values
+
+
+def _got(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:80]}" if len(text) <= 80 else type(value).__name__
+
+
+def bad(name: str, value: Any, takes: str, where: str = "") -> ConfigError:
+    """The error for parameter `name` given `value` when it takes `takes`."""
+    return ConfigError(f"{_where(where)}{name}= takes {takes}, got {_got(value)}")
+
+
+# -- the model -------------------------------------------------------------------------------
+
+
+def check_model(value: Any, where: str, name: str = "model") -> ModelSpec | None:
+    """A model string, a model-config dict (its keys checked) or an LLMClient."""
+    if value is None or isinstance(value, str | LLMClient):
+        if isinstance(value, str) and not value.strip():
+            raise bad(name, value, "'provider:model'", where)
+        return value
+    if isinstance(value, Mapping):
+        for key in value:
+            if not isinstance(key, str):
+                raise bad(f"{name} key", key, "a string", where)
+            if key in SETTINGS_KEYS and key not in MODEL_CONFIG_KEYS:
+                raise ConfigError(
+                    f"{_where(where)}{name}={{...}}: {key!r} is a model setting, not a "
+                    f"model-config key: pass it as settings={{{key!r}: ...}}"
+                )
+        model = value.get("model")
+        if model is not None and not (isinstance(model, str) and model.strip()):
+            raise bad(f"{name}['model']", model, "'provider:model'", where)
+        return dict(value)
+    raise bad(name, value, "'provider:model', a model-config dict or an LLMClient", where)
+
+
+def merge_models(layers: Sequence[ModelSpec | None], where: str) -> dict[str, Any] | LLMClient:
+    """The model of one episode from `layers`, lowest precedence first (runtime defaults,
+    agent, run). Strings and config dicts merge key by key; a client object replaces what is
+    below it, and only a config naming a `model` can replace a client.
+
+    Raises:
+        ConfigError: no layer names a model, or config keys would apply to a client object.
+    """
+    acc: dict[str, Any] | LLMClient | None = None
+    for spec in layers:
+        if spec is None:
+            continue
+        if isinstance(spec, LLMClient):
+            acc = spec
+            continue
+        config = {"model": spec} if isinstance(spec, str) else dict(spec)
+        if isinstance(acc, LLMClient) and "model" not in config:
+            raise ConfigError(
+                f"{_where(where)}model config {sorted(config)} cannot apply to a client object "
+                f"({type(acc).__name__}); give the model as 'provider:model' or a config dict "
+                "with a 'model' key, or set these on the client"
+            )
+        acc = config if acc is None or isinstance(acc, LLMClient) else {**acc, **config}
+    if acc is None or (isinstance(acc, dict) and acc.get("model") is None):
+        raise ConfigError(
+            f"{_where(where)}no model: pass model='provider:model' to create_agent or run(), "
+            "or give the runtime a default with Runtime(defaults={'model': ...})"
+        )
+    return acc
+
+
+# -- settings --------------------------------------------------------------------------------
+
+
+def check_settings(value: Any, where: str) -> ModelSettings | None:
+    """A settings dict with known keys only."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise bad("settings", value, f"a dict with keys {', '.join(sorted(SETTINGS_KEYS))}", where)
+    for key in value:
+        if key not in SETTINGS_KEYS:
+            if key in MODEL_CONFIG_KEYS:
+                raise ConfigError(
+                    f"{_where(where)}settings={{...}}: {key!r} is a model-config key: it goes "
+                    f"inside model={{...}}"
+                )
+            close = difflib.get_close_matches(str(key), sorted(SETTINGS_KEYS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"{_where(where)}settings has an unknown key {key!r}{hint}; the settings are "
+                f"{', '.join(sorted(SETTINGS_KEYS))}"
+            )
+    return cast(ModelSettings, dict(value))  # its keys are checked just above
+
+
+def merge_settings(layers: Sequence[ModelSettings | None]) -> ModelSettings | None:
+    """Settings merged key by key, lowest precedence first; None when none is set."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        if layer:
+            merged.update(layer)
+    if not merged:
+        return None
+    return cast(ModelSettings, merged)  # a union of checked settings
+
+
+# -- tools -----------------------------------------------------------------------------------
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def check_tools(value: Any, where: str) -> list[Tool] | ToolProvider | None:
+    """A list of tools, a dict of them (the key names the tool), or a ToolProvider."""
+    if value is None:
+        return None
+    if is_provider(value):
+        return value
+    if isinstance(value, Mapping):
+        tools: list[Tool] = []
+        for key, tool in value.items():
+            if not isinstance(tool, Tool):
+                raise bad(f"tools[{key!r}]", tool, "a Tool (define_tool or @tool)", where)
+            if not isinstance(key, str) or not _TOOL_NAME.match(key):
+                raise ConfigError(
+                    f"{_where(where)}tools: the key {key!r} names a tool, and a tool name is "
+                    "1-64 letters, digits, '_' or '-'"
+                )
+            tools.append(tool if tool.name == key else dataclasses.replace(tool, name=key))
+        return check_tool_set(tools, f"{_where(where)}tools")
+    return check_tool_set(value, f"{_where(where)}tools")
+
+
+def check_list(
+    name: str, value: Any, kind: type | None, takes: str, where: str
+) -> list[Any] | None:
+    """A list of `kind` (any object when `kind` is None, e.g. a protocol)."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise bad(name, value, f"a list of {takes}", where)
+    for i, item in enumerate(value):
+        if kind is not None and not isinstance(item, kind):
+            raise bad(f"{name}[{i}]", item, takes, where)
+    return list(value)
+
+
+def check_integrations(value: Any, where: str) -> list[IntegrationSource] | None:
+    items = check_list("integrations", value, None, "MCP sources (mcp_server / mcp_stdio)", where)
+    for i, item in enumerate(items or ()):
+        if not isinstance(item, IntegrationSource):
+            raise bad(f"integrations[{i}]", item, "an MCP source (mcp_server / mcp_stdio)", where)
+    return items
+
+
+def check_services(value: Any, where: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise bad("services", value, "a dict of named services", where)
+    return dict(value)
+
+
+def check_trace(value: Any, where: str) -> bool | TraceSink | None:
+    if value is None or isinstance(value, bool):
+        return value
+    if callable(value):
+        return cast(TraceSink, value)
+    raise bad("trace", value, "True, False or a sink function (e.g. tether.otel.OtelSink())", where)
+
+
+def check_rounds(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise bad("max_tool_rounds", value, "an integer >= 1, or None for no cap", where)
+    return value
+
+
+def check_count(name: str, value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise bad(name, value, "an integer >= 0", where)
+    return value
+
+
+def check_stop_when(value: Any, where: str, name: str = "stop_when") -> list[StopCondition] | None:
+    if value is None:
+        return None
+    items = [value] if callable(value) else value
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+        raise bad(name, value, "a stop condition (a callable of steps) or a list of them", where)
+    for i, cond in enumerate(items):
+        if not callable(cond):
+            raise bad(f"{name}[{i}]", cond, "a stop condition (a callable of steps)", where)
+    return list(items)
+
+
+# -- the system prompt -----------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class StaticLayer:
+    """A layer whose text is fixed for a conversation: what a new scope pins."""
+
+    name: str
+    source: str | Template
+    cache: bool = False
+
+    def render(self) -> str:
+        return self.source if isinstance(self.source, str) else self.source.render()
+
+
+@dataclass(slots=True, frozen=True)
+class SystemPrompt:
+    """The system prompt in two kinds of layer.
+
+    The static layers (strings, static `PromptLayer`s, templates) are what a new memory scope
+    pins: their text, rendered when the scope's first episode runs, is stored as its first
+    record and reused by every later episode. The dynamic layers (a `PromptLayer` from a
+    function) and attached resources come after it on every turn; they are never stored and
+    never compared for conflicts.
+    """
+
+    static: tuple[StaticLayer, ...] = ()
+    dynamic: tuple[PromptLayer, ...] = ()
+
+    @classmethod
+    def of(cls, value: Any, where: str) -> SystemPrompt:
+        """From a string, a PromptLayer, a Template, or a list of those."""
+        if value is None:
+            return cls()
+        items = [value] if isinstance(value, str | PromptLayer | Template) else value
+        takes = "a string, a PromptLayer, a Template or a list of those"
+        if isinstance(items, bytes | Mapping) or not isinstance(items, Sequence):
+            raise bad("system_prompt", value, takes, where)
+        static: list[StaticLayer] = []
+        dynamic: list[PromptLayer] = []
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                static.append(StaticLayer(f"system{i}" if i else "system", item))
+            elif isinstance(item, Template):
+                static.append(StaticLayer(item.name, item))
+            elif isinstance(item, PromptLayer):
+                if isinstance(item.source, str):
+                    static.append(StaticLayer(item.name, item.source, item.cache))
+                else:
+                    dynamic.append(item)
+            else:
+                raise bad(f"system_prompt[{i}]", item, takes, where)
+        return cls(tuple(static), tuple(dynamic))
+
+    @property
+    def caches(self) -> bool:
+        """True when a static layer asks to be cached."""
+        return any(layer.cache for layer in self.static)
+
+    @property
+    def templates(self) -> list[Template]:
+        return [layer.source for layer in self.static if isinstance(layer.source, Template)]
+
+    def render_static(self) -> list[str]:
+        """The text of each non-empty static layer, rendered now.
+
+        Raises:
+            TemplateError: a template cannot render (naming it and the variable).
+        """
+        return [text for text in (layer.render() for layer in self.static) if text]
+
+    def layers(self, texts: Sequence[str]) -> list[PromptLayer]:
+        """This turn's prompt: the pinned (or current) static `texts`, then the dynamic layers.
+        A pinned prompt is cached whole when this definition caches any static layer: the pin
+        never changes for the scope, so it is all a stable prefix."""
+        cache = self.caches
+        last = len(texts) - 1
+        out = [
+            prompt_layer(f"pinned{i}" if i else "pinned", text, cache=cache and i == last)
+            for i, text in enumerate(texts)
+        ]
+        out.extend(self.dynamic)
+        return out
+
+
+# -- the whole definition ----------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class Definition:
+    """Checked agent parts; None everywhere means "not set here" (see `over`)."""
+
+    model: ModelSpec | None = None
+    system_prompt: SystemPrompt | None = None
+    settings: ModelSettings | None = None
+    tools: list[Tool] | ToolProvider | None = None
+    resources: list[Resource] | None = None
+    integrations: list[IntegrationSource] | None = None
+    guardrails: list[Guardrail] | None = None
+    services: dict[str, Any] | None = None
+    trace: bool | TraceSink | None = None
+    max_tool_rounds: int | None = None
+    stop_when: list[StopCondition] | None = None
+    on_tool_call: Callable[..., Any] | None = None
+    output_schema: Any = None
+    title_workflow: Workflow[Any, Any] | None = None
+    max_retries: int | None = None
+    stream_retries: int | None = None
+    memory_store: MessageStore | None = None
+    description: str | None = None
+
+    @classmethod
+    def check(cls, values: Mapping[str, Any], where: str) -> Definition:
+        """Check every value (aliases resolved; unknown keys refused with where they go).
+
+        Raises:
+            ConfigError: naming the parameter, what it got and what it takes.
+        """
+        check_keys(list(values), AGENT_KEYS, where)
+        v = resolve_aliases(dict(values), where)
+        title = v.get("title_workflow")
+        if title is not None and not isinstance(title, Workflow):
+            raise bad("title_workflow", title, "a workflow (runtime.create_workflow)", where)
+        store = v.get("memory_store")
+        if store is not None and not all(hasattr(store, m) for m in ("load", "append")):
+            raise bad("memory_store", store, "a MessageStore", where)
+        description = v.get("description")
+        if description is not None and not isinstance(description, str):
+            raise bad("description", description, "a string", where)
+        on_tool_call = v.get("on_tool_call")
+        if on_tool_call is not None and not callable(on_tool_call):
+            raise bad("on_tool_call", on_tool_call, "a function (subject, ctx) -> decision", where)
+        prompt = v.get("system_prompt")
+        return cls(
+            model=check_model(v.get("model"), where),
+            system_prompt=SystemPrompt.of(prompt, where) if prompt is not None else None,
+            settings=check_settings(v.get("settings"), where),
+            tools=check_tools(v.get("tools"), where),
+            resources=check_list(
+                "resources", v.get("resources"), Resource, "a Resource (define_resource)", where
+            ),
+            integrations=check_integrations(v.get("integrations"), where),
+            guardrails=check_list(
+                "guardrails",
+                v.get("guardrails"),
+                Guardrail,
+                "a Guardrail (define_guardrail)",
+                where,
+            ),
+            services=check_services(v.get("services"), where),
+            trace=check_trace(v.get("trace"), where),
+            max_tool_rounds=check_rounds(v.get("max_tool_rounds"), where),
+            stop_when=check_stop_when(v.get("stop_when"), where),
+            on_tool_call=on_tool_call,
+            output_schema=v.get("output_schema"),
+            title_workflow=title,
+            max_retries=check_count("max_retries", v.get("max_retries"), where),
+            stream_retries=check_count("stream_retries", v.get("stream_retries"), where),
+            memory_store=store,
+            description=description,
+        )
+
+    def over(self, base: Definition) -> Definition:
+        """This definition with `base` filling what it does not set: the model config, the
+        settings and the services merge key by key (this one's keys win), the rest is replaced
+        whole."""
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            mine, theirs = getattr(self, f.name), getattr(base, f.name)
+            values[f.name] = mine if mine is not None else theirs
+        values["model"] = fold_models([base.model, self.model])
+        values["settings"] = merge_settings([base.settings, self.settings])
+        if base.services and self.services:
+            values["services"] = {**base.services, **self.services}
+        return Definition(**values)
+
+
+def fold_models(layers: Sequence[ModelSpec | None]) -> ModelSpec | None:
+    """`merge_models` without its checks: None when no layer names a model (yet)."""
+    acc: ModelSpec | None = None
+    for spec in layers:
+        if spec is None:
+            continue
+        if acc is None or isinstance(spec, LLMClient) or isinstance(acc, LLMClient):
+            acc = spec
+            continue
+        below = {"model": acc} if isinstance(acc, str) else dict(acc)
+        above = {"model": spec} if isinstance(spec, str) else dict(spec)
+        acc = {**below, **above}
+    return acc
+
+
+def model_label(spec: ModelSpec | None) -> str:
+    """How a model is shown (CLI listings, the UI): the model string, a config's `model`
+    (never its key or headers), or a client's ``provider:model``; "(none)" without one."""
+    if spec is None:
+        return "(none)"
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, Mapping):
+        model = spec.get("model")
+        return str(model) if model is not None else "(config without a model)"
+    model = getattr(spec, "model", None)
+    provider = getattr(spec, "provider", None)
+    if isinstance(model, str) and isinstance(provider, str):
+        return f"{provider}:{model}"
+    if isinstance(model, str):
+        return f"{model} ({type(spec).__name__})"
+    return type(spec).__name__

@@ -1,0 +1,128 @@
+"""What a lab agent needs from the runtime that created it, as public, read-only surfaces.
+
+`Runtime` implements `AgentHost`; agents and episodes know only this protocol, so the lab's
+modules import downwards: runtime -> agent -> episode -> host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Coroutine, Sequence
+from typing import Any, Protocol, TypeVar
+
+from ..errors import ConfigError
+from ..llm import LLMClient, client_from_config
+from ..stores.message_store import MessageStore
+from ..stores.run_store import RunStore
+from ._definition import MODEL_CONFIG_KEYS, Definition
+from ._recorder import RunListener
+
+__all__ = ["AgentHost", "ClientPool", "TaskSet"]
+
+T = TypeVar("T")
+
+
+class TaskSet:
+    """Tasks someone waits for before closing (running episodes, title workflows).
+
+    A task's failure reaches whoever awaits it; one nobody awaits is already in the run store,
+    so it is not logged a second time as "never retrieved".
+    """
+
+    __slots__ = ("_tasks",)
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T]:
+        """Start `coro` as a task of this set (inside the running loop)."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._settle)
+        return task
+
+    def _settle(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def pending(self) -> list[asyncio.Task[Any]]:
+        """The tasks still running."""
+        return list(self._tasks)
+
+
+class ClientPool:
+    """LLM clients built from model configs: one per distinct config, shared by every agent
+    that names it, closed together."""
+
+    __slots__ = ("_clients",)
+
+    def __init__(self) -> None:
+        self._clients: dict[str, LLMClient] = {}
+
+    def get(self, config: dict[str, Any]) -> LLMClient:
+        """The client for `config`, built on first use.
+
+        Raises:
+            ConfigError: an unknown provider, or a missing key (MissingKeyError).
+        """
+        key = json.dumps(config, sort_keys=True, default=repr)
+        client = self._clients.get(key)
+        if client is None:
+            try:
+                client = client_from_config(dict(config))
+            except TypeError as exc:  # an adapter that does not take one of the keys
+                raise ConfigError(
+                    f"model config {sorted(config)}: {exc}; the keys are "
+                    f"{', '.join(sorted(MODEL_CONFIG_KEYS))}"
+                ) from exc
+            self._clients[key] = client
+        return client
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
+
+
+class AgentHost(Protocol):
+    """The runtime as its agents see it."""
+
+    @property
+    def defaults(self) -> Definition:
+        """Parts every agent of the runtime uses unless it sets its own."""
+        ...
+
+    @property
+    def message_store(self) -> MessageStore: ...
+
+    @property
+    def run_store(self) -> RunStore: ...
+
+    @property
+    def listeners(self) -> Sequence[RunListener]:
+        """Who is told of every run event as it happens (a live, read-only view)."""
+        ...
+
+    @property
+    def episodes(self) -> TaskSet:
+        """Running episodes."""
+        ...
+
+    @property
+    def background(self) -> TaskSet:
+        """Best-effort work started by episodes (title workflows)."""
+        ...
+
+    @property
+    def clients(self) -> ClientPool:
+        """The LLM clients built from model configs."""
+        ...
+
+    def provenance_tags(self) -> list[str]:
+        """The automatic `version:` / `commit:` tags of every run."""
+        ...
