@@ -13,7 +13,7 @@ result = await researcher.run(memory_scope="notes", user="First turn").result
 ```
 """
 
-from ._agent import DEFAULT_STOP_WHEN, LabAgent
+from ._agent import DEFAULT_STOP_WHEN, IntegrationInspection, LabAgent
 from ._definition import (
     AgentDefaults,
     Definition,
@@ -48,6 +48,7 @@ __all__ = [
     "ConversationTitleInput",
     "ConversationTitleOutput",
     "Definition",
+    "IntegrationInspection",
     "LabAgent",
     "ModelSpec",
     "PromptInspection",

@@ -10,6 +10,7 @@ import dataclasses
 import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
 from .._json import check_json_safe
@@ -51,7 +52,7 @@ from ._tags import context_tags
 from ._template import PromptInspection
 from ._tools import ToolProvider, ToolsSpec, is_provider
 
-__all__ = ["DEFAULT_STOP_WHEN", "LabAgent", "ModelSpec"]
+__all__ = ["DEFAULT_STOP_WHEN", "IntegrationInspection", "LabAgent", "ModelSpec"]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -83,6 +84,18 @@ _RUN_OPTIONS = frozenset(
         "services",
     }
 )
+
+
+@dataclass(slots=True, frozen=True)
+class IntegrationInspection:
+    """What one MCP source of an agent offers, or why it could not be asked."""
+
+    label: str
+    """The source's URL or command line."""
+    report: dict[str, Any] | None
+    """Its connect report (`tools`, `resources`, `server_info`, ...), None when it failed."""
+    error: str | None = None
+    """Why connecting failed."""
 
 
 def _normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
@@ -398,6 +411,26 @@ class LabAgent(Generic[T]):
         """Connect the agent's MCP integrations now and report what each server offered
         (`tools`, `resources`, ...); the first episode connects otherwise."""
         return await self.harness().connect()
+
+    async def inspect_integrations(self, timeout: float = 15.0) -> list[IntegrationInspection]:
+        """Ask each MCP source on its own what it offers, then close it again (for listings
+        such as the UI's agent page: no model, no provider key, no lasting session). A source
+        that fails or takes longer than `timeout` seconds says why instead."""
+
+        async def one(source: IntegrationSource) -> IntegrationInspection:
+            label = str(getattr(source, "label", None) or type(source).__name__)
+            try:
+                async with asyncio.timeout(timeout):
+                    conn = await source.connect(None)
+            except Exception as exc:
+                return IntegrationInspection(label, None, f"{type(exc).__name__}: {exc}")
+            try:
+                return IntegrationInspection(label, dict(conn.report))
+            finally:
+                if conn.close is not None:
+                    await conn.close()
+
+        return list(await asyncio.gather(*(one(s) for s in self.integrations)))
 
     async def aclose(self) -> None:
         """End the MCP sessions of the harness agents this agent built; it stays usable."""

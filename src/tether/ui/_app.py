@@ -36,6 +36,7 @@ from ._views import (
     EVENTS_PER_POLL,
     Catalog,
     Unreadable,
+    agent_detail_json,
     agent_json,
     build_conversation,
     build_run,
@@ -222,10 +223,14 @@ class _Pages:
         agent = catalog.agents.get(agent_id)
         if agent is None:
             raise HTTPException(404, f"There is no registered agent {agent_id!r}.")
+        integrations = await agent.inspect_integrations()
         return self.render(
             request,
             "agent.html",
-            {"a": agent_json(catalog, agent), "prompt": prompt_for(catalog, None, agent_id)},
+            {
+                "a": agent_detail_json(catalog, agent, integrations),
+                "prompt": prompt_for(catalog, None, agent_id),
+            },
         )
 
     async def workflows(self, request: Request) -> Response:

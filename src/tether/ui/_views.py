@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import StoreCorruptError, StoreError
-from ..lab import LabAgent, Registry, Runtime
+from ..lab import IntegrationInspection, LabAgent, Registry, Runtime, Template
 from ..stores.message_store import ScopeInfo, StoredRecord
 from ..stores.run_store import RunEvent, RunInfo
 from ..workflows import Workflow
@@ -30,6 +30,7 @@ __all__ = [
     "StepView",
     "TreeNode",
     "Turn",
+    "agent_detail_json",
     "build_conversation",
     "build_run",
     "list_runs",
@@ -835,9 +836,10 @@ async def build_conversation(
 
 def agent_json(catalog: Catalog, agent: LabAgent[Any]) -> dict[str, Any]:
     tools: list[str] | None = None
-    if not agent.uses_tool_provider and isinstance(agent.tools, Sequence):
+    if isinstance(agent.tools, list):
         tools = [t.name for t in agent.tools]
     schema = agent.output_schema
+    prompt = agent.prompt
     return {
         "id": agent.id,
         "model": agent.model_label,
@@ -848,13 +850,71 @@ def agent_json(catalog: Catalog, agent: LabAgent[Any]) -> dict[str, Any]:
         "title_workflow": agent.title_workflow.id if agent.title_workflow else None,
         "output_schema": getattr(schema, "__name__", None) if schema is not None else None,
         "system_prompt": (
-            "none"
-            if agent.system_prompt is None
+            "template"
+            if prompt.templates
+            else "none"
+            if not prompt.static and not prompt.dynamic
             else "string"
-            if isinstance(agent.system_prompt, str)
-            else "template"
         ),
     }
+
+
+def agent_detail_json(
+    catalog: Catalog, agent: LabAgent[Any], integrations: Sequence[IntegrationInspection]
+) -> dict[str, Any]:
+    """`agent_json` and every other part the agent runs with: prompt layers, resources, MCP
+    sources with the tools each offers (`integrations`, asked just now), guardrails, limits."""
+    d = agent.definition
+    trace = d.trace
+    return {
+        **agent_json(catalog, agent),
+        "layers": [
+            {
+                "name": layer.name,
+                "kind": "template" if isinstance(layer.source, Template) else "static",
+                "cache": layer.cache,
+            }
+            for layer in agent.prompt.static
+        ]
+        + [
+            {"name": layer.name, "kind": "dynamic", "cache": False}
+            for layer in agent.prompt.dynamic
+        ],
+        "resources": [
+            {"name": r.name, "mode": r.mode, "description": r.description} for r in agent.resources
+        ],
+        "integrations": [
+            {
+                "label": i.label,
+                "tools": list(i.report.get("tools") or ()) if i.report is not None else None,
+                "resources": [
+                    f"{r.get('name')} ({r.get('mode')})"
+                    for r in (i.report.get("resources") or ())
+                    if isinstance(r, Mapping)
+                ]
+                if i.report is not None
+                else [],
+                "error": i.error,
+            }
+            for i in integrations
+        ],
+        "guardrails": [
+            {
+                "name": g.name,
+                "on": [w for w, fn in (("tool calls", g.tool_call), ("output", g.output)) if fn],
+            }
+            for g in agent.guardrails
+        ],
+        "settings": dict(d.settings or {}),
+        "max_tool_rounds": d.max_tool_rounds,
+        "stop_when": [getattr(c, "__name__", repr(c)) for c in agent.stop_when],
+        "trace": "off" if not trace else "log" if trace is True else _callable_name(trace),
+        "services": sorted(d.services or {}),
+    }
+
+
+def _callable_name(fn: Any) -> str:
+    return str(getattr(fn, "__name__", None) or type(fn).__name__)
 
 
 def workflow_json(catalog: Catalog, workflow: Workflow[Any, Any]) -> dict[str, Any]:
