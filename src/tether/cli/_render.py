@@ -265,19 +265,23 @@ class EpisodeRenderer:
         self._mid_line = False
 
     def __call__(self, event: AgentEvent) -> None:
-        kind = event["type"]
-        if kind == "text" and self.stream_text:
-            text: str = event["text"]  # type: ignore[typeddict-item]
-            if text:
-                emit_answer(text, nl=False)
-                self._mid_line = not text.endswith("\n")
-        elif kind == "tool_use" and self.show_tools:
+        if event["type"] == "text":
+            if self.stream_text and event["text"]:
+                emit_answer(event["text"], nl=False)
+                self._mid_line = not event["text"].endswith("\n")
+        elif not self.show_tools:
+            return
+        elif event["type"] == "tool_use":
             self.end_line()
-            emit_err(f"[tool] {clean(event['name'])} {compact(event['input'])}")  # type: ignore[typeddict-item]
-        elif kind == "tool_result" and self.show_tools and event.get("is_error"):
+            emit_err(f"[tool] {clean(event['name'])} {compact(event['input'])}")
+        elif event["type"] == "tool_result" and event.get("is_error"):
             self.end_line()
-            name = clean(event["name"])  # type: ignore[typeddict-item]
-            emit_err(f"[tool] {name} failed: {compact(event['output'])}")  # type: ignore[typeddict-item]
+            emit_err(f"[tool] {clean(event['name'])} failed: {compact(event['output'])}")
+        elif event["type"] == "guardrail":
+            self.end_line()
+            what = f" {clean(event['tool_name'])}" if "tool_name" in event else " the answer"
+            why = f": {compact(event['reason'])}" if "reason" in event else ""
+            emit_err(f"[guardrail] {clean(event['name'])} {event['action']}{what}{why}")
 
     def end_line(self) -> None:
         """End the streamed text's line, if it is open."""

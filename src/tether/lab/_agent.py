@@ -412,15 +412,15 @@ class LabAgent(Generic[T]):
         (`tools`, `resources`, ...); the first episode connects otherwise."""
         return await self.harness().connect()
 
-    async def inspect_integrations(self, timeout: float = 15.0) -> list[IntegrationInspection]:
+    async def inspect_integrations(self, wait: float = 15.0) -> list[IntegrationInspection]:
         """Ask each MCP source on its own what it offers, then close it again (for listings
         such as the UI's agent page: no model, no provider key, no lasting session). A source
-        that fails or takes longer than `timeout` seconds says why instead."""
+        that fails or takes longer than `wait` seconds says why instead."""
 
         async def one(source: IntegrationSource) -> IntegrationInspection:
             label = str(getattr(source, "label", None) or type(source).__name__)
             try:
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout(wait):
                     conn = await source.connect(None)
             except Exception as exc:
                 return IntegrationInspection(label, None, f"{type(exc).__name__}: {exc}")
