@@ -207,7 +207,7 @@ def _completed_runs_per_case(db: Path, kind: str) -> dict[str, int]:
     conn = sqlite3.connect(db)
     try:
         rows = conn.execute(
-            "SELECT tags FROM runs WHERE kind = ? AND status = 'completed'", (kind,)
+            "SELECT tags FROM tether_runs WHERE kind = ? AND status = 'completed'", (kind,)
         ).fetchall()
     finally:
         conn.close()

@@ -13,7 +13,7 @@ import pytest
 from tether import define_tool
 from tether.errors import LLMError
 from tether.lab import Runtime
-from tether.stores.run_store import InMemoryRunStore, NewRunEvent, RunEvent, RunInfo
+from tether.stores import InMemoryRunStore, NewRunEvent, RunEvent, RunInfo
 from tether.workflows import WorkflowContext
 
 from .conftest import event_types, scripted

@@ -15,7 +15,7 @@ import tether.lab._host as host_module
 from tether import AbortedError, RunContext, define_tool
 from tether.errors import ConfigError
 from tether.lab import Runtime
-from tether.stores.run_store import InMemoryRunStore, NewRunEvent
+from tether.stores import InMemoryRunStore, NewRunEvent
 from tether.testing import ScriptClient, script_client
 from tether.workflows import WorkflowContext
 

@@ -17,12 +17,7 @@ from tests.helpers import assistant, text_of, user
 from tests.postgres_server import postgres_url
 
 from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
-from tether.stores.message_store import (
-    InMemoryMessageStore,
-    MessageStore,
-    SqliteMessageStore,
-    StoredRecord,
-)
+from tether.stores import InMemoryMessageStore, MessageStore, SqliteMessageStore, StoredRecord
 from tether.stores.postgres import PostgresMessageStore
 from tether.stores.sqlite import connect
 
@@ -249,7 +244,7 @@ async def test_a_corrupt_record_is_reported_with_scope_and_index(tmp_path: Path)
     conn = connect(tmp_path / "c.db")
     s = SqliteMessageStore(conn)
     await s.append("s", [user("ok"), user("to be broken")])
-    conn.execute("UPDATE messages SET record = '{not json' WHERE scope = 's' AND seq = 1")
+    conn.execute("UPDATE tether_messages SET record = '{not json' WHERE scope = 's' AND seq = 1")
     with pytest.raises(StoreCorruptError, match=r"'s', record 1"):
         await s.load("s")
     await s.aclose()
@@ -274,7 +269,7 @@ async def test_a_store_on_a_callers_connection_leaves_it_open(tmp_path: Path) ->
     conn = connect(tmp_path / "caller.db")
     s = SqliteMessageStore(conn)
     await s.aclose()
-    assert conn.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM tether_messages").fetchone() == (0,)
     conn.close()
     with pytest.raises(sqlite3.ProgrammingError):
         conn.execute("SELECT 1")

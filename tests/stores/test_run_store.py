@@ -14,14 +14,8 @@ import pytest
 from tests.postgres_server import postgres_url
 
 from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
+from tether.stores import InMemoryRunStore, NewRunEvent, RunInfo, RunStore, SqliteRunStore
 from tether.stores.postgres import PostgresRunStore
-from tether.stores.run_store import (
-    InMemoryRunStore,
-    NewRunEvent,
-    RunInfo,
-    RunStore,
-    SqliteRunStore,
-)
 from tether.stores.sqlite import connect
 
 STORES: dict[str, Callable[[Path], RunStore]] = {
@@ -172,7 +166,7 @@ async def test_sqlite_runs_survive_reopening_and_corruption_is_reported(tmp_path
     conn = connect(path)
     again = SqliteRunStore(conn)
     assert [e["data"] for e in await again.events("r")] == [{"agent_id": "x"}]
-    conn.execute("UPDATE run_events SET data = 'nope' WHERE run_id = 'r'")
+    conn.execute("UPDATE tether_run_events SET data = 'nope' WHERE run_id = 'r'")
     with pytest.raises(StoreCorruptError, match="'r', event 1"):
         await again.events("r")
     await again.aclose()
@@ -180,7 +174,7 @@ async def test_sqlite_runs_survive_reopening_and_corruption_is_reported(tmp_path
 
 
 async def test_message_and_run_stores_share_one_connection(tmp_path: Path) -> None:
-    from tether.stores.message_store import SqliteMessageStore
+    from tether.stores import SqliteMessageStore
 
     conn = connect(tmp_path / "all.db")
     messages, runs = SqliteMessageStore(conn), SqliteRunStore(conn)

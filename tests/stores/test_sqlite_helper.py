@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from tether.errors import StoreError
-from tether.stores.sqlite import MIGRATIONS_TABLE, Migrations, connect, transaction
+from tether.stores.sqlite import MIGRATIONS_TABLE, SqliteMigrations, connect, transaction
 
 
-def _two_step(store: str = "demo") -> Migrations:
-    migrations = Migrations(store)
+def _two_step(store: str = "demo") -> SqliteMigrations:
+    migrations = SqliteMigrations(store)
 
     @migrations
     def m001_create_items(conn: sqlite3.Connection) -> None:
@@ -49,7 +49,7 @@ def test_migrations_apply_in_order_once_and_are_recorded_per_store() -> None:
 
 def test_two_stores_keep_separate_migration_records() -> None:
     conn = connect(":memory:")
-    other = Migrations("other")
+    other = SqliteMigrations("other")
 
     @other
     def m001_create_things(conn: sqlite3.Connection) -> None:
@@ -62,7 +62,7 @@ def test_two_stores_keep_separate_migration_records() -> None:
 
 def test_appending_a_migration_applies_only_the_new_one(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
-    first = Migrations("demo")
+    first = SqliteMigrations("demo")
 
     @first
     def m001_create_items(conn: sqlite3.Connection) -> None:
@@ -77,7 +77,7 @@ def test_appending_a_migration_applies_only_the_new_one(tmp_path: Path) -> None:
 
 
 def test_names_must_be_well_formed_and_increasing() -> None:
-    migrations = Migrations("demo")
+    migrations = SqliteMigrations("demo")
 
     def m002_b(conn: sqlite3.Connection) -> None: ...
 
@@ -95,7 +95,7 @@ def test_names_must_be_well_formed_and_increasing() -> None:
 def test_a_database_from_a_newer_tether_is_refused() -> None:
     conn = connect(":memory:")
     _two_step().apply(conn)
-    older = Migrations("demo")
+    older = SqliteMigrations("demo")
 
     @older
     def m001_create_items(conn: sqlite3.Connection) -> None:
@@ -107,7 +107,7 @@ def test_a_database_from_a_newer_tether_is_refused() -> None:
 
 def test_a_failing_migration_is_rolled_back_and_not_recorded() -> None:
     conn = connect(":memory:")
-    migrations = Migrations("demo")
+    migrations = SqliteMigrations("demo")
 
     @migrations
     def m001_create_items(conn: sqlite3.Connection) -> None:

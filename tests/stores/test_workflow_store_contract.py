@@ -18,6 +18,7 @@ from tests.postgres_server import postgres_url
 
 from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
 from tether.stores import InMemoryWorkflowStore, SqliteWorkflowStore, WorkflowStore
+from tether.stores._codecs import RUN_COLUMNS, STEP_COLUMNS
 from tether.stores.postgres import PostgresWorkflowStore
 from tether.stores.sqlite import connect
 
@@ -34,13 +35,17 @@ class Backend:
 
 
 def _mem_step(store: WorkflowStore, run_id: str, step_id: str, text: str) -> None:
+    # The in-memory store keeps the same rows a database holds: damage one the same way.
     assert isinstance(store, InMemoryWorkflowStore)
-    store._corrupt_step(run_id, step_id, text)
+    steps = store._steps[run_id]
+    row = list(steps[step_id])
+    row[STEP_COLUMNS.split(", ").index("output")] = text
+    steps[step_id] = tuple(row)
 
 
 def _mem_run(store: WorkflowStore, run_id: str, column: str, text: str) -> None:
     assert isinstance(store, InMemoryWorkflowStore)
-    store._corrupt_run(run_id, column, text)
+    store._runs[run_id][RUN_COLUMNS.split(", ").index(column)] = text
 
 
 def _sqlite_conn(store: WorkflowStore) -> sqlite3.Connection:
@@ -50,7 +55,7 @@ def _sqlite_conn(store: WorkflowStore) -> sqlite3.Connection:
 
 def _sqlite_step(store: WorkflowStore, run_id: str, step_id: str, text: str) -> None:
     _sqlite_conn(store).execute(
-        "UPDATE workflow_steps SET output = ? WHERE run_id = ? AND step_id = ?",
+        "UPDATE tether_workflow_steps SET output = ? WHERE run_id = ? AND step_id = ?",
         (text, run_id, step_id),
     )
 
@@ -58,7 +63,7 @@ def _sqlite_step(store: WorkflowStore, run_id: str, step_id: str, text: str) -> 
 def _sqlite_run(store: WorkflowStore, run_id: str, column: str, text: str) -> None:
     assert column in ("input", "status", "error", "output")
     _sqlite_conn(store).execute(
-        f"UPDATE workflow_runs SET {column} = ? WHERE run_id = ?", (text, run_id)
+        f"UPDATE tether_workflow_runs SET {column} = ? WHERE run_id = ?", (text, run_id)
     )
 
 
@@ -328,5 +333,5 @@ def test_sqlite_store_on_a_caller_connection_leaves_it_open(tmp_path: Path) -> N
     conn = connect(tmp_path / "wf.db")
     store = SqliteWorkflowStore(conn)
     asyncio.run(store.aclose())
-    assert conn.execute("SELECT COUNT(*) FROM workflow_runs").fetchone() == (0,)
+    assert conn.execute("SELECT COUNT(*) FROM tether_workflow_runs").fetchone() == (0,)
     conn.close()

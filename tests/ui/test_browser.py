@@ -247,7 +247,7 @@ def test_live_polling_stops_when_the_run_is_gone(site: Site, browser: WebDriver)
     browser.get(f"{site.url}/runs/{run_id}")
     assert browser.find_element(By.ID, "timeline").get_attribute("data-live-run") is not None
     with sqlite3.connect(site.db, isolation_level=None) as conn:
-        conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+        conn.execute("DELETE FROM tether_runs WHERE run_id = ?", (run_id,))
     WebDriverWait(browser, 30).until(
         lambda d: d.find_element(By.ID, "timeline").get_attribute("data-live-done") == "1"
     )

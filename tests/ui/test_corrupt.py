@@ -43,7 +43,8 @@ async def test_a_corrupt_event_shows_a_panel_on_the_run_and_conversation_pages(
     world, path = sqlite_world
     with database(path) as conn:
         conn.execute(
-            "UPDATE run_events SET data = '{nope' WHERE run_id = ? AND seq = 3", (world.first,)
+            "UPDATE tether_run_events SET data = '{nope' WHERE run_id = ? AND seq = 3",
+            (world.first,),
         )
     async with client_for(world.runtime, world.registry) as client:
         run = await client.get(f"/runs/{world.first}")
@@ -68,7 +69,7 @@ async def test_a_corrupt_run_summary_is_an_error_row_and_an_error_page(
 ) -> None:
     world, path = sqlite_world
     with database(path) as conn:
-        conn.execute("UPDATE runs SET tags = 'not json' WHERE run_id = ?", (world.second,))
+        conn.execute("UPDATE tether_runs SET tags = 'not json' WHERE run_id = ?", (world.second,))
     async with client_for(world.runtime, world.registry) as client:
         runs = await client.get("/runs")
         assert runs.status_code == 200
@@ -92,7 +93,7 @@ async def test_a_corrupt_message_record_shows_a_panel_on_the_conversation(
 ) -> None:
     world, path = sqlite_world
     with database(path) as conn:
-        conn.execute("UPDATE messages SET record = '{bad' WHERE scope = 'notes' AND seq = 2")
+        conn.execute("UPDATE tether_messages SET record = '{bad' WHERE scope = 'notes' AND seq = 2")
     async with client_for(world.runtime, world.registry) as client:
         conv = await client.get("/conversations/notes")
         assert conv.status_code == 200
@@ -108,7 +109,9 @@ async def test_a_corrupt_workflow_journal_shows_a_panel_on_the_workflow_run(
 ) -> None:
     world, path = sqlite_world
     with database(path) as conn:
-        conn.execute("UPDATE workflow_runs SET output = '{' WHERE run_id = ?", (world.review,))
+        conn.execute(
+            "UPDATE tether_workflow_runs SET output = '{' WHERE run_id = ?", (world.review,)
+        )
     async with client_for(world.runtime, world.registry) as client:
         page = await client.get(f"/runs/{world.review}")
         assert page.status_code == 200

@@ -876,13 +876,13 @@ async def test_a_corrupt_journal_stops_the_resume_and_keeps_the_record(tmp_path:
         await first
     rid = first.workflow_run_id
     store._conn.execute(
-        "UPDATE workflow_steps SET output = '{broken' WHERE run_id = ? AND step_id = 'two'",
+        "UPDATE tether_workflow_steps SET output = '{broken' WHERE run_id = ? AND step_id = 'two'",
         (rid,),
     )
     with pytest.raises(StoreCorruptError, match="'two'"):
         await wf.run(store=store, workflow_run_id=rid)
     (text,) = store._conn.execute(
-        "SELECT output FROM workflow_steps WHERE run_id = ? AND step_id = 'two'", (rid,)
+        "SELECT output FROM tether_workflow_steps WHERE run_id = ? AND step_id = 'two'", (rid,)
     ).fetchone()
     assert text == "{broken"
     assert calls == ["one", "two", "three"]

@@ -17,5 +17,15 @@ def test_the_issue_names_are_exported() -> None:
         "current_step",
     ):
         assert name in tether.workflows.__all__
-    for name in ("WorkflowStore", "InMemoryWorkflowStore", "SqliteWorkflowStore", "Migrations"):
+    for name in ("WorkflowStore", "InMemoryWorkflowStore", "SqliteWorkflowStore"):
         assert name in tether.stores.__all__
+
+
+def test_sqlite_plumbing_is_named_for_sqlite() -> None:
+    # SQLite's connection helper, transactions and migrations are not backend-neutral: they are
+    # reached through the module that says so, not the package's top level.
+    import tether.stores.sqlite
+
+    for name in ("connect", "transaction", "SqliteMigrations"):
+        assert name not in tether.stores.__all__
+        assert name in tether.stores.sqlite.__all__

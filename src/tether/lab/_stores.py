@@ -15,10 +15,11 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError
-from ..stores.message_store import InMemoryMessageStore, MessageStore, SqliteMessageStore
-from ..stores.run_store import InMemoryRunStore, RunStore, SqliteRunStore
-from ..stores.sqlite import SqliteWorkflowStore
-from ..stores.workflow_store import InMemoryWorkflowStore, WorkflowStore
+from ..stores.memory import InMemoryMessageStore, InMemoryRunStore, InMemoryWorkflowStore
+from ..stores.message_store import MessageStore
+from ..stores.run_store import RunStore
+from ..stores.sqlite import SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
+from ..stores.workflow_store import WorkflowStore
 
 __all__ = [
     "DEFAULT_STORE",

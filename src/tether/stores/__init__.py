@@ -1,31 +1,24 @@
 """Stores: where the lab keeps transcripts, workflow journals and run events.
 
-Each store is a protocol with an in-memory, a SQLite and a PostgreSQL implementation, and all
-implementations of one protocol pass one shared contract test suite. The SQLite implementations
-share `tether.stores.sqlite` (connection helper, ordered named migrations, transactions); the
-PostgreSQL ones share `tether.stores.postgres`, which needs the `postgres` extra (psycopg 3):
-without it their names are left out of `__all__`, and using one says what to install.
+Three contracts — `MessageStore` (`tether.stores.message_store`), `RunStore`
+(`tether.stores.run_store`) and `WorkflowStore` (`tether.stores.workflow_store`) — and one module
+per backend implementing all three: `tether.stores.memory`, `tether.stores.sqlite` and
+`tether.stores.postgres`. The backends share their record codecs (`tether.stores._codecs`), so
+every value is checked, stored and read back the same way everywhere, and the two SQL backends
+use the same table names. All implementations of one contract pass one shared contract suite.
+
+The PostgreSQL stores need the `postgres` extra (psycopg 3): without it their names are left out
+of `__all__`, and using one says what to install. SQLite's own plumbing (`connect`,
+`transaction`, `SqliteMigrations`) is in `tether.stores.sqlite`.
 """
 
 from __future__ import annotations
 
-from .message_store import (
-    InMemoryMessageStore,
-    MessageStore,
-    ScopeInfo,
-    SqliteMessageStore,
-    StoredRecord,
-    SystemRecord,
-)
-from .run_store import InMemoryRunStore, NewRunEvent, RunEvent, RunInfo, RunStore, SqliteRunStore
-from .sqlite import Migrations, SqliteWorkflowStore, connect, transaction
-from .workflow_store import (
-    InMemoryWorkflowStore,
-    RunStatus,
-    StepRecord,
-    WorkflowRunRecord,
-    WorkflowStore,
-)
+from .memory import InMemoryMessageStore, InMemoryRunStore, InMemoryWorkflowStore
+from .message_store import MessageStore, ScopeInfo, StoredRecord, SystemRecord
+from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery, RunStore
+from .sqlite import SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
+from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord, WorkflowStore
 
 try:
     from .postgres import PostgresMessageStore, PostgresRunStore, PostgresWorkflowStore
@@ -39,13 +32,14 @@ __all__ = [
     "InMemoryRunStore",
     "InMemoryWorkflowStore",
     "MessageStore",
-    "Migrations",
     "NewRunEvent",
     "PostgresMessageStore",
     "PostgresRunStore",
     "PostgresWorkflowStore",
     "RunEvent",
     "RunInfo",
+    "RunPage",
+    "RunQuery",
     "RunStatus",
     "RunStore",
     "ScopeInfo",
@@ -57,8 +51,6 @@ __all__ = [
     "SystemRecord",
     "WorkflowRunRecord",
     "WorkflowStore",
-    "connect",
-    "transaction",
 ]
 
 

@@ -58,45 +58,43 @@ except ImportError as exc:  # pragma: no cover - only without the extra
     ) from exc
 
 from ..errors import StoreError
-from ..workflows._store import (
+from ._codecs import (
+    LAST_INDEX,
+    QUERY_COLUMNS,
     RUN_COLUMNS,
+    RUN_INFO_COLUMNS,
+    SCOPE_COLUMNS,
     STEP_COLUMNS,
-    RunStatus,
-    StepRecord,
-    WorkflowRunRecord,
-    _check_finish,
-    _encode,
+    check_finish,
+    check_run_status,
+    check_title,
+    decode_cursor,
+    decode_event,
+    decode_record,
+    encode_events,
+    encode_json,
+    encode_records,
+    encode_run_info,
+    end_time,
+    finish_sets,
+    finish_values,
+    query_where,
     run_from_row,
+    run_info_from_row,
+    run_page,
+    run_tags,
     step_from_row,
+    where_equal,
 )
 from ._migrations import MigrationList
-from ._sql import where_equal
-from .message_store import ScopeInfo, StoredRecord, _check_title
-from .message_store import _decode as _decode_record
-from .message_store import _encode as _encode_records
-from .run_store import (
-    _INFO_COLUMNS,
-    NewRunEvent,
-    RunEvent,
-    RunInfo,
-    RunPage,
-    RunQuery,
-    _check_info,
-    _encode_events,
-    _end_time,
-    _event,
-    _finish_sets,
-    _info_from_row,
-    decode_cursor,
-    encode_cursor,
-    info_row,
-    query_where,
-)
-from .run_store import _check_status as _check_run_status
+from .message_store import ScopeInfo, StoredRecord
+from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery
+from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord
 
 __all__ = [
     "MIGRATIONS_TABLE",
     "Connection",
+    "PostgresBacked",
     "PostgresMessageStore",
     "PostgresMigrations",
     "PostgresRunStore",
@@ -221,8 +219,8 @@ class PostgresMigrations(MigrationList[PostgresMigration]):
 _LOCKS: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
-def connection_lock(conn: Connection) -> asyncio.Lock:
-    """The one lock every tether store takes around its use of the caller's `conn`.
+def connection_async_lock(conn: Connection) -> asyncio.Lock:
+    """The one asyncio lock every tether store takes around its use of the caller's `conn`.
 
     Two stores on one connection share its transaction state: without one lock, a statement of
     one store would run inside the other store's open transaction.
@@ -263,7 +261,7 @@ class PostgresBacked:
         if isinstance(conn, str):
             self._conninfo, self._conn, self._lock = conn, None, asyncio.Lock()
         elif isinstance(conn, psycopg.AsyncConnection):
-            self._conninfo, self._conn, self._lock = None, conn, connection_lock(conn)
+            self._conninfo, self._conn, self._lock = None, conn, connection_async_lock(conn)
         else:
             raise StoreError(
                 f"{type(self).__name__} takes a PostgreSQL URL or a psycopg AsyncConnection, "
@@ -435,8 +433,6 @@ WITH bumped AS (
 SELECT length FROM bumped
 """
 
-_SCOPE_COLUMNS = "scope, length, title, created_at, updated_at"
-
 
 class PostgresMessageStore(PostgresBacked):
     """A MessageStore in PostgreSQL (see the module docstring for how appends stay atomic and
@@ -453,12 +449,12 @@ class PostgresMessageStore(PostgresBacked):
                 conn,
                 "SELECT seq, record FROM tether_messages WHERE scope = %s AND seq >= %s"
                 " AND seq < %s ORDER BY seq",
-                (scope, max(start, 0), 2**63 - 1 if end is None else end),
+                (scope, max(start, 0), LAST_INDEX if end is None else end),
             )
-        return [_decode_record(scope, seq, raw) for seq, raw in rows]
+        return [decode_record(scope, seq, raw) for seq, raw in rows]
 
     async def append(self, scope: str, records: Sequence[StoredRecord]) -> int:
-        encoded = _encode_records(scope, records)
+        encoded = encode_records(scope, records)
         params = {"scope": scope, "n": len(encoded), "now": time.time(), "records": encoded}
         async with self._session() as conn:
             row = await _one(conn, _APPEND, params)
@@ -466,7 +462,7 @@ class PostgresMessageStore(PostgresBacked):
         return int(row[0])
 
     async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:
-        encoded = _encode_records(scope, records)
+        encoded = encode_records(scope, records)
         now = time.time()
         async with self._session(atomic=True) as conn:
             await _exec(
@@ -493,7 +489,7 @@ class PostgresMessageStore(PostgresBacked):
         return int(row[0]) if row is not None else 0
 
     async def set_title(self, scope: str, title: str) -> None:
-        _check_title(scope, title)
+        check_title(scope, title)
         now = time.time()
         async with self._session() as conn:
             await _exec(
@@ -512,7 +508,7 @@ class PostgresMessageStore(PostgresBacked):
         async with self._session() as conn:
             row = await _one(
                 conn,
-                f"SELECT {_SCOPE_COLUMNS} FROM tether_message_scopes WHERE scope = %s",
+                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes WHERE scope = %s",
                 (scope,),
             )
         return ScopeInfo(*row) if row is not None else None
@@ -521,7 +517,7 @@ class PostgresMessageStore(PostgresBacked):
         async with self._session() as conn:
             rows = await _all(
                 conn,
-                f"SELECT {_SCOPE_COLUMNS} FROM tether_message_scopes"
+                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes"
                 " ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s",
                 (limit, offset),
             )
@@ -631,7 +627,7 @@ SELECT event_count FROM bumped
 
 _START_RUN = f"""
 WITH created AS (
-    INSERT INTO tether_runs ({_INFO_COLUMNS})
+    INSERT INTO tether_runs ({RUN_INFO_COLUMNS})
     VALUES ({", ".join(f"%(v{i})s" for i in range(16))})
     ON CONFLICT (run_id) DO NOTHING
     RETURNING run_id
@@ -650,21 +646,18 @@ class PostgresRunStore(PostgresBacked):
     _kind = "run store"
 
     async def start_run(self, info: RunInfo) -> None:
-        _check_info(info)
+        values = encode_run_info(info)
         async with self._session() as conn:
             row = await _one(
                 conn,
                 _START_RUN,
-                {
-                    **{f"v{i}": value for i, value in enumerate(info_row(info))},
-                    "tags": [t for t in dict.fromkeys(info.tags) if isinstance(t, str)],
-                },
+                {**{f"v{i}": value for i, value in enumerate(values)}, "tags": run_tags(info)},
             )
         if row is None:
             raise StoreError(f"run {info.run_id!r} already exists")
 
     async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
-        encoded = _encode_events(run_id, events)
+        encoded = encode_events(run_id, events)
         params = {
             "run_id": run_id,
             "n": len(encoded),
@@ -689,15 +682,15 @@ class PostgresRunStore(PostgresBacked):
         usage: dict[str, int] | None = None,
         cost_usd: float | None = None,
     ) -> None:
-        _check_run_status(status)
-        end = _end_time(status, ended_at)
-        sets, extra = _finish_sets("%s", output_text, usage, cost_usd)
+        check_run_status(status)
+        end = end_time(status, ended_at)
+        extra = finish_values(output_text, usage, cost_usd)
         async with self._session() as conn:
             row = await _one(
                 conn,
-                f"UPDATE tether_runs SET status = %s, ended_at = %s, error = %s{sets}"
-                " WHERE run_id = %s RETURNING 1",
-                (status, end, error, *extra, run_id),
+                f"UPDATE tether_runs SET status = %s, ended_at = %s, error = %s"
+                f"{finish_sets('%s', extra)} WHERE run_id = %s RETURNING 1",
+                (status, end, error, *extra.values(), run_id),
             )
         if row is None:
             raise StoreError(f"run {run_id!r} was never started")
@@ -711,26 +704,21 @@ class PostgresRunStore(PostgresBacked):
             conds.append("(r.started_at, r.id) < (%s, %s)")
             args.extend((started, seq))
         where = (" WHERE " + " AND ".join(conds)) if conds else ""
-        columns = ", ".join(f"r.{c.strip()}" for c in _INFO_COLUMNS.split(","))
         async with self._session() as conn:
             rows = await _all(
                 conn,
-                f"SELECT {columns}, r.id FROM tether_runs r{where}"
+                f"SELECT {QUERY_COLUMNS}, r.id FROM tether_runs r{where}"
                 " ORDER BY r.started_at DESC, r.id DESC LIMIT %s",
                 (*args, limit + 1),
             )
-        more = len(rows) > limit
-        rows = rows[:limit]
-        infos = [_info_from_row(row) for row in rows]
-        last = rows[-1] if rows and more else None
-        return RunPage(infos, encode_cursor(last[4], last[-1]) if last is not None else None)
+        return run_page(rows, limit)
 
     async def get_run(self, run_id: str) -> RunInfo | None:
         async with self._session() as conn:
             row = await _one(
-                conn, f"SELECT {_INFO_COLUMNS} FROM tether_runs WHERE run_id = %s", (run_id,)
+                conn, f"SELECT {RUN_INFO_COLUMNS} FROM tether_runs WHERE run_id = %s", (run_id,)
             )
-        return _info_from_row(row) if row is not None else None
+        return run_info_from_row(row) if row is not None else None
 
     async def list_runs(
         self,
@@ -747,11 +735,11 @@ class PostgresRunStore(PostgresBacked):
         async with self._session() as conn:
             rows = await _all(
                 conn,
-                f"SELECT {_INFO_COLUMNS} FROM tether_runs{clause}"
+                f"SELECT {RUN_INFO_COLUMNS} FROM tether_runs{clause}"
                 " ORDER BY started_at DESC, id DESC LIMIT %s OFFSET %s",
                 (*args, limit, offset),
             )
-        return [_info_from_row(row) for row in rows]
+        return [run_info_from_row(row) for row in rows]
 
     async def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
         async with self._session() as conn:
@@ -761,7 +749,7 @@ class PostgresRunStore(PostgresBacked):
                 " WHERE run_id = %s AND seq > %s ORDER BY seq",
                 (run_id, after),
             )
-        return [_event(run_id, seq, kind, at, raw) for seq, kind, at, raw in rows]
+        return [decode_event(run_id, seq, kind, at, raw) for seq, kind, at, raw in rows]
 
 
 # -- WorkflowStore ---------------------------------------------------------------------------
@@ -831,7 +819,7 @@ class PostgresWorkflowStore(PostgresBacked):
         root_run_id: str | None = None,
         parent_step_id: str | None = None,
     ) -> WorkflowRunRecord:
-        encoded = _encode(input, "input")
+        encoded = encode_json(input, "input")
         now = time.time()
         async with self._session() as conn:
             row = await _one(
@@ -883,7 +871,7 @@ class PostgresWorkflowStore(PostgresBacked):
         output: Any = None,
         error: dict[str, Any] | None = None,
     ) -> WorkflowRunRecord:
-        out, err = _check_finish(status, error, output)
+        out, err = check_finish(status, error, output)
         async with self._session() as conn:
             row = await _one(
                 conn,
@@ -913,7 +901,7 @@ class PostgresWorkflowStore(PostgresBacked):
         return [run_from_row(row) for row in rows]
 
     async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
-        encoded = _encode(output, "output")
+        encoded = encode_json(output, "output")
         async with self._session(atomic=True) as conn:
             locked = await _one(
                 conn,

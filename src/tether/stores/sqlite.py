@@ -1,28 +1,33 @@
-"""SQLite storage: the shared connection helper, ordered named migrations, and the SQLite stores.
+"""The SQLite stores, and the connection helper, migrations and transactions they share.
 
-Every SQLite store in tether uses the same three pieces, so a file can hold all of them:
+Every SQLite store uses the same three pieces, so one file can hold all of them:
 
 - `connect(path)` opens a connection the way every store expects it (WAL, a busy timeout,
   foreign keys on, autocommit so that `transaction()` alone decides where a transaction begins).
-- `Migrations(store)` is an append-only, ordered list of migration functions named
+- `SqliteMigrations(store)` is an append-only, ordered list of migration functions named
   `mNNN_what_changed`. `apply(conn)` runs the ones not yet recorded for that store in the
-  `_tether_migrations` table, each in its own transaction together with its record, so two
+  `tether_migrations` table, each in its own transaction together with its record, so two
   processes opening the same file at once apply each migration exactly once.
 - `transaction(conn)` is `BEGIN IMMEDIATE … COMMIT` (or a savepoint when one is already open):
   taking the write lock up front means a read-then-write inside it can never be interleaved with
   another writer, which is what makes appends atomic across processes.
 
+These three are SQLite's own; they are not part of `tether.stores`' backend-neutral surface.
+
 A store takes its connection from the caller and migrates on construction; it closes only a
-connection it opened itself (`SqliteWorkflowStore.open(path)`).
+connection it opened itself (`SqliteMessageStore.open(path)` and the like).
 
 ```python
 conn = connect(".tether/tether.db")
-workflows = SqliteWorkflowStore(conn)        # migrates the "workflow" tables
+messages = SqliteMessageStore(conn)         # migrates the "messages" tables
+workflows = SqliteWorkflowStore(conn)       # migrates the "workflow" tables
 ```
 
-Adding a store next to these: declare `my_migrations = Migrations("messages")`, decorate one
-function per schema change with `@my_migrations`, and call `my_migrations.apply(conn)` in the
-store's constructor. Never edit or reorder a migration that has shipped; append a new one.
+The tables are the PostgreSQL stores' tables, under the same names (`tether_messages`,
+`tether_runs`, `tether_workflow_runs`, ...). Adding a store next to these: declare
+`my_migrations = SqliteMigrations("mine")`, decorate one function per schema change with
+`@my_migrations`, and call `my_migrations.apply(conn)` in the store's constructor. Never edit or
+reorder a migration that has shipped; append a new one.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from os import PathLike
@@ -39,33 +44,62 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from ..errors import StoreError
-from ..workflows._store import (
+from ._codecs import (
+    LAST_INDEX,
+    QUERY_COLUMNS,
     RUN_COLUMNS,
+    RUN_INFO_COLUMNS,
+    SCOPE_COLUMNS,
     STEP_COLUMNS,
-    StepRecord,
-    WorkflowRunRecord,
-    _check_finish,
-    _encode,
+    check_finish,
+    check_run_status,
+    check_title,
+    decode_cursor,
+    decode_event,
+    decode_record,
+    encode_events,
+    encode_json,
+    encode_records,
+    encode_run_info,
+    end_time,
+    finish_sets,
+    finish_values,
+    query_where,
     run_from_row,
+    run_info_from_row,
+    run_page,
+    run_tags,
     step_from_row,
+    where_equal,
 )
 from ._migrations import MigrationList
-from ._sql import where_equal
+from .message_store import ScopeInfo, StoredRecord
+from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery
+from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord
 
 __all__ = [
     "MIGRATIONS_TABLE",
     "Migration",
-    "Migrations",
     "SqliteBacked",
+    "SqliteMessageStore",
+    "SqliteMigrations",
+    "SqliteRunStore",
     "SqliteWorkflowStore",
     "connect",
-    "connection_lock",
+    "connection_thread_lock",
+    "message_migrations",
+    "run_migrations",
     "transaction",
     "workflow_migrations",
 ]
 
-MIGRATIONS_TABLE = "_tether_migrations"
+MIGRATIONS_TABLE = "tether_migrations"
 """Where applied migrations are recorded, one row per (store, name)."""
+
+_LEGACY_MIGRATIONS_TABLE = "_tether_migrations"
+"""The name of that table before the SQLite and PostgreSQL stores shared their table names. It is
+kept as a view of the new one, so a tether from before the rename, opening a file migrated since,
+sees migrations it does not know and refuses the file instead of starting an empty schema."""
 
 Migration = Callable[[sqlite3.Connection], None]
 """One schema change: a function named `mNNN_what_changed` that runs its statements on `conn`.
@@ -143,11 +177,11 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise StoreError(f"cannot commit a SQLite transaction: {exc}") from exc
 
 
-class Migrations(MigrationList[Migration]):
-    """The ordered, append-only migrations of one store.
+class SqliteMigrations(MigrationList[Migration]):
+    """The ordered, append-only migrations of one SQLite store.
 
     ```python
-    workflow_migrations = Migrations("workflow")
+    workflow_migrations = SqliteMigrations("workflow")
 
     @workflow_migrations
     def m001_create_runs(conn: sqlite3.Connection) -> None:
@@ -205,13 +239,29 @@ class Migrations(MigrationList[Migration]):
 
 
 def _ensure_table(conn: sqlite3.Connection) -> None:
-    conn.execute(
-        f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
-        " store TEXT NOT NULL,"
-        " name TEXT NOT NULL,"
-        " applied_at TEXT NOT NULL,"
-        " PRIMARY KEY (store, name))"
-    )
+    def kind(name: str) -> str | None:
+        row = conn.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    if kind(MIGRATIONS_TABLE) == "table" and kind(_LEGACY_MIGRATIONS_TABLE) == "view":
+        return
+    with transaction(conn):  # checked again under the write lock: another process may race
+        if kind(MIGRATIONS_TABLE) is None:
+            if kind(_LEGACY_MIGRATIONS_TABLE) == "table":
+                conn.execute(f"ALTER TABLE {_LEGACY_MIGRATIONS_TABLE} RENAME TO {MIGRATIONS_TABLE}")
+            else:
+                conn.execute(
+                    f"CREATE TABLE {MIGRATIONS_TABLE} ("
+                    " store TEXT NOT NULL,"
+                    " name TEXT NOT NULL,"
+                    " applied_at TEXT NOT NULL,"
+                    " PRIMARY KEY (store, name))"
+                )
+        if kind(_LEGACY_MIGRATIONS_TABLE) is None:
+            conn.execute(
+                f"CREATE VIEW {_LEGACY_MIGRATIONS_TABLE} AS"
+                f" SELECT store, name, applied_at FROM {MIGRATIONS_TABLE}"
+            )
 
 
 # -- shared plumbing of the SQLite stores ---------------------------------------------------
@@ -220,8 +270,8 @@ _LOCKS: dict[int, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 
 
-def connection_lock(conn: sqlite3.Connection) -> threading.Lock:
-    """The one lock every tether store takes around its use of `conn`.
+def connection_thread_lock(conn: sqlite3.Connection) -> threading.Lock:
+    """The one thread lock every tether store takes around its use of `conn`.
 
     A connection shared between threads shares its transaction state too: without this, one
     thread's `BEGIN IMMEDIATE` would swallow another thread's statements. Keyed by id() because
@@ -244,7 +294,7 @@ class SqliteBacked:
 
     def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
         self._conn = conn
-        self._lock = connection_lock(conn)
+        self._lock = connection_thread_lock(conn)
         self._owns = owns
         self._closed = False
 
@@ -270,9 +320,431 @@ class SqliteBacked:
                 self._conn.close()
 
 
+# -- MessageStore ----------------------------------------------------------------------------
+
+message_migrations = SqliteMigrations("messages")
+"""Schema of `SqliteMessageStore`. Append only."""
+
+
+@message_migrations
+def m001_create_message_tables(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE message_scopes ("
+        " scope TEXT PRIMARY KEY,"
+        " length INTEGER NOT NULL DEFAULT 0,"
+        " title TEXT,"
+        " created_at REAL NOT NULL,"
+        " updated_at REAL NOT NULL)"
+    )
+    conn.execute(
+        "CREATE TABLE messages ("
+        " scope TEXT NOT NULL REFERENCES message_scopes(scope) ON DELETE CASCADE,"
+        " seq INTEGER NOT NULL,"
+        " record TEXT NOT NULL,"
+        " PRIMARY KEY (scope, seq)) WITHOUT ROWID"
+    )
+    conn.execute("CREATE INDEX message_scopes_updated ON message_scopes (updated_at)")
+
+
+@message_migrations
+def m002_tether_message_table_names(conn: sqlite3.Connection) -> None:
+    """The PostgreSQL store's names (SQLite rewrites the foreign key that names the table)."""
+    _rename(conn, {"message_scopes": "tether_message_scopes", "messages": "tether_messages"})
+    conn.execute("DROP INDEX message_scopes_updated")
+    conn.execute("CREATE INDEX tether_message_scopes_updated ON tether_message_scopes (updated_at)")
+
+
+def _rename(conn: sqlite3.Connection, names: dict[str, str]) -> None:
+    for old, new in names.items():
+        conn.execute(f"ALTER TABLE {old} RENAME TO {new}")
+
+
+class SqliteMessageStore(SqliteBacked):
+    """A MessageStore in SQLite. Takes its connection from the caller and migrates on
+    construction; `SqliteMessageStore.open(path)` opens (and later closes) its own.
+
+    The scope row carries the length, so an append reads one row and inserts its records: the
+    same cost at any transcript length. The whole append is one `BEGIN IMMEDIATE` transaction,
+    so writers in other threads or processes queue up instead of losing records.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
+        super().__init__(conn, owns=owns)
+        self._sync(message_migrations.apply)
+
+    @classmethod
+    def open(cls, path: str | PathLike[str]) -> SqliteMessageStore:
+        """Open (creating if needed) the database at `path` with a connection of its own."""
+        return cls(connect(path), owns=True)
+
+    async def load(
+        self, scope: str, *, start: int = 0, end: int | None = None
+    ) -> list[StoredRecord]:
+        def op(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+            return conn.execute(
+                "SELECT seq, record FROM tether_messages WHERE scope = ? AND seq >= ? AND seq < ?"
+                " ORDER BY seq",
+                (scope, max(start, 0), LAST_INDEX if end is None else end),
+            ).fetchall()
+
+        rows = await self._run(op)
+        return [decode_record(scope, seq, raw) for seq, raw in rows]
+
+    async def append(self, scope: str, records: Sequence[StoredRecord]) -> int:
+        encoded = encode_records(scope, records)
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> int:
+            with transaction(conn):
+                base = _ensure_scope(conn, scope, now)
+                conn.executemany(
+                    "INSERT INTO tether_messages (scope, seq, record) VALUES (?, ?, ?)",
+                    [(scope, base + i, raw) for i, raw in enumerate(encoded)],
+                )
+                total = base + len(encoded)
+                conn.execute(
+                    "UPDATE tether_message_scopes SET length = ?, updated_at = ? WHERE scope = ?",
+                    (total, now, scope),
+                )
+                return total
+
+        return await self._run(op)
+
+    async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:
+        encoded = encode_records(scope, records)
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                _ensure_scope(conn, scope, now)
+                conn.execute("DELETE FROM tether_messages WHERE scope = ?", (scope,))
+                conn.executemany(
+                    "INSERT INTO tether_messages (scope, seq, record) VALUES (?, ?, ?)",
+                    [(scope, i, raw) for i, raw in enumerate(encoded)],
+                )
+                conn.execute(
+                    "UPDATE tether_message_scopes SET length = ?, updated_at = ? WHERE scope = ?",
+                    (len(encoded), now, scope),
+                )
+
+        await self._run(op)
+
+    async def length(self, scope: str) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "SELECT length FROM tether_message_scopes WHERE scope = ?", (scope,)
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+        return await self._run(op)
+
+    async def set_title(self, scope: str, title: str) -> None:
+        check_title(scope, title)
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                _ensure_scope(conn, scope, now)
+                conn.execute(
+                    "UPDATE tether_message_scopes SET title = ? WHERE scope = ?", (title, scope)
+                )
+
+        await self._run(op)
+
+    async def get_title(self, scope: str) -> str | None:
+        info = await self.info(scope)
+        return info.title if info is not None else None
+
+    async def info(self, scope: str) -> ScopeInfo | None:
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            row: tuple[Any, ...] | None = conn.execute(
+                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes WHERE scope = ?", (scope,)
+            ).fetchone()
+            return row
+
+        row = await self._run(op)
+        return ScopeInfo(*row) if row is not None else None
+
+    async def scopes(self, *, limit: int = 100, offset: int = 0) -> list[ScopeInfo]:
+        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes"
+                " ORDER BY updated_at DESC, rowid DESC LIMIT ? OFFSET ?",
+                (limit, offset),
+            ).fetchall()
+
+        return [ScopeInfo(*row) for row in await self._run(op)]
+
+    async def delete(self, scope: str) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                conn.execute("DELETE FROM tether_messages WHERE scope = ?", (scope,))
+                conn.execute("DELETE FROM tether_message_scopes WHERE scope = ?", (scope,))
+
+        await self._run(op)
+
+
+def _ensure_scope(conn: sqlite3.Connection, scope: str, now: float) -> int:
+    """Create the scope row if needed (inside the caller's transaction); return its length."""
+    conn.execute(
+        "INSERT INTO tether_message_scopes (scope, length, created_at, updated_at)"
+        " VALUES (?, 0, ?, ?) ON CONFLICT(scope) DO NOTHING",
+        (scope, now, now),
+    )
+    row = conn.execute(
+        "SELECT length FROM tether_message_scopes WHERE scope = ?", (scope,)
+    ).fetchone()
+    return int(row[0])
+
+
+# -- RunStore --------------------------------------------------------------------------------
+
+run_migrations = SqliteMigrations("runs")
+"""Schema of `SqliteRunStore`. Append only."""
+
+
+@run_migrations
+def m001_create_run_tables(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE runs ("
+        " run_id TEXT PRIMARY KEY,"
+        " kind TEXT NOT NULL,"
+        " name TEXT NOT NULL,"
+        " status TEXT NOT NULL,"
+        " started_at REAL NOT NULL,"
+        " ended_at REAL,"
+        " tags TEXT NOT NULL,"
+        " memory_scope TEXT,"
+        " workflow_run_id TEXT,"
+        " step_id TEXT,"
+        " error TEXT,"
+        " meta TEXT NOT NULL,"
+        " event_count INTEGER NOT NULL DEFAULT 0)"
+    )
+    conn.execute(
+        "CREATE TABLE run_events ("
+        " run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+        " seq INTEGER NOT NULL,"
+        " type TEXT NOT NULL,"
+        " at REAL NOT NULL,"
+        " data TEXT NOT NULL,"
+        " PRIMARY KEY (run_id, seq)) WITHOUT ROWID"
+    )
+    conn.execute("CREATE INDEX runs_started ON runs (started_at)")
+    conn.execute("CREATE INDEX runs_workflow ON runs (workflow_run_id)")
+    conn.execute("CREATE INDEX runs_scope ON runs (memory_scope)")
+
+
+@run_migrations
+def m002_run_cost_text_and_filters(conn: sqlite3.Connection) -> None:
+    # Cost and usage per run; input and output text for listing and search; a tag table and
+    # indexes so that a filtered page of a large store is an index range, not a scan.
+    conn.execute("ALTER TABLE runs ADD COLUMN usage TEXT NOT NULL DEFAULT '{}'")
+    conn.execute("ALTER TABLE runs ADD COLUMN cost_usd REAL")
+    conn.execute("ALTER TABLE runs ADD COLUMN input_text TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE runs ADD COLUMN output_text TEXT NOT NULL DEFAULT ''")
+    conn.execute(
+        "CREATE TABLE run_tags ("
+        " tag TEXT NOT NULL,"
+        " run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+        " PRIMARY KEY (tag, run_id)) WITHOUT ROWID"
+    )
+    conn.execute(
+        "INSERT OR IGNORE INTO run_tags (tag, run_id)"
+        " SELECT j.value, r.run_id FROM runs r, json_each(r.tags) j"
+        " WHERE json_valid(r.tags) AND j.type = 'text'"
+    )
+    conn.execute("CREATE VIRTUAL TABLE runs_fts USING fts5(body, tokenize = 'unicode61')")
+    conn.execute("CREATE INDEX runs_status_started ON runs (status, started_at)")
+    conn.execute("CREATE INDEX runs_name_started ON runs (name, started_at)")
+
+
+@run_migrations
+def m003_tether_run_table_names(conn: sqlite3.Connection) -> None:
+    """The PostgreSQL store's names (PostgreSQL searches a column where SQLite has its FTS5
+    table, `tether_runs_fts`)."""
+    _rename(
+        conn,
+        {
+            "runs": "tether_runs",
+            "run_events": "tether_run_events",
+            "run_tags": "tether_run_tags",
+            "runs_fts": "tether_runs_fts",
+        },
+    )
+    for index, columns in (
+        ("started", "started_at"),
+        ("workflow", "workflow_run_id"),
+        ("scope", "memory_scope"),
+        ("status_started", "status, started_at"),
+        ("name_started", "name, started_at"),
+    ):
+        conn.execute(f"DROP INDEX runs_{index}")
+        conn.execute(f"CREATE INDEX tether_runs_{index} ON tether_runs ({columns})")
+
+
+class SqliteRunStore(SqliteBacked):
+    """A RunStore in SQLite. Takes its connection from the caller and migrates on construction;
+    `SqliteRunStore.open(path)` opens (and later closes) its own."""
+
+    def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
+        super().__init__(conn, owns=owns)
+        self._sync(run_migrations.apply)
+
+    @classmethod
+    def open(cls, path: str | PathLike[str]) -> SqliteRunStore:
+        """Open (creating if needed) the database at `path` with a connection of its own."""
+        return cls(connect(path), owns=True)
+
+    async def start_run(self, info: RunInfo) -> None:
+        row = encode_run_info(info)
+        tags = run_tags(info)
+
+        def op(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                try:
+                    cur = conn.execute(
+                        f"INSERT INTO tether_runs ({RUN_INFO_COLUMNS})"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                except sqlite3.IntegrityError as exc:
+                    raise StoreError(f"run {info.run_id!r} already exists") from exc
+                conn.executemany(
+                    "INSERT OR IGNORE INTO tether_run_tags (tag, run_id) VALUES (?, ?)",
+                    [(tag, info.run_id) for tag in tags],
+                )
+                conn.execute(
+                    "INSERT INTO tether_runs_fts (rowid, body) VALUES (?, ?)",
+                    (cur.lastrowid, f"{row[-2]}\n{row[-1]}"),
+                )
+
+        await self._run(op)
+
+    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        encoded = encode_events(run_id, events)
+
+        def op(conn: sqlite3.Connection) -> int:
+            with transaction(conn):
+                row = conn.execute(
+                    "SELECT event_count FROM tether_runs WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                if row is None:
+                    raise StoreError(f"run {run_id!r} was never started")
+                base = int(row[0])
+                conn.executemany(
+                    "INSERT INTO tether_run_events (run_id, seq, type, at, data)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    [(run_id, base + i + 1, k, at, raw) for i, (k, at, raw) in enumerate(encoded)],
+                )
+                total = base + len(encoded)
+                conn.execute(
+                    "UPDATE tether_runs SET event_count = ? WHERE run_id = ?", (total, run_id)
+                )
+                return total
+
+        return await self._run(op)
+
+    async def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        ended_at: float | None = None,
+        error: str | None = None,
+        output_text: str | None = None,
+        usage: dict[str, int] | None = None,
+        cost_usd: float | None = None,
+    ) -> None:
+        check_run_status(status)
+        end = end_time(status, ended_at)
+        extra = finish_values(output_text, usage, cost_usd)
+
+        def op(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                row = conn.execute(
+                    f"UPDATE tether_runs SET status = ?, ended_at = ?, error = ?"
+                    f"{finish_sets('?', extra)} WHERE run_id = ?"
+                    " RETURNING rowid, input_text, output_text",
+                    (status, end, error, *extra.values(), run_id),
+                ).fetchone()
+                if row is None:
+                    raise StoreError(f"run {run_id!r} was never started")
+                if output_text is not None:
+                    rowid, input_text, new_output = row
+                    conn.execute(
+                        "UPDATE tether_runs_fts SET body = ? WHERE rowid = ?",
+                        (f"{input_text}\n{new_output}", rowid),
+                    )
+
+        await self._run(op)
+
+    async def query_runs(
+        self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
+    ) -> RunPage:
+        conds, args = query_where(query, "?", "sqlite")
+        if cursor is not None:
+            started, seq = decode_cursor(cursor)
+            conds.append("(r.started_at, r.rowid) < (?, ?)")
+            args.extend((started, seq))
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+
+        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"SELECT {QUERY_COLUMNS}, r.rowid FROM tether_runs r{where}"
+                " ORDER BY r.started_at DESC, r.rowid DESC LIMIT ?",
+                (*args, limit + 1),
+            ).fetchall()
+
+        rows = await self._run(op)
+        return run_page(rows, limit)
+
+    async def get_run(self, run_id: str) -> RunInfo | None:
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            row: tuple[Any, ...] | None = conn.execute(
+                f"SELECT {RUN_INFO_COLUMNS} FROM tether_runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            return row
+
+        row = await self._run(op)
+        return run_info_from_row(row) if row is not None else None
+
+    async def list_runs(
+        self,
+        *,
+        kind: str | None = None,
+        workflow_run_id: str | None = None,
+        memory_scope: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[RunInfo]:
+        clause, args = where_equal(
+            "?", kind=kind, workflow_run_id=workflow_run_id, memory_scope=memory_scope
+        )
+
+        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"SELECT {RUN_INFO_COLUMNS} FROM tether_runs{clause}"
+                " ORDER BY started_at DESC, rowid DESC LIMIT ? OFFSET ?",
+                (*args, limit, offset),
+            ).fetchall()
+
+        return [run_info_from_row(row) for row in await self._run(op)]
+
+    async def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
+        def op(conn: sqlite3.Connection) -> list[tuple[int, str, float, str]]:
+            return conn.execute(
+                "SELECT seq, type, at, data FROM tether_run_events WHERE run_id = ? AND seq > ?"
+                " ORDER BY seq",
+                (run_id, after),
+            ).fetchall()
+
+        return [decode_event(run_id, seq, k, at, raw) for seq, k, at, raw in await self._run(op)]
+
+
 # -- the SQLite WorkflowStore ----------------------------------------------------------------
 
-workflow_migrations = Migrations("workflow")
+workflow_migrations = SqliteMigrations("workflow")
 """Schema of `SqliteWorkflowStore`. Append only."""
 
 
@@ -308,6 +780,19 @@ def m001_create_workflow_tables(conn: sqlite3.Connection) -> None:
     )
 
 
+@workflow_migrations
+def m002_tether_workflow_table_names(conn: sqlite3.Connection) -> None:
+    """The PostgreSQL store's names."""
+    _rename(
+        conn, {"workflow_runs": "tether_workflow_runs", "workflow_steps": "tether_workflow_steps"}
+    )
+    for index, column in (("by_workflow", "workflow_id"), ("by_root", "root_run_id")):
+        conn.execute(f"DROP INDEX workflow_runs_{index}")
+        conn.execute(
+            f"CREATE INDEX tether_workflow_runs_{index} ON tether_workflow_runs ({column})"
+        )
+
+
 class SqliteWorkflowStore(SqliteBacked):
     """A WorkflowStore in SQLite: one row per run, one row per completed step.
 
@@ -333,7 +818,7 @@ class SqliteWorkflowStore(SqliteBacked):
     @staticmethod
     def _row(conn: sqlite3.Connection, run_id: str) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = conn.execute(
-            f"SELECT {RUN_COLUMNS} FROM workflow_runs WHERE run_id = ?", (run_id,)
+            f"SELECT {RUN_COLUMNS} FROM tether_workflow_runs WHERE run_id = ?", (run_id,)
         ).fetchone()
         return row
 
@@ -347,14 +832,14 @@ class SqliteWorkflowStore(SqliteBacked):
         root_run_id: str | None = None,
         parent_step_id: str | None = None,
     ) -> WorkflowRunRecord:
-        encoded = _encode(input, "input")
+        encoded = encode_json(input, "input")
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             try:
                 with transaction(conn):
                     conn.execute(
-                        f"INSERT INTO workflow_runs ({RUN_COLUMNS})"
+                        f"INSERT INTO tether_workflow_runs ({RUN_COLUMNS})"
                         " VALUES (?, ?, 'running', ?, NULL, NULL, ?, ?, ?, 1, ?, ?)",
                         (
                             run_id,
@@ -381,7 +866,7 @@ class SqliteWorkflowStore(SqliteBacked):
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             with transaction(conn):
                 conn.execute(
-                    "UPDATE workflow_runs SET status = 'running', attempts = attempts + 1,"
+                    "UPDATE tether_workflow_runs SET status = 'running', attempts = attempts + 1,"
                     " updated_at = ? WHERE run_id = ?",
                     (time.time(), run_id),
                 )
@@ -397,13 +882,13 @@ class SqliteWorkflowStore(SqliteBacked):
         output: Any = None,
         error: dict[str, Any] | None = None,
     ) -> WorkflowRunRecord:
-        out, err = _check_finish(status, error, output)
+        out, err = check_finish(status, error, output)
 
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             with transaction(conn):
                 conn.execute(
-                    "UPDATE workflow_runs SET status = ?, output = ?, error = ?, updated_at = ?"
-                    " WHERE run_id = ?",
+                    "UPDATE tether_workflow_runs SET status = ?, output = ?, error = ?,"
+                    " updated_at = ? WHERE run_id = ?",
                     (status, out, err, time.time(), run_id),
                 )
                 return self._row(conn, run_id)
@@ -418,7 +903,7 @@ class SqliteWorkflowStore(SqliteBacked):
         limit: int | None = None,
     ) -> list[WorkflowRunRecord]:
         clause, params = where_equal("?", workflow_id=workflow_id, root_run_id=root_run_id)
-        sql = f"SELECT {RUN_COLUMNS} FROM workflow_runs{clause} ORDER BY rowid DESC"
+        sql = f"SELECT {RUN_COLUMNS} FROM tether_workflow_runs{clause} ORDER BY rowid DESC"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
@@ -429,30 +914,32 @@ class SqliteWorkflowStore(SqliteBacked):
         return [run_from_row(row) for row in await self._run(op)]
 
     async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
-        encoded = _encode(output, "output")
+        encoded = encode_json(output, "output")
 
         def op(conn: sqlite3.Connection) -> tuple[Any, ...]:
             # Read-then-write inside BEGIN IMMEDIATE: no other writer can slip in between.
             with transaction(conn):
                 if (
                     conn.execute(
-                        "SELECT 1 FROM workflow_runs WHERE run_id = ?", (run_id,)
+                        "SELECT 1 FROM tether_workflow_runs WHERE run_id = ?", (run_id,)
                     ).fetchone()
                     is None
                 ):
                     raise StoreError(f"no workflow run {run_id!r}")
                 row: tuple[Any, ...] | None = conn.execute(
-                    f"SELECT {STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? AND step_id = ?",
+                    f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps"
+                    " WHERE run_id = ? AND step_id = ?",
                     (run_id, step_id),
                 ).fetchone()
                 if row is None:
                     (last,) = conn.execute(
-                        "SELECT COALESCE(MAX(seq), 0) FROM workflow_steps WHERE run_id = ?",
+                        "SELECT COALESCE(MAX(seq), 0) FROM tether_workflow_steps WHERE run_id = ?",
                         (run_id,),
                     ).fetchone()
                     row = (run_id, step_id, name, last + 1, encoded, time.time())
                     conn.execute(
-                        f"INSERT INTO workflow_steps ({STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                        f"INSERT INTO tether_workflow_steps ({STEP_COLUMNS})"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
                         row,
                     )
                 return row
@@ -462,7 +949,8 @@ class SqliteWorkflowStore(SqliteBacked):
     async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             row: tuple[Any, ...] | None = conn.execute(
-                f"SELECT {STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? AND step_id = ?",
+                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps"
+                " WHERE run_id = ? AND step_id = ?",
                 (run_id, step_id),
             ).fetchone()
             return row
@@ -473,7 +961,7 @@ class SqliteWorkflowStore(SqliteBacked):
     async def list_steps(self, run_id: str) -> list[StepRecord]:
         def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(
-                f"SELECT {STEP_COLUMNS} FROM workflow_steps WHERE run_id = ? ORDER BY seq",
+                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps WHERE run_id = ? ORDER BY seq",
                 (run_id,),
             ).fetchall()
 

@@ -1,13 +1,14 @@
-"""The WorkflowStore contract and its in-memory implementation.
+"""The WorkflowStore contract.
 
-They live with the workflow engine (`tether.workflows._store`), which the harness layer owns;
-this module is where the storage layer and its users import them from.
+It lives with the workflow engine (`tether.workflows._store`), which the harness layer owns;
+this module is where the storage layer and its users import it from. The in-memory
+implementation is in `tether.stores.memory`, the others in `tether.stores.sqlite` and
+`tether.stores.postgres`.
 """
 
 from ..workflows._store import (
     FINISHED_STATUSES,
     RUN_STATUSES,
-    InMemoryWorkflowStore,
     RunStatus,
     StepRecord,
     WorkflowRunRecord,
@@ -18,7 +19,6 @@ from ..workflows._store import (
 __all__ = [
     "FINISHED_STATUSES",
     "RUN_STATUSES",
-    "InMemoryWorkflowStore",
     "RunStatus",
     "StepRecord",
     "WorkflowRunRecord",

@@ -22,13 +22,19 @@ from ..errors import StoreCorruptError, StoreError
 
 __all__ = [
     "FINISHED_STATUSES",
+    "RUN_COLUMNS",
     "RUN_STATUSES",
+    "STEP_COLUMNS",
     "InMemoryWorkflowStore",
     "RunStatus",
     "StepRecord",
     "WorkflowRunRecord",
     "WorkflowStore",
+    "check_finish",
+    "encode_json",
     "parse_run_error",
+    "run_from_row",
+    "step_from_row",
 ]
 
 RunStatus: TypeAlias = Literal["running", "completed", "failed", "cancelled"]
@@ -157,10 +163,24 @@ def parse_run_error(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc)}
 
 
-# -- shared (de)serialization ----------------------------------------------------------------
+# -- the record codec every backend shares --------------------------------------------------
+#
+# A run is stored as one row of RUN_COLUMNS and a step as one row of STEP_COLUMNS, with every
+# JSON value (input, output, error) kept as its text: the SQL backends write and read exactly
+# these rows, and the in-memory store keeps the same tuples, so one codec decodes them all.
+
+RUN_COLUMNS: Final = (
+    "run_id, workflow_id, status, input, output, error, parent_run_id, root_run_id,"
+    " parent_step_id, attempts, created_at, updated_at"
+)
+"""The columns of a run row, in the order `run_from_row` reads them."""
+
+STEP_COLUMNS: Final = "run_id, step_id, name, seq, output, created_at"
+"""The columns of a step row, in the order `step_from_row` reads them."""
 
 
-def _encode(value: Any, path: str) -> str:
+def encode_json(value: Any, path: str) -> str:
+    """`value` as the JSON text a store keeps; NotJSONSafeError naming `path` otherwise."""
     check_json_safe(value, path)
     return dumps(value)
 
@@ -187,18 +207,6 @@ def _decode_error(text: Any, where: str) -> dict[str, Any] | None:
     if not isinstance(error, dict):
         raise StoreCorruptError(f"{where}.error: expected an object")
     return error
-
-
-# -- the row shape the SQL backends share ---------------------------------------------------
-
-RUN_COLUMNS: Final = (
-    "run_id, workflow_id, status, input, output, error, parent_run_id, root_run_id,"
-    " parent_step_id, attempts, created_at, updated_at"
-)
-"""The columns of a run row, in the order `run_from_row` reads them."""
-
-STEP_COLUMNS: Final = "run_id, step_id, name, seq, output, created_at"
-"""The columns of a step row, in the order `step_from_row` reads them."""
 
 
 def run_from_row(row: Sequence[Any]) -> WorkflowRunRecord:
@@ -234,72 +242,44 @@ def step_from_row(row: Sequence[Any]) -> StepRecord:
     )
 
 
-def _check_finish(status: str, error: dict[str, Any] | None, output: Any) -> tuple[str, str | None]:
+def check_finish(status: str, error: dict[str, Any] | None, output: Any) -> tuple[str, str | None]:
+    """The stored texts of a run's output and error; ValueError for a status that is not an end."""
     if status not in FINISHED_STATUSES:
         raise ValueError(f"finish_run status must be completed, failed or cancelled: {status!r}")
-    return _encode(output, "output"), None if error is None else _encode(error, "error")
+    return encode_json(output, "output"), None if error is None else encode_json(error, "error")
 
 
 # -- in-memory -------------------------------------------------------------------------------
 
-
-@dataclass(slots=True)
-class _MemRun:
-    run_id: str
-    workflow_id: str
-    status: str
-    input: str
-    output: str | None
-    error: str | None
-    parent_run_id: str | None
-    root_run_id: str
-    parent_step_id: str | None
-    attempts: int
-    created_at: float
-    updated_at: float
-    steps: dict[str, tuple[str, int, str, float]]
-    """step_id -> (name, seq, output JSON, created_at); insertion order is journal order."""
+# Indexes into a run row (RUN_COLUMNS order) that the in-memory store updates.
+_STATUS, _OUTPUT, _ERROR, _ATTEMPTS, _UPDATED = 2, 4, 5, 9, 11
 
 
 class InMemoryWorkflowStore:
     """A WorkflowStore in a dict: for tests and for runs that need not outlive the process.
 
-    Values are kept as JSON text, exactly as a database would hold them, so what a caller reads
-    back is a fresh copy and a non-JSON-safe value is refused at the same point.
+    Runs and steps are kept as the same rows a database holds (JSON values as text) and read
+    back through the same codec, so what a caller reads is a fresh copy and a value that is not
+    JSON-safe is refused at the same point.
     """
 
     def __init__(self) -> None:
-        self._runs: dict[str, _MemRun] = {}
+        self._runs: dict[str, list[Any]] = {}
+        """run_id -> its row, in RUN_COLUMNS order; insertion order is creation order."""
+        self._steps: dict[str, dict[str, tuple[Any, ...]]] = {}
+        """run_id -> step_id -> its row in STEP_COLUMNS order; insertion order is journal order."""
         self._closed = False
 
     def _live(self) -> None:
         if self._closed:
             raise StoreError("the workflow store is closed")
 
-    def _get(self, run_id: str) -> _MemRun:
+    def _get(self, run_id: str) -> list[Any]:
         self._live()
-        run = self._runs.get(run_id)
-        if run is None:
+        row = self._runs.get(run_id)
+        if row is None:
             raise StoreError(f"no workflow run {run_id!r}")
-        return run
-
-    @staticmethod
-    def _record(run: _MemRun) -> WorkflowRunRecord:
-        where = f"workflow run {run.run_id!r}"
-        return WorkflowRunRecord(
-            run_id=run.run_id,
-            workflow_id=run.workflow_id,
-            status=_check_status(run.status, where),
-            input=_decode(run.input, f"{where}.input"),
-            output=None if run.output is None else _decode(run.output, f"{where}.output"),
-            error=_decode_error(run.error, where),
-            parent_run_id=run.parent_run_id,
-            root_run_id=run.root_run_id,
-            parent_step_id=run.parent_step_id,
-            attempts=run.attempts,
-            created_at=run.created_at,
-            updated_at=run.updated_at,
-        )
+        return row
 
     async def create_run(
         self,
@@ -312,39 +292,39 @@ class InMemoryWorkflowStore:
         parent_step_id: str | None = None,
     ) -> WorkflowRunRecord:
         self._live()
-        encoded = _encode(input, "input")
+        encoded = encode_json(input, "input")
         if run_id in self._runs:
             raise StoreError(f"workflow run {run_id!r} already exists")
         now = time.time()
-        run = _MemRun(
-            run_id=run_id,
-            workflow_id=workflow_id,
-            status="running",
-            input=encoded,
-            output=None,
-            error=None,
-            parent_run_id=parent_run_id,
-            root_run_id=root_run_id or run_id,
-            parent_step_id=parent_step_id,
-            attempts=1,
-            created_at=now,
-            updated_at=now,
-            steps={},
-        )
-        self._runs[run_id] = run
-        return self._record(run)
+        row = [
+            run_id,
+            workflow_id,
+            "running",
+            encoded,
+            None,
+            None,
+            parent_run_id,
+            root_run_id or run_id,
+            parent_step_id,
+            1,
+            now,
+            now,
+        ]
+        self._runs[run_id] = row
+        self._steps[run_id] = {}
+        return run_from_row(row)
 
     async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
         self._live()
-        run = self._runs.get(run_id)
-        return None if run is None else self._record(run)
+        row = self._runs.get(run_id)
+        return None if row is None else run_from_row(row)
 
     async def start_attempt(self, run_id: str) -> WorkflowRunRecord:
-        run = self._get(run_id)
-        run.status = "running"
-        run.attempts += 1
-        run.updated_at = time.time()
-        return self._record(run)
+        row = self._get(run_id)
+        row[_STATUS] = "running"
+        row[_ATTEMPTS] += 1
+        row[_UPDATED] = time.time()
+        return run_from_row(row)
 
     async def finish_run(
         self,
@@ -354,13 +334,11 @@ class InMemoryWorkflowStore:
         output: Any = None,
         error: dict[str, Any] | None = None,
     ) -> WorkflowRunRecord:
-        run = self._get(run_id)
-        out, err = _check_finish(status, error, output)
-        run.status = status
-        run.output = out
-        run.error = err
-        run.updated_at = time.time()
-        return self._record(run)
+        row = self._get(run_id)
+        row[_OUTPUT], row[_ERROR] = check_finish(status, error, output)
+        row[_STATUS] = status
+        row[_UPDATED] = time.time()
+        return run_from_row(row)
 
     async def list_runs(
         self,
@@ -371,50 +349,33 @@ class InMemoryWorkflowStore:
     ) -> list[WorkflowRunRecord]:
         self._live()
         out: list[WorkflowRunRecord] = []
-        for run in reversed(self._runs.values()):
-            if workflow_id is not None and run.workflow_id != workflow_id:
+        for row in reversed(self._runs.values()):
+            if workflow_id is not None and row[1] != workflow_id:
                 continue
-            if root_run_id is not None and run.root_run_id != root_run_id:
+            if root_run_id is not None and row[7] != root_run_id:
                 continue
             if limit is not None and len(out) >= limit:
                 break
-            out.append(self._record(run))
+            out.append(run_from_row(row))
         return out
 
     async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
-        run = self._get(run_id)
-        encoded = _encode(output, "output")
-        existing = run.steps.get(step_id)
-        if existing is None:
-            existing = (name, len(run.steps) + 1, encoded, time.time())
-            run.steps[step_id] = existing
-        return self._step(run_id, step_id, existing)
-
-    @staticmethod
-    def _step(run_id: str, step_id: str, row: tuple[str, int, str, float]) -> StepRecord:
-        name, seq, output, created_at = row
-        where = f"workflow step {run_id!r}/{step_id!r}"
-        return StepRecord(
-            run_id=run_id,
-            step_id=step_id,
-            name=name,
-            seq=seq,
-            output=_decode(output, f"{where}.output"),
-            created_at=created_at,
-        )
+        self._get(run_id)
+        encoded = encode_json(output, "output")
+        steps = self._steps[run_id]
+        row = steps.get(step_id)
+        if row is None:
+            row = steps[step_id] = (run_id, step_id, name, len(steps) + 1, encoded, time.time())
+        return step_from_row(row)
 
     async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
         self._live()
-        run = self._runs.get(run_id)
-        row = None if run is None else run.steps.get(step_id)
-        return None if row is None else self._step(run_id, step_id, row)
+        row = self._steps.get(run_id, {}).get(step_id)
+        return None if row is None else step_from_row(row)
 
     async def list_steps(self, run_id: str) -> list[StepRecord]:
         self._live()
-        run = self._runs.get(run_id)
-        if run is None:
-            return []
-        return [self._step(run_id, step_id, row) for step_id, row in run.steps.items()]
+        return [step_from_row(row) for row in self._steps.get(run_id, {}).values()]
 
     async def aclose(self) -> None:
         self._closed = True
@@ -424,12 +385,3 @@ class InMemoryWorkflowStore:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    # Test support: lets the contract suite damage a record the way a bad disk or a bad
-    # hand edit would, without reaching into the layout from outside.
-    def _corrupt_step(self, run_id: str, step_id: str, text: str) -> None:
-        name, seq, _, created_at = self._runs[run_id].steps[step_id]
-        self._runs[run_id].steps[step_id] = (name, seq, text, created_at)
-
-    def _corrupt_run(self, run_id: str, column: str, text: str) -> None:
-        setattr(self._runs[run_id], column, text)

@@ -1,0 +1,386 @@
+"""The record codecs every backend shares: how a message record, a run summary, a run event and
+a workflow row are checked on the way in and parsed on the way out.
+
+Every store keeps JSON values as their text (compact, non-ASCII as is, key order kept), so what
+is read back is exactly what was written, a value that would not survive JSON is refused before
+anything is written, and a damaged value is a `StoreCorruptError` naming where it is — the same
+in memory, in SQLite and in PostgreSQL. The SQL backends also share their row shapes (the column
+lists below) and `where_equal`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Sequence
+from typing import Any, Final
+
+from .._json import check_json_safe, dumps
+from ..errors import ConfigError, StoreCorruptError, StoreError
+from ..workflows._store import (
+    RUN_COLUMNS,
+    RUN_STATUSES,
+    STEP_COLUMNS,
+    check_finish,
+    encode_json,
+    run_from_row,
+    step_from_row,
+)
+from .message_store import StoredRecord
+from .run_store import TEXT_LIMIT, NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery
+
+__all__ = [
+    "LAST_INDEX",
+    "QUERY_COLUMNS",
+    "RUN_COLUMNS",
+    "RUN_INFO_COLUMNS",
+    "SCOPE_COLUMNS",
+    "STEP_COLUMNS",
+    "check_finish",
+    "check_run_info",
+    "check_run_status",
+    "check_scope",
+    "check_title",
+    "cut_text",
+    "decode_cursor",
+    "decode_event",
+    "decode_record",
+    "encode_cursor",
+    "encode_events",
+    "encode_json",
+    "encode_records",
+    "encode_run_info",
+    "end_time",
+    "finish_sets",
+    "finish_values",
+    "query_where",
+    "run_from_row",
+    "run_info_from_row",
+    "run_matches",
+    "run_page",
+    "run_tags",
+    "step_from_row",
+    "where_equal",
+    "words",
+]
+
+
+# -- messages --------------------------------------------------------------------------------
+
+SCOPE_COLUMNS: Final = "scope, length, title, created_at, updated_at"
+"""The columns of a scope row, in `ScopeInfo` order."""
+
+LAST_INDEX: Final = 2**63 - 1
+"""The `end` of a load to the last record in SQL (whose integers are 64-bit)."""
+
+
+def check_scope(scope: Any) -> None:
+    if not isinstance(scope, str) or not scope:
+        raise StoreError(f"memory scope must be a non-empty string, got {scope!r}")
+
+
+def encode_records(scope: str, records: Sequence[StoredRecord]) -> list[str]:
+    """The stored text of each record; every record is checked first, so a bad one leaves the
+    store untouched."""
+    check_scope(scope)
+    if isinstance(records, (str, bytes, dict)):
+        raise StoreError("records must be a sequence of message records")
+    out: list[str] = []
+    for i, record in enumerate(records):
+        if not isinstance(record, dict) or not isinstance(record.get("role"), str):
+            raise StoreError(
+                f"records[{i}] for scope {scope!r} is not a message record "
+                f"(a dict with a string 'role'): {record!r:.120}"
+            )
+        check_json_safe(record, f"records[{i}]")
+        out.append(dumps(record))
+    return out
+
+
+def decode_record(scope: str, index: int, raw: str) -> StoredRecord:
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise StoreCorruptError(f"scope {scope!r}, record {index}: not JSON: {exc}") from exc
+    if not isinstance(value, dict) or not isinstance(value.get("role"), str):
+        raise StoreCorruptError(f"scope {scope!r}, record {index}: not a message record")
+    return value  # type: ignore[return-value]
+
+
+def check_title(scope: str, title: str) -> None:
+    check_scope(scope)
+    if not isinstance(title, str):
+        raise StoreError(f"a title must be a string, got {type(title).__name__}")
+
+
+# -- runs and their events -------------------------------------------------------------------
+
+RUN_INFO_COLUMNS: Final = (
+    "run_id, kind, name, status, started_at, ended_at, tags, memory_scope, workflow_run_id,"
+    " step_id, error, meta, usage, cost_usd, input_text, output_text"
+)
+"""The columns of a run summary row, in the order `encode_run_info` writes them and
+`run_info_from_row` reads them."""
+
+QUERY_COLUMNS: Final = ", ".join(f"r.{c.strip()}" for c in RUN_INFO_COLUMNS.split(","))
+"""RUN_INFO_COLUMNS of a runs table aliased `r` (the alias `query_where` writes for)."""
+
+
+def cut_text(text: str | None) -> str:
+    """A run's input or output text as it is kept: at most `TEXT_LIMIT` characters."""
+    return (text or "")[:TEXT_LIMIT]
+
+
+def check_run_status(status: str) -> None:
+    if status not in RUN_STATUSES:
+        raise StoreError(f"run status must be one of {RUN_STATUSES}, got {status!r}")
+
+
+def check_run_info(info: RunInfo) -> None:
+    if not isinstance(info.run_id, str) or not info.run_id:
+        raise StoreError(f"run_id must be a non-empty string, got {info.run_id!r}")
+    check_run_status(info.status)
+
+
+def encode_run_info(info: RunInfo) -> tuple[Any, ...]:
+    """The row of a new run summary (RUN_INFO_COLUMNS): tags as a JSON array, meta and usage as
+    JSON objects, all as text, on every backend."""
+    check_run_info(info)
+    return (
+        info.run_id,
+        info.kind,
+        info.name,
+        info.status,
+        info.started_at,
+        info.ended_at,
+        encode_json(list(info.tags), "tags"),
+        info.memory_scope,
+        info.workflow_run_id,
+        info.step_id,
+        info.error,
+        encode_json(info.meta, "meta"),
+        encode_json(info.usage, "usage"),
+        info.cost_usd,
+        cut_text(info.input_text),
+        cut_text(info.output_text),
+    )
+
+
+def run_tags(info: RunInfo) -> list[str]:
+    """The tags a run is found by (`RunQuery.tag`): its string tags, each once."""
+    return [t for t in dict.fromkeys(info.tags) if isinstance(t, str)]
+
+
+def run_info_from_row(row: Sequence[Any]) -> RunInfo:
+    run_id, kind, name, status, started, ended, tags, scope, wf, step, error, meta = row[:12]
+    usage, cost, input_text, output_text = row[12:16]
+    try:
+        tag_list = json.loads(tags)
+        meta_dict = json.loads(meta)
+        usage_dict = json.loads(usage)
+    except (TypeError, ValueError) as exc:
+        raise StoreCorruptError(f"run {run_id!r}: tags, meta or usage are not JSON: {exc}") from exc
+    return RunInfo(
+        run_id=run_id,
+        kind=kind,
+        name=name,
+        status=status,
+        started_at=started,
+        ended_at=ended,
+        tags=tag_list,
+        memory_scope=scope,
+        workflow_run_id=wf,
+        step_id=step,
+        error=error,
+        meta=meta_dict,
+        usage=usage_dict,
+        cost_usd=cost,
+        input_text=input_text,
+        output_text=output_text,
+    )
+
+
+def finish_values(
+    output_text: str | None, usage: dict[str, int] | None, cost_usd: float | None
+) -> dict[str, Any]:
+    """The columns `finish_run` sets beside the status, and their stored values."""
+    values: dict[str, Any] = {}
+    if output_text is not None:
+        values["output_text"] = cut_text(output_text)
+    if usage is not None:
+        values["usage"] = encode_json(usage, "usage")
+    if cost_usd is not None:
+        values["cost_usd"] = cost_usd
+    return values
+
+
+def finish_sets(ph: str, values: dict[str, Any]) -> str:
+    """`", output_text = ?, usage = ?"` for the columns of `finish_values`."""
+    return "".join(f", {column} = {ph}" for column in values)
+
+
+def end_time(status: str, ended_at: float | None) -> float | None:
+    """A resumed run ("running" again) has no end yet; a finished one ends now by default."""
+    if status == "running":
+        return None
+    return ended_at if ended_at is not None else time.time()
+
+
+def encode_events(run_id: str, events: Sequence[NewRunEvent]) -> list[tuple[str, float, str]]:
+    """`(type, at, data text)` of each event; all are checked before any is written."""
+    out: list[tuple[str, float, str]] = []
+    for i, ev in enumerate(events):
+        if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):
+            raise StoreError(f"events[{i}] of run {run_id!r} needs a string 'type'")
+        data = ev.get("data", {})
+        if not isinstance(data, dict):
+            raise StoreError(f"events[{i}] of run {run_id!r}: data must be a dict")
+        check_json_safe(data, f"events[{i}].data")
+        at = ev.get("at")
+        out.append((ev["type"], float(at) if at is not None else time.time(), dumps(data)))
+    return out
+
+
+def decode_event(run_id: str, seq: int, kind: str, at: float, raw: str) -> RunEvent:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise StoreCorruptError(f"run {run_id!r}, event {seq}: data is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise StoreCorruptError(f"run {run_id!r}, event {seq}: data is not an object")
+    return {"run_id": run_id, "seq": seq, "type": kind, "at": at, "data": data}
+
+
+# -- run queries ----------------------------------------------------------------------------
+
+
+def words(q: str | None) -> list[str]:
+    """The words of a free-text query (letters, digits, `_`), lower-cased."""
+    return re.findall(r"\w+", q.lower()) if q else []
+
+
+def encode_cursor(started_at: float, seq: int) -> str:
+    return f"{started_at!r}~{seq}"
+
+
+def decode_cursor(cursor: str) -> tuple[float, int]:
+    """The (started_at, order) a cursor from `RunPage.next_cursor` points after.
+
+    Raises:
+        ConfigError: not such a cursor.
+    """
+    started, sep, seq = cursor.partition("~")
+    try:
+        if not sep:
+            raise ValueError(cursor)
+        value = (float(started), int(seq))
+    except ValueError:
+        raise ConfigError(
+            f"cursor {cursor!r:.80} is not one a run list returned; start again without it"
+        ) from None
+    if not math.isfinite(value[0]):
+        raise ConfigError(f"cursor {cursor!r:.80} is not one a run list returned")
+    return value
+
+
+def run_matches(info: RunInfo, query: RunQuery) -> bool:
+    if query.kind is not None and info.kind != query.kind:
+        return False
+    if query.name is not None and info.name != query.name:
+        return False
+    if query.status is not None and info.status != query.status:
+        return False
+    if query.tag is not None and query.tag not in info.tags:
+        return False
+    if query.since is not None and info.started_at < query.since:
+        return False
+    if query.until is not None and info.started_at >= query.until:
+        return False
+    if query.memory_scope is not None and info.memory_scope != query.memory_scope:
+        return False
+    if query.workflow_run_id is not None and info.workflow_run_id != query.workflow_run_id:
+        return False
+    if query.roots_only and info.workflow_run_id is not None:
+        return False
+    if query.agents is not None or query.workflows is not None:
+        if info.kind == "agent" and info.name not in (query.agents or ()):
+            return False
+        if info.kind == "workflow" and info.name not in (query.workflows or ()):
+            return False
+    wanted = words(query.q)
+    if wanted:
+        have = words(f"{info.input_text} {info.output_text}")
+        if not all(any(h.startswith(w) for h in have) for w in wanted):
+            return False
+    return True
+
+
+def query_where(query: RunQuery, ph: str, dialect: str) -> tuple[list[str], list[Any]]:
+    """The SQL conditions (and their values) of `query` for a runs table aliased `r`, in the
+    SQLite or PostgreSQL dialect. Column names are ours, never a caller's."""
+    conds: list[str] = []
+    args: list[Any] = []
+    for column in ("kind", "name", "status", "memory_scope", "workflow_run_id"):
+        value = getattr(query, column)
+        if value is not None:
+            conds.append(f"r.{column} = {ph}")
+            args.append(value)
+    if query.since is not None:
+        conds.append(f"r.started_at >= {ph}")
+        args.append(query.since)
+    if query.until is not None:
+        conds.append(f"r.started_at < {ph}")
+        args.append(query.until)
+    if query.roots_only:
+        conds.append("r.workflow_run_id IS NULL")
+    if query.agents is not None or query.workflows is not None:
+        parts = ["r.kind NOT IN ('agent', 'workflow')"]
+        for kind, names in (("agent", query.agents or ()), ("workflow", query.workflows or ())):
+            if names:
+                marks = ", ".join([ph] * len(names))
+                parts.append(f"(r.kind = '{kind}' AND r.name IN ({marks}))")
+                args.extend(names)
+        conds.append("(" + " OR ".join(parts) + ")")
+    if query.tag is not None:
+        conds.append(f"r.run_id IN (SELECT run_id FROM tether_run_tags WHERE tag = {ph})")
+        args.append(query.tag)
+    wanted = words(query.q)
+    if wanted:
+        if dialect == "sqlite":
+            conds.append(
+                f"r.rowid IN (SELECT rowid FROM tether_runs_fts WHERE tether_runs_fts MATCH {ph})"
+            )
+            args.append(" ".join(f'"{w}"*' for w in wanted))
+        else:
+            conds.append(f"r.search @@ to_tsquery('simple', {ph})")
+            args.append(" & ".join(f"{w}:*" for w in wanted))
+    return conds, args
+
+
+def run_page(rows: Sequence[Sequence[Any]], limit: int) -> RunPage:
+    """A page of `query_runs` from up to `limit + 1` rows of RUN_INFO_COLUMNS and each row's
+    order key last (the one extra row only says there is a next page)."""
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = rows[-1] if rows and more else None
+    return RunPage(
+        [run_info_from_row(row) for row in rows],
+        encode_cursor(last[4], last[-1]) if last is not None else None,
+    )
+
+
+# -- SQL -------------------------------------------------------------------------------------
+
+
+def where_equal(placeholder: str, **filters: Any) -> tuple[str, list[Any]]:
+    """``" WHERE a = ? AND b = ?"`` for the filters that are not None, and their values.
+
+    Column names come from our own keyword arguments, never from a caller's data.
+    """
+    columns = [name for name, value in filters.items() if value is not None]
+    if not columns:
+        return "", []
+    clause = " WHERE " + " AND ".join(f"{c} = {placeholder}" for c in columns)
+    return clause, [filters[c] for c in columns]

@@ -1,0 +1,256 @@
+"""The in-memory stores: for tests and for processes that need no persistence.
+
+They keep every JSON value as the same text a database would hold and read it back through the
+shared codecs (`tether.stores._codecs`), so a reader always gets a fresh copy and a value that
+would not survive a real store is refused here too. Each is safe to share between threads.
+
+`InMemoryWorkflowStore` lives with the workflow engine (the harness runs durable workflows
+without the storage layer) and is re-exported here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import StoreError
+from ..workflows._store import InMemoryWorkflowStore
+from ._codecs import (
+    RUN_INFO_COLUMNS,
+    check_run_status,
+    check_title,
+    decode_cursor,
+    decode_event,
+    decode_record,
+    encode_cursor,
+    encode_events,
+    encode_records,
+    encode_run_info,
+    end_time,
+    finish_values,
+    run_info_from_row,
+    run_matches,
+)
+from .message_store import ScopeInfo, StoredRecord
+from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery
+from .workflow_store import RunStatus
+
+__all__ = ["InMemoryMessageStore", "InMemoryRunStore", "InMemoryWorkflowStore"]
+
+
+# -- MessageStore ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Scope:
+    records: list[str]
+    title: str | None
+    created_at: float
+    updated_at: float
+
+    def info(self, scope: str) -> ScopeInfo:
+        return ScopeInfo(scope, len(self.records), self.title, self.created_at, self.updated_at)
+
+
+class InMemoryMessageStore:
+    """A MessageStore in a dict."""
+
+    def __init__(self) -> None:
+        self._scopes: dict[str, _Scope] = {}
+        self._lock = threading.Lock()
+
+    def _entry(self, scope: str, now: float) -> _Scope:
+        entry = self._scopes.get(scope)
+        if entry is None:
+            entry = self._scopes[scope] = _Scope([], None, now, now)
+        return entry
+
+    async def load(
+        self, scope: str, *, start: int = 0, end: int | None = None
+    ) -> list[StoredRecord]:
+        start = max(start, 0)
+        with self._lock:
+            entry = self._scopes.get(scope)
+            raw = entry.records[start:end] if entry is not None else []
+        return [decode_record(scope, start + i, r) for i, r in enumerate(raw)]
+
+    async def append(self, scope: str, records: Sequence[StoredRecord]) -> int:
+        encoded = encode_records(scope, records)
+        now = time.time()
+        with self._lock:
+            entry = self._entry(scope, now)
+            entry.records.extend(encoded)
+            entry.updated_at = now
+            return len(entry.records)
+
+    async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:
+        encoded = encode_records(scope, records)
+        now = time.time()
+        with self._lock:
+            entry = self._entry(scope, now)
+            entry.records = encoded
+            entry.updated_at = now
+
+    async def length(self, scope: str) -> int:
+        with self._lock:
+            entry = self._scopes.get(scope)
+            return len(entry.records) if entry is not None else 0
+
+    async def set_title(self, scope: str, title: str) -> None:
+        check_title(scope, title)
+        with self._lock:
+            self._entry(scope, time.time()).title = title
+
+    async def get_title(self, scope: str) -> str | None:
+        with self._lock:
+            entry = self._scopes.get(scope)
+            return entry.title if entry is not None else None
+
+    async def info(self, scope: str) -> ScopeInfo | None:
+        with self._lock:
+            entry = self._scopes.get(scope)
+            return entry.info(scope) if entry is not None else None
+
+    async def scopes(self, *, limit: int = 100, offset: int = 0) -> list[ScopeInfo]:
+        with self._lock:
+            items = [entry.info(scope) for scope, entry in self._scopes.items()]
+        # Insertion order breaks ties, newest first, like the SQL backends' row order.
+        order = {info.scope: i for i, info in enumerate(items)}
+        items.sort(key=lambda s: (s.updated_at, order[s.scope]), reverse=True)
+        return items[offset : offset + limit]
+
+    async def delete(self, scope: str) -> None:
+        with self._lock:
+            self._scopes.pop(scope, None)
+
+    async def aclose(self) -> None:
+        return None
+
+
+# -- RunStore --------------------------------------------------------------------------------
+
+# Indexes into a run summary row (RUN_INFO_COLUMNS order).
+_COLUMN = {name.strip(): i for i, name in enumerate(RUN_INFO_COLUMNS.split(","))}
+
+
+class InMemoryRunStore:
+    """A RunStore in dicts, each run kept as the row a database holds."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, list[Any]] = {}
+        """run_id -> summary row; insertion order is start order."""
+        self._order: dict[str, int] = {}
+        """run_id -> its position in start order (what breaks ties of equal start times)."""
+        self._events: dict[str, list[tuple[str, float, str]]] = {}
+        self._lock = threading.Lock()
+
+    async def start_run(self, info: RunInfo) -> None:
+        row = list(encode_run_info(info))
+        with self._lock:
+            if info.run_id in self._runs:
+                raise StoreError(f"run {info.run_id!r} already exists")
+            self._order[info.run_id] = len(self._runs)
+            self._runs[info.run_id] = row
+            self._events[info.run_id] = []
+
+    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        encoded = encode_events(run_id, events)
+        with self._lock:
+            log = self._events.get(run_id)
+            if log is None:
+                raise StoreError(f"run {run_id!r} was never started")
+            log.extend(encoded)
+            return len(log)
+
+    async def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        ended_at: float | None = None,
+        error: str | None = None,
+        output_text: str | None = None,
+        usage: dict[str, int] | None = None,
+        cost_usd: float | None = None,
+    ) -> None:
+        check_run_status(status)
+        values = {
+            "status": status,
+            "ended_at": end_time(status, ended_at),
+            "error": error,
+            **finish_values(output_text, usage, cost_usd),
+        }
+        with self._lock:
+            row = self._runs.get(run_id)
+            if row is None:
+                raise StoreError(f"run {run_id!r} was never started")
+            for column, value in values.items():
+                row[_COLUMN[column]] = value
+
+    async def query_runs(
+        self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
+    ) -> RunPage:
+        after = decode_cursor(cursor) if cursor is not None else None
+        with self._lock:
+            ordered = [(list(row), self._order[run_id]) for run_id, row in self._runs.items()]
+        started = _COLUMN["started_at"]
+        ordered.sort(key=lambda pair: (pair[0][started], pair[1]), reverse=True)
+        picked: list[tuple[RunInfo, int]] = []
+        for row, i in ordered:
+            if after is not None and (row[started], i) >= after:
+                continue
+            info = run_info_from_row(row)
+            if run_matches(info, query):
+                picked.append((info, i))
+                if len(picked) > limit:
+                    break
+        more = len(picked) > limit
+        picked = picked[:limit]
+        last = picked[-1] if picked and more else None
+        return RunPage(
+            [info for info, _ in picked],
+            encode_cursor(last[0].started_at, last[1]) if last is not None else None,
+        )
+
+    async def get_run(self, run_id: str) -> RunInfo | None:
+        with self._lock:
+            row = self._runs.get(run_id)
+            row = None if row is None else list(row)
+        return run_info_from_row(row) if row is not None else None
+
+    async def list_runs(
+        self,
+        *,
+        kind: str | None = None,
+        workflow_run_id: str | None = None,
+        memory_scope: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[RunInfo]:
+        filters = {"kind": kind, "workflow_run_id": workflow_run_id, "memory_scope": memory_scope}
+        wanted = [(_COLUMN[c], v) for c, v in filters.items() if v is not None]
+        with self._lock:
+            picked = [
+                list(row)
+                for row in reversed(self._runs.values())
+                if all(row[i] == v for i, v in wanted)
+            ]
+        # Newest first; among equal start times, the later start_run() first.
+        started = _COLUMN["started_at"]
+        picked.sort(key=lambda row: row[started], reverse=True)
+        return [run_info_from_row(row) for row in picked[offset : offset + limit]]
+
+    async def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
+        start = max(after, 0)
+        with self._lock:
+            log = self._events.get(run_id, [])[start:]
+        return [
+            decode_event(run_id, start + i + 1, kind, at, raw)
+            for i, (kind, at, raw) in enumerate(log)
+        ]
+
+    async def aclose(self) -> None:
+        return None
