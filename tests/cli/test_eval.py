@@ -193,7 +193,7 @@ def _recorded(db: Path, experiment: str) -> list[dict[str, Any]]:
     conn = sqlite3.connect(db)
     try:
         rows = conn.execute(
-            "SELECT data FROM run_events WHERE run_id = ? AND type = 'case_finished'",
+            "SELECT data FROM tether_run_events WHERE run_id = ? AND type = 'case_finished'",
             (f"experiment:{experiment}",),
         ).fetchall()
     except sqlite3.OperationalError:
