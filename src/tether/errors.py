@@ -26,6 +26,7 @@ TetherError
 │   └── LLMStreamError           the stream broke, carried an error event, or ended early
 ├── McpError
 │   ├── McpConnectionError       an MCP source could not be connected (raised by connect/send)
+│   │   └── McpAuthError         its authorization failed: discovery, registration, login, token
 │   └── McpCallError             one MCP request failed (the model sees an is_error result)
 ├── WorkflowError                a workflow could not run (unknown name, bad step)
 │   └── StepOutputError          a durable step returned something that is not JSON-safe
@@ -56,6 +57,7 @@ __all__ = [
     "LLMError",
     "LLMHTTPError",
     "LLMStreamError",
+    "McpAuthError",
     "McpCallError",
     "McpConnectionError",
     "McpError",
@@ -245,6 +247,13 @@ class McpError(TetherError):
 
 class McpConnectionError(McpError):
     """An MCP source could not be connected; the turn cannot proceed without it."""
+
+
+class McpAuthError(McpConnectionError):
+    """An MCP server's authorization failed: its metadata could not be discovered or was not
+    trustworthy, the client could not be registered, the login was refused or abandoned, or the
+    token endpoint said no. The message names the step and what to do; it never holds a
+    secret."""
 
 
 class McpCallError(McpError):

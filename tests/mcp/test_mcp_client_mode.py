@@ -44,8 +44,10 @@ async def test_connecting_is_lazy_and_memoized(kit: Kit) -> None:
     assert server.methods.count("initialize") == 1
 
 
-async def test_connect_returns_the_report_of_each_source(kit: Kit) -> None:
+@pytest.mark.parametrize("modern", [True, False], ids=["2026-07-28", "handshake"])
+async def test_connect_returns_the_report_of_each_source(kit: Kit, modern: bool) -> None:
     server = kit.server(
+        modern=modern,
         tools=[add_tool()],
         resources=[
             {"name": "style-guide", "uri": "mem://style", "text": "s"},
@@ -60,7 +62,7 @@ async def test_connect_returns_the_report_of_each_source(kit: Kit) -> None:
             "url": "http://mcp.test/mcp",
             "transport": "http",
             "server_info": {"name": "wiki", "version": "2.0"},
-            "protocol_version": LATEST_PROTOCOL_VERSION,
+            "protocol_version": LATEST_PROTOCOL_VERSION if modern else "2025-11-25",
             "tools": ["wiki_add", "wiki_read_notes"],
             "resources": [
                 {"name": "style-guide", "uri": "mem://style", "mode": "attach"},
@@ -573,8 +575,8 @@ async def test_an_answer_to_another_request_is_not_taken_for_ours(kit: Kit, sse:
     server = kit.server(tools=[add_tool()], sse=sse)
     dispatch = server._dispatch
 
-    async def misnumbered(method: str, params: Any, rid: Any) -> dict[str, Any]:
-        answer = await dispatch(method, params, rid)
+    async def misnumbered(method: str, params: Any, rid: Any, **kw: Any) -> dict[str, Any]:
+        answer = await dispatch(method, params, rid, **kw)
         return {**answer, "id": 999} if method == "tools/call" else answer
 
     server._dispatch = misnumbered  # type: ignore[method-assign]
@@ -640,7 +642,9 @@ async def test_session_and_version_headers_ride_every_request_after_initialize(k
     )
     await collect(agent, agent.create_session(), "add")
     await agent.aclose()
-    init, *rest = server.requests
+    probe, init, *rest = server.requests
+    # The stateless revision is tried first; this server answers as its era does.
+    assert probe.method == "server/discover" and probe.protocol_version_header == "2026-07-28"
     assert init.method == "initialize" and init.session_id is None
     assert init.params["protocolVersion"] == "2025-11-25"  # the newest we speak is offered
     sid = server.deleted[0]
@@ -660,11 +664,17 @@ async def test_an_older_version_we_speak_is_accepted(kit: Kit, version: str) -> 
     assert res["output"] == "2"
     # The header exists from 2025-06-18 on; older sessions do not send it.
     expected = version if version == "2025-06-18" else None
-    assert {r.protocol_version_header for r in server.requests[1:]} == {expected}
+    assert {r.protocol_version_header for r in server.requests[2:]} == {expected}
 
 
 def test_the_versions_we_speak() -> None:
-    assert PROTOCOL_VERSIONS == ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+    assert PROTOCOL_VERSIONS == (
+        "2026-07-28",
+        "2025-11-25",
+        "2025-06-18",
+        "2025-03-26",
+        "2024-11-05",
+    )
 
 
 async def test_a_server_without_sessions_works_and_nothing_is_deleted(kit: Kit) -> None:

@@ -59,7 +59,7 @@ async def test_a_child_that_exits_at_once_is_explained_with_its_status_and_stder
     with pytest.raises(McpConnectionError) as info:
         await agent.connect()
     message = str(info.value)
-    assert "initialize failed" in message and "exited with status 3" in message
+    assert "server/discover failed" in message and "exited with status 3" in message
     assert "fatal: no config file" in message
 
 

@@ -1,22 +1,35 @@
-"""The MCP client session: the handshake, timed requests, cancellation on the wire, and the one
-quiet reconnect after the server lost the session."""
+"""The MCP client: which revision the server speaks, timed requests, cancellation on the wire,
+multi round-trip requests, and the one quiet reconnect after the server lost the session."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Literal, TypeVar
 
-from ..errors import McpCallError
+from ..errors import McpAuthError, McpCallError
+from ._elicitation import ElicitationFailed, ElicitationHandler, answer_elicitation
 from ._protocol import (
-    LATEST_PROTOCOL_VERSION,
+    HANDSHAKE_VERSIONS,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    META_SERVER_INFO,
+    MODERN_ERRORS,
+    MODERN_VERSION,
+    NAMED_METHODS,
     PROTOCOL_VERSIONS,
+    UNSUPPORTED_VERSION,
     Channel,
     ChannelError,
     JsonObject,
     RpcError,
+    ServerRequestHandler,
     SessionLost,
+    method_not_found,
+    paused_clock,
+    request_clock,
 )
 
 if TYPE_CHECKING:
@@ -29,6 +42,11 @@ T = TypeVar("T")
 
 _CANCEL_TIMEOUT = 5.0
 """Seconds a `notifications/cancelled` may take; it is a courtesy, never worth a hang."""
+_MAX_INPUT_ROUNDS = 16
+"""Input-required answers one request may give before we call the server broken."""
+_PROBE_STATUSES = frozenset(range(400, 500)) - {401, 403, 407, 408, 429}
+"""HTTP statuses without a modern error body that mark a server of the handshake era (a
+refusal to authorize, a timeout or a rate limit says nothing about the era)."""
 
 
 class Aborted(Exception):
@@ -36,7 +54,7 @@ class Aborted(Exception):
 
 
 class VersionRefused(Exception):
-    """The server answered `initialize` with a protocol version we do not speak."""
+    """The server speaks no protocol version we do."""
 
     def __init__(self, version: object) -> None:
         super().__init__(
@@ -79,18 +97,23 @@ async def abortable(aw: Awaitable[T], signal: AbortSignal | None) -> T:
 
 
 class McpClient:
-    """One connection to one server: a channel plus what the handshake told us. A lost session
-    is replaced (once per request) by a fresh handshake on a fresh channel."""
+    """One connection to one server. It speaks the stateless revision to a server that does
+    and the `initialize` handshake to one that does not (the verdict is kept for the
+    connection's reconnects). A lost session is replaced, once per request, by a fresh
+    handshake on a fresh channel."""
 
     def __init__(
         self,
-        make_channel: Callable[[], Channel],
+        make_channel: Callable[[ServerRequestHandler], Channel],
         *,
         timeout: float | None,
         timeout_ms: int,
         client_info: JsonObject,
         handshake_timeout: float | None,
         handshake_timeout_ms: int,
+        label: str = "the MCP server",
+        on_elicitation: ElicitationHandler | None = None,
+        probe_timeout: float | None = None,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._make_channel = make_channel
@@ -99,6 +122,11 @@ class McpClient:
         self.handshake_timeout = handshake_timeout
         self.handshake_timeout_ms = handshake_timeout_ms
         self._client_info = client_info
+        self._label = label
+        self._on_elicitation = on_elicitation
+        self._probe_timeout = probe_timeout
+        """stdio only: how long the `server/discover` probe may go unanswered before the server
+        is taken for one of the handshake era (which may ignore what it does not know)."""
         self._on_close = on_close
         self._channel: Channel | None = None
         self._ids = itertools.count(1)
@@ -107,8 +135,13 @@ class McpClient:
         """The handshake of a reconnect in flight; `aclose()` cancels it."""
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
-        self.init_result: JsonObject = {}
+        self.era: Literal["modern", "legacy"] | None = None
+        self.stage = "server/discover"
+        """The step of connecting in progress (what a failure to connect names)."""
         self.protocol_version: str | None = None
+        self.capabilities: JsonObject = {}
+        self.server_info: JsonObject = {}
+        self.instructions: str | None = None
         self.reconnects = 0
 
     @property
@@ -116,39 +149,44 @@ class McpClient:
         return self._channel
 
     @property
-    def capabilities(self) -> JsonObject:
-        caps = self.init_result.get("capabilities")
-        return caps if isinstance(caps, dict) else {}
+    def client_capabilities(self) -> JsonObject:
+        if self._on_elicitation is None:
+            return {}
+        return {"elicitation": {"form": {}, "url": {}}}
 
-    # -- the handshake -----------------------------------------------------------------------
+    # -- connecting --------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Initialize a session. Raises ChannelError / RpcError / TimeoutError / VersionRefused
-        and leaves nothing open when it does."""
+        """Connect: the stateless revision if the server speaks it, else the `initialize`
+        handshake. Raises ChannelError / RpcError / TimeoutError / VersionRefused /
+        McpAuthError and leaves nothing open when it does."""
         self._channel = await self._handshake()
 
     async def _handshake(self) -> Channel:
-        channel = self._make_channel()
+        channel = self._make_channel(self._serve)
         try:
             await channel.open()
-            result = await self._round_trip(
-                channel,
-                "initialize",
-                {
-                    "protocolVersion": LATEST_PROTOCOL_VERSION,
-                    "capabilities": {},
-                    "clientInfo": self._client_info,
-                },
-                cancellable=False,  # the spec forbids cancelling initialize
-                handshake=True,
-            )
-            version = result.get("protocolVersion")
-            if version not in PROTOCOL_VERSIONS:
-                raise VersionRefused(version)
-            channel.protocol_version = version
-            await self._timed(
-                channel.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            )
+            if self.era == "modern":
+                channel.protocol_version = MODERN_VERSION  # stateless: nothing to set up
+                return channel
+            if self.era is None:
+                discovered = await self._probe(channel)
+                if discovered is not None:
+                    self._adopt(channel, discovered)
+                    return channel
+            try:
+                await self._initialize(channel)
+            except RpcError as exc:
+                # A server that names its versions on `initialize` is of the stateless era
+                # after all (a probe that timed out on a slow start, say): probe once more.
+                if self.era is not None or exc.code != UNSUPPORTED_VERSION:
+                    raise
+                discovered = await self._probe(channel, final=True)
+                if discovered is None:
+                    raise
+                self._adopt(channel, discovered)
+                return channel
+            await channel.listen()
         except TimeoutError as exc:
             silence = channel.silence()
             await channel.aclose()
@@ -159,15 +197,158 @@ class McpClient:
         except BaseException:
             await channel.aclose()
             raise
-        self.init_result = result
-        self.protocol_version = version
         return channel
+
+    def _envelope(self) -> JsonObject:
+        return {
+            META_PROTOCOL_VERSION: MODERN_VERSION,
+            META_CLIENT_INFO: self._client_info,
+            META_CLIENT_CAPABILITIES: self.client_capabilities,
+        }
+
+    async def _probe(self, channel: Channel, *, final: bool = False) -> JsonObject | None:
+        """`server/discover` in the stateless revision: its result when the server speaks the
+        revision, None when it is of the handshake era. Only positive evidence (a result that
+        lists 2026-07-28, or an error only the stateless era defines) counts as modern."""
+        self.stage = "server/discover"
+        channel.protocol_version = MODERN_VERSION
+        timeout = self.handshake_timeout
+        if self._probe_timeout is not None and not final:
+            timeout = self._probe_timeout if timeout is None else min(timeout, self._probe_timeout)
+        message = self._message("server/discover", {"_meta": self._envelope()})
+        try:
+            async with request_clock(timeout):
+                response = await channel.request(message)
+        except TimeoutError:
+            if self._probe_timeout is None or final:
+                raise
+            self._legacy(channel)
+            return None  # stdio: a server of that era may stay silent
+        except ChannelError as exc:
+            if exc.status in _PROBE_STATUSES:
+                self._legacy(channel)
+                return None
+            raise
+        error = response.get("error")
+        if isinstance(error, dict):
+            code = error.get("code")
+            if code == UNSUPPORTED_VERSION:
+                data = error.get("data")
+                supported = data.get("supported") if isinstance(data, dict) else None
+                if isinstance(supported, list) and not any(
+                    v in HANDSHAKE_VERSIONS for v in supported
+                ):
+                    raise VersionRefused(supported)
+                self._legacy(channel)
+                return None
+            if code in MODERN_ERRORS:
+                raise RpcError(code, str(error.get("message", "")), error.get("data"))
+            self._legacy(channel)
+            return None
+        result = response.get("result")
+        if not isinstance(result, dict):
+            self._legacy(channel)
+            return None
+        versions = result.get("supportedVersions")
+        if isinstance(versions, list) and MODERN_VERSION in versions:
+            return result
+        self._legacy(channel)
+        return None
+
+    def _legacy(self, channel: Channel) -> None:
+        channel.protocol_version = None
+
+    def _adopt(self, channel: Channel, discovered: JsonObject) -> None:
+        channel.protocol_version = MODERN_VERSION
+        self.era = "modern"
+        self.protocol_version = MODERN_VERSION
+        caps = discovered.get("capabilities")
+        self.capabilities = caps if isinstance(caps, dict) else {}
+        meta = discovered.get("_meta")
+        info = meta.get(META_SERVER_INFO) if isinstance(meta, dict) else None
+        if not isinstance(info, dict):
+            info = discovered.get("serverInfo")  # where servers before spec PR #3002 put it
+        self.server_info = info if isinstance(info, dict) else {}
+        instructions = discovered.get("instructions")
+        self.instructions = instructions if isinstance(instructions, str) else None
+
+    async def _initialize(self, channel: Channel) -> None:
+        self.stage = "initialize"
+        result = await self._round_trip(
+            channel,
+            "initialize",
+            {
+                "protocolVersion": HANDSHAKE_VERSIONS[0],
+                "capabilities": self.client_capabilities,
+                "clientInfo": self._client_info,
+            },
+            cancellable=False,  # the spec forbids cancelling initialize
+            handshake=True,
+        )
+        version = result.get("protocolVersion")
+        if version not in HANDSHAKE_VERSIONS:
+            raise VersionRefused(version)
+        channel.protocol_version = version
+        await self._timed(channel.notify({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        self.era = "legacy"
+        self.protocol_version = version
+        caps = result.get("capabilities")
+        self.capabilities = caps if isinstance(caps, dict) else {}
+        info = result.get("serverInfo")
+        self.server_info = info if isinstance(info, dict) else {}
+        instructions = result.get("instructions")
+        self.instructions = instructions if isinstance(instructions, str) else None
+
+    # -- what the server asks of us ----------------------------------------------------------
+
+    async def _serve(self, message: JsonObject) -> JsonObject:
+        """Answer a request the server sent on a stream (the handshake era): ping, an
+        elicitation, and a JSON-RPC "method not found" for anything else."""
+        method = message.get("method")
+        if method == "ping":
+            return {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
+        if method == "elicitation/create":
+            try:
+                async with paused_clock():  # the call waits on a person, not on the server
+                    result = await answer_elicitation(
+                        self._on_elicitation, message.get("params"), self._label
+                    )
+            except ElicitationFailed as exc:
+                error = {"code": -32603, "message": str(exc)}
+                return {"jsonrpc": "2.0", "id": message.get("id"), "error": error}
+            return {"jsonrpc": "2.0", "id": message.get("id"), "result": result}
+        return method_not_found(message)
+
+    async def _fulfil(self, requests: object) -> JsonObject | None:
+        """Our answers to an input-required result's `inputRequests` (the stateless revision)."""
+        if requests is None:
+            return None
+        if not isinstance(requests, dict):
+            raise ChannelError("the server asked for input with an inputRequests that is not a map")
+        answers: JsonObject = {}
+        for key, request in requests.items():
+            method = request.get("method") if isinstance(request, dict) else None
+            if method != "elicitation/create":
+                raise ChannelError(
+                    f"the server asked for {method!r}, which tether does not provide (it "
+                    "declares only elicitation, and only with on_elicitation=)"
+                )
+            answers[key] = await answer_elicitation(
+                self._on_elicitation, request.get("params"), self._label
+            )
+        return answers
 
     # -- requests ----------------------------------------------------------------------------
 
     async def _timed(self, aw: Awaitable[T], *, handshake: bool = False) -> T:
-        async with asyncio.timeout(self.handshake_timeout if handshake else self.timeout):
+        async with request_clock(self.handshake_timeout if handshake else self.timeout):
             return await aw
+
+    def _message(self, method: str, params: JsonObject | None) -> JsonObject:
+        message: JsonObject = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
+        if params is not None:
+            message["params"] = params
+        return message
 
     async def _round_trip(
         self,
@@ -175,15 +356,18 @@ class McpClient:
         method: str,
         params: JsonObject | None,
         *,
+        headers: Mapping[str, str] | None = None,
         cancellable: bool = True,
         handshake: bool = False,
     ) -> JsonObject:
-        request_id = next(self._ids)
-        message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
+        if channel.protocol_version == MODERN_VERSION:
+            params = dict(params or {})
+            given = params.get("_meta")
+            params["_meta"] = {**(given if isinstance(given, dict) else {}), **self._envelope()}
+        message = self._message(method, params)
+        request_id = message["id"]
         try:
-            response = await self._timed(channel.request(message), handshake=handshake)
+            response = await self._timed(channel.request(message, headers), handshake=handshake)
         except TimeoutError:
             if cancellable:
                 await self._cancel_on_wire(channel, request_id, "timed out")
@@ -207,9 +391,36 @@ class McpClient:
             raise ChannelError(f"the answer to {method} has no result object")
         return result
 
+    async def _exchange(
+        self,
+        channel: Channel,
+        method: str,
+        params: JsonObject,
+        headers: Mapping[str, str] | None,
+    ) -> JsonObject:
+        """One request, with the rounds of input the server asks for (SEP-2322): the same
+        request again, with our answers and the server's state echoed unchanged."""
+        current = params
+        for _ in range(_MAX_INPUT_ROUNDS):
+            result = await self._round_trip(channel, method, current, headers=headers)
+            kind = result.get("resultType")
+            if kind is None or kind == "complete":
+                return result
+            if kind != "input_required" or method not in NAMED_METHODS:
+                raise ChannelError(
+                    f"the answer to {method} has resultType {kind!r}, which tether does not read"
+                )
+            answers = await self._fulfil(result.get("inputRequests"))
+            current = dict(params)
+            if answers is not None:
+                current["inputResponses"] = answers
+            if "requestState" in result:
+                current["requestState"] = result["requestState"]
+        raise ChannelError(f"the server still asked for input after {_MAX_INPUT_ROUNDS} rounds")
+
     async def _cancel_on_wire(self, channel: Channel, request_id: int, reason: str) -> None:
-        if channel.lost:
-            return
+        if channel.lost or channel.cancels_by_closing:
+            return  # over HTTP in the stateless revision, the closed stream is the cancel
         message = {
             "jsonrpc": "2.0",
             "method": "notifications/cancelled",
@@ -218,11 +429,11 @@ class McpClient:
         try:
             async with asyncio.timeout(_CANCEL_TIMEOUT):
                 await channel.notify(message)
-        except (ChannelError, TimeoutError):
+        except (ChannelError, McpAuthError, TimeoutError):
             pass
 
     async def request(self, method: str, params: JsonObject | None = None) -> JsonObject:
-        """A request in the session opened by `open()`; no reconnect (used while connecting)."""
+        """A request on the connection `open()` made; no reconnect (used while connecting)."""
         if self._channel is None:
             raise ChannelError("the session is not open")
         return await self._round_trip(self._channel, method, params)
@@ -235,13 +446,14 @@ class McpClient:
         what: str,
         signal: AbortSignal | None = None,
         tracer: Tracer | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> JsonObject:
-        """A request in a live session, for a turn. Reconnects once, quietly, when the server
-        lost the session; every failure is an `McpCallError` naming `what` failed."""
+        """A request for a turn. Reconnects once, quietly, when the server lost the session;
+        every failure is an `McpCallError` naming `what` failed."""
         for attempt in range(2):
             channel = await self._ready(what, signal, tracer)
             try:
-                return await abortable(self._round_trip(channel, method, params), signal)
+                return await abortable(self._exchange(channel, method, params, headers), signal)
             except SessionLost as exc:
                 if attempt:
                     raise McpCallError(
@@ -256,7 +468,7 @@ class McpClient:
                 raise McpCallError(f"{what} was aborted") from exc
             except RpcError as exc:
                 raise McpCallError(f"{what} failed: the server answered {exc}") from exc
-            except ChannelError as exc:
+            except (ChannelError, ElicitationFailed, McpAuthError) as exc:
                 raise McpCallError(f"{what} failed: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -286,7 +498,7 @@ class McpClient:
                     # aclose() cancelled the handshake (which closed what it had opened).
                     raise McpCallError(f"{what} failed: the MCP session was closed") from None
                 raise
-            except (ChannelError, RpcError, TimeoutError, VersionRefused) as exc:
+            except (ChannelError, RpcError, TimeoutError, VersionRefused, McpAuthError) as exc:
                 if tracer is not None:
                     tracer.record("mcp", "reconnect:failed", {"error": str(exc)}, buffer=True)
                 why = "timed out" if isinstance(exc, TimeoutError) else str(exc)

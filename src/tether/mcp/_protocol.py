@@ -3,39 +3,84 @@ transport raises (mapped to `McpConnectionError` / `McpCallError` by the client,
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any, Final, Protocol, TypeAlias
 
 __all__ = [
     "DEFAULT_MCP_TIMEOUT_MS",
+    "HANDSHAKE_VERSIONS",
     "LATEST_PROTOCOL_VERSION",
+    "MODERN_VERSION",
     "PROTOCOL_VERSIONS",
     "Channel",
     "ChannelError",
     "JsonObject",
     "RpcError",
+    "ServerRequestHandler",
     "SessionLost",
-    "answer_server_request",
     "content_text",
+    "method_not_found",
     "parse_message",
+    "paused_clock",
+    "request_clock",
 ]
 
 JsonObject: TypeAlias = dict[str, Any]
 
-PROTOCOL_VERSIONS: Final[tuple[str, ...]] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-"""The revisions of the initialize-handshake era we speak, newest first. We offer the first and
-accept any of them; a server that answers anything else is refused at connect. (2026-07-28, the
-stateless revision without `initialize`, is not spoken: such a server still negotiates one of
-these when offered `initialize`.)"""
+MODERN_VERSION: Final[str] = "2026-07-28"
+"""The stateless revision: no `initialize`, no session; every request carries its protocol
+version, client info and capabilities in `_meta` (and, over HTTP, in headers)."""
 
-LATEST_PROTOCOL_VERSION: Final[str] = PROTOCOL_VERSIONS[0]
+HANDSHAKE_VERSIONS: Final[tuple[str, ...]] = (
+    "2025-11-25",
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
+)
+"""The revisions of the `initialize`-handshake era, newest first: we offer the first when a
+server does not speak the stateless revision, and accept any of them."""
+
+PROTOCOL_VERSIONS: Final[tuple[str, ...]] = (MODERN_VERSION, *HANDSHAKE_VERSIONS)
+"""Every revision tether speaks, newest first. It speaks 2026-07-28 first and falls back to the
+`initialize` handshake for a server that does not."""
+
+LATEST_PROTOCOL_VERSION: Final[str] = MODERN_VERSION
 
 HEADER_VERSIONS: Final[frozenset[str]] = frozenset({"2025-11-25", "2025-06-18"})
-"""Revisions whose HTTP transport requires the `mcp-protocol-version` header after initialize."""
+"""Handshake revisions whose HTTP transport requires the `mcp-protocol-version` header after
+initialize (the stateless revision requires it on every request)."""
 
 DEFAULT_MCP_TIMEOUT_MS: Final[int] = 60_000
 """Per round trip, covering the request and the wait for an SSE answer. Generous because the
 slowest legitimate answer is a tool that thinks."""
+
+META_PROTOCOL_VERSION: Final[str] = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_INFO: Final[str] = "io.modelcontextprotocol/clientInfo"
+META_CLIENT_CAPABILITIES: Final[str] = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO: Final[str] = "io.modelcontextprotocol/serverInfo"
+
+HEADER_MISMATCH: Final[int] = -32020
+MISSING_CAPABILITY: Final[int] = -32021
+UNSUPPORTED_VERSION: Final[int] = -32022
+MODERN_ERRORS: Final[frozenset[int]] = frozenset(
+    {HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION}
+)
+"""Error codes only a server of the stateless era answers: positive evidence of its era."""
+
+NAMED_METHODS: Final[dict[str, str]] = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+}
+"""Methods whose request names its target (mirrored into `Mcp-Name`), and which may answer
+with an input-required result (multi round-trip requests, SEP-2322)."""
+
+ServerRequestHandler: TypeAlias = Callable[[JsonObject], Awaitable[JsonObject]]
+"""Answers a request the server sends us (handshake era), returning the JSON-RPC response."""
 
 
 class ChannelError(Exception):
@@ -65,19 +110,34 @@ class RpcError(Exception):
 
 
 class Channel(Protocol):
-    """One session's wire: streamable HTTP or a child's stdio."""
+    """One connection's wire: streamable HTTP or a child's stdio."""
 
     lost: bool
     """True once the server has dropped the session; the client reconnects before the next use."""
     protocol_version: str | None
+    """The revision this channel speaks: `MODERN_VERSION`, a negotiated handshake revision, or
+    None before either."""
+
+    @property
+    def cancels_by_closing(self) -> bool:
+        """Whether closing a request's response stream cancels it (HTTP in the stateless
+        revision), so no `notifications/cancelled` is sent."""
+        ...
 
     async def open(self) -> None: ...
 
-    async def request(self, message: JsonObject) -> JsonObject:
-        """Send a request and return the server's response message (result or error)."""
+    async def request(
+        self, message: JsonObject, headers: Mapping[str, str] | None = None
+    ) -> JsonObject:
+        """Send a request and return the server's response message (result or error).
+        `headers` are extra HTTP headers for this request (ignored by stdio)."""
         ...
 
     async def notify(self, message: JsonObject) -> None: ...
+
+    async def listen(self) -> None:
+        """Open the server-to-client stream of the handshake era, where the transport has one."""
+        ...
 
     def silence(self) -> str | None:
         """What explains a server that has not answered (None when nothing does)."""
@@ -103,11 +163,8 @@ def is_response_to(message: Any, request_id: Any) -> bool:
     )
 
 
-def answer_server_request(message: JsonObject) -> JsonObject:
-    """Our reply to a request the server sends us. We declare no client capabilities, so `ping`
-    is the only one we serve."""
-    if message.get("method") == "ping":
-        return {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
+def method_not_found(message: JsonObject) -> JsonObject:
+    """The JSON-RPC answer to a request we do not serve."""
     return {
         "jsonrpc": "2.0",
         "id": message.get("id"),
@@ -144,3 +201,43 @@ def content_text(items: Any) -> str:
             mime = item.get("mimeType") or "unknown type"
             out.append(f"[{what} content: {mime}, {len(data)} base64 characters]")
     return "\n".join(out)
+
+
+_CLOCK: ContextVar[asyncio.Timeout | None] = ContextVar("tether_mcp_request_clock", default=None)
+
+
+@contextlib.asynccontextmanager
+async def request_clock(seconds: float | None) -> AsyncIterator[None]:
+    """`asyncio.timeout(seconds)` for one round trip, which `paused_clock()` can stop while a
+    person is at work (logging in, answering an elicitation)."""
+    async with asyncio.timeout(seconds) as clock:
+        token = _CLOCK.set(clock)
+        try:
+            yield
+        finally:
+            _CLOCK.reset(token)
+
+
+@contextlib.asynccontextmanager
+async def paused_clock() -> AsyncIterator[None]:
+    """Stop the deadline of the round trip in progress (if any) for the duration: a login in
+    the browser or an answer from a person takes as long as it takes; the rest of the round
+    trip keeps what was left of its budget."""
+    clock = _CLOCK.get()
+    when = clock.when() if clock is not None else None
+    if clock is None or when is None:
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    left = when - loop.time()
+    try:
+        clock.reschedule(None)
+    except RuntimeError:  # the round trip already ended
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(RuntimeError):
+            if not clock.expired():
+                clock.reschedule(loop.time() + max(left, 0.0))

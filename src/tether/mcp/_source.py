@@ -8,6 +8,7 @@ difference.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -21,6 +22,7 @@ from ..context import RunContext
 from ..errors import (
     AbortedError,
     ConfigError,
+    McpAuthError,
     McpCallError,
     McpConnectionError,
     ToolDefinitionError,
@@ -29,7 +31,10 @@ from ..integrations import MAX_INTEGRATIONS, SourceConnection
 from ..resources import Resource, define_resource
 from ..signals import AbortSignal
 from ..tools import Tool, ToolResult, define_tool
+from ._auth import ClientCredentials, OAuth, make_auth
 from ._client import Aborted, McpClient, VersionRefused, abortable
+from ._elicitation import ElicitationHandler
+from ._headers import ParamHeader, param_headers, read_param_headers
 from ._http import BorrowedTransport, HttpChannel
 from ._protocol import (
     DEFAULT_MCP_TIMEOUT_MS,
@@ -37,6 +42,7 @@ from ._protocol import (
     ChannelError,
     JsonObject,
     RpcError,
+    ServerRequestHandler,
     content_text,
 )
 from ._stdio import StdioChannel
@@ -50,8 +56,13 @@ __all__ = [
     "mcp_stdio",
 ]
 
+logger = logging.getLogger("tether.mcp")
+
 DEFAULT_STARTUP_TIMEOUT_MS = 30_000
 """How long a stdio child may take to start and answer `initialize`."""
+_STDIO_PROBE_SECONDS = 10.0
+"""How long a child may leave the `server/discover` probe unanswered before it is taken for a
+server of the handshake era (some ignore requests that precede `initialize`)."""
 _MAX_PAGES = 1000
 """A server that keeps handing out cursors past this is broken, not large."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -79,6 +90,7 @@ class McpSource:
         max_tools: int,
         attach: Sequence[str],
         timeout_ms: int,
+        on_elicitation: ElicitationHandler | None = None,
     ) -> None:
         if not isinstance(prefix, str) or not _PREFIX.match(prefix):
             raise ConfigError(f"prefix={prefix!r} may hold only letters, digits, '_' and '-'")
@@ -92,6 +104,9 @@ class McpSource:
             raise ConfigError(f"max_tools must be a positive integer, got {max_tools!r}")
         if not isinstance(timeout_ms, int | float) or timeout_ms < 0:
             raise ConfigError(f"timeout_ms must be >= 0 (0 disables it), got {timeout_ms!r}")
+        if on_elicitation is not None and not callable(on_elicitation):
+            raise ConfigError("on_elicitation= is an async function (request) -> {'action': ...}")
+        self.on_elicitation = on_elicitation
         self.prefix = prefix
         self.allow = None if tools is None else list(tools)
         self.max_tools = max_tools
@@ -107,10 +122,14 @@ class McpSource:
     def _report_base(self) -> JsonObject:
         raise NotImplementedError
 
-    def _transport(self) -> tuple[Callable[[], Channel], Callable[[], Awaitable[None]] | None]:
-        """A channel factory for this connection (one channel per session) and the cleanup of
-        whatever the factory shares between sessions."""
+    def _transport(
+        self,
+    ) -> tuple[Callable[[ServerRequestHandler], Channel], Callable[[], Awaitable[None]] | None]:
+        """A channel factory for this connection (one channel per session, given what answers
+        the server's own requests) and the cleanup of whatever the factory shares."""
         raise NotImplementedError
+
+    _probe_timeout: float | None = None
 
     # -- connecting --------------------------------------------------------------------------
 
@@ -129,6 +148,9 @@ class McpSource:
             else None,
             handshake_timeout_ms=int(self.handshake_timeout_ms),
             client_info=_client_info(),
+            label=self.label,
+            on_elicitation=self.on_elicitation,
+            probe_timeout=self._probe_timeout,
             on_close=cleanup,
         )
         try:
@@ -155,28 +177,29 @@ class McpSource:
             await client.open()
         except VersionRefused as exc:
             raise McpConnectionError(f"MCP server {self.label}: {exc}") from exc
+        except McpAuthError as exc:
+            raise McpAuthError(f"MCP server {self.label}: {exc}") from exc
         except (ChannelError, RpcError, TimeoutError) as exc:
-            raise self._fail("initialize", exc, self.handshake_timeout_ms) from exc
+            raise self._fail(client.stage, exc, self.handshake_timeout_ms) from exc
         caps = client.capabilities
         listed = await self._list(client, "tools/list", "tools") if "tools" in caps else []
         resources = (
             await self._list(client, "resources/list", "resources") if "resources" in caps else []
         )
-        tools = self._tools(client, listed)
+        notes: list[tuple[str, JsonObject]] = []
+        tools = self._tools(client, listed, notes)
         attach, resource_tools, resource_report = self._resources(client, resources)
-        init = client.init_result
-        server_info = init.get("serverInfo")
         report: JsonObject = {
             **self._report_base(),
-            "server_info": server_info if isinstance(server_info, dict) else {},
+            "server_info": client.server_info,
             "protocol_version": client.protocol_version,
             "tools": [t.name for t in tools + resource_tools],
             "resources": resource_report,
             "validation": "remote",
         }
-        if isinstance(init.get("instructions"), str):
-            report["instructions"] = init["instructions"]  # data for the app, never prompt
-        notes = [
+        if client.instructions is not None:
+            report["instructions"] = client.instructions  # data for the app, never prompt
+        notes += [
             ("check:off", {"tool": t.name, "reason": f"no local input check: {t.unchecked}"})
             for t in tools
             if t.unchecked is not None
@@ -196,6 +219,8 @@ class McpSource:
         for _ in range(_MAX_PAGES):
             try:
                 page = await client.request(method, {"cursor": cursor} if cursor else None)
+            except McpAuthError as exc:
+                raise McpAuthError(f"MCP server {self.label}: {exc}") from exc
             except (ChannelError, RpcError, TimeoutError) as exc:
                 raise self._fail(method, exc) from exc
             batch = page.get(key)
@@ -223,15 +248,34 @@ class McpSource:
 
     # -- tools -------------------------------------------------------------------------------
 
-    def _tools(self, client: McpClient, listed: list[JsonObject]) -> list[Tool]:
+    def _tools(
+        self, client: McpClient, listed: list[JsonObject], notes: list[tuple[str, JsonObject]]
+    ) -> list[Tool]:
         named = [t for t in listed if isinstance(t.get("name"), str)]
+        headers: dict[str, list[ParamHeader]] = {}
+        rejected: dict[str, str] = {}
+        if self.transport == "http":
+            # A tool whose x-mcp-header annotations break the rules is left out, and the
+            # others kept (SEP-2243); stdio has no headers to mirror into.
+            for spec in named:
+                found, problem = read_param_headers(spec.get("inputSchema"))
+                if problem is None:
+                    headers[spec["name"]] = found
+                else:
+                    rejected[spec["name"]] = problem
+            for name, problem in rejected.items():
+                logger.warning("MCP server %s: tool %s left out: %s", self.label, name, problem)
+                notes.append(("tool:rejected", {"tool": name, "reason": problem}))
+            named = [t for t in named if t["name"] not in rejected]
         if self.allow is not None:
             names = {t["name"] for t in named}
             missing = [n for n in self.allow if n not in names]
             if missing:
+                why = "; ".join(f"{n}: {rejected[n]}" for n in missing if n in rejected)
                 raise McpConnectionError(
                     f"MCP server {self.label}: tools= names {missing!r}, which the server does "
                     f"not list (it lists {sorted(names)!r})"
+                    + (f"; the server lists invalid definitions of some ({why})" if why else "")
                 )
             keep = set(self.allow)
             named = [t for t in named if t["name"] in keep]
@@ -241,9 +285,9 @@ class McpSource:
                 f"{self.max_tools}; choose the ones the agent needs with tools=[...] or raise "
                 "max_tools"
             )
-        return [self._tool(client, t) for t in named]
+        return [self._tool(client, t, headers.get(t["name"], [])) for t in named]
 
-    def _tool(self, client: McpClient, spec: JsonObject) -> Tool:
+    def _tool(self, client: McpClient, spec: JsonObject, mirrored: list[ParamHeader]) -> Tool:
         remote = spec["name"]
         name = self.prefix + remote
         schema = spec.get("inputSchema")
@@ -252,12 +296,17 @@ class McpSource:
 
         async def execute(value: Any, ctx: RunContext) -> ToolResult:
             try:
+                extra = param_headers(mirrored, value) if mirrored else None
+            except ValueError as exc:
+                return ToolResult(f"Invalid input for tool {name}: {exc}", is_error=True)
+            try:
                 result = await client.call(
                     "tools/call",
                     {"name": remote, "arguments": value},
                     what=what,
                     signal=ctx.signal,
                     tracer=ctx._tracer,
+                    headers=extra,
                 )
             except McpCallError as exc:
                 return ToolResult(str(exc), is_error=True)
@@ -370,20 +419,33 @@ class McpServerSource(McpSource):
         url: str,
         *,
         headers: Mapping[str, str] | None = None,
+        auth: OAuth | ClientCredentials | None = None,
         prefix: str = "",
         tools: Sequence[str] | None = None,
         max_tools: int = MAX_INTEGRATIONS,
         attach: Sequence[str] = (),
         timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
+        on_elicitation: ElicitationHandler | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(
-            prefix=prefix, tools=tools, max_tools=max_tools, attach=attach, timeout_ms=timeout_ms
+            prefix=prefix,
+            tools=tools,
+            max_tools=max_tools,
+            attach=attach,
+            timeout_ms=timeout_ms,
+            on_elicitation=on_elicitation,
         )
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigError(f"mcp_server(url=...) needs an http:// or https:// URL, got {url!r}")
+        if auth is not None and not isinstance(auth, OAuth | ClientCredentials):
+            raise ConfigError(
+                "mcp_server(auth=...) takes tether.mcp.OAuth(...) or ClientCredentials(...); "
+                "for a fixed token pass headers={'authorization': 'Bearer ...'}"
+            )
         self.url = url
         self.headers = dict(headers or {})
+        self.auth = auth
         self._http_transport = transport
 
     @property
@@ -391,18 +453,31 @@ class McpServerSource(McpSource):
         return self.url
 
     def _report_base(self) -> JsonObject:
-        return {"url": self.url, "transport": "http"}
+        report: JsonObject = {"url": self.url, "transport": "http"}
+        if self.auth is not None:
+            report["auth"] = self.auth.kind
+        return report
 
-    def _transport(self) -> tuple[Callable[[], Channel], Callable[[], Awaitable[None]] | None]:
+    def _transport(
+        self,
+    ) -> tuple[Callable[[ServerRequestHandler], Channel], Callable[[], Awaitable[None]] | None]:
+        borrowed = None if self._http_transport is None else BorrowedTransport(self._http_transport)
+        auth = None if self.auth is None else make_auth(self.auth, self.url, borrowed)
         # httpx's own timeouts are off: timeout_ms (asyncio) covers the whole round trip,
         # including the wait on an SSE body, and 0 must mean no clock at all.
-        http = httpx.AsyncClient(
-            transport=None
-            if self._http_transport is None
-            else BorrowedTransport(self._http_transport),
-            timeout=httpx.Timeout(None),
-        )
-        return (lambda: HttpChannel(http, self.url, self.headers)), http.aclose
+        http = httpx.AsyncClient(transport=borrowed, timeout=httpx.Timeout(None), auth=auth)
+
+        async def cleanup() -> None:
+            await http.aclose()
+            if auth is not None:
+                await auth.aclose()
+
+        def channel(on_request: ServerRequestHandler) -> Channel:
+            return HttpChannel(
+                http, self.url, self.headers, on_request, authorized=auth is not None
+            )
+
+        return channel, cleanup
 
     def __repr__(self) -> str:
         return f"mcp_server(url={self.url!r})"
@@ -412,6 +487,7 @@ class McpStdioSource(McpSource):
     """An MCP server run as a child process speaking JSON-RPC on stdio."""
 
     transport = "stdio"
+    _probe_timeout = _STDIO_PROBE_SECONDS
 
     def __init__(
         self,
@@ -426,9 +502,15 @@ class McpStdioSource(McpSource):
         attach: Sequence[str] = (),
         timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
         startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS,
+        on_elicitation: ElicitationHandler | None = None,
     ) -> None:
         super().__init__(
-            prefix=prefix, tools=tools, max_tools=max_tools, attach=attach, timeout_ms=timeout_ms
+            prefix=prefix,
+            tools=tools,
+            max_tools=max_tools,
+            attach=attach,
+            timeout_ms=timeout_ms,
+            on_elicitation=on_elicitation,
         )
         if not isinstance(startup_timeout_ms, int | float) or startup_timeout_ms < 0:
             raise ConfigError(
@@ -451,8 +533,13 @@ class McpStdioSource(McpSource):
     def _report_base(self) -> JsonObject:
         return {"command": [self.command, *self.args], "transport": "stdio"}
 
-    def _transport(self) -> tuple[Callable[[], Channel], Callable[[], Awaitable[None]] | None]:
-        return (lambda: StdioChannel(self.command, self.args, self.env, self.cwd)), None
+    def _transport(
+        self,
+    ) -> tuple[Callable[[ServerRequestHandler], Channel], Callable[[], Awaitable[None]] | None]:
+        def channel(on_request: ServerRequestHandler) -> Channel:
+            return StdioChannel(self.command, self.args, self.env, self.cwd, on_request)
+
+        return channel, None
 
     def __repr__(self) -> str:
         return f"mcp_stdio({self.command!r}, {self.args!r})"
@@ -462,18 +549,26 @@ def mcp_server(
     url: str,
     *,
     headers: Mapping[str, str] | None = None,
+    auth: OAuth | ClientCredentials | None = None,
     prefix: str = "",
     tools: Sequence[str] | None = None,
     max_tools: int = MAX_INTEGRATIONS,
     attach: Sequence[str] = (),
     timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
+    on_elicitation: ElicitationHandler | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> McpServerSource:
     """An MCP server over streamable HTTP, as an integration source.
 
+    It speaks the stateless revision (2026-07-28) to a server that does and falls back to the
+    `initialize` handshake (2025-11-25 and earlier) for one that does not.
+
     Args:
         url: The server's MCP endpoint.
-        headers: Sent with every request (v1 auth is headers only).
+        headers: Sent with every request (a fixed token, say).
+        auth: `OAuth(...)` to log in through the server's authorization server (the MCP
+            authorization spec: discovery, registration, PKCE, refresh, step-up), or
+            `ClientCredentials(...)` for a machine-to-machine client.
         prefix: Prepended to every tool name the server contributes.
         tools: Allowlist of the server's tool names; None takes everything it lists.
         max_tools: Connecting fails, naming the count, when more tools are listed (after the
@@ -481,17 +576,22 @@ def mcp_server(
         attach: Resource names or URIs to inline in the prompt every turn; every other resource
             becomes a `read_<name>` tool.
         timeout_ms: Per round trip, including the wait for an SSE answer; 0 disables it.
+        on_elicitation: `async (Elicitation) -> {"action", "content"}`, asked when the server
+            wants input from the user mid-call; omitted fields get the schema's defaults.
+            Without it the client declines.
         transport: An httpx transport to send through instead of the network (tests use
             `tether.testing.create_test_mcp_server()`); it stays the caller's to close.
     """
     return McpServerSource(
         url,
         headers=headers,
+        auth=auth,
         prefix=prefix,
         tools=tools,
         max_tools=max_tools,
         attach=attach,
         timeout_ms=timeout_ms,
+        on_elicitation=on_elicitation,
         transport=transport,
     )
 
@@ -508,13 +608,16 @@ def mcp_stdio(
     attach: Sequence[str] = (),
     timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
     startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS,
+    on_elicitation: ElicitationHandler | None = None,
 ) -> McpStdioSource:
     """An MCP server run as a child process (newline-delimited JSON-RPC on its stdin/stdout).
 
     Each session is one child; closing the session ends it (stdin closed, then SIGTERM, then
     SIGKILL). `env` is added to this process's environment. `startup_timeout_ms` bounds the
     handshake instead of `timeout_ms`, since it includes the child starting (a cold `npx` or
-    `uvx` can take seconds); 0 disables it. The other options are those of `mcp_server`.
+    `uvx` can take seconds); 0 disables it. The child is probed with `server/discover` first
+    and spoken to in the stateless revision if it answers; a server of the handshake era gets
+    `initialize`. The other options are those of `mcp_server`.
     """
     return McpStdioSource(
         command,
@@ -527,4 +630,5 @@ def mcp_stdio(
         attach=attach,
         timeout_ms=timeout_ms,
         startup_timeout_ms=startup_timeout_ms,
+        on_elicitation=on_elicitation,
     )

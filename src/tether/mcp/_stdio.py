@@ -15,8 +15,8 @@ from .._json import dumps
 from ._protocol import (
     ChannelError,
     JsonObject,
+    ServerRequestHandler,
     SessionLost,
-    answer_server_request,
     is_server_request,
     parse_message,
 )
@@ -46,12 +46,15 @@ class StdioChannel:
         args: Sequence[str],
         env: Mapping[str, str] | None,
         cwd: str | os.PathLike[str] | None,
+        on_request: ServerRequestHandler,
     ) -> None:
         self._command = command
         self._args = list(args)
         self._env = None if env is None else {**os.environ, **env}
         self._cwd = cwd
+        self._on_request = on_request
         self.protocol_version: str | None = None
+        self.cancels_by_closing = False
         self.lost = False
         self._why_lost = "the server process is not running"
         self._explained = False
@@ -141,7 +144,7 @@ class StdioChannel:
             if future is not None and not future.done():
                 future.set_result(item)
         elif is_server_request(item):
-            task = asyncio.ensure_future(self._write_quietly(answer_server_request(item)))
+            task = asyncio.ensure_future(self._answer(item))
             self._tasks.append(task)
 
     async def _read_stderr(self) -> None:
@@ -174,7 +177,12 @@ class StdioChannel:
                     ChannelError(f"the server went away before answering: {self._why_lost}")
                 )
 
-    async def request(self, message: JsonObject) -> JsonObject:
+    async def listen(self) -> None:
+        return None  # the child's stdout already carries whatever the server sends
+
+    async def request(
+        self, message: JsonObject, headers: Mapping[str, str] | None = None
+    ) -> JsonObject:
         if self.lost:
             raise SessionLost(self._why_lost)
         future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
@@ -207,9 +215,12 @@ class StdioChannel:
             self._lose("the server process stopped reading its stdin")
             raise SessionLost(self._why_lost)
 
-    async def _write_quietly(self, message: JsonObject) -> None:
-        with contextlib.suppress(ChannelError):
-            await self._write(message)
+    async def _answer(self, message: JsonObject) -> None:
+        """Answer a request the server sent us (an elicitation may wait on a person)."""
+        reply = await self._on_request(message)
+        if not self.lost:
+            with contextlib.suppress(ChannelError):
+                await self._write(reply)
 
     async def aclose(self) -> None:
         """Close stdin, give the child a moment, then SIGTERM, then SIGKILL. Idempotent."""

@@ -3,6 +3,7 @@
 from .mcp_server import (
     DropConnection,
     McpRpcError,
+    TestMcpCall,
     TestMcpResource,
     TestMcpServer,
     TestMcpTool,
@@ -16,6 +17,7 @@ __all__ = [
     "McpRpcError",
     "ScriptClient",
     "ScriptTurn",
+    "TestMcpCall",
     "TestMcpResource",
     "TestMcpServer",
     "TestMcpTool",

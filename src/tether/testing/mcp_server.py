@@ -14,11 +14,20 @@ await server.aclose()   # cancels handlers still running
 
 Everything the client sent is recorded (`requests`, `cancelled`, `deleted`), and failures are
 injected by setting attributes (`http_errors`, `rpc_errors`, `down`) or calling `restart()`.
+
+By default it is a server of the `initialize`-handshake era (2025-11-25 and earlier);
+`modern=True` makes it serve the stateless revision (2026-07-28) as well, checking the
+per-request `_meta` and the `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name` / `Mcp-Param-*`
+headers the way the revision requires, and `legacy=False` makes it serve that revision only.
+A tool whose `run` takes a second argument gets a `TestMcpCall` and can ask the user for input
+(`await call.elicit(message, schema)`): an `elicitation/create` request on the answer's event
+stream in the handshake era (`sse=True`), an input-required result in the stateless one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import json
 import uuid
@@ -32,6 +41,7 @@ __all__ = [
     "DropConnection",
     "McpRpcError",
     "RecordedRequest",
+    "TestMcpCall",
     "TestMcpResource",
     "TestMcpServer",
     "TestMcpTool",
@@ -39,14 +49,17 @@ __all__ = [
 ]
 
 SPOKEN_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+MODERN_VERSION = "2026-07-28"
 _HEADER_VERSIONS = frozenset({"2025-11-25", "2025-06-18"})
+_NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
 class TestMcpTool(TypedDict):
-    """A tool the test server lists. `run(arguments)` may be sync or async and returns a str
-    (one text block), a dict with "content" (a raw result), or anything JSON (text of it).
-    Raising any exception answers `isError: true` with its message; raising `McpRpcError`
-    answers a JSON-RPC error; raising `DropConnection` drops the connection unanswered."""
+    """A tool the test server lists. `run(arguments)` (or `run(arguments, call)`, to elicit)
+    may be sync or async and returns a str (one text block), a dict with "content" (a raw
+    result), or anything JSON (text of it). Raising any exception answers `isError: true` with
+    its message; raising `McpRpcError` answers a JSON-RPC error; raising `DropConnection` drops
+    the connection unanswered."""
 
     name: str
     run: Callable[[dict[str, Any]], Any]
@@ -79,6 +92,52 @@ class McpRpcError(Exception):
 class DropConnection(Exception):
     """Raise in a handler to make the server go away mid-request: the connection breaks and
     no answer is ever sent."""
+
+
+class _NeedInput(Exception):
+    def __init__(self, requests: dict[str, Any], answers: dict[str, Any]) -> None:
+        super().__init__("input required")
+        self.requests = requests
+        self.answers = answers
+
+
+class TestMcpCall:
+    """What a tool's `run(arguments, call)` gets: a way to ask the user for input."""
+
+    __test__ = False
+
+    def __init__(
+        self,
+        server: TestMcpServer,
+        events: asyncio.Queue[dict[str, Any]] | None,
+        modern: bool,
+        answers: dict[str, Any],
+    ) -> None:
+        self._server = server
+        self._events = events
+        self._modern = modern
+        self._answers = answers
+        self._asked = 0
+        self.elicitations: list[dict[str, Any]] = []
+        """The answers this call got."""
+
+    async def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """Ask the user (through the client) and return its answer (`action`, `content`)."""
+        key = f"ask-{self._asked}"
+        self._asked += 1
+        params = {"mode": "form", "message": message, "requestedSchema": schema}
+        if self._modern:
+            if key not in self._answers:
+                raise _NeedInput(
+                    {key: {"method": "elicitation/create", "params": params}}, self._answers
+                )
+            answer: dict[str, Any] = self._answers[key]
+        else:
+            if self._events is None:
+                raise RuntimeError("the test server elicits in the handshake era with sse=True")
+            answer = await self._server._ask(self._events, "elicitation/create", params)
+        self.elicitations.append(answer)
+        return answer
 
 
 @dataclass(slots=True)
@@ -131,6 +190,8 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         instructions: `instructions` of the initialize result.
         capabilities: Override the advertised capabilities (default: tools and/or resources
             when there are any).
+        modern: Serve the stateless revision (2026-07-28) too.
+        legacy: Serve the handshake era (False: `initialize` is refused, naming 2026-07-28).
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -158,7 +219,11 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         server_info: dict[str, Any] | None = None,
         instructions: str | None = None,
         capabilities: dict[str, Any] | None = None,
+        modern: bool = False,
+        legacy: bool = True,
     ) -> None:
+        self.modern = modern
+        self.legacy = legacy
         self.tools = list(tools)
         self.resources = list(resources)
         self.sse = sse
@@ -202,6 +267,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         self._inflight: dict[tuple[str | None, Any], asyncio.Task[dict[str, Any]]] = {}
         self._arrival = asyncio.Event()
         self._resumable: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        self._asks: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     # -- what tests read ---------------------------------------------------------------------
 
@@ -277,6 +343,16 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         if isinstance(method, str) and method in self.http_rpc_errors:
             status, code, text = self.http_rpc_errors[method]
             return _rpc_error_response(status, rid, code, text)
+        if pv == MODERN_VERSION and self.modern:
+            return await self._modern_request(message, headers)
+        if method == "initialize" and not self.legacy:
+            return _rpc_error_response(
+                400,
+                rid,
+                -32022,
+                "Unsupported protocol version: this server speaks 2026-07-28 only",
+                {"supported": [MODERN_VERSION], "requested": _offered(message)},
+            )
         session: _Session | None = None
         if method != "initialize" and self.use_sessions:
             if sid is None:
@@ -290,6 +366,9 @@ class TestMcpServer(httpx.AsyncBaseTransport):
                 )
         if method is None:  # the client answering a request of ours
             self.client_responses.append(message)
+            waiting = self._asks.pop(str(rid), None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(message)
             return httpx.Response(202)
         if rid is None:
             if method in self.hold:
@@ -306,7 +385,10 @@ class TestMcpServer(httpx.AsyncBaseTransport):
             session, result = self._initialize(message.get("params"))
             response_headers = {"mcp-session-id": session.id} if self.use_sessions else {}
             return self._answer({"jsonrpc": "2.0", "id": rid, "result": result}, response_headers)
-        task = asyncio.ensure_future(self._dispatch(method, message.get("params"), rid))
+        events: asyncio.Queue[dict[str, Any]] | None = asyncio.Queue() if self.sse else None
+        task = asyncio.ensure_future(
+            self._dispatch(method, message.get("params"), rid, events=events)
+        )
         key = (sid, rid)
         self._inflight[key] = task
         task.add_done_callback(lambda _t: self._inflight.pop(key, None))
@@ -319,7 +401,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
             return httpx.Response(
                 200,
                 headers={"content-type": "text/event-stream", **response_headers},
-                stream=_SseBody(self, task, stop_after=event_id),
+                stream=_SseBody(self, task, stop_after=event_id, events=events),
             )
         answer = await self._await_handler(task)
         return self._answer(answer, response_headers)
@@ -398,25 +480,122 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         session = _Session(uuid.uuid4().hex, version)
         if self.use_sessions:
             self.sessions[session.id] = session
-        caps = self.capabilities
-        if caps is None:
-            caps = {}
-            if self.tools:
-                caps["tools"] = {"listChanged": False}
-            if self.resources:
-                caps["resources"] = {}
         result: dict[str, Any] = {
             "protocolVersion": version,
-            "capabilities": caps,
+            "capabilities": self._capabilities(),
             "serverInfo": self.server_info,
         }
         if self.instructions is not None:
             result["instructions"] = self.instructions
         return session, result
 
+    def _capabilities(self) -> dict[str, Any]:
+        if self.capabilities is not None:
+            return self.capabilities
+        caps: dict[str, Any] = {}
+        if self.tools:
+            caps["tools"] = {"listChanged": False}
+        if self.resources:
+            caps["resources"] = {}
+        return caps
+
+    # -- the stateless revision --------------------------------------------------------------
+
+    async def _modern_request(
+        self, message: dict[str, Any], headers: dict[str, str]
+    ) -> httpx.Response:
+        """One request of the 2026-07-28 revision: checked the way the revision requires
+        (the `_meta` envelope, then the headers against the body, then the version)."""
+        method = message.get("method")
+        rid = message.get("id")
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if rid is None:
+            return httpx.Response(202)  # no client notifications in this revision: dropped
+        meta = params.get("_meta")
+        meta = meta if isinstance(meta, dict) else {}
+        missing = [
+            k
+            for k in (
+                "io.modelcontextprotocol/protocolVersion",
+                "io.modelcontextprotocol/clientCapabilities",
+            )
+            if k not in meta
+        ]
+        if missing:
+            return _rpc_error_response(400, rid, -32602, f"Invalid params: _meta lacks {missing}")
+        version = meta["io.modelcontextprotocol/protocolVersion"]
+        mismatch = _header_mismatch(self, message, params, headers, version)
+        if mismatch is not None:
+            return _rpc_error_response(400, rid, -32020, f"Header mismatch: {mismatch}")
+        if version != MODERN_VERSION:
+            return _rpc_error_response(
+                400,
+                rid,
+                -32022,
+                "Unsupported protocol version",
+                {"supported": [MODERN_VERSION], "requested": version},
+            )
+        if method == "server/discover":
+            result: dict[str, Any] = {
+                "resultType": "complete",
+                "supportedVersions": [MODERN_VERSION],
+                "capabilities": self._capabilities(),
+                "_meta": {"io.modelcontextprotocol/serverInfo": self.server_info},
+                "ttlMs": 0,
+                "cacheScope": "private",
+            }
+            if self.instructions is not None:
+                result["instructions"] = self.instructions
+            return self._answer({"jsonrpc": "2.0", "id": rid, "result": result}, {})
+        task = asyncio.ensure_future(self._dispatch(str(method), params, rid, modern=True))
+        key = (None, rid)
+        self._inflight[key] = task
+        task.add_done_callback(lambda _t: self._inflight.pop(key, None))
+        if self.sse:
+            return httpx.Response(
+                200,
+                headers={"content-type": "text/event-stream"},
+                stream=_SseBody(self, task, cancel_on_close=True),
+            )
+        try:
+            answer = await self._await_handler(task)
+        except asyncio.CancelledError:
+            task.cancel()  # the client closed the request: in this revision, that cancels it
+            raise
+        error = answer.get("error")
+        status = 200
+        if isinstance(error, dict):
+            statuses = {-32601: 404, -32602: 400, -32600: 400, -32603: 500}
+            status = statuses.get(int(error.get("code") or 0), 400)
+        return httpx.Response(status, json=answer)
+
+    async def _ask(
+        self, events: asyncio.Queue[dict[str, Any]], method: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Send a request of ours on the answer's event stream and wait for the client's
+        answer (the handshake era)."""
+        rid = f"srv-{uuid.uuid4().hex[:8]}"
+        waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._asks[rid] = waiting
+        await events.put({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        answer = await waiting
+        if "error" in answer:
+            raise McpRpcError(-32603, f"the client answered {method} with an error: {answer}")
+        result = answer.get("result")
+        return result if isinstance(result, dict) else {}
+
     # -- JSON-RPC ----------------------------------------------------------------------------
 
-    async def _dispatch(self, method: str, params: Any, rid: Any) -> dict[str, Any]:
+    async def _dispatch(
+        self,
+        method: str,
+        params: Any,
+        rid: Any,
+        *,
+        events: asyncio.Queue[dict[str, Any]] | None = None,
+        modern: bool = False,
+    ) -> dict[str, Any]:
         params = params if isinstance(params, dict) else {}
         try:
             if method in self.hold:
@@ -424,7 +603,12 @@ class TestMcpServer(httpx.AsyncBaseTransport):
             if method in self.rpc_errors:
                 code, text = self.rpc_errors[method]
                 raise McpRpcError(code, text)
-            result = await self._result(method, params)
+            if method == "tools/call":
+                result = await self._call_tool(params, events, modern)
+            else:
+                result = await self._result(method, params)
+            if modern:
+                result.setdefault("resultType", "complete")
         except McpRpcError as exc:
             error: dict[str, Any] = {"code": exc.code, "message": exc.message}
             if exc.data is not None:
@@ -481,16 +665,36 @@ class TestMcpServer(httpx.AsyncBaseTransport):
             page["nextCursor"] = f"page:{end}"
         return page
 
-    async def _call_tool(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _call_tool(
+        self,
+        params: dict[str, Any],
+        events: asyncio.Queue[dict[str, Any]] | None = None,
+        modern: bool = False,
+    ) -> dict[str, Any]:
         name = params.get("name")
         tool = next((t for t in self.tools if t["name"] == name), None)
         if tool is None:
             raise McpRpcError(-32602, f"Unknown tool: {name}")
         arguments = params.get("arguments")
+        arguments = arguments if isinstance(arguments, dict) else {}
+        run: Any = tool["run"]
         try:
-            value = tool["run"](arguments if isinstance(arguments, dict) else {})
+            if _arity(run) >= 2:
+                answers = _answers(params) if modern else {}
+                value = run(arguments, TestMcpCall(self, events, modern, answers))
+            else:
+                value = run(arguments)
             if inspect.isawaitable(value):
                 value = await value
+        except _NeedInput as need:
+            # The stateless revision: ask in the result; what was answered so far rides in the
+            # request state, since the server keeps nothing between the rounds.
+            state = base64.b64encode(json.dumps(need.answers).encode()).decode()
+            return {
+                "resultType": "input_required",
+                "inputRequests": need.requests,
+                "requestState": state,
+            }
         except (McpRpcError, DropConnection, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -534,12 +738,16 @@ class _SseBody(httpx.AsyncByteStream):
         *,
         stop_after: str | None = None,
         resumed: bool = False,
+        events: asyncio.Queue[dict[str, Any]] | None = None,
+        cancel_on_close: bool = False,
     ) -> None:
         self._server = server
         self._task = task
         self._answer = answer
         self._stop_after = stop_after
         self._resumed = resumed
+        self._events = events
+        self._cancel_on_close = cancel_on_close
 
     def _event(self, data: str, event_id: str | None = None) -> str:
         nl = "\r\n" if self._server.crlf else "\n"
@@ -569,6 +777,14 @@ class _SseBody(httpx.AsyncByteStream):
             answer = self._answer
         else:
             assert self._task is not None
+            while self._events is not None and not self._task.done():
+                # Requests of ours (an elicitation) go out on this stream while the tool runs.
+                asking = asyncio.ensure_future(self._events.get())
+                await asyncio.wait([asking, self._task], return_when=asyncio.FIRST_COMPLETED)
+                if asking.done():
+                    yield self._event(json.dumps(asking.result()))
+                else:
+                    asking.cancel()
             try:
                 answer = await server._await_handler(self._task)
             except httpx.RemoteProtocolError:
@@ -586,7 +802,83 @@ class _SseBody(httpx.AsyncByteStream):
                     yield data[i : i + size]
 
     async def aclose(self) -> None:
-        return None
+        if self._cancel_on_close and self._task is not None and not self._task.done():
+            self._task.cancel()  # 2026-07-28: closing the response stream cancels the request
+
+
+def _answers(params: dict[str, Any]) -> dict[str, Any]:
+    """The answers of an input-required round so far: the request state's and the new ones."""
+    answers: dict[str, Any] = {}
+    state = params.get("requestState")
+    if isinstance(state, str):
+        try:
+            decoded = json.loads(base64.b64decode(state))
+        except ValueError as exc:
+            raise McpRpcError(-32602, "Invalid params: requestState was tampered with") from exc
+        if isinstance(decoded, dict):
+            answers.update(decoded)
+    given = params.get("inputResponses")
+    if isinstance(given, dict):
+        answers.update(given)
+    return answers
+
+
+def _arity(fn: Any) -> int:
+    try:
+        return len(
+            [
+                p
+                for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                and p.default is inspect.Parameter.empty
+            ]
+        )
+    except (TypeError, ValueError):
+        return 1
+
+
+def _offered(message: dict[str, Any]) -> Any:
+    params = message.get("params")
+    return params.get("protocolVersion") if isinstance(params, dict) else None
+
+
+def _decode_header(value: str | None) -> str | None:
+    if value is not None and value.startswith("=?base64?") and value.endswith("?="):
+        return base64.b64decode(value[9:-2]).decode("utf-8")
+    return value
+
+
+def _header_mismatch(
+    server: TestMcpServer,
+    message: dict[str, Any],
+    params: dict[str, Any],
+    headers: dict[str, str],
+    version: Any,
+) -> str | None:
+    """What the request's headers say differently from its body (SEP-2243), if anything."""
+    if headers.get("mcp-protocol-version") != version:
+        return "MCP-Protocol-Version does not match _meta"
+    method = message.get("method")
+    if headers.get("mcp-method") != method:
+        return f"Mcp-Method {headers.get('mcp-method')!r} is not {method!r}"
+    key = _NAMED.get(str(method))
+    if key is not None and _decode_header(headers.get("mcp-name")) != params.get(key):
+        return f"Mcp-Name {headers.get('mcp-name')!r} is not {params.get(key)!r}"
+    if method == "tools/call":
+        tool = next((t for t in server.tools if t["name"] == params.get("name")), None)
+        schema = tool.get("input_schema", {}) if tool is not None else {}
+        arguments = params.get("arguments")
+        arguments = arguments if isinstance(arguments, dict) else {}
+        for name, spec in (schema.get("properties") or {}).items():
+            header = spec.get("x-mcp-header") if isinstance(spec, dict) else None
+            if not isinstance(header, str) or arguments.get(name) is None:
+                continue
+            value = arguments[name]
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            got = _decode_header(headers.get(f"mcp-param-{header.lower()}"))
+            if got != text:
+                return f"Mcp-Param-{header} {got!r} is not {text!r}"
+    return None
 
 
 def _loads(raw: bytes) -> Any:
@@ -601,10 +893,13 @@ def _cancelling() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def _rpc_error_response(status: int, rid: Any, code: int, message: str) -> httpx.Response:
-    return httpx.Response(
-        status, json={"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
-    )
+def _rpc_error_response(
+    status: int, rid: Any, code: int, message: str, data: Any = None
+) -> httpx.Response:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return httpx.Response(status, json={"jsonrpc": "2.0", "id": rid, "error": error})
 
 
 create_test_mcp_server = TestMcpServer
