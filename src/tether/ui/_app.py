@@ -30,6 +30,7 @@ from starlette.types import ASGIApp
 from ..errors import StoreCorruptError, StoreError
 from ..lab import Registry, Runtime
 from ._access import LOOPBACK_NAMES, HostAllowList, TokenGate
+from ._experiments import experiment_routes
 from ._headers import SecurityHeaders
 from ._reload import RegistrySource
 from ._views import (
@@ -490,6 +491,7 @@ def create_app(
         Route("/api/events/{run_id:path}", pages.api_events, methods=["GET"]),
         Route("/api/scopes", pages.api_scopes, methods=["GET"]),
         Route("/api/scopes/{scope:path}", pages.api_scope, methods=["GET"]),
+        *experiment_routes(pages),
         Mount("/static", StaticFiles(packages=[("tether.ui", "static")]), name="static"),
     ]
     return _App(
