@@ -56,13 +56,15 @@ def judge(request: Any) -> dict[str, Any]:
 class Counter:
     def __init__(self) -> None:
         self.calls: dict[str, int] = {}
+        self.model = script_client([echo] * 500)
+        """The runtime's default model (its `.calls` are the requests it was sent)."""
 
     def hit(self, key: str) -> None:
         self.calls[key] = self.calls.get(key, 0) + 1
 
 
 def make_lab(store: str, counter: Counter) -> Runtime:
-    lab = Runtime(store=store, version="1.0", defaults={"model": script_client([echo] * 500)})
+    lab = Runtime(store=store, version="1.0", defaults={"model": counter.model})
     lab.create_agent(id="echo", system_prompt="Echo.")
     lookup = define_tool(
         name="lookup",

@@ -11,7 +11,6 @@ import pytest
 from tether.errors import ConfigError, DatasetError, ExperimentMismatchError
 from tether.evals import Plan, Target, evaluate, list_experiments, read_experiment, show
 from tether.lab import Runtime, run_tags
-from tether.testing import ScriptClient
 
 from .conftest import Counter
 
@@ -22,10 +21,8 @@ CASES = [
 ]
 
 
-def model_calls(lab: Runtime) -> int:
-    client = lab.defaults["model"]
-    assert isinstance(client, ScriptClient)
-    return len(client.calls)
+def model_calls(counter: Counter) -> int:
+    return len(counter.model.calls)
 
 
 async def test_each_case_is_a_run_tagged_with_the_experiment_and_the_case(lab: Runtime) -> None:
@@ -52,7 +49,9 @@ async def test_each_case_is_a_run_tagged_with_the_experiment_and_the_case(lab: R
     assert (listed.kind, listed.name, listed.status) == ("experiment", "first", "completed")
 
 
-async def test_repeats_pass_a_case_only_when_every_run_passes(lab: Runtime) -> None:
+async def test_repeats_pass_a_case_only_when_every_run_passes(
+    lab: Runtime, counter: Counter
+) -> None:
     flaky = {"n": 0}
 
     def every_other(case: Any, result: Any) -> bool:
@@ -72,10 +71,12 @@ async def test_repeats_pass_a_case_only_when_every_run_passes(lab: Runtime) -> N
     assert (a["status"], a["pass_rate"], len(a["runs"])) == ("passed", 1.0, 3)
     assert b["status"] == "failed" and 0 < b["pass_rate"] < 1
     assert report["evaluators"]["every_other"]["total"] == 6
-    assert model_calls(lab) == 6
+    assert model_calls(counter) == 6
 
 
-async def test_a_rerun_resumes_and_runs_no_finished_case_again(lab: Runtime) -> None:
+async def test_a_rerun_resumes_and_runs_no_finished_case_again(
+    lab: Runtime, counter: Counter
+) -> None:
     cases = [{"id": f"c{i}", "input": f"n{i}"} for i in range(12)]
     gate = asyncio.Event()
     six = asyncio.Event()
@@ -100,13 +101,13 @@ async def test_a_rerun_resumes_and_runs_no_finished_case_again(lab: Runtime) -> 
     assert state is not None and state.info.status == "failed"
     finished = {k[0] for k in state.finished}
     assert len(finished) == 4
-    calls_before = model_calls(lab)
+    calls_before = model_calls(counter)
     gate.set()
     report = await evaluate(lab, "echo", cases, evaluators=[slow], experiment="resume")
     assert report["summary"]["done"] == 12 and report["status"] == "completed"
     # The 4 recorded cases were not run again; the 2 cancelled mid-evaluation had completed
     # episodes, which were read back instead of run again.
-    assert model_calls(lab) - calls_before == 12 - 6
+    assert model_calls(counter) - calls_before == 12 - 6
     runs = [r for r in await lab.run_store.list_runs(limit=500) if r.kind == "agent"]
     per_case: dict[str, int] = {}
     for r in runs:
@@ -164,7 +165,7 @@ async def test_a_workflow_case_resumes_from_its_journal(lab: Runtime, counter: C
     assert info is not None and info.tags[:2] == ["experiment:wf2", "case:zz"]
 
 
-async def test_a_changed_rerun_is_refused_unless_restarted(lab: Runtime) -> None:
+async def test_a_changed_rerun_is_refused_unless_restarted(lab: Runtime, counter: Counter) -> None:
     await evaluate(lab, "echo", CASES, experiment="x")
     changed = [*CASES[:2], {"id": "c", "input": "THREE"}]
     with pytest.raises(ExperimentMismatchError, match="dataset") as caught:
@@ -176,10 +177,10 @@ async def test_a_changed_rerun_is_refused_unless_restarted(lab: Runtime) -> None
     lab._provenance = None
     with pytest.raises(ExperimentMismatchError, match="target version"):
         await evaluate(lab, "echo", CASES, experiment="x")
-    calls = model_calls(lab)
+    calls = model_calls(counter)
     report = await evaluate(lab, "echo", changed, experiment="x", restart=True)
     assert report["generation"] == 2 and report["versions"][0] == "version:2.0"
-    assert model_calls(lab) - calls == 3
+    assert model_calls(counter) - calls == 3
     assert [c["runs"][0]["output"] for c in report["cases"]][2] == "echo: THREE"
     # The first generation's results are still in the record.
     state = await read_experiment(lab.run_store, "x")
