@@ -14,12 +14,24 @@ SHARED = Path(os.environ.get("TETHER_SHARED_DIR") or Path(__file__).resolve().pa
 """The shared material beside the checkout (``../shared``); TETHER_SHARED_DIR points elsewhere."""
 FIXTURES = SHARED / "fixtures" / "providers"
 
-_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+_KEYS = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_GENAI_API_VERSION",
+)
 
 
 @pytest.fixture(autouse=True)
 def _no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests never reach a real provider: keys are removed from the environment."""
+    """Tests never reach a real provider: keys and base URLs are removed from the environment."""
     for key in _KEYS:
         monkeypatch.delenv(key, raising=False)
 

@@ -23,7 +23,10 @@ TetherError
 │   │   ├── RateLimitError       429
 │   │   └── ContextLengthError   the request is longer than the model's context
 │   ├── LLMConnectionError       the provider could not be reached
+│   │   └── ConnectDeadlineError no connection within connect_timeout (also a DeadlineError)
 │   └── LLMStreamError           the stream broke, carried an error event, or ended early
+│       └── DeadlineError        a deadline of one model call fired (.deadline, .seconds):
+│                                connect, first_byte, idle or total
 ├── McpError
 │   ├── McpConnectionError       an MCP source could not be connected (raised by connect/send)
 │   │   └── McpAuthError         its authorization failed: discovery, registration, login, token
@@ -40,7 +43,7 @@ TetherError
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "AbortedError",
@@ -49,9 +52,11 @@ __all__ = [
     "ClientMessageError",
     "ConfigError",
     "ConfigNotFoundError",
+    "ConnectDeadlineError",
     "ContextLengthError",
     "DataError",
     "DatasetError",
+    "DeadlineError",
     "ExperimentMismatchError",
     "LLMConnectionError",
     "LLMError",
@@ -215,10 +220,13 @@ class LLMHTTPError(LLMError):
         body: Any = None,
         provider: str | None = None,
         retryable: bool = False,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message, provider=provider, retryable=retryable)
         self.status = status
         self.body = body
+        self.retry_after = retry_after
+        """Seconds the server asked us to wait before trying again, when it said."""
 
 
 class AuthenticationError(LLMHTTPError):
@@ -239,6 +247,39 @@ class LLMConnectionError(LLMError):
 
 class LLMStreamError(LLMError):
     """The stream carried an error event, broke, or ended before it finished."""
+
+
+Deadline = Literal["connect", "first_byte", "idle", "total"]
+
+
+class DeadlineError(LLMStreamError):
+    """A deadline of one model call fired; the message names it and its value.
+
+    `deadline` is ``connect`` (no connection within ``connect_timeout``), ``first_byte`` (no
+    answer within ``first_byte_timeout`` of sending the request), ``idle`` (no content within
+    ``idle_timeout``; keep-alives do not count) or ``total`` (the call, retries included, took
+    longer than ``total_timeout``); `seconds` is the deadline's value. A silent first byte or
+    an idle stream is `retryable` (the model config's ``stream_retries`` decide whether the
+    step is rerun); the connect and total deadlines are not.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        deadline: Deadline,
+        seconds: float,
+        provider: str | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message, provider=provider, retryable=retryable)
+        self.deadline: Deadline = deadline
+        self.seconds = seconds
+
+
+class ConnectDeadlineError(DeadlineError, LLMConnectionError):
+    """No connection within ``connect_timeout`` (after the request retries): the provider
+    could not be reached, so it is an `LLMConnectionError` too."""
 
 
 class McpError(TetherError):

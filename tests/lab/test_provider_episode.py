@@ -87,16 +87,11 @@ async def server() -> AsyncIterator[Loopback]:
     await srv.wait_closed()
 
 
-async def no_wait(seconds: float) -> None:
-    return None
-
-
 def model(server: Loopback) -> dict[str, Any]:
     return {
         "model": "openai:gpt-4o",
         "base_url": server.url,
         "api_key": "sk-test",
-        "sleep": no_wait,
     }
 
 

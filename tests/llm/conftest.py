@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import tether.llm._http
 from tether import Agent, AgentEvent, Session, create_agent, define_tool, prompt_layer, reduce
 from tether._json import dumps
 from tether.errors import LLMError
@@ -44,6 +45,14 @@ class Reply:
     """Close the connection after the pieces, without ending the chunked body."""
     hold: bool = False
     """After the pieces, keep the response open until the client closes the connection."""
+    silent: bool = False
+    """Read the request and answer nothing at all (not even a status line) until the client
+    hangs up."""
+    pace: float = 0.0
+    """Seconds to wait after each piece."""
+    keepalive: bytes = b""
+    """After the pieces, send this every `every` seconds until the client hangs up."""
+    every: float = 0.05
 
 
 @dataclass
@@ -69,6 +78,8 @@ class WireServer:
         self.requests: list[Seen] = []
         self.handler: Handler | None = None
         self.disconnects = 0
+        self.connections = 0
+        """Connections accepted so far."""
         self.disconnected = asyncio.Event()
         self._queue: list[Reply] = []
         self._server: asyncio.Server | None = None
@@ -108,6 +119,7 @@ class WireServer:
         task = asyncio.current_task()
         assert task is not None
         self._open[task] = writer
+        self.connections += 1
         try:
             while True:
                 try:
@@ -133,9 +145,19 @@ class WireServer:
             with suppress(Exception):
                 await writer.wait_closed()
 
+    async def _until_hangup(self, reader: asyncio.StreamReader) -> None:
+        with suppress(ConnectionError):
+            while await reader.read(1024):
+                pass
+        self.disconnects += 1
+        self.disconnected.set()
+
     async def _send(
         self, reply: Reply, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
+        if reply.silent:
+            await self._until_hangup(reader)
+            return False
         kind = "text/event-stream" if reply.status < 300 else "application/json"
         head = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}"]
         headers = {"content-type": kind, "transfer-encoding": "chunked", **reply.headers}
@@ -146,16 +168,25 @@ class WireServer:
             if piece:
                 writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                 await writer.drain()
+                if reply.pace:
+                    await asyncio.sleep(reply.pace)
         if reply.cut:
             await writer.drain()
             return False
         if reply.hold:
             await writer.drain()
-            with suppress(ConnectionError):
-                while await reader.read(1024):
-                    pass
-            self.disconnects += 1
-            self.disconnected.set()
+            await self._until_hangup(reader)
+            return False
+        if reply.keepalive:
+            hangup = asyncio.ensure_future(self._until_hangup(reader))
+            try:
+                while not hangup.done():
+                    writer.write(b"%x\r\n%s\r\n" % (len(reply.keepalive), reply.keepalive))
+                    with suppress(ConnectionError):
+                        await writer.drain()
+                    await asyncio.wait([hangup], timeout=reply.every)
+            finally:
+                hangup.cancel()
             return False
         writer.write(b"0\r\n\r\n")
         await writer.drain()
@@ -183,8 +214,12 @@ class Sleeps:
 
 
 @pytest.fixture
-def sleeps() -> Sleeps:
-    return Sleeps()
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> Sleeps:
+    """Records retry waits instead of waiting: for adapters given it as `sleep`, and for those
+    built from a model config (which takes no `sleep`)."""
+    recorder = Sleeps()
+    monkeypatch.setattr(tether.llm._http, "_sleep", recorder)
+    return recorder
 
 
 # -- running a client ------------------------------------------------------------------------

@@ -298,13 +298,14 @@ def test_body_options(monkeypatch: Any) -> None:
     try:
         GeminiClient("gemini-test")
     except MissingKeyError as exc:
-        assert "GEMINI_API_KEY or GOOGLE_API_KEY" in str(exc)
+        assert "GOOGLE_API_KEY or GEMINI_API_KEY" in str(exc)
     else:
         raise AssertionError("no MissingKeyError")
-    monkeypatch.setenv("GOOGLE_API_KEY", "g")
-    assert GeminiClient("gemini-test")._headers["x-goog-api-key"] == "g"
-    monkeypatch.setenv("GEMINI_API_KEY", "first")
-    assert GeminiClient("gemini-test")._headers["x-goog-api-key"] == "first"
+    monkeypatch.setenv("GEMINI_API_KEY", "gem")
+    assert GeminiClient("gemini-test")._headers["x-goog-api-key"] == "gem"
+    # google-genai's order: GOOGLE_API_KEY wins when both are set.
+    monkeypatch.setenv("GOOGLE_API_KEY", "goog")
+    assert GeminiClient("gemini-test")._headers["x-goog-api-key"] == "goog"
 
 
 # -- a representative agent, through the real loop ---------------------------------------------

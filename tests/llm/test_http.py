@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import re
 import socket
 import time
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 
 from tether.errors import (
     AuthenticationError,
+    ConfigError,
     ContextLengthError,
     LLMConnectionError,
     LLMHTTPError,
@@ -611,5 +613,164 @@ def test_client_from_config_builds_each_adapter() -> None:
 
 
 def test_negative_retry_budgets_are_refused() -> None:
-    with pytest.raises(ValueError, match="max_retries"):
+    with pytest.raises(ConfigError, match="max_retries"):
         OpenAIChatClient("gpt-x", api_key="k", max_retries=-1)
+
+
+# -- retry waits are announced; a wait longer than the cap is an answer --------------------------
+
+
+async def test_each_retry_wait_is_announced_before_it_happens(
+    wire: WireServer, sleeps: Sleeps
+) -> None:
+    wire.reply(
+        Reply(503, error_body("busy", "server_error"), {"retry-after": "2"}),
+        Reply(429, error_body("slow down", "rate_limit_exceeded")),
+        Reply(body=OK_CHAT),
+    )
+    seen: list[tuple[str, int]] = []
+
+    async def recording(seconds: float) -> None:
+        seen.append(("sleep", len(sleeps.waits)))
+        await sleeps(seconds)
+
+    client = chat_client(wire, sleeps)
+    client._sleep = recording
+    chunks = []
+    async with client:
+        async for chunk in client.chat(simple_request()):
+            chunks.append(chunk)
+            if chunk["type"] == "retry":
+                seen.append(("chunk", chunk["attempt"]))
+    retries = [c for c in chunks if c["type"] == "retry"]
+    assert [(c["attempt"], c["delay"]) for c in retries] == [
+        (2, 2.0),
+        (3, sleeps.waits[1]),
+    ]
+    assert retries[0]["reason"] == "HTTP 503: openai returned 503: busy"
+    assert retries[1]["reason"].startswith("HTTP 429: ")
+    assert seen == [("chunk", 2), ("sleep", 0), ("chunk", 3), ("sleep", 1)]
+    assert chunks[-1]["type"] == "finish"
+
+
+async def test_a_retry_after_longer_than_the_cap_fails_at_once(
+    wire: WireServer, sleeps: Sleeps
+) -> None:
+    wire.reply(Reply(429, error_body("Rate limit reached", "requests"), {"retry-after": "120"}))
+    started = time.monotonic()
+    async with chat_client(wire, sleeps, max_retries=5) as client:
+        out = await run_chat(client, simple_request())
+    assert isinstance(out.error, RateLimitError)
+    assert "asked to wait 120 s" in str(out.error) and "60 s" in str(out.error)
+    assert out.error.retry_after == 120.0 and not out.error.retryable
+    assert sleeps.waits == [] and len(wire.requests) == 1
+    assert time.monotonic() - started < 5
+
+
+async def test_a_connection_refused_retry_is_announced(sleeps: Sleeps) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = OpenAIChatClient(
+        "gpt-test", base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=1
+    )
+    chunks = []
+    with pytest.raises(LLMConnectionError, match="could not reach"):
+        async with client:
+            async for chunk in client.chat(simple_request()):
+                chunks.append(chunk)
+    assert [c["type"] for c in chunks] == ["retry"]
+    assert chunks[0]["attempt"] == 2 and chunks[0]["reason"].startswith("ConnectError")
+
+
+# -- the connection pool ---------------------------------------------------------------------
+
+
+async def run_many(client: HTTPAdapter, n: int) -> None:
+    outs = await asyncio.gather(*(run_chat(client, simple_request()) for _ in range(n)))
+    assert all(o.error is None for o in outs)
+
+
+async def test_concurrent_calls_reuse_kept_alive_connections(wire: WireServer) -> None:
+    # 40 concurrent calls, twice: the second wave reuses the 40 connections of the first
+    # (httpx's own default keeps only 20 alive and reconnects the rest).
+    wire.handler = lambda seen: Reply(body=[OK_CHAT[:20], OK_CHAT[20:]], pace=0.05)
+    async with OpenAIChatClient("gpt-test", base_url=f"{wire.url}/v1", api_key="k") as client:
+        await run_many(client, 40)
+        first = wire.connections
+        await run_many(client, 40)
+    assert first <= 40 and wire.connections == first
+    assert len(wire.requests) == 80
+
+
+async def test_max_connections_bounds_the_pool(wire: WireServer) -> None:
+    wire.handler = lambda seen: Reply(body=[OK_CHAT[:20], OK_CHAT[20:]], pace=0.02)
+    async with OpenAIChatClient(
+        "gpt-test", base_url=f"{wire.url}/v1", api_key="k", max_connections=4
+    ) as client:
+        await run_many(client, 30)
+    assert wire.connections == 4 and len(wire.requests) == 30
+
+
+def test_client_from_config_takes_the_deadlines_and_the_pool_size() -> None:
+    client = client_from_config(
+        {
+            "model": "anthropic:claude-x",
+            "api_key": "k",
+            "connect_timeout": 3,
+            "first_byte_timeout": 60,
+            "idle_timeout": 90.5,
+            "total_timeout": 600,
+            "max_connections": 12,
+            "headers": {"x-a": "b"},
+            "extra_body": {"metadata": {"user_id": "u"}},
+        }
+    )
+    assert isinstance(client, AnthropicClient)
+    assert (
+        client.connect_timeout,
+        client.first_byte_timeout,
+        client.idle_timeout,
+        client.total_timeout,
+        client.max_connections,
+    ) == (3, 60, 90.5, 600, 12)
+    default = client_from_config({"model": "openai:gpt-x", "api_key": "k"})
+    assert isinstance(default, OpenAIChatClient)
+    assert (
+        default.connect_timeout,
+        default.first_byte_timeout,
+        default.idle_timeout,
+        default.total_timeout,
+        default.max_connections,
+    ) == (10, 300, 300, 1800, 100)
+    assert client_from_config(default) is default  # a client is used as it is
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        ({"temperature": 0.2}, "unknown key 'temperature' in the model config; the keys are model"),
+        ({"max_retry": 3}, "unknown key 'max_retry'"),
+        ({"sleep": None}, "unknown key 'sleep'"),
+        ({"base_url": 3}, "base_url must be a string"),
+        ({"headers": ["x"]}, "headers must be a dict"),
+        ({"headers": {"x": 1}}, "headers must map strings to strings"),
+        ({"extra_body": "x"}, "extra_body must be a dict"),
+        ({"idle_timeout": 0}, "idle_timeout must be a number of seconds > 0"),
+        ({"total_timeout": "1h"}, "total_timeout must be a number of seconds > 0"),
+        ({"max_connections": 0}, "max_connections must be an int >= 1"),
+        ({"stream_retries": -1}, "stream_retries must be an int >= 0"),
+    ],
+)
+def test_a_bad_model_config_names_the_key(config: dict[str, Any], words: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(words)) as info:
+        client_from_config({"model": "openai:gpt-x", "api_key": "k", **config})
+    if "unknown key" in words:
+        for key in ("base_url", "api_key", "idle_timeout", "max_connections", "extra_body"):
+            assert key in str(info.value)
+
+
+def test_a_model_string_is_a_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    client = client_from_config("openai:gpt-x")
+    assert isinstance(client, OpenAIChatClient) and client.model == "gpt-x"

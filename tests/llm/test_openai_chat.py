@@ -453,7 +453,7 @@ async def test_representative_agent_request_is_pinned(wire: WireServer, sleeps: 
         Reply(body=tool_round("call_1", '{"a": 2, "b": 3}')), Reply(body=text_round("2 + 3 = 5."))
     )
     agent = representative_agent(
-        {"model": "openai:gpt-test", "base_url": f"{wire.url}/v1", "api_key": "k", "sleep": sleeps}
+        {"model": "openai:gpt-test", "base_url": f"{wire.url}/v1", "api_key": "k"}
     )
     session = Session(id="s1")
     async with agent:

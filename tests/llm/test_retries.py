@@ -56,7 +56,6 @@ def chat_agent(wire: WireServer, sleeps: Sleeps, **llm: Any) -> tuple[Agent, lis
             "model": "openai:gpt-test",
             "base_url": f"{wire.url}/v1",
             "api_key": "k",
-            "sleep": sleeps,
             **llm,
         },
         prompt=["You report the weather."],
@@ -234,7 +233,6 @@ async def test_anthropic_overloaded_event_is_rerun(wire: WireServer, sleeps: Sle
             "base_url": wire.url,
             "api_key": "k",
             "stream_retries": 1,
-            "sleep": sleeps,
         },
         prompt=["Greet."],
     )
@@ -333,7 +331,6 @@ async def test_a_failed_responses_stream_is_rerun(wire: WireServer, sleeps: Slee
             "base_url": f"{wire.url}/v1",
             "api_key": "k",
             "stream_retries": 1,
-            "sleep": sleeps,
         },
         prompt=["Report the weather."],
     )
@@ -371,7 +368,6 @@ async def test_a_failed_responses_stream_without_retries_is_the_turns_error(
             "base_url": f"{wire.url}/v1",
             "api_key": "k",
             "stream_retries": 1,
-            "sleep": sleeps,
         },
     )
     session = Session(id="s")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping as _Mapping
 from typing import Any as _Any
 
+from ..errors import ConfigError as _ConfigError
 from ..errors import UnknownProviderError as _UnknownProviderError
 from .base import (
     ChatRequest,
@@ -21,6 +23,7 @@ from .base import (
 )
 
 __all__ = [
+    "CONFIG_KEYS",
     "PROVIDERS",
     "ChatRequest",
     "FinishChunk",
@@ -46,16 +49,57 @@ PROVIDERS: dict[str, str] = {
 }
 
 
-def client_from_config(config: dict[str, _Any] | LLMClient) -> LLMClient:
-    """Build the adapter for ``{"model": "provider:model", "base_url"?, "api_key"?, "headers"?,
-    "max_retries"?, "stream_retries"?}``; an LLMClient instance is returned as is."""
-    if not isinstance(config, dict):
+CONFIG_KEYS = (
+    "model",
+    "base_url",
+    "api_key",
+    "headers",
+    "max_retries",
+    "stream_retries",
+    "connect_timeout",
+    "first_byte_timeout",
+    "idle_timeout",
+    "total_timeout",
+    "max_connections",
+    "extra_body",
+)
+"""The keys of a model config dict (``model`` required)."""
+
+
+def client_from_config(config: str | _Mapping[str, _Any] | LLMClient) -> LLMClient:
+    """The adapter for a model: a ``"provider:model"`` string, or a model config dict
+    ``{"model": "provider:model", "base_url"?, "api_key"?, "headers"?, "max_retries"?,
+    "stream_retries"?, "connect_timeout"?, "first_byte_timeout"?, "idle_timeout"?,
+    "total_timeout"?, "max_connections"?, "extra_body"?}`` (see `CONFIG_KEYS`); an `LLMClient`
+    is returned as is. A key that is not one of these, or a value of the wrong type, is a
+    `ConfigError` naming it."""
+    if isinstance(config, str):
+        config = {"model": config}
+    elif not isinstance(config, _Mapping):
         return config
+    unknown = [k for k in config if k not in CONFIG_KEYS]
+    if unknown:
+        raise _ConfigError(
+            f"unknown key {unknown[0]!r} in the model config; the keys are "
+            f"{', '.join(CONFIG_KEYS)} (model settings such as temperature go in settings=)"
+        )
     model = config.get("model")
     if not isinstance(model, str) or ":" not in model:
         raise _UnknownProviderError(
             f"llm.model must be 'provider:model' (one of {', '.join(PROVIDERS)}), got {model!r}"
         )
+    for key in ("base_url", "api_key"):
+        value = config.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _ConfigError(f"the model config's {key} must be a string, got {value!r:.80}")
+    for key in ("headers", "extra_body"):
+        value = config.get(key)
+        if value is not None and not isinstance(value, _Mapping):
+            raise _ConfigError(f"the model config's {key} must be a dict, got {value!r:.80}")
+    headers = config.get("headers") or {}
+    bad = [k for k, v in headers.items() if not isinstance(k, str) or not isinstance(v, str)]
+    if bad:
+        raise _ConfigError(f"the model config's headers must map strings to strings: {bad[0]!r}")
     provider, name = model.split(":", 1)
     target = PROVIDERS.get(provider)
     if target is None:

@@ -6,10 +6,25 @@ of the request, so it can be pinned), and a fresh `StreamParser` per response, a
 machine fed one `ServerSentEvent` at a time. Keeping the parser free of I/O is what lets the tests
 feed it recorded bytes split at every point.
 
-Retries here are *request* retries (`max_retries`): a connection error, or a 408 / 409 / 429 / 5xx
-status (Anthropic's 529 included) before any of the body was read, waits and tries again. Once a
-200 stream has started, a failure raises `LLMStreamError(retryable=True)` instead, and the loop,
-which owns `stream_retries`, decides whether to rerun the model step.
+Retries here are *request* retries (`max_retries`): a request that did not reach the server
+whole (no connection, a write that failed), or a 408 / 409 / 429 / 5xx status (Anthropic's 529
+included) before any of the body was read, waits and tries again; each wait is announced by a
+`RetryChunk` first. A ``retry-after`` longer than `MAX_RETRY_AFTER` fails at once, saying how long
+the server asked for. Once the request went out, nothing is sent twice here: a server that never
+answers, or a 200 stream that breaks, raises `LLMStreamError(retryable=True)`, and the loop, which
+owns `stream_retries`, decides whether to rerun the model step.
+
+Every wait is bounded (the model config's deadlines, in seconds):
+
+| deadline             | default | measured                                                      |
+|----------------------|---------|---------------------------------------------------------------|
+| `connect_timeout`    | 10      | opening one connection                                        |
+| `first_byte_timeout` | 300     | from sending the request to the response's first byte         |
+| `idle_timeout`       | 300     | the longest gap between two events that are not keep-alives   |
+| `total_timeout`      | 1800    | the whole call, request retries and their waits included      |
+
+Keep-alives are ``event: ping`` events, SSE comments and empty ``data:`` lines. A deadline that
+fires raises `DeadlineError` naming it and its value.
 """
 
 from __future__ import annotations
@@ -24,7 +39,6 @@ import random
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
 from typing import Any, ClassVar, Protocol, Self
 
 import httpx
@@ -32,8 +46,12 @@ import httpx
 from .._json import dumps
 from ..errors import (
     AuthenticationError,
+    ConfigError,
+    ConnectDeadlineError,
     ContextLengthError,
+    DeadlineError,
     LLMConnectionError,
+    LLMError,
     LLMHTTPError,
     LLMStreamError,
     MissingKeyError,
@@ -43,7 +61,11 @@ from ._sse import ServerSentEvent, SSEDecoder
 from .base import ChatRequest, FinishChunk, StreamChunk
 
 __all__ = [
-    "DEFAULT_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_FIRST_BYTE_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_TOTAL_TIMEOUT",
     "HTTPAdapter",
     "Sleep",
     "StreamParser",
@@ -60,13 +82,22 @@ __all__ = [
 Sleep = Callable[[float], Awaitable[None]]
 """How a retry waits; tests pass a recorder instead of `asyncio.sleep`."""
 
-DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
-"""Reasoning models can think for minutes between two events; connecting should be quick."""
+_sleep: Sleep = asyncio.sleep
+"""The wait of adapters given no `sleep` (read at each wait, so a test can replace it)."""
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_FIRST_BYTE_TIMEOUT = 300.0
+"""Reasoning models can think for minutes before the first byte; a dead server is found in 5."""
+DEFAULT_IDLE_TIMEOUT = 300.0
+DEFAULT_TOTAL_TIMEOUT = 1800.0
+DEFAULT_MAX_CONNECTIONS = 100
+KEEPALIVE_EXPIRY = 30.0
+"""Seconds an idle pooled connection stays open (providers keep theirs for about a minute)."""
 
 INITIAL_BACKOFF = 0.5
 MAX_BACKOFF = 8.0
 MAX_RETRY_AFTER = 60.0
-"""A server's retry-after longer than this is capped: a turn should fail, not hang."""
+"""The longest retry-after tether waits; a server asking for longer fails the call at once."""
 JITTER = 0.25
 """Each computed backoff is shortened by up to this fraction, so clients do not retry in step."""
 
@@ -319,6 +350,9 @@ class HTTPAdapter:
 
     provider: ClassVar[str]
     env_vars: ClassVar[tuple[str, ...]]
+    """Where the API key is looked up, in order (the provider's own SDK's variables)."""
+    base_url_env: ClassVar[str | None] = None
+    """The variable the provider's own SDK reads its base URL from."""
     default_base_url: ClassVar[str]
 
     def __init__(
@@ -330,7 +364,11 @@ class HTTPAdapter:
         headers: Mapping[str, str] | None = None,
         max_retries: int = 2,
         stream_retries: int = 0,
-        timeout: float | httpx.Timeout | None = None,
+        connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+        first_byte_timeout: float | None = DEFAULT_FIRST_BYTE_TIMEOUT,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         http_client: httpx.AsyncClient | None = None,
         extra_body: Mapping[str, Any] | None = None,
         sleep: Sleep | None = None,
@@ -338,38 +376,72 @@ class HTTPAdapter:
         """Args:
         model: The provider's model id (without the ``provider:`` prefix).
         api_key: Overrides the environment variable(s) in `env_vars`. Required (else
-            MissingKeyError, raised here) unless `base_url` points somewhere of your own.
-        base_url: Where the API lives; replaces the provider's default.
+            MissingKeyError, raised here) unless the base URL points somewhere of your own.
+        base_url: Where the API lives; default the SDK's environment variable (`base_url_env`),
+            else the provider's own endpoint.
         headers: Extra headers sent with every request (a proxy's auth, a beta flag).
-        max_retries: Request retries before any body is read (connection error, 408, 409, 429, 5xx).
-        stream_retries: Read by the loop: reruns of a model step after a stream broke.
-        timeout: Seconds, or an httpx.Timeout; default 600 s read, 10 s connect.
-        http_client: An httpx.AsyncClient to use instead of our own (stays the caller's).
-        extra_body: Top-level keys merged into every request body (thinking, reasoning effort…).
+        max_retries: Request retries before any body is read (connection error, 408, 409, 429,
+            5xx), each announced by a `RetryChunk` before its wait.
+        stream_retries: Read by the loop: reruns of a model step after a stream broke or went
+            silent.
+        connect_timeout: Seconds to open a connection (None: no limit).
+        first_byte_timeout: Seconds from sending the request to the first byte of the answer.
+        idle_timeout: Longest gap in seconds between two events that carry content; keep-alives
+            (``event: ping``, SSE comments, empty ``data:`` lines) do not reset it.
+        total_timeout: Seconds for the whole call, request retries and their waits included.
+        max_connections: Connections kept to the provider (all of them kept alive between
+            requests, so concurrent runs reuse them instead of reconnecting).
+        http_client: An httpx.AsyncClient to use instead of our own (stays the caller's; its
+            own connect timeout and pool limits apply).
+        extra_body: Top-level keys merged into every request body after the settings.
         sleep: How retry waits happen; `asyncio.sleep` unless a test injects a recorder.
         """
-        if max_retries < 0 or stream_retries < 0:
-            raise ValueError("max_retries and stream_retries must be >= 0")
+        for name, value in (("max_retries", max_retries), ("stream_retries", stream_retries)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{self.provider}: {name} must be an int >= 0, got {value!r}")
+        deadlines = {
+            "connect_timeout": connect_timeout,
+            "first_byte_timeout": first_byte_timeout,
+            "idle_timeout": idle_timeout,
+            "total_timeout": total_timeout,
+        }
+        for name, seconds in deadlines.items():
+            if seconds is not None and (
+                not isinstance(seconds, int | float) or isinstance(seconds, bool) or not seconds > 0
+            ):
+                raise ConfigError(
+                    f"{self.provider}: {name} must be a number of seconds > 0 (or None for no "
+                    f"limit), got {seconds!r}"
+                )
+        if not isinstance(max_connections, int) or max_connections < 1:
+            raise ConfigError(
+                f"{self.provider}: max_connections must be an int >= 1, got {max_connections!r}"
+            )
         self.model = model
-        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        env_base = self.env_base_url()
+        self.base_url = (base_url or env_base or self.default_base_url).rstrip("/")
         key = api_key
         if key is None:
             for var in self.env_vars:
                 key = os.environ.get(var) or None
                 if key:
                     break
-        if key is None and self._needs_key(base_url):
+        if key is None and self.base_url == self.default_base_url and not self.has_other_auth():
             raise MissingKeyError(self.provider, " or ".join(self.env_vars))
         self.api_key = key
         self.extra_headers = dict(headers or {})
         self.max_retries = max_retries
         self.stream_retries = stream_retries
+        self.connect_timeout = connect_timeout
+        self.first_byte_timeout = first_byte_timeout
+        self.idle_timeout = idle_timeout
+        self.total_timeout = total_timeout
+        self.max_connections = max_connections
         self.extra_body = dict(extra_body or {})
-        self._timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         self._given_client = http_client
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
-        self._sleep: Sleep = sleep or asyncio.sleep
+        self._sleep: Sleep | None = sleep
         self._rng = random.Random()
         self._headers = {
             "content-type": "application/json",
@@ -383,10 +455,14 @@ class HTTPAdapter:
 
     # -- what an adapter provides ----------------------------------------------------------------
 
-    def _needs_key(self, base_url: str | None) -> bool:
-        # With a base_url of your own (a local server, or a proxy that holds the key, as the
-        # seed's proxyUrl did) a key is optional; the provider's own endpoint always needs one.
-        return base_url is None or base_url.rstrip("/") == self.default_base_url
+    @classmethod
+    def env_base_url(cls) -> str | None:
+        """The base URL from the environment, as the provider's own SDK reads it."""
+        return os.environ.get(cls.base_url_env) or None if cls.base_url_env else None
+
+    def has_other_auth(self) -> bool:
+        """Credentials other than an API key (Anthropic's ANTHROPIC_AUTH_TOKEN)."""
+        return False
 
     def auth_headers(self) -> dict[str, str]:
         raise NotImplementedError
@@ -420,7 +496,17 @@ class HTTPAdapter:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
             # A client bound to an earlier (now finished) loop cannot be reused or closed here.
-            self._client = httpx.AsyncClient(timeout=self._timeout)
+            # Reads have no httpx timeout: the first-byte, idle and total deadlines are ours,
+            # measured per event rather than per socket read. Every connection is kept alive,
+            # so concurrent runs reuse the pool instead of reconnecting (httpx keeps only 20).
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(None, connect=self.connect_timeout),
+                limits=httpx.Limits(
+                    max_connections=self.max_connections,
+                    max_keepalive_connections=self.max_connections,
+                    keepalive_expiry=KEEPALIVE_EXPIRY,
+                ),
+            )
             self._client_loop = loop
         return self._client
 
@@ -436,87 +522,223 @@ class HTTPAdapter:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    @asynccontextmanager
-    async def open_stream(self, url: str, content: bytes) -> AsyncIterator[httpx.Response]:
-        """POST `content` and yield the 2xx response, retrying what may be retried first.
+    async def chat(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
+        """Stream one response as normalized chunks, ending with exactly one `finish`.
 
-        The response is closed when the block exits, also on cancellation, which is how an
-        aborted turn stops reading from the provider.
+        Before each request retry a `RetryChunk` says which attempt comes after how long a
+        wait. The response is closed when the stream ends or its consumer stops, also on
+        cancellation, which is how an aborted turn stops reading from the provider.
         """
-        client = self.http()
-        attempt = 0
-        env_var = " or ".join(self.env_vars) if self.env_vars else None
+        content = self.encode(request)
+        url = self.url(request)
+        loop = asyncio.get_running_loop()
+        total = self.total_timeout
+        total_at = loop.time() + total if total is not None else math.inf
+        attempt = 1
         while True:
-            request = client.build_request("POST", url, content=content, headers=self._headers)
-            try:
-                response = await client.send(request, stream=True)
-            except httpx.UnsupportedProtocol as exc:
-                raise LLMConnectionError(
-                    f"{self.provider}: bad base_url {self.base_url!r}: {exc}",
-                    provider=self.provider,
-                ) from exc
-            except httpx.TransportError as exc:
-                if attempt < self.max_retries:
-                    await self._sleep(backoff_delay(attempt, None, self._rng))
-                    attempt += 1
-                    continue
-                raise LLMConnectionError(
-                    f"could not reach {self.provider} at {url}: {type(exc).__name__}: {exc}",
+            outcome = await self._attempt(url, content, attempt, total_at)
+            if isinstance(outcome, httpx.Response):
+                break
+            delay, reason, error = outcome
+            attempt += 1
+            if loop.time() + delay > total_at:
+                raise self._total_error(
+                    f" before retry {attempt - 1} of {self.max_retries} could start "
+                    f"(it would wait {delay:.3g} s after: {reason})"
+                ) from error
+            yield {"type": "retry", "attempt": attempt, "delay": delay, "reason": reason}
+            await (self._sleep or _sleep)(delay)
+        response = outcome
+        try:
+            async for chunk in self._read(response, loop, total_at):
+                yield chunk
+        finally:
+            await response.aclose()
+
+    async def _attempt(
+        self, url: str, content: bytes, attempt: int, total_at: float
+    ) -> httpx.Response | tuple[float, str, LLMError]:
+        """One request: the 2xx response, or (wait, reason, error) for a retry the budget
+        allows; anything else raises."""
+        client = self.http()
+        loop = asyncio.get_running_loop()
+        first_byte = self.first_byte_timeout
+        timer: asyncio.Timeout | None = None
+        sent = False
+
+        async def trace(name: str, info: Mapping[str, Any]) -> None:
+            # The first-byte clock starts when the request starts going out: waiting for a
+            # pooled connection and connecting (bounded by connect_timeout) come before it.
+            nonlocal sent
+            if not sent and name.endswith("send_request_headers.started"):
+                sent = True
+                if first_byte is not None and timer is not None:
+                    timer.reschedule(min(loop.time() + first_byte, total_at))
+
+        extensions = {"trace": trace} if first_byte is not None else None
+        req = client.build_request(
+            "POST", url, content=content, headers=self._headers, extensions=extensions
+        )
+        retries_left = attempt <= self.max_retries
+        try:
+            async with asyncio.timeout_at(total_at if total_at != math.inf else None) as timer:
+                response = await client.send(req, stream=True)
+        except TimeoutError as exc:
+            if sent and first_byte is not None and loop.time() < total_at:
+                raise DeadlineError(
+                    f"{self.provider} sent no answer within first_byte_timeout={first_byte:g} s "
+                    f"of the request to {url} (the model config's first_byte_timeout raises it; "
+                    "stream_retries reruns the step)",
+                    deadline="first_byte",
+                    seconds=first_byte,
                     provider=self.provider,
                     retryable=True,
                 ) from exc
-            status = response.status_code
-            if status >= 300:
-                try:
-                    raw = await response.aread()
-                except httpx.TransportError:
-                    raw = b""
-                finally:
-                    await response.aclose()
-                error = response_error(self.provider, status, raw, env_var=env_var)
-                should = response.headers.get("x-should-retry")
-                retry = error.retryable if should is None else should.lower() == "true"
-                if retry and attempt < self.max_retries:
-                    await self._sleep(
-                        backoff_delay(attempt, response.headers, self._rng, error.body)
-                    )
-                    attempt += 1
-                    continue
-                raise error
-            try:
-                yield response
-            finally:
-                await response.aclose()
-            return
+            raise self._total_error(f" waiting for {url} to answer") from exc
+        except httpx.UnsupportedProtocol as exc:
+            raise LLMConnectionError(
+                f"{self.provider}: bad base_url {self.base_url!r}: {exc}", provider=self.provider
+            ) from exc
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.WriteError) as exc:
+            # The request did not reach the server whole: it cannot have been processed.
+            what = type(exc).__name__
+            if retries_left:
+                return backoff_delay(attempt - 1, None, self._rng), f"{what}: {exc}", _unsent(exc)
+            if isinstance(exc, httpx.ConnectTimeout) and self.connect_timeout is not None:
+                raise ConnectDeadlineError(
+                    f"could not connect to {self.provider} at {url} within connect_timeout="
+                    f"{self.connect_timeout:g} s ({attempt} attempts)",
+                    deadline="connect",
+                    seconds=self.connect_timeout,
+                    provider=self.provider,
+                ) from exc
+            raise LLMConnectionError(
+                f"could not reach {self.provider} at {url}: {what}: {exc}",
+                provider=self.provider,
+                retryable=True,
+            ) from exc
+        except httpx.TransportError as exc:
+            # The request went out and the answer never came (a read timeout of a caller's
+            # client, a connection closed before the status line): the server may have acted
+            # on it, so it is not sent again here; stream_retries may rerun the step.
+            raise LLMStreamError(
+                f"{self.provider} at {url} did not answer the request: {type(exc).__name__}: {exc}",
+                provider=self.provider,
+                retryable=True,
+            ) from exc
+        status = response.status_code
+        if status < 300:
+            return response
+        try:
+            raw = await response.aread()
+        except httpx.TransportError:
+            raw = b""
+        finally:
+            await response.aclose()
+        env_var = " or ".join(self.env_vars) if self.env_vars else None
+        error = response_error(self.provider, status, raw, env_var=env_var)
+        should = response.headers.get("x-should-retry")
+        retry = error.retryable if should is None else should.lower() == "true"
+        asked = retry_after(response.headers)
+        if asked is None:
+            asked = retry_info(error.body)
+        error.retry_after = asked
+        if retry and asked is not None and asked > MAX_RETRY_AFTER:
+            # Sleeping the cap would only fail later without saying why: say it now.
+            error.args = (
+                f"{error} (the server asked to wait {asked:.0f} s before retrying, longer than "
+                f"the {MAX_RETRY_AFTER:.0f} s tether waits; not retried)",
+            )
+            error.retryable = False
+            raise error
+        if retry and retries_left:
+            delay = asked if asked is not None else backoff_delay(attempt - 1, None, self._rng)
+            return delay, f"HTTP {status}: {_short(error)}", error
+        raise error
 
-    async def chat(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
-        """Stream one response as normalized chunks, ending with exactly one `finish`."""
-        content = self.encode(request)
+    def _total_error(self, what: str) -> DeadlineError:
+        seconds = self.total_timeout or 0.0
+        return DeadlineError(
+            f"{self.provider}: the model call passed total_timeout={seconds:g} s{what} (the "
+            "model config's total_timeout raises it)",
+            deadline="total",
+            seconds=seconds,
+            provider=self.provider,
+        )
+
+    async def _read(
+        self, response: httpx.Response, loop: asyncio.AbstractEventLoop, total_at: float
+    ) -> AsyncIterator[StreamChunk]:
+        """The body's events through the parser, each read bounded by the idle deadline (reset
+        by every event that is not a keep-alive) and the total one."""
         parser = self.new_parser()
         decoder = SSEDecoder()
         provider = self.provider
-        async with self.open_stream(self.url(request), content) as response:
-            feed, handle = decoder.feed, parser.handle
-            try:
-                async for raw in _body(response):
-                    for event in feed(raw):
-                        for chunk in handle(event):
-                            yield chunk
-                for event in decoder.flush():
+        feed, handle = decoder.feed, parser.handle
+        idle = self.idle_timeout
+        deadline = min(loop.time() + idle, total_at) if idle is not None else total_at
+        bounded = deadline != math.inf
+        it = _body(response)
+        try:
+            while True:
+                try:
+                    if bounded:
+                        async with asyncio.timeout_at(deadline):
+                            raw = await it.__anext__()
+                    else:
+                        raw = await it.__anext__()
+                except StopAsyncIteration:
+                    break
+                events = feed(raw)
+                if not events:
+                    continue
+                fresh = False
+                for event in events:
+                    data = event.data
+                    if not data or event.event == "ping" or data.isspace():
+                        continue  # keep-alives: they do not reset the idle clock
+                    fresh = True
                     for chunk in handle(event):
                         yield chunk
-            except httpx.TransportError as exc:
-                raise LLMStreamError(
-                    f"{provider} stream broke: {type(exc).__name__}: {exc}",
+                if fresh and idle is not None:
+                    deadline = min(loop.time() + idle, total_at)
+            for event in decoder.flush():
+                if event.data and event.event != "ping" and not event.data.isspace():
+                    for chunk in handle(event):
+                        yield chunk
+        except TimeoutError as exc:
+            if idle is not None and deadline < total_at:
+                raise DeadlineError(
+                    f"{provider} sent no content for idle_timeout={idle:g} s (the stream stayed "
+                    "open; keep-alives do not count; the model config's idle_timeout raises it, "
+                    "stream_retries reruns the step)",
+                    deadline="idle",
+                    seconds=idle,
                     provider=provider,
                     retryable=True,
                 ) from exc
-            except _MALFORMED as exc:
-                raise LLMStreamError(
-                    f"{provider} sent an event we could not read: {exc!r:.300}",
-                    provider=provider,
-                ) from exc
+            raise self._total_error(" while the answer streamed") from exc
+        except httpx.TransportError as exc:
+            raise LLMStreamError(
+                f"{provider} stream broke: {type(exc).__name__}: {exc}",
+                provider=provider,
+                retryable=True,
+            ) from exc
+        except _MALFORMED as exc:
+            raise LLMStreamError(
+                f"{provider} sent an event we could not read: {exc!r:.300}",
+                provider=provider,
+            ) from exc
         yield end_of_stream(provider, decoder, parser)
+
+
+def _unsent(exc: httpx.TransportError) -> LLMError:
+    return LLMConnectionError(f"{type(exc).__name__}: {exc}", retryable=True)
+
+
+def _short(error: LLMError) -> str:
+    text = str(error)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _body(response: httpx.Response) -> AsyncIterator[bytes]:

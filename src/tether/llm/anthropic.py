@@ -29,6 +29,7 @@ Finish reasons (`FINISH_REASONS`):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -280,14 +281,17 @@ class AnthropicStream:
 
 
 class AnthropicClient(HTTPAdapter):
-    """`anthropic:<model>`: the Messages API. Key from ANTHROPIC_API_KEY.
+    """`anthropic:<model>`: the Messages API. Key from ANTHROPIC_API_KEY (or a bearer token
+    from ANTHROPIC_AUTH_TOKEN), as the Anthropic SDK reads them.
 
-    `base_url` is the API root without ``/v1`` (default ``https://api.anthropic.com``);
-    `max_tokens` is sent when a request sets none (the API requires it).
+    `base_url` is the API root without ``/v1`` (default ANTHROPIC_BASE_URL, else
+    ``https://api.anthropic.com``); `max_tokens` is sent when the settings give none (the API
+    requires it).
     """
 
     provider: ClassVar[str] = "anthropic"
     env_vars: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
+    base_url_env: ClassVar[str | None] = "ANTHROPIC_BASE_URL"
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
 
     def __init__(
@@ -302,10 +306,18 @@ class AnthropicClient(HTTPAdapter):
         self.anthropic_version = anthropic_version
         super().__init__(model, **options)
 
+    def has_other_auth(self) -> bool:
+        return bool(os.environ.get("ANTHROPIC_AUTH_TOKEN"))
+
     def auth_headers(self) -> dict[str, str]:
         headers = {"anthropic-version": self.anthropic_version}
         if self.api_key:
             headers["x-api-key"] = self.api_key
+        else:
+            # The SDK's bearer-token alternative to a key (a gateway's or proxy's token).
+            token = os.environ.get("ANTHROPIC_AUTH_TOKEN")
+            if token:
+                headers["authorization"] = f"Bearer {token}"
         return headers
 
     def url(self, request: ChatRequest) -> str:

@@ -43,6 +43,7 @@ Finish reasons (`FINISH_REASONS`):
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -336,15 +337,27 @@ def _generation_config(config: dict[str, Any], settings: ModelSettings) -> None:
 
 
 class GeminiClient(HTTPAdapter):
-    """`gemini:<model>`: the Gemini API. Key from GEMINI_API_KEY, else GOOGLE_API_KEY.
+    """`gemini:<model>`: the Gemini API. Key from GOOGLE_API_KEY, else GEMINI_API_KEY (the
+    google-genai SDK's order: GOOGLE_API_KEY wins when both are set).
 
     `base_url` includes the version path (default
-    ``https://generativelanguage.googleapis.com/v1beta``).
+    ``https://generativelanguage.googleapis.com/v1beta``). Without one, GOOGLE_GEMINI_BASE_URL
+    (the SDK's, a root without the version) is used with GOOGLE_GENAI_API_VERSION (default
+    ``v1beta``) appended.
     """
 
     provider: ClassVar[str] = "gemini"
-    env_vars: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    env_vars: ClassVar[tuple[str, ...]] = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+    base_url_env: ClassVar[str | None] = "GOOGLE_GEMINI_BASE_URL"
     default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com/v1beta"
+
+    @classmethod
+    def env_base_url(cls) -> str | None:
+        root = os.environ.get("GOOGLE_GEMINI_BASE_URL")
+        if not root:
+            return None
+        version = os.environ.get("GOOGLE_GENAI_API_VERSION") or "v1beta"
+        return f"{root.rstrip('/')}/{version}"
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-goog-api-key": self.api_key} if self.api_key else {}

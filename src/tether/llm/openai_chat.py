@@ -40,6 +40,7 @@ Finish reasons (`FINISH_REASONS`):
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -52,7 +53,7 @@ from ._settings import check_settings, forced_tool, unsupported
 from ._sse import ServerSentEvent
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
 
-__all__ = ["OpenAIChatClient", "OpenAIChatStream", "to_chat_messages"]
+__all__ = ["OpenAIChatClient", "OpenAIChatStream", "openai_auth", "to_chat_messages"]
 
 _NONE: tuple[StreamChunk, ...] = ()
 
@@ -362,6 +363,19 @@ def _details_text(details: Any) -> str:
     return "".join(out)
 
 
+def openai_auth(api_key: str | None) -> dict[str, str]:
+    """The OpenAI SDK's headers: the key as a bearer token (none without a key: local servers
+    need none), and the organization and project from OPENAI_ORG_ID / OPENAI_PROJECT_ID."""
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    org = os.environ.get("OPENAI_ORG_ID")
+    if org:
+        headers["openai-organization"] = org
+    project = os.environ.get("OPENAI_PROJECT_ID")
+    if project:
+        headers["openai-project"] = project
+    return headers
+
+
 def _settings(body: dict[str, Any], settings: ModelSettings, request: ChatRequest) -> None:
     check_settings(settings)
     if "temperature" in settings:
@@ -396,19 +410,22 @@ def _settings(body: dict[str, Any], settings: ModelSettings, request: ChatReques
 
 
 class OpenAIChatClient(HTTPAdapter):
-    """`openai:<model>`: Chat Completions. Key from OPENAI_API_KEY.
+    """`openai:<model>`: Chat Completions. Key from OPENAI_API_KEY (organization and project from
+    OPENAI_ORG_ID / OPENAI_PROJECT_ID), as the OpenAI SDK reads them.
 
-    `base_url` includes the version path (default ``https://api.openai.com/v1``; for Ollama
-    ``http://localhost:11434/v1``). With a `base_url` of your own, a key is optional: local
-    servers usually need none, and no ``Authorization`` header is sent without one.
+    `base_url` includes the version path (default OPENAI_BASE_URL, else
+    ``https://api.openai.com/v1``; for Ollama ``http://localhost:11434/v1``). With a base URL
+    of your own, a key is optional: local servers usually need none, and no ``Authorization``
+    header is sent without one.
     """
 
     provider: ClassVar[str] = "openai"
     env_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
+    base_url_env: ClassVar[str | None] = "OPENAI_BASE_URL"
     default_base_url: ClassVar[str] = DEFAULT_BASE_URL
 
     def auth_headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return openai_auth(self.api_key)
 
     def url(self, request: ChatRequest) -> str:
         return f"{self.base_url}/chat/completions"

@@ -46,6 +46,7 @@ from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_in
 from ._settings import check_settings, forced_tool, unsupported
 from ._sse import ServerSentEvent
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
+from .openai_chat import openai_auth
 
 __all__ = ["OpenAIResponsesClient", "OpenAIResponsesStream", "to_responses_input"]
 
@@ -361,17 +362,20 @@ def _settings(body: dict[str, Any], settings: ModelSettings, request: ChatReques
 
 
 class OpenAIResponsesClient(HTTPAdapter):
-    """`openai-responses:<model>`: the Responses API. Key from OPENAI_API_KEY.
+    """`openai-responses:<model>`: the Responses API. Key from OPENAI_API_KEY (organization and
+    project from OPENAI_ORG_ID / OPENAI_PROJECT_ID), as the OpenAI SDK reads them.
 
-    `base_url` includes the version path (default ``https://api.openai.com/v1``).
+    `base_url` includes the version path (default OPENAI_BASE_URL, else
+    ``https://api.openai.com/v1``).
     """
 
     provider: ClassVar[str] = "openai-responses"
     env_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
+    base_url_env: ClassVar[str | None] = "OPENAI_BASE_URL"
     default_base_url: ClassVar[str] = DEFAULT_BASE_URL
 
     def auth_headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return openai_auth(self.api_key)
 
     def url(self, request: ChatRequest) -> str:
         return f"{self.base_url}/responses"
