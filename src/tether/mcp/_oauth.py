@@ -335,6 +335,12 @@ class McpAuth(httpx.Auth):
     # -- the flows ---------------------------------------------------------------------------
 
     async def _authorize(self, challenge: Mapping[str, str], *, step_up: bool) -> None:
+        # The request's deadline is about the MCP server; the authorization has clocks of its
+        # own (each of its requests, and the person logging in), so it does not spend it.
+        async with paused_clock():
+            await self._authorize_now(challenge, step_up=step_up)
+
+    async def _authorize_now(self, challenge: Mapping[str, str], *, step_up: bool) -> None:
         server = await self._discover(challenge)
         challenged = _scopes(challenge.get("scope"))
         if step_up:
@@ -541,15 +547,12 @@ class McpAuth(httpx.Auth):
         sep = "&" if "?" in server.authorization_endpoint else "?"
         url = server.authorization_endpoint + sep + urlencode(query)
         authorize = config.authorize or partial(browser_login, redirect_uri=config.redirect_uri)
-        async with paused_clock():  # a person is logging in: no request deadline runs meanwhile
-            try:
-                returned = await authorize(url)
-            except McpAuthError:
-                raise
-            except Exception as exc:
-                raise McpAuthError(
-                    f"the login did not complete: {type(exc).__name__}: {exc}"
-                ) from exc
+        try:
+            returned = await authorize(url)
+        except McpAuthError:
+            raise
+        except Exception as exc:
+            raise McpAuthError(f"the login did not complete: {type(exc).__name__}: {exc}") from exc
         code = self._code(returned, state, server)
         data = {
             "grant_type": "authorization_code",
