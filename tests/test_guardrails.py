@@ -48,8 +48,12 @@ def test_a_guardrail_needs_tool_call_or_output() -> None:
 def test_a_guardrail_needs_a_name_and_callables() -> None:
     with pytest.raises(ToolDefinitionError, match="non-empty name"):
         define_guardrail(name="", output=lambda t: None)
-    with pytest.raises(ToolDefinitionError, match="output= must be callable"):
+    with pytest.raises(ToolDefinitionError) as info:
         define_guardrail(name="g", output="deny")  # type: ignore[arg-type]
+    assert str(info.value) == "guardrail 'g': output= must be callable"
+    with pytest.raises(ToolDefinitionError) as info:
+        define_guardrail(name="g", tool_call="deny", output=lambda t: None)  # type: ignore[arg-type]
+    assert str(info.value) == "guardrail 'g': tool_call= must be callable"
 
 
 # -- the tool-call chain --------------------------------------------------------------------
@@ -633,6 +637,35 @@ async def test_an_output_rewrite_without_string_text_fails_closed() -> None:
     assert "string 'text'" in of_type(events, "guardrail")[0]["reason"]
 
 
+@pytest.mark.parametrize(
+    ("decision", "target", "message"),
+    [
+        (
+            "allow",
+            "tool_call",
+            "a guardrail returned 'allow'; return None, or a dict with action "
+            "'allow', 'rewrite' or 'deny'",
+        ),
+        (
+            {"action": "rewrite"},
+            "tool_call",
+            "a tool_call guardrail's rewrite needs an 'input'",
+        ),
+        (
+            {"action": "rewrite", "text": None},
+            "output",
+            "an output guardrail's rewrite needs a string 'text'",
+        ),
+    ],
+)
+async def test_an_unreadable_decision_is_refused_saying_what_to_return(
+    decision: Any, target: Any, message: str
+) -> None:
+    with pytest.raises(ToolDefinitionError) as info:
+        await decide(lambda subject: decision, "s", "ctx", target=target)
+    assert str(info.value) == message
+
+
 async def test_decide_passes_ctx_only_to_functions_taking_two_positional_arguments() -> None:
     got: list[tuple[Any, ...]] = []
 
@@ -645,9 +678,19 @@ async def test_decide_passes_ctx_only_to_functions_taking_two_positional_argumen
     def var(*args: Any) -> None:
         got.append(args)
 
-    for fn in (one, two, var):
+    class Opaque:
+        """A callable whose signature cannot be read (like some C callables): it gets ctx."""
+
+        @property
+        def __signature__(self) -> Any:
+            raise ValueError("no signature")
+
+        def __call__(self, *args: Any) -> None:
+            got.append(args)
+
+    for fn in (one, two, var, Opaque()):
         assert await decide(fn, "s", "ctx") is None
-    assert got == [("s",), ("s", "ctx"), ("s", "ctx")]
+    assert got == [("s",), ("s", "ctx"), ("s", "ctx"), ("s", "ctx")]
 
 
 # -- a guardrail decides from the call alone -------------------------------------------------

@@ -105,3 +105,23 @@ async def test_dynamic_layers_are_evaluated_once_per_turn_not_per_round() -> Non
     ] * 3
     await collect(agent, session, "again")
     assert client.calls[3]["system"] == [{"type": "text", "text": "evaluation 2"}]
+
+
+async def test_a_layer_keeps_its_name_and_a_dynamic_one_must_return_text() -> None:
+    layer = prompt_layer("count", lambda: 3)
+    assert (layer.name, layer.is_static, layer.cache) == ("count", False, False)
+    with pytest.raises(TypeError) as info:
+        await layer.render(RunContext(session_id="s"))
+    assert str(info.value) == "prompt layer 'count' returned int, not str"
+
+
+async def test_the_first_layer_alone_may_carry_the_cache_mark() -> None:
+    client = script_client([{"text": "a"}])
+    agent = create_agent(
+        llm=client, prompt=[prompt_layer("identity", "You are X.", cache=True), "Be brief."]
+    )
+    await collect(agent, Session(), "hi")
+    assert client.calls[0]["system"] == [
+        {"type": "text", "text": "You are X.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Be brief."},
+    ]

@@ -71,6 +71,42 @@ def test_reduce_folds_message_tool_use_tool_result_and_done() -> None:
     ]
 
 
+def test_the_calls_of_a_later_round_join_that_rounds_assistant_message() -> None:
+    s = Session(id="s1")
+    for event in [
+        {"type": "message", "role": "user", "text": "hi"},
+        {"type": "tool_use", "id": "a", "name": "t", "input": {}, "preamble": []},
+        {"type": "tool_result", "id": "a", "name": "t", "output": "1"},
+        {"type": "tool_use", "id": "b", "name": "t", "input": {}, "preamble": []},
+        {"type": "tool_use", "id": "c", "name": "t", "input": {}},
+    ]:
+        reduce(s, event)  # type: ignore[arg-type]
+    assert [(m["role"], [p.get("id") for p in m["content"]]) for m in s.messages] == [
+        ("user", [None]),
+        ("assistant", ["a"]),
+        ("tool", ["a"]),
+        ("assistant", ["b", "c"]),
+    ]
+
+
+def test_a_tool_use_opens_an_assistant_message_unless_its_round_has_one_open() -> None:
+    # Hand-built event streams may leave `preamble` out: a call after a user or tool message
+    # still opens an assistant message, and a call carrying a preamble opens a new round.
+    s = Session(id="s1")
+    for event in [
+        {"type": "message", "role": "user", "text": "hi"},
+        {"type": "tool_use", "id": "a", "name": "t", "input": {}},
+        {"type": "tool_use", "id": "b", "name": "t", "input": {}},
+        {"type": "tool_use", "id": "c", "name": "t", "input": {}, "preamble": []},
+    ]:
+        reduce(s, event)  # type: ignore[arg-type]
+    assert [(m["role"], [p.get("id") for p in m["content"]]) for m in s.messages] == [
+        ("user", [None]),
+        ("assistant", ["a", "b"]),
+        ("assistant", ["c"]),
+    ]
+
+
 def test_done_with_empty_text_adds_no_message() -> None:
     s = Session()
     reduce(s, {"type": "done", "text": "", "usage": {}, "stop_reason": "max_tool_rounds"})
@@ -171,60 +207,59 @@ def test_any_session_survives_to_json_from_json(session: Session) -> None:
     assert again.to_json() == session.to_json()
 
 
+def _one_message(message: Any) -> str:
+    return json.dumps({"id": "s", "messages": [message]})
+
+
 @pytest.mark.parametrize(
-    ("data", "fragment"),
+    ("data", "message"),
     [
-        ("{not json", "session is not JSON"),
-        ("[]", "session must be an object"),
+        (
+            "{not json",
+            "session is not JSON: Expecting property name enclosed in double quotes: "
+            "line 1 column 2 (char 1)",
+        ),
+        ("[]", "session must be an object, got list"),
         (json.dumps({"messages": []}), "session.id must be a string"),
+        (json.dumps({"id": "s", "messages": {}}), "session.messages must be a list"),
         (
-            json.dumps({"id": "s", "messages": [{"role": "system", "content": []}]}),
-            "session.messages[0]: a message needs role",
+            _one_message({"role": "system", "content": []}),
+            "session.messages[0]: a message needs role user, assistant or tool",
         ),
         (
-            json.dumps({"id": "s", "messages": [{"role": "user", "content": [{"type": "img"}]}]}),
-            "session.messages[0].content[0]: unknown part",
+            _one_message({"role": "user", "content": "hi"}),
+            "session.messages[0].content must be a list of parts",
         ),
         (
-            json.dumps(
-                {
-                    "id": "s",
-                    "messages": [
-                        {
-                            "role": "tool",
-                            "content": [{"type": "tool_result", "id": "a", "name": "t"}],
-                        }
-                    ],
-                }
+            _one_message({"role": "user", "content": [{"type": "img"}]}),
+            "session.messages[0].content[0]: unknown part {'type': 'img'}",
+        ),
+        (
+            _one_message({"role": "user", "content": ["hi"]}),
+            "session.messages[0].content[0]: unknown part 'hi'",
+        ),
+        (
+            _one_message(
+                {"role": "tool", "content": [{"type": "tool_result", "id": "a", "name": "t"}]}
             ),
-            "tool_result part lacks 'output'",
+            "session.messages[0].content[0]: tool_result part lacks 'output'",
         ),
         (json.dumps({"id": "s", "memory": []}), "session.memory must be an object"),
         (
-            json.dumps(
-                {
-                    "id": "s",
-                    "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}],
-                }
-            ),
+            _one_message({"role": "user", "content": [{"type": "text", "text": 5}]}),
             "session.messages[0].content[0].text must be str, got int",
         ),
         (
-            json.dumps(
+            _one_message(
                 {
-                    "id": "s",
-                    "messages": [
+                    "role": "tool",
+                    "content": [
                         {
-                            "role": "tool",
-                            "content": [
-                                {
-                                    "type": "tool_result",
-                                    "id": "a",
-                                    "name": "t",
-                                    "output": "o",
-                                    "is_error": "no",
-                                }
-                            ],
+                            "type": "tool_result",
+                            "id": "a",
+                            "name": "t",
+                            "output": "o",
+                            "is_error": "no",
                         }
                     ],
                 }
@@ -232,15 +267,10 @@ def test_any_session_survives_to_json_from_json(session: Session) -> None:
             "session.messages[0].content[0].is_error must be bool, got str",
         ),
         (
-            json.dumps(
+            _one_message(
                 {
-                    "id": "s",
-                    "messages": [
-                        {
-                            "role": "assistant",
-                            "content": [{"type": "thinking", "text": "t", "signature": 1}],
-                        }
-                    ],
+                    "role": "assistant",
+                    "content": [{"type": "thinking", "text": "t", "signature": 1}],
                 }
             ),
             "session.messages[0].content[0].signature must be str",
@@ -248,10 +278,31 @@ def test_any_session_survives_to_json_from_json(session: Session) -> None:
     ],
 )
 def test_a_corrupt_session_raises_a_typed_error_naming_what_is_wrong(
-    data: str, fragment: str
+    data: str, message: str
 ) -> None:
-    with pytest.raises(SessionFormatError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(SessionFormatError) as info:
         Session.from_json(data)
+    assert str(info.value) == message
+
+
+def test_messages_and_memory_may_be_left_out_of_a_stored_session() -> None:
+    assert Session.from_json('{"id": "s"}') == Session(id="s", messages=[], memory={})
+
+
+def test_to_json_is_compact_and_keeps_non_ascii_text() -> None:
+    # What the stores write and the UI shows: no padding, and text as the user typed it.
+    s = reduce(Session(id="s"), {"type": "message", "role": "user", "text": "Grüße, 東京"})
+    reduce(s, remember({"city": "Zürich"}))
+    assert s.to_json() == (
+        '{"id":"s","messages":[{"role":"user","content":[{"type":"text","text":"Grüße, 東京"}]}],'
+        '"memory":{"city":"Zürich"}}'
+    )
+
+
+def test_remember_refuses_a_patch_that_is_not_a_dict() -> None:
+    with pytest.raises(TypeError) as info:
+        remember([("tone", "brief")])  # type: ignore[arg-type]
+    assert str(info.value) == "remember() takes a dict patch, got list"
 
 
 def test_a_patch_changed_after_the_write_does_not_change_the_memory() -> None:

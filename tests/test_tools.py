@@ -201,7 +201,11 @@ async def test_pydantic_models_anywhere_in_a_result_are_json_serialized() -> Non
         assert await t.call({}, ctx()) == ToolResult(expected)
     # what JSON cannot hold outside a model is still an error result the model sees
     bad = await define_tool(name="t", execute=lambda i: {"when": day}).call({}, ctx())
-    assert bad.is_error and "not JSON-serializable" in bad.output
+    assert bad == ToolResult(
+        "Tool t returned a value that is not JSON-serializable: "
+        "Object of type date is not JSON serializable",
+        True,
+    )
 
 
 async def test_tool_ctx_carries_signal_services_and_remember() -> None:
@@ -282,8 +286,22 @@ async def _echo(request: Request) -> Any:
     )
 
 
+async def _query(request: Request) -> Any:
+    return JSONResponse(
+        {
+            "method": request.method,
+            "q": dict(request.query_params),
+            "auth": request.headers.get("authorization"),
+        }
+    )
+
+
 async def _fail(request: Request) -> Any:
     return PlainTextResponse("upstream is sad", status_code=503)
+
+
+async def _bad(request: Request) -> Any:
+    return PlainTextResponse("no such city " + "x" * 600, status_code=400)
 
 
 async def _slow(request: Request) -> Any:
@@ -309,8 +327,10 @@ def http_server() -> Iterator[str]:
     app = Starlette(
         routes=[
             Route("/echo", _echo, methods=["GET", "POST"]),
+            Route("/query", _query, methods=["GET", "DELETE"]),
             Route("/fail", _fail, methods=["POST"]),
-            Route("/slow", _slow, methods=["POST"]),
+            Route("/bad", _bad, methods=["POST"]),
+            Route("/slow", _slow, methods=["GET", "POST"]),
             Route("/hang", _hang, methods=["POST"]),
         ]
     )
@@ -442,3 +462,217 @@ def test_a_remote_schema_that_cannot_be_compiled_is_not_checked_and_says_why() -
     assert t.unchecked is not None and "not a valid JSON Schema" in t.unchecked
     with pytest.raises(ToolDefinitionError, match="not a valid JSON Schema"):
         define_tool(name="l", input_schema={"type": "object", "required": "q"}, execute=print)
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "delete"])
+async def test_get_and_delete_send_query_parameters_with_the_headers(
+    http_server: str, method: str
+) -> None:
+    agent = create_agent(llm=script_client([]))
+    c = RunContext(session_id="s", _http=agent._http)
+    t = define_tool(
+        name="q",
+        endpoint={
+            "url": f"{http_server}/query",
+            "method": method,
+            "headers": {"authorization": "Bearer t"},
+        },
+    )
+    result = await t.call({"city": "oslo"}, c)
+    await agent.aclose()
+    assert result.output == (
+        f'{{"method":"{method.upper()}","q":{{"city":"oslo"}},"auth":"Bearer t"}}'
+    )
+
+
+async def test_a_get_endpoint_times_out_like_a_post_one(http_server: str) -> None:
+    agent = create_agent(llm=script_client([]))
+    c = RunContext(session_id="s", _http=agent._http)
+    slow = define_tool(
+        name="slow", endpoint={"url": f"{http_server}/slow", "method": "GET", "timeout": 0.1}
+    )
+    result = await slow.call({}, c)
+    await agent.aclose()
+    assert result == ToolResult(
+        f"Tool slow: endpoint {http_server}/slow timed out after 0.1s", True
+    )
+
+
+async def test_a_400_answer_is_an_error_showing_the_first_500_characters(
+    http_server: str,
+) -> None:
+    agent = create_agent(llm=script_client([]))
+    c = RunContext(session_id="s", _http=agent._http)
+    bad = define_tool(name="bad", endpoint={"url": f"{http_server}/bad"})
+    result = await bad.call({}, c)
+    await agent.aclose()
+    body = ("no such city " + "x" * 600)[:500]
+    assert result == ToolResult(f"Tool bad: endpoint {http_server}/bad answered 400: {body}", True)
+
+
+async def test_an_endpoint_tool_called_without_an_http_client_says_so() -> None:
+    t = define_tool(name="far", endpoint={"url": "http://127.0.0.1:9/none"})
+    assert await t.call({}, ctx()) == ToolResult(
+        "Tool far: no HTTP client available for its endpoint", True
+    )
+
+
+# -- what mutation testing showed untested ------------------------------------------------------
+
+
+async def test_arguments_that_are_not_json_are_echoed_cut_to_200_characters() -> None:
+    t = define_tool(name="t", execute=lambda i: 1)
+    raw = "{" + "a" * 300
+    result = await t.call(raw, ctx())
+    assert result == ToolResult(
+        f"Invalid arguments for tool t: not valid JSON: {raw[:200]!r}", True
+    )
+
+
+async def test_a_sync_execute_that_returns_an_awaitable_is_awaited() -> None:
+    async def later(value: Any) -> str:
+        return f"later {value['n']}"
+
+    t = define_tool(name="t", execute=lambda i: later(i))
+    assert await t.call({"n": 1}, ctx()) == ToolResult("later 1")
+
+
+async def test_a_callable_whose_signature_cannot_be_read_gets_the_context() -> None:
+    class Opaque:
+        """Like some C callables: inspect.signature() cannot read it."""
+
+        @property
+        def __signature__(self) -> Any:
+            raise ValueError("no signature")
+
+        def __call__(self, *args: Any) -> str:
+            return f"{len(args)} arguments"
+
+    t = define_tool(name="t", execute=Opaque())
+    assert (await t.call({}, ctx())).output == "2 arguments"
+
+
+def test_defaults_give_an_empty_description_and_an_object_schema() -> None:
+    t = define_tool(name="t", execute=lambda i: 1)
+    assert t.spec == {
+        "name": "t",
+        "description": "",
+        "input_schema": {"type": "object", "properties": {}},
+    }
+    assert (t.validation, t.timeout, t.unchecked) == ("local", None, None)
+
+
+def test_a_schema_that_is_not_an_object_is_refused_saying_so() -> None:
+    with pytest.raises(ToolDefinitionError) as info:
+        define_tool(name="x", input_schema=["integer"], execute=lambda i: 1)  # type: ignore[arg-type]
+    assert str(info.value) == "tool 'x': input_schema must be a JSON Schema object"
+
+
+async def test_local_validation_enforces_every_keyword_and_remote_only_the_shape() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 10}}}
+    local = define_tool(name="l", input_schema=schema, execute=lambda i: "ran")
+    remote = define_tool(
+        name="r", input_schema=schema, execute=lambda i: "ran", validation="remote"
+    )
+    assert (local.validation, remote.validation) == ("local", "remote")
+    assert local.check_input({"n": 5}) == "n: 5 is less than the minimum of 10"
+    assert remote.check_input({"n": 5}) is None
+
+
+@pytest.mark.parametrize("dialect", [None, "http://json-schema.org/draft-07/schema#"])
+def test_formats_are_annotations_as_json_schema_reads_them_by_default(dialect: str | None) -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": {"to": {"format": "email"}}}
+    if dialect:
+        schema["$schema"] = dialect
+    t = define_tool(name="t", input_schema=schema, execute=lambda i: "ran")
+    assert t.check_input({"to": "not an address"}) is None
+
+
+def test_a_pattern_does_not_let_a_trailing_newline_through() -> None:
+    # Python's `$` also matches before a final newline; the compiled check does not, and a
+    # rejection it makes stands even where the interpreting validator would have passed it.
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[a-z]+$"}}}
+    t = define_tool(name="t", input_schema=schema, execute=lambda i: "ran")
+    assert t.check_input({"code": "abc"}) is None
+    assert t.check_input({"code": "abc\n"}) == "data.code must match pattern ^[a-z]+$"
+
+
+def test_a_problem_names_its_path_and_one_at_the_root_names_none() -> None:
+    point = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    t = define_tool(
+        name="t",
+        input_schema={"type": "object", "properties": {"point": point}},
+        execute=lambda i: "ran",
+    )
+    assert t.check_input({"point": {"x": "a"}}) == "point/x: 'a' is not of type 'integer'"
+    assert t.check_input([1]) == "[1] is not of type 'object'"
+
+
+def test_a_2020_12_keyword_inside_a_combinator_is_enforced() -> None:
+    schema = {"anyOf": [{"type": "array", "prefixItems": [{"type": "integer"}]}]}
+    t = define_tool(name="t", input_schema=schema, execute=lambda i: "ran")
+    assert t.check_input(["x"]) == "0: 'x' is not of type 'integer'"
+    assert t.check_input([1, "x"]) is None
+
+
+async def test_a_typed_tool_may_be_sync_take_no_context_and_leave_a_parameter_untyped() -> None:
+    @tool
+    def label(text: str, extra):  # type: ignore[no-untyped-def]
+        return f"{text}:{extra!r}"
+
+    assert label.description == ""
+    assert label.input_schema["properties"]["extra"] == {"title": "Extra"}
+    assert await label.call({"text": "a", "extra": [1, None]}, ctx()) == ToolResult("a:[1, None]")
+
+
+async def test_parameters_after_the_context_are_part_of_a_typed_tools_schema() -> None:
+    @tool
+    def scale(value: float, c: RunContext, factor: int = 2) -> float:
+        return value * factor
+
+    assert list(scale.input_schema["properties"]) == ["value", "factor"]
+    assert await scale.call({"value": 1.5, "factor": 3}, ctx()) == ToolResult("4.5")
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+async def test_a_typed_tools_input_problems_are_listed_with_their_paths() -> None:
+    @tool(description="Place a label.")
+    def place(point: Point, label: str) -> str:
+        """Not the description."""
+        return label
+
+    assert place.description == "Place a label."
+    result = await place.call({"point": {"x": "a", "y": 1}, "label": 3}, ctx())
+    assert result == ToolResult(
+        "Invalid input for tool place: point/x: Input should be a valid integer, unable to parse "
+        "string as an integer; label: Input should be a valid string",
+        True,
+    )
+    at_root = await place.call([1], ctx())
+    assert at_root == ToolResult(
+        "Invalid input for tool place: (root): Input should be a valid dictionary or instance "
+        "of place_input",
+        True,
+    )
+
+
+async def test_a_typed_tools_timeout_holds() -> None:
+    @tool(timeout=0.01)
+    async def stall() -> str:
+        await asyncio.sleep(5)
+        return "late"
+
+    assert await stall.call({}, ctx()) == ToolResult("Tool stall timed out after 0.01s", True)
+
+
+def test_a_typed_tool_cannot_take_star_args() -> None:
+    def spread(*values: int) -> int:
+        return sum(values)
+
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(spread)
+    assert str(info.value) == "tool 'spread': *args/**kwargs cannot be described"
