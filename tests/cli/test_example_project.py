@@ -37,3 +37,20 @@ def test_the_example_project_runs_a_titled_conversation_and_lists_it(tmp_path: P
     # The namer is not registered: as the seed advises, its helper conversations stay unlisted.
     agents = json.loads(tether(project, "agent", "list", "--json").stdout)
     assert [a["id"] for a in agents] == ["assistant"]
+
+
+def test_the_readme_experiment_runs_on_the_example_project(tmp_path: Path) -> None:
+    project = tmp_path / "lab"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".tether", "__pycache__"))
+    for name in ("baseline", "candidate"):
+        run = tether(project, "eval", "run", "assistant", "--dataset", "cases.jsonl", "-e", name)
+        assert run.returncode == 0, run.stderr
+    assert "1 passed, 2 failed" in run.stdout
+    compared = tether(project, "eval", "compare", "baseline", "candidate")
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    shown = json.loads(tether(project, "eval", "show", "candidate", "--json").stdout)
+    assert [(c["id"], c["status"]) for c in shown["cases"]] == [
+        ("greeting", "passed"),
+        ("capital", "failed"),
+        ("brief", "failed"),
+    ]

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from tether import define_tool
 from tether.errors import ConfigError, DatasetError, ExperimentMismatchError
 from tether.evals import Plan, Target, evaluate, list_experiments, read_experiment, show
 from tether.lab import Runtime, run_tags
+from tether.testing import script_client
 
 from .conftest import Counter
 
@@ -119,20 +121,44 @@ async def test_a_rerun_resumes_and_runs_no_finished_case_again(
     assert all(c["status"] == "passed" for c in recovered)
 
 
-async def test_an_agent_case_interrupted_mid_episode_starts_on_a_clean_scope(lab: Runtime) -> None:
-    plan = Plan("clean", 1, Target("agent", "echo"), ("version:1.0",))
-    scope = plan.scope("a", 0)
-    # An earlier attempt died mid-episode: its run record is left running.
-    from tether.stores.run_store import RunInfo
+async def test_an_agent_case_interrupted_mid_episode_starts_on_a_clean_scope(
+    lab: Runtime,
+) -> None:
+    started = asyncio.Event()
+    release = asyncio.Event()
 
-    await lab.run_store.start_run(
-        RunInfo(run_id="dead", kind="agent", name="echo", memory_scope=scope)
+    async def wait(args: Any) -> str:
+        started.set()
+        await release.wait()
+        return "done"
+
+    def model(request: Any) -> dict[str, Any]:
+        last = request["messages"][-1]
+        if any(p["type"] == "tool_result" for p in last["content"]):
+            return {"text": "finished"}
+        return {"tool_use": [{"name": "wait", "input": {}}]}
+
+    lab.create_agent(
+        id="hang", tools=[define_tool(name="wait", execute=wait)], model=script_client([model] * 4)
     )
-    report = await evaluate(lab, "echo", [{"id": "a", "input": "x"}], experiment="clean")
+    cases = [{"id": "a", "input": "x"}]
+    task = asyncio.ensure_future(evaluate(lab, "hang", cases, experiment="clean"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    scope = Plan("clean", 1, Target("agent", "hang"), ()).scope("a", 0)
+    [dead] = await lab.run_store.list_runs(memory_scope=scope)
+    assert dead.status == "cancelled"
+    release.set()
+    report = await evaluate(lab, "hang", cases, experiment="clean")
     [case] = report["cases"]
     info = await lab.run_store.get_run(case["run_id"])
     assert info is not None and info.memory_scope == f"{scope}~2"
-    assert case["runs"][0]["output"] == "echo: x"
+    assert case["runs"][0]["output"] == "finished"
+    # The new episode started on an empty conversation, not after the interrupted one's turn.
+    stored = await lab.message_store.load(f"{scope}~2")
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
 
 
 async def test_a_workflow_case_resumes_from_its_journal(lab: Runtime, counter: Counter) -> None:

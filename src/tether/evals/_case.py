@@ -59,6 +59,10 @@ class Plan:
     target: Target
     versions: tuple[str, ...]
     """The provenance tags (`version:`, `commit:`) recorded on every run."""
+    fresh: bool = False
+    """No case of this generation can have run before (a new pass on the local engine): the
+    look-up of an earlier attempt's records is skipped. Never set where a case may be retried
+    (Ray)."""
 
     def tags(self, case_id: str) -> list[str]:
         return [f"experiment:{self.experiment}", f"case:{case_id}", *self.versions]
@@ -206,18 +210,11 @@ async def _run_agent(
     tags: list[str],
 ) -> CaseResult:
     store = runtime.run_store
-    base = plan.scope(case.id, repeat)
-    scope = base
-    for attempt in range(1, _SCOPE_PROBES + 1):
-        scope = base if attempt == 1 else f"{base}~{attempt}"
-        runs = await store.list_runs(memory_scope=scope, kind="agent", limit=50)
-        done = next((r for r in runs if r.status == "completed" and r.name == agent.id), None)
+    scope = plan.scope(case.id, repeat)
+    if not plan.fresh:
+        scope, done = await _attempt_scope(store, agent.id, scope, case.id)
         if done is not None:
             return await _recover_agent(store, done)
-        if not runs:
-            break
-    else:
-        raise ConfigError(f"case {case.id!r}: {_SCOPE_PROBES} interrupted attempts; giving up")
     options: dict[str, Any] = (
         {"user": case.input} if isinstance(case.input, str) else dict(case.input)
     )
@@ -258,6 +255,20 @@ async def _run_agent(
         tool_calls=calls,
         memory_scope=scope,
     )
+
+
+async def _attempt_scope(
+    store: RunStore, agent_id: str, base: str, case_id: str
+) -> tuple[str, RunInfo | None]:
+    """Where this attempt of a case runs: the scope of an earlier attempt's completed episode
+    (returned with it, to be read back), else the first scope no attempt has touched."""
+    for attempt in range(1, _SCOPE_PROBES + 1):
+        scope = base if attempt == 1 else f"{base}~{attempt}"
+        runs = await store.list_runs(memory_scope=scope, kind="agent", limit=50)
+        done = next((r for r in runs if r.status == "completed" and r.name == agent_id), None)
+        if done is not None or not runs:
+            return scope, done
+    raise ConfigError(f"case {case_id!r}: {_SCOPE_PROBES} interrupted attempts; giving up")
 
 
 async def _recover_agent(store: RunStore, info: RunInfo) -> CaseResult:
