@@ -25,11 +25,45 @@ def test_runs_list_newest_first_with_kind_name_status_and_scope(project: Project
     result = project.invoke("runs", "list")
     assert result.exit_code == 0, result.output
     rows = lines(result.stdout)
-    assert rows[0].split() == ["RUN", "ID", "KIND", "NAME", "STATUS", "STARTED", "TIME", "SCOPE"]
+    assert rows[0].split() == [
+        "RUN", "ID", "KIND", "NAME", "STATUS", "STARTED", "TIME", "TOKENS", "COST", "SCOPE"
+    ]  # fmt: skip
     assert rows[1].split()[:4] == ["w1", "workflow", "greet", "completed"]
     assert rows[1].split()[-1] == "-"
     assert rows[2].split()[:4] == [first, "agent", "echo", "completed"]
     assert rows[2].split()[-1] == "notes"
+
+
+def test_runs_list_and_show_give_tokens_and_cost(project: Project) -> None:
+    import asyncio
+
+    from tether.stores.run_store import RunInfo, SqliteRunStore
+
+    assert project.invoke("runs", "list").exit_code == 0  # the store exists
+
+    async def record() -> None:
+        store = SqliteRunStore.open(project.db)
+        try:
+            await store.start_run(RunInfo("priced", "agent", "echo", started_at=2e9))
+            await store.finish_run(
+                "priced", "completed", usage={"input_tokens": 1200, "output_tokens": 80},
+                cost_usd=0.0021,
+            )  # fmt: skip
+            await store.start_run(RunInfo("unpriced", "agent", "echo", started_at=1e9))
+            await store.finish_run("unpriced", "completed", usage={"input_tokens": 5})
+        finally:
+            await store.aclose()
+
+    asyncio.run(record())
+    rows = lines(project.invoke("runs", "list").stdout)
+    priced = next(r for r in rows if r.startswith("priced"))
+    assert "1200→80" in priced and "$0.0021" in priced
+    unpriced = next(r for r in rows if r.startswith("unpriced"))
+    assert "$" not in unpriced  # no price is shown as "-", never as a guess
+    shown = project.invoke("runs", "show", "priced").stdout
+    assert "cost     $0.0021" in shown or "$0.0021" in shown
+    as_json = json.loads(project.invoke("runs", "list", "--json").stdout)
+    assert as_json[0]["cost_usd"] == 0.0021 and as_json[1]["cost_usd"] is None
 
 
 def test_runs_list_filters_by_kind_and_limits(project: Project) -> None:
@@ -75,7 +109,7 @@ def test_runs_show_prints_the_run_its_tags_and_its_events(project: Project) -> N
     run_id = result.stderr.split("run  ")[-1].strip()
     shown = project.invoke("runs", "show", run_id)
     assert shown.exit_code == 0, shown.output
-    head, events = shown.stdout.split("\nevents (8)\n")
+    head, events = shown.stdout.split("\nevents (12)\n")
     fields = dict(line.split(None, 1) for line in head.strip().splitlines())
     assert fields["run"] == run_id
     assert fields["kind"] == "agent" and fields["name"] == "sandboxed"
@@ -85,16 +119,21 @@ def test_runs_show_prints_the_run_its_tags_and_its_events(project: Project) -> N
     assert fields["tags"] == "version:1.2.3"
     assert [line.split()[:2] for line in events.splitlines()] == [
         ["1", "agent_started"],
-        ["2", "agent_text"],
-        ["3", "agent_tool_call"],
-        ["4", "agent_tool_result"],
-        ["5", "agent_messages_committed"],
-        ["6", "agent_text"],
+        ["2", "model_call_started"],
+        ["3", "agent_text"],
+        ["4", "model_call_finished"],
+        ["5", "agent_tool_call"],
+        ["6", "agent_tool_result"],
         ["7", "agent_messages_committed"],
-        ["8", "agent_finished"],
+        ["8", "model_call_started"],
+        ["9", "agent_text"],
+        ["10", "model_call_finished"],
+        ["11", "agent_messages_committed"],
+        ["12", "agent_finished"],
     ]
-    assert events.splitlines()[3].endswith('where -> {"a": 1}')
-    assert events.splitlines()[5].endswith('the tool said {"a": 1}')
+    assert events.splitlines()[5].endswith('where -> {"a": 1}')
+    assert events.splitlines()[8].endswith('the tool said {"a": 1}')
+    assert "call 1 to script" in events.splitlines()[1]
 
 
 def test_runs_show_joins_text_deltas_and_escapes_control_characters(project: Project) -> None:
@@ -102,7 +141,7 @@ def test_runs_show_joins_text_deltas_and_escapes_control_characters(project: Pro
     shown = project.invoke("runs", "show", run_id)
     text_line = next(line for line in shown.stdout.splitlines() if "agent_text " in line)
     # Four deltas (see echo_reply) on one line, the bell and the newline escaped.
-    assert text_line.split()[0] == "2-5"
+    assert text_line.split()[0] == "3-6"
     assert text_line.endswith("you said: bell\\x07 and\\nnewline (1 messages)")
     assert "\x07" not in shown.stdout
 

@@ -275,10 +275,14 @@ async def test_cancel_during_a_tool_leaves_a_valid_loadable_transcript(lab: Runt
     Session.from_json({"id": "s", "messages": stored})
     assert await event_types(lab, handle.run_id) == [
         "agent_started",
+        "model_call_started",
+        "model_call_finished",
         "agent_tool_call",
         "agent_tool_result",
         "agent_messages_committed",
+        "model_call_started",
         "agent_text_delta",
+        "model_call_finished",
         "agent_tool_call",
         "agent_tool_result",  # the loop's placeholder for the interrupted call (not stored)
         "agent_failed",

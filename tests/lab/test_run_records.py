@@ -34,20 +34,26 @@ async def test_a_run_records_started_deltas_commits_and_finished(lab: Runtime) -
     events = await lab.run_store.events(result.run_id)
     assert [e["type"] for e in events] == [
         "agent_started",
+        "model_call_started",
+        "model_call_finished",
         "agent_tool_call",
         "agent_tool_result",
         "agent_messages_committed",
+        "model_call_started",
         "agent_text_delta",
         "agent_text_delta",
+        "model_call_finished",
         "agent_messages_committed",
         "agent_finished",
     ]
-    started, call, res, first, d1, d2, second, finished = (e["data"] for e in events)
+    started, _, _, call, res, first, _, d1, d2, _, second, finished = (e["data"] for e in events)
     assert started["agent_id"] == "calc" and started["memory_scope"] == "m"
     assert started["memory_scope_generated"] is False
     assert started["tags"] == ["demo"]
     assert call == {"id": "call_1", "name": "add", "input": {"a": 1, "b": 2}}
+    started_at = res.pop("started_at")
     assert res == {"id": "call_1", "name": "add", "output": "3", "is_error": False}
+    assert isinstance(started_at, float) and started_at <= events[4]["at"]
     assert (first["start"], first["count"]) == (0, 3)
     assert [m["role"] for m in first["messages"]] == ["user", "assistant", "tool"]
     assert (d1["text"], d2["text"]) == ("The sum ", "is 3.")
@@ -181,7 +187,9 @@ async def test_a_listener_that_raises_does_not_break_the_run(
     assert result.text == "fine"
     assert await event_types(lab, result.run_id) == [
         "agent_started",
+        "model_call_started",
         "agent_text_delta",
+        "model_call_finished",
         "agent_messages_committed",
         "agent_finished",
     ]

@@ -59,22 +59,23 @@ async def test_api_run_has_the_workflow_tree(client: httpx.AsyncClient, world: W
     [polish] = tree["children"]
     assert polish["name"] == "polish" and polish["steps"][0]["step_id"] == "shine"
     agent = await get_json(client, f"/api/runs/{world.first}")
-    assert agent["tree"] is None and agent["last_seq"] == 9
+    assert agent["tree"] is None and agent["last_seq"] == 13
 
 
 async def test_api_events_after_n(client: httpx.AsyncClient, world: World) -> None:
     body = await get_json(client, f"/api/events/{world.first}")
-    assert [e["seq"] for e in body["events"]] == list(range(1, 10))
-    assert body["done"] is True and body["status"] == "completed" and body["last_seq"] == 9
-    tail = await get_json(client, f"/api/events/{world.first}?after=6")
+    assert [e["seq"] for e in body["events"]] == list(range(1, 14))
+    assert body["done"] is True and body["status"] == "completed" and body["last_seq"] == 13
+    tail = await get_json(client, f"/api/events/{world.first}?after=9")
     assert [e["type"] for e in tail["events"]] == [
         "agent_text_delta",
+        "model_call_finished",
         "agent_messages_committed",
         "agent_finished",
     ]
     assert tail["events"][0]["data"]["text"] == HOSTILE
-    none = await get_json(client, f"/api/events/{world.first}?after=9")
-    assert none["events"] == [] and none["last_seq"] == 9
+    none = await get_json(client, f"/api/events/{world.first}?after=13")
+    assert none["events"] == [] and none["last_seq"] == 13
     bad = await get_json(client, f"/api/events/{world.first}?after=x", 400)
     assert "after must be an integer" in bad["error"]["message"]
     await get_json(client, f"/api/events/{world.first}?after=-1", 400)
@@ -155,8 +156,10 @@ async def test_a_running_run_is_followed_by_polling_its_events() -> None:
         assert [e["type"] for e in rest["events"]] == [
             "agent_tool_result",
             "agent_messages_committed",
+            "model_call_started",
             "agent_text_delta",
             "agent_text_delta",
+            "model_call_finished",
             "agent_messages_committed",
             "agent_finished",
         ]

@@ -91,7 +91,7 @@ async def test_run_page_collapses_text_deltas_and_shows_tool_calls_and_tags(
     # Three deltas, one text item holding the final text.
     assert html.count('class="ev ev-text"') == 1
     assert f"Found it {HOSTILE}" in text
-    assert "#5–7" in text
+    assert "#8–10" in text
     assert "tool call" in text and "lookup" in text
     assert f"result for {HOSTILE}: {HOSTILE}" in text
     assert "2 model requests" in text

@@ -174,7 +174,23 @@ def run_to_json(info: RunInfo) -> dict[str, Any]:
         "step_id": info.step_id,
         "error": info.error,
         "meta": dict(info.meta),
+        "usage": dict(info.usage),
+        "cost_usd": info.cost_usd,
     }
+
+
+def format_cost(cost: float | None) -> str:
+    """``$0.0123``; "-" when the cost is not known (an unpriced model: never a guess)."""
+    if cost is None:
+        return "-"
+    return f"${cost:.4f}" if cost >= 0.0001 or cost == 0 else f"${cost:.2e}"
+
+
+def format_tokens(usage: Mapping[str, Any]) -> str:
+    """Input and output tokens as ``1200→80``, "-" when none were reported."""
+    if not usage:
+        return "-"
+    return f"{usage.get('input_tokens', 0)}→{usage.get('output_tokens', 0)}"
 
 
 # -- run events ------------------------------------------------------------------------------
@@ -201,7 +217,23 @@ def _summary(kind: str, data: Mapping[str, Any]) -> str:
     if kind == "agent_finished":
         usage = get("usage")
         shown = format_usage(usage) if isinstance(usage, Mapping) else "-"
-        return f"turns={get('turns')} usage: {shown} stop={get('stop_reason')}"
+        cost = get("cost_usd")
+        priced = f" cost={format_cost(cost)}" if isinstance(cost, int | float) else ""
+        return f"turns={get('turns')} usage: {shown}{priced} stop={get('stop_reason')}"
+    if kind == "model_call_started":
+        return f"call {get('call')} to {get('model')}"
+    if kind == "model_call_finished":
+        usage = get("usage")
+        shown = format_usage(usage) if isinstance(usage, Mapping) else "-"
+        cost = get("cost_usd")
+        return (
+            f"call {get('call')} in {_ms(get('duration_s'))} (first token "
+            f"{_ms(get('first_token_s'))}) usage: {shown} cost={format_cost(cost)}"
+            if isinstance(cost, int | float) or cost is None
+            else f"call {get('call')}"
+        )
+    if kind == "model_call_failed":
+        return f"call {get('call')} after {_ms(get('duration_s'))}: {_error_text(get('error'))}"
     if kind == "agent_failed":
         mark = " (cancelled)" if get("cancelled") else ""
         return f"{_error_text(get('error'))}{mark}"
@@ -221,6 +253,10 @@ def _summary(kind: str, data: Mapping[str, Any]) -> str:
     if kind == "workflow_failed":
         return f"{get('status')}: {_error_text(get('error'))}"
     return compact(dict(data))
+
+
+def _ms(seconds: Any) -> str:
+    return f"{seconds * 1000:.0f} ms" if isinstance(seconds, int | float) else "-"
 
 
 def event_lines(events: Sequence[RunEvent]) -> list[str]:

@@ -20,8 +20,10 @@ from ._render import (
     emit_err,
     emit_json,
     event_lines,
+    format_cost,
     format_duration,
     format_time,
+    format_tokens,
     key_values,
     run_to_json,
     table,
@@ -85,11 +87,18 @@ def list_runs(
             i.status,
             format_time(i.started_at),
             format_duration(i.started_at, i.ended_at),
+            format_tokens(i.usage),
+            format_cost(i.cost_usd),
             clean(i.memory_scope or "-"),
         )
         for i in infos
     ]
-    emit(table(("RUN ID", "KIND", "NAME", "STATUS", "STARTED", "TIME", "SCOPE"), rows))
+    emit(
+        table(
+            ("RUN ID", "KIND", "NAME", "STATUS", "STARTED", "TIME", "TOKENS", "COST", "SCOPE"),
+            rows,
+        )
+    )
 
 
 async def _list(
@@ -149,6 +158,9 @@ def show_run(
             else "-",
         ),
     ]
+    if info.usage:
+        pairs.append(("tokens", " ".join(f"{k}={v}" for k, v in info.usage.items())))
+        pairs.append(("cost", format_cost(info.cost_usd)))
     if info.memory_scope is not None:
         pairs.append(("scope", clean(info.memory_scope)))
     if info.workflow_run_id is not None:

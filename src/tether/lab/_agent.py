@@ -48,6 +48,7 @@ from ._handles import AgentRunHandle, AgentStreamHandle, _EventBuffer
 from ._host import AgentHost
 from ._output import OutputSpec
 from ._provenance import merge_tags
+from ._recorder import RecordingLevel, unwrapped
 from ._tags import context_tags
 from ._template import PromptInspection
 from ._tools import ToolProvider, ToolsSpec, is_provider
@@ -181,6 +182,7 @@ class LabAgent(Generic[T]):
         stream_retries: int | None = None,
         memory_store: MessageStore | None = None,
         description: str = "",
+        recording: RecordingLevel | None = None,
     ) -> None:
         if not isinstance(id, str) or not id.strip():
             raise ConfigError(f"an agent id must be a non-empty string, got {id!r}")
@@ -209,6 +211,7 @@ class LabAgent(Generic[T]):
             "stream_retries": stream_retries,
             "memory_store": memory_store,
             "description": description,
+            "recording": recording,
         }
         own = Definition.check(given, self._where)
         if own.model is None and runtime.defaults.model is None:
@@ -372,7 +375,7 @@ class LabAgent(Generic[T]):
         client = self._client(spec, max_retries)
         key = f"client:{id(client)}"
         agent = self._harnesses.get(key)
-        if agent is None or agent.client is not client:
+        if agent is None or unwrapped(agent.client) is not client:
             d = self._def
             own_tools = d.tools if isinstance(d.tools, list) else []
             agent = create_agent(
@@ -667,6 +670,7 @@ class LabAgent(Generic[T]):
             has_tools=bool(tools) or bool(self._resource_tools) or bool(d.integrations),
             title_workflow=d.title_workflow,
             settings=settings,
+            recording=d.recording or "metadata",
         )
         return Episode(
             self.runtime,

@@ -36,6 +36,7 @@ from ..stores.message_store import MessageStore
 from ..tools import Tool
 from ..tracing import TraceSink
 from ..workflows import Workflow
+from ._recorder import RecordingLevel, check_recording
 from ._template import Template
 from ._tools import ToolProvider, ToolsSpec, check_tool_set, is_provider
 
@@ -109,6 +110,7 @@ AGENT_KEYS: Final = (
     "stream_retries",
     "memory_store",
     "description",
+    "recording",
 )
 """The keywords of `Runtime.create_agent` besides `id`, and so the keys of `Runtime(defaults=)`."""
 
@@ -137,6 +139,7 @@ class AgentDefaults(TypedDict, total=False):
     stream_retries: int
     memory_store: MessageStore
     description: str
+    recording: RecordingLevel
 
 
 # -- keys ------------------------------------------------------------------------------------
@@ -498,6 +501,8 @@ class Definition:
     stream_retries: int | None = None
     memory_store: MessageStore | None = None
     description: str | None = None
+    recording: RecordingLevel | None = None
+    """How much of each model request a run records (`tether.lab._recorder`)."""
 
     @classmethod
     def check(cls, values: Mapping[str, Any], where: str) -> Definition:
@@ -548,6 +553,11 @@ class Definition:
             stream_retries=check_count("stream_retries", v.get("stream_retries"), where),
             memory_store=store,
             description=description,
+            recording=(
+                check_recording(v["recording"], f"{_where(where)}recording")
+                if v.get("recording") is not None
+                else None
+            ),
         )
 
     def over(self, base: Definition) -> Definition:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -57,7 +58,7 @@ from ._definition import SystemPrompt
 from ._handles import AgentRunResult, _EventBuffer
 from ._host import AgentHost
 from ._output import JSON_REQUEST, NoMatch, OutputSpec, jsonable
-from ._recorder import RunRecorder
+from ._recorder import RecordingLevel, RunRecorder
 from ._titles import first_success, in_title_workflow, start_title
 from ._tools import ToolProvider, resolve_tools
 
@@ -105,6 +106,26 @@ def pin_texts(pin: SystemRecord) -> list[str]:
     return []
 
 
+def _input_text(messages: Sequence[Message]) -> str:
+    """An episode's new input as plain text (its text parts), for listing and search."""
+    texts: list[str] = []
+    for message in messages:
+        for part in message.get("content", []):
+            if isinstance(part, dict) and part.get("type") == "text":
+                texts.append(str(part.get("text", "")))
+    return "\n".join(texts)[:4000]
+
+
+def _output_text(result: AgentRunResult[Any]) -> str:
+    """An episode's output as plain text: the text, or the structured output as JSON."""
+    if result.output is not None and not isinstance(result.output, str):
+        try:
+            return json.dumps(jsonable(result.output), ensure_ascii=False)[:4000]
+        except (TypeError, ValueError):
+            pass
+    return str(result.text)[:4000]
+
+
 def _error_data(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc)}
 
@@ -133,6 +154,8 @@ class EpisodeAgent:
     title_workflow: Workflow[Any, Any] | None
     settings: ModelSettings | None
     """The model settings of this episode (run > agent > runtime defaults, key by key)."""
+    recording: RecordingLevel = "metadata"
+    """How much of each model request the run records."""
 
 
 class Episode:
@@ -191,6 +214,7 @@ class Episode:
         self.steps: list[StepResult] = []
         self.usage: dict[str, int] = {}
         self.recorder: RunRecorder | None = None
+        self._tool_started: float | None = None
 
     @property
     def model(self) -> str:
@@ -211,7 +235,9 @@ class Episode:
         recorder = RunRecorder(
             self.host.run_store,
             self.host.listeners,
-            RunInfo(
+            level=self.agent.recording,
+            prices=self.host.prices,
+            info=RunInfo(
                 run_id=self.run_id,
                 kind="agent",
                 name=self.agent.id,
@@ -222,6 +248,7 @@ class Episode:
                 workflow_run_id=link.workflow_run_id if link else None,
                 step_id=link.step_id if link else None,
                 meta={"model": self.model},
+                input_text=_input_text(self.new_input),
             ),
         )
         self.recorder = recorder
@@ -240,7 +267,8 @@ class Episode:
                 },
             )
             async with self._on_scope():
-                result = await self._body(recorder)
+                with recorder.recording(self.agent.harness):
+                    result = await self._body(recorder)
         except BaseException as exc:
             cancelled = isinstance(exc, AbortedError | asyncio.CancelledError)
             data: dict[str, Any] = {"error": _error_data(exc), "cancelled": cancelled}
@@ -260,9 +288,10 @@ class Episode:
                 "usage": dict(result.usage),
                 "stop_reason": result.stop_reason,
                 "memory_scope": self.scope,
+                "cost_usd": recorder.cost_usd,
             },
         )
-        await recorder.close("completed")
+        await recorder.close("completed", output_text=_output_text(result))
         await self._maybe_title()
         return result
 
@@ -538,6 +567,9 @@ class Episode:
             if event["text"]:
                 recorder.emit("agent_text_delta", {"text": event["text"]})
             return
+        if event["type"] == "progress" and event["stage"] == "tool":
+            self._tool_started = time.time()  # the loop runs the call right after this
+            return
         fold(view, memory, event)
         if event["type"] == "tool_use":
             recorder.emit(
@@ -552,8 +584,10 @@ class Episode:
                     "name": event["name"],
                     "output": event["output"],
                     "is_error": bool(event.get("is_error", False)),
+                    "started_at": self._tool_started,
                 },
             )
+            self._tool_started = None
             step = steps[-1] if steps else None
             # The loop records a result on its step only for calls that really ran; the
             # placeholders of an aborted round never complete a step.

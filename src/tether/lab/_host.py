@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from ..errors import ConfigError
@@ -125,4 +125,9 @@ class AgentHost(Protocol):
 
     def provenance_tags(self) -> list[str]:
         """The automatic `version:` / `commit:` tags of every run."""
+        ...
+
+    @property
+    def prices(self) -> Mapping[str, Any]:
+        """Price overrides for models genai-prices does not know (`tether.pricing`)."""
         ...

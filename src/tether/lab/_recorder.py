@@ -3,22 +3,75 @@
 `emit()` is synchronous and O(1): it numbers the event, hands it to the listeners and queues it.
 A writer task drains the queue into the store, one `append_events` per batch, so a streamed
 answer costs one write per batch instead of one per token, and a slow store never holds up the
-model stream. `close()` flushes, then records the final status. Recording never decides whether
-an episode succeeds: a store failure is logged once and the episode goes on.
+model stream. `close()` flushes, then records the final status, the run's token totals and its
+cost. Recording never decides whether an episode succeeds: a store failure is logged once and
+the episode goes on.
+
+**Model calls.** While `recording(harness)` is active, every request the harness agent's client
+streams is a model call of this run (`RecordingClient`, one per client, finds the recorder of
+the episode it runs in through a context variable, so concurrent episodes on one client stay
+apart):
+
+| event                 | data                                                                 |
+|-----------------------|----------------------------------------------------------------------|
+| `model_call_started`  | call, model, request (by the recording level)                        |
+| `model_call_finished` | call, model, first_token_s, duration_s, usage, stop_reason,           |
+|                       | finish_reason, tool_calls, cost_usd (None: no known price)           |
+| `model_call_failed`   | call, model, first_token_s, duration_s, error {type, message}        |
+
+Every event's `at` is its Unix time, so a page draws each call from start to end with its time
+to first token. **Recording levels** (an agent's `recording=`): ``"off"`` records no request,
+``"metadata"`` (the default) its shape (system block sizes and cache marks, tool names, message
+count by role, settings), ``"full"`` the request as sent (system blocks, tool definitions,
+messages, settings) cut to `REQUEST_CAP` characters by leaving out the oldest messages. API keys
+never appear: the request holds none, keys named like secrets are masked, and the client's own
+key is masked wherever it turns up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
+import re
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
+from ..errors import ConfigError
+from ..llm.base import ChatRequest, LLMClient, StreamChunk
 from ..stores.run_store import NewRunEvent, RunEvent, RunInfo, RunStore
 from ..stores.workflow_store import RunStatus
 
-__all__ = ["RunListener", "RunRecorder"]
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = [
+    "RECORDING_LEVELS",
+    "REQUEST_CAP",
+    "RecordingClient",
+    "RecordingLevel",
+    "RunListener",
+    "RunRecorder",
+    "check_recording",
+    "unwrapped",
+]
+
+RecordingLevel: TypeAlias = Literal["off", "metadata", "full"]
+RECORDING_LEVELS: Final[tuple[RecordingLevel, ...]] = ("off", "metadata", "full")
+REQUEST_CAP = 200_000
+"""The most characters of JSON one recorded request (``"full"``) takes."""
+_STRING_CAP = 20_000
+"""A string longer than this in a recorded request is cut (when the request is over the cap)."""
+_SECRET_KEY = re.compile(
+    r"(^|[_-])(api[_-]?key|authorization|secret|password|passwd|token|access[_-]?token|"
+    r"credentials?)$",
+    re.IGNORECASE,
+)
+_MASK = "[redacted]"
 
 logger = logging.getLogger("tether.lab")
 
@@ -34,13 +87,46 @@ def notify(listeners: Sequence[RunListener], event: RunEvent) -> None:
             logger.exception("a run listener raised; recording goes on")
 
 
-class RunRecorder:
-    """Records one run."""
+def check_recording(value: Any, where: str = "recording") -> RecordingLevel:
+    """`value` as a recording level.
 
-    def __init__(self, store: RunStore, listeners: Sequence[RunListener], info: RunInfo) -> None:
+    Raises:
+        ConfigError: not one of `RECORDING_LEVELS`.
+    """
+    if value not in RECORDING_LEVELS:
+        raise ConfigError(f"{where} must be one of {list(RECORDING_LEVELS)}, got {value!r:.80}")
+    return value  # type: ignore[no-any-return]
+
+
+_ACTIVE: ContextVar[RunRecorder | None] = ContextVar("tether_lab_recorder", default=None)
+"""The recorder of the episode running in this context (set by `RunRecorder.recording`)."""
+
+
+class RunRecorder:
+    """Records one run.
+
+    Args:
+        store: Where the events and the summary go.
+        listeners: Called with every event as it happens.
+        info: The run's summary (written by `start()`).
+        level: How much of each model request to record (see the module docstring).
+        prices: Price overrides for private models (`tether.pricing.PriceOverride` by model).
+    """
+
+    def __init__(
+        self,
+        store: RunStore,
+        listeners: Sequence[RunListener],
+        info: RunInfo,
+        *,
+        level: RecordingLevel = "metadata",
+        prices: Mapping[str, Any] | None = None,
+    ) -> None:
         self.store = store
         self.info = info
         self.run_id = info.run_id
+        self.level = level
+        self.prices = prices
         self._listeners = listeners
         self._queue: list[NewRunEvent] = []
         self._seq = 0
@@ -49,6 +135,97 @@ class RunRecorder:
         self._started = False
         self._failed = False
         self._closed = False
+        self._calls = 0
+        self.usage: dict[str, int] = {}
+        """Token totals of the run's model calls so far."""
+        self._cost: Decimal | None = Decimal(0)
+        """The run's cost so far; None once a call had usage but no known price."""
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the run's model calls cost so far (None: some call has no known price, or no
+        call reported usage)."""
+        if self._cost is None or not self.usage:
+            return None
+        return float(self._cost)
+
+    @contextlib.contextmanager
+    def recording(self, harness: Agent) -> Iterator[None]:
+        """Record the model calls `harness` makes in this context as calls of this run."""
+        client = harness.client
+        if not isinstance(client, RecordingClient):
+            harness.client = RecordingClient(client)
+        token = _ACTIVE.set(self)
+        try:
+            yield
+        finally:
+            _ACTIVE.reset(token)
+
+    def _call_started(self, client: RecordingClient, request: ChatRequest) -> tuple[int, str]:
+        self._calls += 1
+        model = client.model_ref
+        data: dict[str, Any] = {"call": self._calls, "model": model}
+        if self.level != "off":
+            try:
+                data["request"] = _request_record(request, self.level, client.secrets())
+            except Exception:  # recording never fails a call
+                logger.exception("could not record the request of run %s", self.run_id)
+        self.emit("model_call_started", data)
+        return self._calls, model
+
+    def _call_finished(
+        self,
+        client: RecordingClient,
+        call: int,
+        model: str,
+        finish: Mapping[str, Any],
+        first_token: float | None,
+        duration: float,
+    ) -> None:
+        usage: dict[str, int] = {
+            k: int(v) for k, v in (finish.get("usage") or {}).items() if isinstance(v, int)
+        }
+        for key, n in usage.items():
+            self.usage[key] = self.usage.get(key, 0) + n
+        cost = _price(usage, model, client.base_url, self.prices) if usage else None
+        if usage:
+            self._cost = None if cost is None or self._cost is None else self._cost + cost
+        content = finish.get("content") or []
+        self.emit(
+            "model_call_finished",
+            {
+                "call": call,
+                "model": model,
+                "first_token_s": first_token,
+                "duration_s": duration,
+                "usage": usage,
+                "stop_reason": finish.get("stop_reason"),
+                "finish_reason": finish.get("finish_reason"),
+                "tool_calls": sum(
+                    1 for p in content if isinstance(p, dict) and p.get("type") == "tool_call"
+                ),
+                "cost_usd": float(cost) if cost is not None else None,
+            },
+        )
+
+    def _call_failed(
+        self,
+        call: int,
+        model: str,
+        exc: BaseException,
+        first_token: float | None,
+        duration: float,
+    ) -> None:
+        self.emit(
+            "model_call_failed",
+            {
+                "call": call,
+                "model": model,
+                "first_token_s": first_token,
+                "duration_s": duration,
+                "error": {"type": type(exc).__name__, "message": str(exc)},
+            },
+        )
 
     async def start(self) -> None:
         """Create the run's summary and start the writer.
@@ -107,8 +284,11 @@ class RunRecorder:
             if self._closed and not self._queue:
                 return
 
-    async def close(self, status: RunStatus, *, error: str | None = None) -> None:
-        """Flush and record how the run ended. Idempotent.
+    async def close(
+        self, status: RunStatus, *, error: str | None = None, output_text: str | None = None
+    ) -> None:
+        """Flush and record how the run ended (with its output as text, its token totals and
+        cost). Idempotent.
 
         Cancelled meanwhile, it still writes the final events and status (the run ended as
         `status` says), then lets the cancellation through.
@@ -128,8 +308,204 @@ class RunRecorder:
         await self._write()
         if self._started:
             try:
-                await self.store.finish_run(self.run_id, status, error=error)
+                await self.store.finish_run(
+                    self.run_id,
+                    status,
+                    error=error,
+                    output_text=output_text,
+                    usage=dict(self.usage) if self.usage else None,
+                    cost_usd=self.cost_usd,
+                )
             except Exception:
                 logger.exception("could not record the end of run %s", self.run_id)
         if cancelled is not None:
             raise cancelled
+
+
+# -- model calls -----------------------------------------------------------------------------
+
+
+class RecordingClient:
+    """An LLMClient that reports each call to the recorder active in the caller's context
+    (and is a plain pass-through where none is). Attributes it does not have (`max_retries`,
+    `stream_retries`, ...) are the wrapped client's."""
+
+    def __init__(self, inner: LLMClient) -> None:
+        self.inner = inner
+        self.model = inner.model
+        provider = getattr(inner, "provider", None)
+        self.model_ref = f"{provider}:{inner.model}" if isinstance(provider, str) else inner.model
+        """``"provider:model"`` when the client names its provider, else its model id."""
+        base = getattr(inner, "base_url", None)
+        self.base_url: str | None = base if isinstance(base, str) else None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def secrets(self) -> list[str]:
+        """Values to mask wherever they turn up in a recorded request."""
+        key = getattr(self.inner, "api_key", None)
+        return [key] if isinstance(key, str) and len(key) >= 8 else []
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def chat(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
+        recorder = _ACTIVE.get()
+        if recorder is None or recorder._closed:
+            async for chunk in self.inner.chat(request):
+                yield chunk
+            return
+        call, model = recorder._call_started(self, request)
+        started = time.perf_counter()
+        first: float | None = None
+        ended = False
+        stream = self.inner.chat(request)
+        try:
+            async for chunk in stream:
+                kind = chunk["type"]
+                if first is None and kind in ("text", "thinking", "tool_input_delta", "finish"):
+                    first = round(time.perf_counter() - started, 6)
+                if kind == "finish":
+                    ended = True
+                    recorder._call_finished(
+                        self,
+                        call,
+                        model,
+                        chunk,
+                        first,
+                        round(time.perf_counter() - started, 6),
+                    )
+                yield chunk
+        except BaseException as exc:
+            if not ended and not recorder._closed:
+                ended = True
+                recorder._call_failed(
+                    call, model, exc, first, round(time.perf_counter() - started, 6)
+                )
+            raise
+        finally:
+            if not ended and not recorder._closed:
+                # The caller stopped reading (a retried stream, a cancelled turn).
+                recorder._call_failed(
+                    call,
+                    model,
+                    asyncio.CancelledError("the stream was closed before it finished"),
+                    first,
+                    round(time.perf_counter() - started, 6),
+                )
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+def unwrapped(client: LLMClient) -> LLMClient:
+    """The client a `RecordingClient` stands in front of (itself for any other client)."""
+    return client.inner if isinstance(client, RecordingClient) else client
+
+
+def _price(
+    usage: dict[str, int], model: str, base_url: str | None, prices: Mapping[str, Any] | None
+) -> Decimal | None:
+    try:
+        from ..pricing import cost
+    except ImportError:
+        return None  # without the lab extra's genai-prices nothing is priced
+    try:
+        return cost(usage, model, base_url=base_url, overrides=prices)  # type: ignore[arg-type]
+    except Exception:
+        logger.exception("could not price a call to %s", model)
+        return None
+
+
+def _mask(value: Any, secrets: list[str]) -> Any:
+    """A copy of `value` with secret-named keys and the given secret strings masked."""
+    if isinstance(value, dict):
+        return {
+            k: (_MASK if isinstance(k, str) and _SECRET_KEY.search(k) else _mask(v, secrets))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_mask(v, secrets) for v in value]
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret in value:
+                value = value.replace(secret, _MASK)
+        return value
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return repr(value)
+
+
+def _request_record(
+    request: ChatRequest, level: RecordingLevel, secrets: list[str]
+) -> dict[str, Any]:
+    system = request.get("system", [])
+    tools = request.get("tools", [])
+    messages = request.get("messages", [])
+    settings = _mask(dict(request.get("settings", {})), secrets)
+    response_format = request.get("response_format")
+    if level == "metadata":
+        roles: dict[str, int] = {}
+        for message in messages:
+            role = str(message.get("role"))
+            roles[role] = roles.get(role, 0) + 1
+        record: dict[str, Any] = {
+            "level": "metadata",
+            "system": [
+                {"chars": len(b.get("text", "")), "cache": "cache_control" in b} for b in system
+            ],
+            "tools": [t.get("name") for t in tools],
+            "messages": {"count": len(messages), "roles": roles},
+            "settings": settings,
+        }
+        if response_format is not None:
+            record["response_format"] = response_format.get("name")
+        return record
+    full: dict[str, Any] = {
+        "level": "full",
+        "system": _mask([dict(b) for b in system], secrets),
+        "tools": _mask([dict(t) for t in tools], secrets),
+        "messages": _mask(list(messages), secrets),
+        "settings": settings,
+    }
+    if response_format is not None:
+        full["response_format"] = _mask(dict(response_format), secrets)
+    return _capped(full)
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=repr))
+
+
+def _cut_strings(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > _STRING_CAP:
+        return value[:_STRING_CAP] + f"… [{len(value) - _STRING_CAP} more characters]"
+    if isinstance(value, dict):
+        return {k: _cut_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut_strings(v) for v in value]
+    return value
+
+
+def _capped(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` within `REQUEST_CAP`: the oldest messages left out first, then long strings
+    cut. What was left out is counted in `omitted_messages` / `truncated`."""
+    total = _size(record)
+    if total <= REQUEST_CAP:
+        return record
+    messages: list[Any] = record["messages"]
+    sizes = [_size(m) + 1 for m in messages]
+    rest = total - sum(sizes)
+    keep = len(messages)
+    budget = REQUEST_CAP - rest
+    used = 0
+    while keep > 0 and used + sizes[keep - 1] <= budget:
+        used += sizes[keep - 1]
+        keep -= 1
+    omitted = keep
+    record = {**record, "messages": messages[omitted:], "omitted_messages": omitted}
+    if _size(record) > REQUEST_CAP:
+        record = _cut_strings(record)
+        record["truncated"] = True
+    return record

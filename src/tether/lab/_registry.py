@@ -7,6 +7,10 @@ runtime = "app.lab:lab"
 agents = ["app.agents:researcher", "app.agents:editor"]
 workflows = ["app.workflows:literature_review"]
 store = "sqlite:///.tether/tether.db"
+
+[prices."openai:my-private-model"]     # models genai-prices does not know (USD per 1M tokens)
+input_mtok = 0.5
+output_mtok = 1.5
 ```
 
 or the same keys under `[tool.tether]` in `pyproject.toml`. Each entry is `module:attribute`
@@ -23,14 +27,14 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigNotFoundError, RegistryError
+from ..errors import ConfigError, ConfigNotFoundError, RegistryError
 from ..workflows import Workflow
 from ._agent import LabAgent
 from ._runtime import Runtime
 
 __all__ = ["Registry", "find_config", "load_registry"]
 
-_KEYS = ("runtime", "agents", "workflows", "store")
+_KEYS = ("runtime", "agents", "workflows", "store", "prices")
 
 
 @dataclass(slots=True)
@@ -217,4 +221,13 @@ def load_registry(start: str | PathLike[str] | None = None) -> Registry:
     if runtime is None:
         runtime = Runtime(root=root)
     runtime.adopt_project(root, table.get("store"))
+    if "prices" in table:
+        # The project's prices, under any the runtime was given in code.
+        from ..pricing import check_overrides  # the lab extra's genai-prices
+
+        try:
+            project_prices = check_overrides(table["prices"], f"{path}: prices")
+        except ConfigError as exc:
+            raise RegistryError(str(exc)) from exc
+        runtime.prices = {**project_prices, **runtime.prices}
     return Registry(runtime, agents, workflows, root, path)

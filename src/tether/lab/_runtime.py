@@ -10,6 +10,7 @@ result = await researcher.run(memory_scope="notes", user="First turn").result
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from os import PathLike
@@ -44,7 +45,7 @@ from ._definition import (
 from ._host import ClientPool, TaskSet
 from ._output import jsonable
 from ._provenance import detect_commit, detect_version
-from ._recorder import RunListener, logger, notify
+from ._recorder import RecordingLevel, RunListener, logger, notify
 from ._stores import DEFAULT_STORE, StoreSet, open_stores
 from ._tags import context_tags
 from ._template import Template
@@ -104,6 +105,9 @@ class Runtime:
         version: True records `version:` / `commit:` tags on every run (read from the project
             under `root`); a string is used as the version; False records neither.
         root: The project directory (default: the current directory).
+        prices: Prices of models genai-prices does not know (private ones), in US dollars per
+            million tokens: ``{"openai:my-model": {"input_mtok": 0.5, "output_mtok": 1.5}}``
+            (see `tether.pricing.PriceOverride`); the `[prices]` table of `tether.toml` too.
     """
 
     def __init__(
@@ -116,12 +120,14 @@ class Runtime:
         workflow_store: WorkflowStore | None = None,
         version: bool | str = True,
         root: str | PathLike[str] | None = None,
+        prices: Mapping[str, Any] | None = None,
     ) -> None:
         if defaults is not None and not isinstance(defaults, Mapping):
             raise ConfigError(
                 f"Runtime(defaults=...) takes a dict of agent keys, got {defaults!r:.80}"
             )
         self._defaults = Definition.check(defaults or {}, "Runtime(defaults=...)")
+        self._prices: dict[str, Any] = _check_prices(prices) if prices is not None else {}
         self.root = Path(root) if root is not None else Path.cwd()
         self._root_given = root is not None
         self.store_url = store
@@ -152,6 +158,15 @@ class Runtime:
     def defaults(self) -> Definition:
         """The checked `defaults=`: what every agent uses unless it sets its own."""
         return self._defaults
+
+    @property
+    def prices(self) -> dict[str, Any]:
+        """Price overrides the run recorder uses for cost (by ``"provider:model"`` or id)."""
+        return self._prices
+
+    @prices.setter
+    def prices(self, value: Mapping[str, Any]) -> None:
+        self._prices = _check_prices(value)
 
     @property
     def listeners(self) -> Sequence[RunListener]:
@@ -279,6 +294,7 @@ class Runtime:
         stream_retries: int | None = ...,
         memory_store: MessageStore | None = ...,
         description: str = ...,
+        recording: RecordingLevel | None = ...,
     ) -> LabAgent[str]: ...
     @overload
     def create_agent(
@@ -305,6 +321,7 @@ class Runtime:
         stream_retries: int | None = ...,
         memory_store: MessageStore | None = ...,
         description: str = ...,
+        recording: RecordingLevel | None = ...,
     ) -> LabAgent[T]: ...
 
     def create_agent(self, **kwargs: Any) -> LabAgent[Any]:
@@ -545,6 +562,7 @@ class Runtime:
                         tags=list(context_tags()),
                         workflow_run_id=event["parent_run_id"],
                         meta={"root_run_id": event["root_run_id"]},
+                        input_text=_as_text(event.get("input")),
                     )
                 )
             else:
@@ -555,7 +573,9 @@ class Runtime:
             {"run_id": run_id, "seq": seq, "type": kind, "at": event["at"], "data": data},
         )
         if kind == "workflow_finished":
-            await store.finish_run(run_id, "completed", ended_at=event["at"])
+            await store.finish_run(
+                run_id, "completed", ended_at=event["at"], output_text=_as_text(event.get("output"))
+            )
         elif kind == "workflow_failed":
             fields: dict[str, Any] = dict(event)
             error = fields.get("error") or {}
@@ -667,3 +687,19 @@ def _tool_schema(
 
 def _tool_name(id: str) -> str:
     return _TOOL_NAME_BAD.sub("_", id)[:64] or "agent"
+
+
+def _check_prices(prices: Any) -> dict[str, Any]:
+    from ..pricing import check_overrides  # the lab extra's genai-prices
+
+    return dict(check_overrides(prices, "Runtime(prices=...)"))
+
+
+def _as_text(value: Any) -> str:
+    """A run's input or output as plain text for listing and search."""
+    if isinstance(value, str):
+        return value[:4000]
+    try:
+        return json.dumps(value, ensure_ascii=False, default=repr)[:4000]
+    except (TypeError, ValueError):
+        return repr(value)[:4000]

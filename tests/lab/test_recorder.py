@@ -1,0 +1,172 @@
+"""The run recorder's model calls: timestamps and time to first token, the request at each
+recording level (secrets masked, size capped), and cost per call and per run."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tether import define_tool
+from tether.errors import ConfigError
+from tether.lab import Runtime
+from tether.lab._recorder import REQUEST_CAP, _capped, _mask
+from tether.pricing import cost
+
+from .conftest import scripted
+from .test_provider_episode import Loopback, model, recorded, server  # noqa: F401
+
+
+def of(events: list[Any], kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == kind]
+
+
+async def test_each_model_call_is_recorded_with_its_times(lab: Runtime) -> None:
+    add = define_tool(name="add", description="Add", execute=lambda v: v["a"] + v["b"])
+    agent = lab.create_agent(
+        id="calc",
+        system_prompt="Add.",
+        tools=[add],
+        model=scripted(
+            {
+                "tool_use": [{"name": "add", "input": {"a": 1, "b": 2}}],
+                "usage": {"input_tokens": 10, "output_tokens": 3},
+            },
+            {"text": ["The sum ", "is 3."], "usage": {"input_tokens": 14, "output_tokens": 4}},
+        ),
+    )
+    result = await agent.run(user="1+2?").result
+    events = await lab.run_store.events(result.run_id)
+    starts, ends = of(events, "model_call_started"), of(events, "model_call_finished")
+    assert [e["data"]["call"] for e in starts] == [1, 2] == [e["data"]["call"] for e in ends]
+    for start, end in zip(starts, ends, strict=True):
+        assert start["at"] <= end["at"]
+        data = end["data"]
+        assert 0 <= data["first_token_s"] <= data["duration_s"]
+        assert data["model"] == "script" and data["cost_usd"] is None  # no price: no number
+    assert ends[0]["data"]["tool_calls"] == 1 and ends[1]["data"]["tool_calls"] == 0
+    assert ends[1]["data"]["usage"] == {"input_tokens": 14, "output_tokens": 4}
+    # The tool ran between the two calls, and says when it began.
+    [tool] = of(events, "agent_tool_result")
+    assert ends[0]["at"] <= tool["data"]["started_at"] <= tool["at"] <= starts[1]["at"]
+    info = await lab.run_store.get_run(result.run_id)
+    assert info is not None
+    assert info.usage == {"input_tokens": 24, "output_tokens": 7} and info.cost_usd is None
+    assert info.input_text == "1+2?" and info.output_text == "The sum is 3."
+
+
+async def test_the_recording_levels(lab: Runtime) -> None:
+    lookup = define_tool(
+        name="lookup",
+        description="Look up",
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+        execute=lambda v: "found",
+    )
+    requests: dict[str, Any] = {}
+    for level in ("off", "metadata", "full"):
+        agent = lab.create_agent(
+            id=f"a-{level}",
+            system_prompt="You look things up.",
+            tools=[lookup],
+            recording=level,  # type: ignore[arg-type]
+            model=scripted({"text": "ok"}),
+        )
+        result = await agent.run(user="find <b>it</b>").result
+        [start] = of(await lab.run_store.events(result.run_id), "model_call_started")
+        requests[level] = start["data"].get("request")
+    assert requests["off"] is None
+    meta = requests["metadata"]
+    assert meta["system"] == [{"chars": len("You look things up."), "cache": False}]
+    assert meta["tools"] == ["lookup"]
+    assert meta["messages"] == {"count": 1, "roles": {"user": 1}}
+    assert "find" not in json.dumps(meta)  # no content at the metadata level
+    full = requests["full"]
+    assert full["system"] == [{"type": "text", "text": "You look things up."}]
+    assert full["tools"][0]["name"] == "lookup"
+    assert full["tools"][0]["input_schema"]["properties"] == {"q": {"type": "string"}}
+    assert full["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "find <b>it</b>"}]}
+    ]
+    with pytest.raises(ConfigError, match="recording must be one of"):
+        lab.create_agent(id="bad", recording="everything", model=scripted())  # type: ignore[arg-type]
+
+
+def test_secrets_are_masked_and_a_request_is_capped() -> None:
+    masked = _mask(
+        {"settings": {"api_key": "k", "max_tokens": 5, "x-api-key": "k", "auth_token": "t"},
+         "text": "my key is sk-live-123456789 ok"},
+        ["sk-live-123456789"],
+    )  # fmt: skip
+    assert masked == {
+        "settings": {"api_key": "[redacted]", "max_tokens": 5, "x-api-key": "[redacted]",
+                     "auth_token": "[redacted]"},
+        "text": "my key is [redacted] ok",
+    }  # fmt: skip
+    big = {
+        "level": "full",
+        "system": [{"type": "text", "text": "S"}],
+        "tools": [],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": f"{i} " + "x" * 999}]}
+                     for i in range(400)],
+        "settings": {},
+    }  # fmt: skip
+    capped = _capped(big)
+    assert len(json.dumps(capped)) <= REQUEST_CAP
+    assert capped["omitted_messages"] > 0
+    # The newest messages are the ones kept.
+    assert capped["messages"][-1]["content"][0]["text"].startswith("399 ")
+    assert len(capped["messages"]) + capped["omitted_messages"] == 400
+
+
+async def test_cost_per_call_and_per_run_over_a_real_adapter(
+    server: Loopback,  # noqa: F811
+) -> None:
+    # A local OpenAI-compatible server is not OpenAI: its calls are priced only by an override.
+    prices = {"openai:gpt-4o": {"input_mtok": 2.5, "output_mtok": 10.0, "cache_read_mtok": 1.25}}
+    lab = Runtime(store="memory", version=False, prices=prices)
+    server.replies = [(200, recorded("sdk_tool_call")), (200, recorded("sdk_text"))]
+    weather = define_tool(
+        name="get_weather",
+        description="Current weather",
+        input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+        execute=lambda v: "Sunny",
+    )
+    agent = lab.create_agent(
+        id="forecaster", model=model(server), tools=[weather], recording="full"
+    )
+    result = await agent.run(user="Weather in Paris?").result
+    events = await lab.run_store.events(result.run_id)
+    ends = of(events, "model_call_finished")
+    assert len(ends) == 2
+    total = 0.0
+    for end in ends:
+        data = end["data"]
+        expected = cost(data["usage"], "openai:gpt-4o", overrides=prices)  # type: ignore[arg-type]
+        assert expected is not None and data["cost_usd"] == float(expected) > 0
+        assert data["model"] == "openai:gpt-4o"
+        total += data["cost_usd"]
+    info = await lab.run_store.get_run(result.run_id)
+    assert info is not None and info.cost_usd == pytest.approx(total)
+    finished = of(events, "agent_finished")[0]["data"]
+    assert finished["cost_usd"] == pytest.approx(total)
+    # The API key reached the server, and appears nowhere in what was recorded.
+    assert "sk-test" not in json.dumps(events)
+    await lab.aclose()
+
+
+async def test_without_a_price_the_run_has_no_cost(server: Loopback) -> None:  # noqa: F811
+    lab = Runtime(store="memory", version=False)
+    server.replies = [(200, recorded("sdk_text"))]
+    agent = lab.create_agent(id="a", model=model(server))
+    result = await agent.run(user="hi").result
+    [end] = of(await lab.run_store.events(result.run_id), "model_call_finished")
+    assert end["data"]["usage"] and end["data"]["cost_usd"] is None
+    info = await lab.run_store.get_run(result.run_id)
+    assert info is not None and info.usage and info.cost_usd is None
+    await lab.aclose()
+
+
+def test_bad_price_overrides_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="missing"):
+        Runtime(store="memory", prices={"m": {"input_mtok": 1}})
