@@ -37,7 +37,8 @@ def test_runs_list_newest_first_with_kind_name_status_and_scope(project: Project
 def test_runs_list_and_show_give_tokens_and_cost(project: Project) -> None:
     import asyncio
 
-    from tether.stores.run_store import RunInfo, SqliteRunStore
+    from tether.stores.run_store import RunInfo
+    from tether.stores.sqlite import SqliteRunStore
 
     assert project.invoke("runs", "list").exit_code == 0  # the store exists
 

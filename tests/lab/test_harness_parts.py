@@ -244,5 +244,6 @@ async def test_an_mcp_tool_run_is_recorded_like_any_other(lab: Runtime, mcp: Tes
     result = await agent.run(user="2+2").result
     events = await run_events(lab, result.run_id)
     calls = [e["data"] for e in events if e["type"] == "agent_tool_result"]
+    assert isinstance(calls[0].pop("started_at"), float)
     assert calls == [{"id": calls[0]["id"], "name": "add", "output": "4", "is_error": False}]
     await agent.aclose()
