@@ -38,6 +38,8 @@ def answer(request):
     text = request["messages"][-1]["content"][-1].get("text", "")
     if os.environ.get("BUGGY") == "1" and text == "b":
         return {"text": "no"}
+    if text == "esc":
+        return {"text": "\x1b]0;pwned\x07 \x1b[31mred"}
     return {"text": f"yes: {text}", "usage": {"input_tokens": 4, "output_tokens": 2}}
 
 
@@ -276,3 +278,36 @@ def test_resume_after_sigkill_runs_no_finished_case_twice(evalproj: Project, tar
         for case in before:
             assert lines.count(f"work {case}") == 1, case
             assert lines.count(f"finish {case}") == 1, case
+
+
+def test_the_progress_bar_counts_done_failing_and_the_rate() -> None:
+    import io
+
+    from rich.console import Console
+
+    from tether.cli._eval import _ProgressBar
+
+    out = io.StringIO()
+    bar = _ProgressBar(Console(file=out, force_terminal=True, width=120))
+    bar.update(
+        {"type": "start", "experiment": "x", "total": 4, "done": 1, "failing": 1, "resumed": True}
+    )
+    bar.update({"type": "case", "record": {"status": "passed"}})
+    bar.update({"type": "case", "record": {"status": "error"}})
+    task = bar.progress.tasks[0]
+    assert (task.completed, task.total, task.fields["failing"]) == (3, 4, 2)
+    assert task.fields["rate"].endswith("cases/s")
+    bar.close()
+    assert "resuming x" in out.getvalue() and "2 failing" in out.getvalue()
+
+
+def test_the_text_report_escapes_what_the_model_said(evalproj: Project) -> None:
+    data = dataset(
+        evalproj.root,
+        "esc.jsonl",
+        [{"id": "e", "input": "esc", "evaluators": [{"type": "contains", "value": "nope"}]}],
+    )
+    result = evalproj.invoke("eval", "run", "answerer", "-d", data, "-e", "esc")
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout
+    assert "\\x1b]0;pwned" in result.stdout

@@ -28,7 +28,7 @@ from ..evals import (
 from ..lab import Runtime
 from ._errors import EXIT_RUN_FAILED, CommandLineError, reports_errors
 from ._project import load_project, options_of, reach_stores, run_async, store_runtime
-from ._render import emit, emit_err, emit_json, format_time, key_values, table
+from ._render import clean, emit, emit_err, emit_json, format_time, key_values, table
 
 __all__ = ["eval_app"]
 
@@ -214,9 +214,9 @@ async def _run(
 
 
 class _ProgressBar:
-    """A rich progress bar on stderr: cases done, failing, rate, ETA."""
+    """A rich progress bar on stderr (or `console`): cases done, failing, rate, ETA."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Any = None) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -233,7 +233,7 @@ class _ProgressBar:
             TextColumn("{task.fields[failing]} failing"),
             TextColumn("{task.fields[rate]}"),
             TimeRemainingColumn(),
-            console=Console(stderr=True),
+            console=console if console is not None else Console(stderr=True),
             transient=False,
         )
         self.task: Any = None
@@ -464,14 +464,15 @@ def render_report(data: dict[str, Any]) -> str:
             ),
         ]
     )
+    # Reasons and errors quote what a model answered: escaped, like every stored value.
     failing = [
-        f"  {c['id']}: {name}: {v.get('reason')}"
+        "  " + clean(f"{c['id']}: {name}: {v.get('reason')}")
         for c in data["cases"]
         if c["status"] in ("failed", "error")
         for name, v in c["results"].items()
         if v.get("passed") is False
     ]
-    errors = [f"  {c['id']}: {c['error']}" for c in data["cases"] if c.get("error")]
+    errors = ["  " + clean(f"{c['id']}: {c['error']}") for c in data["cases"] if c.get("error")]
     parts = [head, evaluators, cases, stats]
     if errors:
         parts.append("run errors:\n" + "\n".join(errors[:20]))
