@@ -1,5 +1,5 @@
 """A lab world for the experiment tests: an echoing agent, a tool-calling agent, a judge and a
-durable workflow, all on scripted models, on in-memory and SQLite stores."""
+durable workflow, all on scripted models, on in-memory, SQLite and PostgreSQL stores."""
 
 from __future__ import annotations
 
@@ -98,11 +98,19 @@ def counter() -> Counter:
     return Counter()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def lab(
     request: pytest.FixtureRequest, tmp_path: Path, counter: Counter
 ) -> AsyncIterator[Runtime]:
-    store = "memory" if request.param == "memory" else f"sqlite:///{tmp_path / 'evals.db'}"
+    """The runtime on each store: an experiment's record is the same on all three."""
+    if request.param == "postgres":
+        from tests.postgres_server import postgres_url
+
+        store = postgres_url()
+    elif request.param == "sqlite":
+        store = f"sqlite:///{tmp_path / 'evals.db'}"
+    else:
+        store = "memory"
     runtime = make_lab(store, counter)
     yield runtime
     await runtime.aclose()
