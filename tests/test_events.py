@@ -51,6 +51,7 @@ def test_event_union_has_every_kind_of_the_seed() -> None:
         "text",
         "thinking",
         "tool_input_delta",
+        "partial_output",
         "tool_use",
         "tool_result",
         "step",

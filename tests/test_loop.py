@@ -42,6 +42,7 @@ async def test_a_turn_without_tools_streams_text_and_ends_with_done() -> None:
         "text": "Hello",
         "usage": {"input_tokens": 3, "output_tokens": 2},
         "stop_reason": "end_turn",
+        "finish_reason": "stop",
     }
 
 
@@ -487,7 +488,7 @@ async def test_a_tool_mutating_ctx_services_does_not_change_the_agent() -> None:
 def test_a_bad_trace_option_is_refused_at_create_agent() -> None:
     from tether import ConfigError
 
-    with pytest.raises(ConfigError, match="trace= must be True, False or a sink"):
+    with pytest.raises(ConfigError, match="trace= takes True, False or a sink"):
         create_agent(llm=script_client([]), trace="yes")
 
 
@@ -819,6 +820,7 @@ async def test_the_tool_index_is_built_once_for_an_agent_without_integrations() 
     client = script_client([{"text": "a"}, {"text": "b"}])
     agent = create_agent(llm=client, tools=[add_tool()])
     await collect(agent, Session(), "one")
-    first = agent._toolset_cache
+    first = await agent.toolbox.toolset()
     await collect(agent, Session(), "two")
-    assert first is not None and agent._toolset_cache is first
+    assert await agent.toolbox.toolset() is first
+    assert await agent.toolbox.toolset(override=[add_tool()]) is not first

@@ -20,6 +20,7 @@ def test_render_only_events_return_the_same_session_unchanged() -> None:
         {"type": "text", "text": "a", "snapshot": "a"},
         {"type": "thinking", "text": "hmm"},
         {"type": "tool_input_delta", "id": "c", "name": "t", "partial": "{", "snapshot": "{"},
+        {"type": "partial_output", "output": {"a": "b"}},
         {"type": "step", "workflow": "w", "step": "s"},
         {"type": "progress", "stage": "sent"},
         {"type": "surface", "surface_id": "sf", "line": "{}"},

@@ -5,7 +5,7 @@ from tether import create_agent, prompt_layer, define_tool, reduce
 ```
 """
 
-from .agent import Agent, create_agent
+from .agent import Agent, TurnResult, create_agent
 from .client_messages import ClientMessage, frame_client_message, should_run_turn
 from .context import RunContext
 from .errors import (
@@ -39,7 +39,7 @@ from .prompt import PromptLayer, prompt_layer
 from .resources import Resource, define_resource
 from .session import Message, Session, reduce, remember
 from .signals import AbortController, AbortSignal
-from .stop import StepResult, has_tool_call, step_count_is
+from .stop import RoundResult, StepResult, has_tool_call, step_count_is
 from .tools import Tool, ToolError, ToolResult, define_tool, tool
 from .tracing import TraceSink
 from .workflows import LadderOutcome, create_workflow, define_workflow
@@ -71,6 +71,7 @@ __all__ = [
     "NotJSONSafeError",
     "PromptLayer",
     "Resource",
+    "RoundResult",
     "RunContext",
     "Session",
     "SessionFormatError",
@@ -83,6 +84,7 @@ __all__ = [
     "ToolResult",
     "TraceRecord",
     "TraceSink",
+    "TurnResult",
     "create_agent",
     "create_workflow",
     "define_guardrail",

@@ -2,125 +2,233 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+import asyncio
+import contextvars
+import threading
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
 
+from ._params import (
+    bad,
+    check_limit,
+    check_max_tool_rounds,
+    check_settings,
+    merge_settings,
+    model_client_spec,
+    one_of,
+    prompt_layers,
+    sequence_of,
+)
 from .client_messages import ClientMessage, frame_client_message, should_run_turn
-from .errors import ConfigError, ToolDefinitionError
-from .events import AgentEvent
-from .guardrails import Guardrail
-from .integrations import Integrations, IntegrationSource, SourceConnection
+from .context import RunContext
+from .errors import ConfigError, WorkflowError
+from .events import AgentEvent, FinishReason, Usage
+from .guardrails import Guardrail, ToolCallGuardrail
+from .integrations import IntegrationSource
 from .llm import LLMClient, client_from_config
-from .llm.base import ToolSpec
-from .loop import TurnOptions, run_turn
-from .prompt import PromptLayer, prompt_layer, static_blocks
+from .llm.base import ModelSettings
+from .loop import stream_turn
+from .prompt import PromptLayer, static_blocks
 from .resources import Resource
-from .session import Session
-from .stop import StopCondition
+from .session import Session, SessionLike, as_session, reduce
+from .signals import AbortSignal
+from .stop import RoundResult, StopCondition
 from .tools import Tool
 from .tracing import Tracer, TraceSink
+from .turn import (
+    DEFAULT_MAX_TOOL_RESULT_CHARS,
+    DEFAULT_MAX_TOOL_ROUNDS,
+    UNSET,
+    ModelSpec,
+    SystemPromptSpec,
+    Toolbox,
+    TurnOptions,
+    TurnPlan,
+)
+from .workflows import LadderOutcome, LadderWorkflow, Workflow, run_ladder
 
-if TYPE_CHECKING:
-    from .signals import AbortSignal
-    from .workflows import LadderOutcome, LadderWorkflow
+T = TypeVar("T")
 
-__all__ = ["Agent", "create_agent"]
+__all__ = [
+    "DEFAULT_MAX_TOOL_RESULT_CHARS",
+    "DEFAULT_MAX_TOOL_ROUNDS",
+    "Agent",
+    "ModelSpec",
+    "SystemPromptSpec",
+    "TurnOptions",
+    "TurnResult",
+    "create_agent",
+]
 
-_Toolset: TypeAlias = tuple[dict[str, Tool], list[ToolSpec], list[Resource]]
+
+@dataclass(slots=True)
+class TurnResult:
+    """What `Agent.run_turn()` returns: the turn folded into the session, and its outcome."""
+
+    session: MutableMapping[str, Any]
+    """The session you passed, with the turn folded in (the same object: a `Session`, or the
+    plain dict you gave)."""
+    text: str
+    """The final answer's text (after output guardrails)."""
+    usage: Usage
+    """The turn's token totals."""
+    finish_reason: FinishReason | None
+    """Why the turn ended, the same on every provider (see `FinishReason`)."""
+    stop_reason: str | None
+    """The provider's raw stop reason (or `max_tool_rounds` / `guardrail_denied`)."""
+    rounds: list[RoundResult]
+    """One entry per model request."""
+    events: list[AgentEvent]
+    """Every event of the turn, in order."""
 
 
 class Agent:
-    """Holds the declared parts; `send()` runs a turn, `run_workflow()` runs a ladder."""
+    """An agent assembled from declared parts. `send()` streams a turn, `run_turn()` runs one to
+    its end, `run_workflow()` runs a declared workflow.
+
+    Args:
+        model: ``"provider:model"``, an `LLMClient`, or a model config dict. `llm=` is the
+            harness seed's name for it (an alias; give one of the two).
+        system_prompt: A string (one layer), a `PromptLayer`, or a list of strings and layers.
+            `prompt=` is the harness seed's name for it (an alias).
+        tools: Tools from `define_tool` / `@tool`.
+        workflows: Cascade ladders (`define_workflow`) and durable workflows
+            (`create_workflow`), run by name with `run_workflow()`.
+        resources: Resources from `define_resource` (attached to the prompt, or read as tools).
+        guardrails: Guardrails from `define_guardrail`, in order.
+        integrations: Sources of tools and resources (`mcp_server`, `mcp_stdio`).
+        settings: Portable model settings (temperature, max_tokens, reasoning, …); a run's
+            `settings=` overlays them key by key.
+        max_tool_rounds: The bound on tool rounds per turn (default 8); None: no bound.
+        stop_when: Stop conditions checked after every tool round; the loop ends at whichever
+            of these and `max_tool_rounds` comes first.
+        max_tool_result_chars: Tool and MCP results longer than this are truncated with a marker
+            the model can read (default 100,000); None: no limit.
+        trace: True prints each trace record to stderr; a function is the sink.
+        services: Dependencies tools and workflow steps receive as `ctx.services`.
+        on_tool_call: A tool-call guardrail that runs before the declared ones.
+
+    Raises:
+        ConfigError: a parameter of the wrong type or value (the message names it).
+    """
 
     def __init__(
         self,
         *,
-        llm: dict[str, Any] | LLMClient,
-        prompt: Sequence[PromptLayer | str] = (),
+        model: ModelSpec | None = None,
+        llm: ModelSpec | None = None,
+        system_prompt: SystemPromptSpec | None = None,
+        prompt: SystemPromptSpec | None = None,
         tools: Sequence[Tool] = (),
-        workflows: Sequence[LadderWorkflow] = (),
+        workflows: Sequence[LadderWorkflow | Workflow[Any, Any]] = (),
         resources: Sequence[Resource] = (),
         guardrails: Sequence[Guardrail] = (),
         integrations: Sequence[IntegrationSource] = (),
-        max_tool_rounds: int = 8,
+        settings: ModelSettings | None = None,
+        max_tool_rounds: int | None = DEFAULT_MAX_TOOL_ROUNDS,
         stop_when: Sequence[StopCondition] | StopCondition | None = None,
+        max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
         trace: bool | TraceSink = False,
-        services: dict[str, Any] | None = None,
-        on_tool_call: Callable[..., Any] | None = None,
+        services: Mapping[str, Any] | None = None,
+        on_tool_call: ToolCallGuardrail | None = None,
     ) -> None:
-        self._owns_client = isinstance(llm, dict)
-        self.client: LLMClient = client_from_config(llm)
-        layers = [
-            prompt_layer(f"layer{i}", p) if isinstance(p, str) else p for i, p in enumerate(prompt)
-        ]
-        self.prompt = layers
-        self._static = static_blocks(layers)
-        self._dynamic = [layer for layer in layers if not layer.is_static]
-        self.declared_tools = list(tools)
-        self.resources = list(resources)
-        self._attach = [r for r in self.resources if r.mode == "attach"]
-        own = self.declared_tools + [r.as_tool() for r in self.resources if r.mode == "tool"]
-        self._own_tools = own
-        self._own_index = _index(own)
-        self.workflows: dict[str, LadderWorkflow] = {}
-        for w in workflows:
-            name = getattr(w, "name", None)
-            if not isinstance(name, str) or not hasattr(w, "steps"):
-                raise ToolDefinitionError(
-                    f"workflows= takes ladders from define_workflow(); got {w!r}. A durable "
-                    "workflow from create_workflow() runs on its own with .run(input)"
-                )
-            if name in self.workflows:
-                raise ToolDefinitionError(f"two workflows are named {name!r}")
-            self.workflows[name] = w
-        self.guardrails = list(guardrails)
-        self._tool_guards = [(g.name, g.tool_call) for g in self.guardrails if g.tool_call]
-        self._output_guards = [(g.name, g.output) for g in self.guardrails if g.output]
-        self.on_tool_call = on_tool_call
-        if max_tool_rounds < 1:
-            raise ToolDefinitionError("max_tool_rounds must be at least 1")
-        self.max_tool_rounds = max_tool_rounds
-        self.stop_when: Sequence[StopCondition] = (
-            () if stop_when is None else [stop_when] if callable(stop_when) else list(stop_when)
+        spec = one_of("model", model, "llm", llm)
+        if spec is None:
+            raise ConfigError(
+                "create_agent() needs model= ('provider:model', an LLMClient or a model config "
+                "dict), e.g. create_agent(model='anthropic:claude-sonnet-4-6')"
+            )
+        config = model_client_spec("model", spec)
+        self._owns_client = not isinstance(config, LLMClient)
+        self.client: LLMClient = client_from_config(config)
+        """The model client (built from the model string or config, or the one given)."""
+        layers = prompt_layers(
+            "system_prompt", one_of("system_prompt", system_prompt, "prompt", prompt)
         )
+        self.system_prompt: tuple[PromptLayer, ...] = tuple(layers)
+        """The system prompt's layers, in order."""
+        self._static = static_blocks(layers)
+        self._dynamic = tuple(layer for layer in layers if not layer.is_static)
+        self.guardrails: tuple[Guardrail, ...] = tuple(
+            sequence_of("guardrails", guardrails, Guardrail, "a Guardrail (define_guardrail)")
+        )
+        if on_tool_call is not None and not callable(on_tool_call):
+            raise bad("on_tool_call", on_tool_call, "a function (call, ctx) -> decision | None")
+        self.on_tool_call = on_tool_call
+        guards: list[tuple[str, Any]] = []
+        if on_tool_call is not None:
+            guards.append(("on_tool_call", on_tool_call))
+        guards.extend((g.name, g.tool_call) for g in self.guardrails if g.tool_call)
+        self._tool_guards = tuple(guards)
+        self._output_guards = tuple((g.name, g.output) for g in self.guardrails if g.output)
+        self.toolbox = Toolbox(
+            sequence_of("tools", tools, Tool, "a Tool (define_tool or @tool)"),
+            sequence_of("resources", resources, Resource, "a Resource (define_resource)"),
+            sequence_of(
+                "integrations", integrations, IntegrationSource, "an integration (mcp_server)"
+            ),
+        )
+        """The agent's tools: declared, resources as tools, and the integration sources'."""
+        self.workflows: dict[str, LadderWorkflow | Workflow[Any, Any]] = {}
+        """The declared workflows by name (a ladder's name, a durable workflow's id)."""
+        declared: list[LadderWorkflow | Workflow[Any, Any]] = sequence_of(
+            "workflows",
+            workflows,
+            (LadderWorkflow, Workflow),
+            "a workflow (define_workflow or create_workflow)",
+        )
+        for w in declared:
+            name = w.name if isinstance(w, LadderWorkflow) else w.id
+            if name in self.workflows:
+                raise ConfigError(f"workflows= has two workflows named {name!r}")
+            self.workflows[name] = w
+        self.settings: ModelSettings = check_settings("settings", settings)
+        """The agent's model settings (a run's overlay them key by key)."""
+        self.max_tool_rounds = check_max_tool_rounds(max_tool_rounds)
+        self.stop_when: tuple[StopCondition, ...] = _stop_conditions("stop_when", stop_when)
+        self.max_tool_result_chars = check_limit("max_tool_result_chars", max_tool_result_chars)
         if not (isinstance(trace, bool) or callable(trace)):
-            raise ConfigError(f"trace= must be True, False or a sink function, got {trace!r}")
+            raise bad("trace", trace, "True, False or a sink function (record) -> None")
         Tracer.from_option(trace, None)  # refuses an async sink now rather than at the first turn
         self.trace = trace
-        self.services = dict(services or {})
-        self._integrations = Integrations(integrations, list(self._own_index))
-        self._toolset_cache: (
-            tuple[object, tuple[dict[str, Tool], list[ToolSpec], list[Resource]]] | None
-        ) = None
+        if services is not None and not isinstance(services, Mapping):
+            raise bad("services", services, "a dict of name -> service")
+        self.services: dict[str, Any] = dict(services or {})
         self._http_client: httpx.AsyncClient | None = None
 
-    # -- tools -------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"Agent(model={self.client.model!r})"
+
+    # -- parts -------------------------------------------------------------------------------
 
     @property
     def tools(self) -> list[Tool]:
         """The declared set until the sources connect, and everything afterwards."""
-        conns = self._integrations.connected
-        return self._own_tools + [t for c in conns or () for t in c.tools]
+        return self.toolbox.tools
 
-    def _toolset(self, conns: list[SourceConnection], override: Sequence[Tool] | None) -> _Toolset:
-        """Name index, wire specs and attach resources; built once per set of connections."""
-        if override is None:
-            cached = self._toolset_cache
-            if cached is not None and cached[0] is conns:
-                return cached[1]
-        tools = (self._own_tools if override is None else list(override)) + [
-            t for c in conns for t in c.tools
-        ]
-        value: _Toolset = (
-            _index(tools),
-            [t.spec for t in tools],
-            self._attach + [r for c in conns for r in c.attach],
-        )
-        if override is None:
-            self._toolset_cache = (conns, value)
-        return value
+    @property
+    def declared_tools(self) -> list[Tool]:
+        return list(self.toolbox.declared)
+
+    @property
+    def resources(self) -> list[Resource]:
+        return list(self.toolbox.resources)
+
+    @property
+    def prompt(self) -> list[PromptLayer]:
+        """`system_prompt` as a list (the harness seed's name)."""
+        return list(self.system_prompt)
 
     def _http(self) -> httpx.AsyncClient:
         if self._http_client is None:
@@ -130,45 +238,191 @@ class Agent:
     # -- turns -------------------------------------------------------------------------------
 
     def create_session(self) -> Session:
+        """A new, empty session (plain JSON data: `json.dumps(session)` works)."""
         return Session()
+
+    def plan_turn(self, session: SessionLike, options: TurnOptions | None = None) -> TurnPlan:
+        """Prepare one turn: the one place the agent's parts and the run's overrides meet.
+
+        The loop, the ladder and the lab's episodes all run from the plan this returns.
+        """
+        opts = options or TurnOptions()
+        sess = as_session(session)
+        ctx = RunContext.for_turn(
+            sess.id,
+            sess.memory,
+            signal=opts.signal,
+            services={**self.services, **opts.services} if opts.services else self.services,
+            context=opts.context,
+            tracer=Tracer.from_option(self.trace, sess.id) if self.trace else None,
+            http=self._http,
+        )
+        if opts.system_prompt is None:
+            static, dynamic = self._static, self._dynamic
+        else:
+            layers = prompt_layers("system_prompt", opts.system_prompt)
+            static = static_blocks(layers)
+            dynamic = tuple(layer for layer in layers if not layer.is_static)
+        stream_retries = opts.stream_retries
+        if stream_retries is None:
+            stream_retries = getattr(self.client, "stream_retries", 0) or 0
+        rounds = self.max_tool_rounds
+        if opts.max_tool_rounds is not UNSET:
+            rounds = check_max_tool_rounds(opts.max_tool_rounds)
+        settings = self.settings
+        if opts.settings is not None:
+            settings = merge_settings(settings, check_settings("settings", opts.settings))
+        stop_when = self.stop_when
+        if opts.stop_when is not None:
+            stop_when = _stop_conditions("stop_when", opts.stop_when)
+        return TurnPlan(
+            self.client,
+            ctx,
+            self.toolbox,
+            None if opts.tools is None else tuple(opts.tools),
+            static,
+            dynamic,
+            self._tool_guards,
+            self._output_guards,
+            settings,
+            opts.response_format,
+            rounds,
+            stop_when,
+            stream_retries,
+            self.max_tool_result_chars,
+            opts.rounds,
+        )
 
     def send(
         self,
-        session: Session,
+        session: SessionLike,
         text: str | None,
         *,
         signal: AbortSignal | None = None,
-        services: dict[str, Any] | None = None,
+        services: Mapping[str, Any] | None = None,
         context: Any = None,
-        prompt: Sequence[PromptLayer] | None = None,
+        system_prompt: SystemPromptSpec | None = None,
+        prompt: SystemPromptSpec | None = None,
         tools: Sequence[Tool] | None = None,
-        stop_when: Sequence[StopCondition] | None = None,
+        stop_when: Sequence[StopCondition] | StopCondition | None = None,
         response_format: dict[str, Any] | None = None,
         stream_retries: int | None = None,
+        settings: ModelSettings | None = None,
         options: TurnOptions | None = None,
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run one turn, yielding events. Fold each with `reduce(session, event)`.
 
-        `text=None` runs a turn on the transcript as it stands (no new user message).
+        `text=None` runs a turn on the transcript as it stands (no new user message). The
+        keyword arguments override the agent's settings for this turn (see `TurnOptions`).
+        `session` may be a `Session` or the plain dict `json.loads(json.dumps(session))` gives.
+
+        Raises (out of the iteration, before any event that changes the session): what a
+        source that cannot connect, an attached resource that cannot be read or a prompt layer
+        that fails raised; the session is left exactly as it was.
         """
-        opts = options or TurnOptions()
-        opts.signal = signal or opts.signal
-        opts.services = services or opts.services
-        opts.context = context if context is not None else opts.context
-        opts.prompt = prompt if prompt is not None else opts.prompt
-        opts.tools = tools if tools is not None else opts.tools
-        opts.stop_when = stop_when if stop_when is not None else opts.stop_when
-        opts.response_format = response_format or opts.response_format
-        opts.stream_retries = stream_retries if stream_retries is not None else opts.stream_retries
-        return run_turn(self, session, text, opts)
+        opts = _options(
+            options,
+            signal=signal,
+            services=services,
+            context=context,
+            system_prompt=one_of("system_prompt", system_prompt, "prompt", prompt),
+            tools=tools,
+            stop_when=stop_when,
+            response_format=response_format,
+            stream_retries=stream_retries,
+            settings=settings,
+        )
+        plan = self.plan_turn(session, opts)
+        return stream_turn(plan, as_session(session), text)
+
+    async def run_turn(
+        self,
+        session: SessionLike,
+        text: str | None,
+        *,
+        signal: AbortSignal | None = None,
+        services: Mapping[str, Any] | None = None,
+        context: Any = None,
+        system_prompt: SystemPromptSpec | None = None,
+        prompt: SystemPromptSpec | None = None,
+        tools: Sequence[Tool] | None = None,
+        stop_when: Sequence[StopCondition] | StopCondition | None = None,
+        response_format: dict[str, Any] | None = None,
+        stream_retries: int | None = None,
+        settings: ModelSettings | None = None,
+        on_event: Callable[[AgentEvent], Any] | None = None,
+    ) -> TurnResult:
+        """Run one turn to its end, folding every event into `session` (in place).
+
+        Takes the same overrides as `send()`; `on_event` sees each event as it happens.
+
+        Raises:
+            The error of an `error` event (an `LLMError`, `AbortedError`, …), after folding
+            what came before it; what `send()` raises before the turn starts.
+        """
+        opts = _options(
+            None,
+            signal=signal,
+            services=services,
+            context=context,
+            system_prompt=one_of("system_prompt", system_prompt, "prompt", prompt),
+            tools=tools,
+            stop_when=stop_when,
+            response_format=response_format,
+            stream_retries=stream_retries,
+            settings=settings,
+        )
+        target = session if isinstance(session, MutableMapping) else as_session(session)
+        plan = self.plan_turn(target, opts)
+        events: list[AgentEvent] = []
+        done = None
+        stream = stream_turn(plan, as_session(target), text)
+        try:
+            async for event in stream:
+                reduce(target, event)
+                events.append(event)
+                if on_event is not None:
+                    on_event(event)
+                if event["type"] == "done":
+                    done = event
+                elif event["type"] == "error":
+                    raise event["error"]
+        finally:
+            await stream.aclose()
+        if done is None:  # pragma: no cover - the loop always ends with done or error
+            raise RuntimeError("the turn ended without a done event")
+        return TurnResult(
+            session=target,
+            text=done["text"],
+            usage=done["usage"],
+            finish_reason=done.get("finish_reason"),
+            stop_reason=done["stop_reason"],
+            rounds=opts.rounds,
+            events=events,
+        )
+
+    def run_turn_sync(
+        self,
+        session: SessionLike,
+        text: str | None,
+        **options: Any,
+    ) -> TurnResult:
+        """`run_turn()` from synchronous code. Inside a running event loop (a notebook), the
+        turn runs in a worker thread with its own loop, and this call blocks until it ends."""
+        coro = self.run_turn(session, text, **options)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coro)
+        return _run_in_thread(coro)
 
     async def send_client_message(
         self,
-        session: Session,
+        session: SessionLike,
         msg: ClientMessage,
         *,
         signal: AbortSignal | None = None,
-        services: dict[str, Any] | None = None,
+        services: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Gate with should_run_turn, frame, then run the same loop as send(). A silent-apply
         message yields nothing and never reaches the provider."""
@@ -181,38 +435,59 @@ class Agent:
 
     async def run_workflow(
         self,
-        session: Session,
+        session: SessionLike,
         name: str,
         input: Any = None,
         *,
-        services: dict[str, Any] | None = None,
+        services: Mapping[str, Any] | None = None,
         signal: AbortSignal | None = None,
-        on_event: Callable[[Any], Any] | None = None,
+        on_event: Callable[[AgentEvent], Any] | None = None,
     ) -> LadderOutcome:
-        """Run a declared cascade ladder; see `tether.workflows.define_workflow`.
+        """Run the declared workflow `name` on `input`.
 
-        Step, trace and memory events are kept on `outcome.events`; `on_event` sees them live.
+        A cascade ladder (`define_workflow`) gets the agent's context (services overlaid with
+        `services`, the session's memory, tracing); its step, trace and memory events are kept
+        on `outcome.events` and `on_event` sees them live. A durable workflow
+        (`create_workflow`) runs as `workflow.run(input)` does (journaled; `signal` cancels
+        it), and its output is `outcome.result`.
+
+        Raises:
+            WorkflowError: the agent declares no workflow named `name`.
         """
-        from .workflows import run_ladder
-
+        workflow = self.workflows.get(name)
+        if workflow is None:
+            known = ", ".join(repr(n) for n in self.workflows) or "none"
+            raise WorkflowError(f"no workflow named {name!r}; the agent declares: {known}")
+        if isinstance(workflow, Workflow):
+            output = await workflow.run(input, signal=signal).result
+            return LadderOutcome(output, None, True, [])
         return await run_ladder(
-            self, session, name, input, services=services, signal=signal, on_event=on_event
+            self,
+            as_session(session),
+            workflow,
+            input,
+            services=services,
+            signal=signal,
+            on_event=on_event,
         )
 
-    # -- integrations ------------------------------------------------------------------------
+    # -- integrations and lifecycle ----------------------------------------------------------
 
     async def connect(self, signal: AbortSignal | None = None) -> list[dict[str, Any]]:
         """Connect every integration now and report what each offered (traced like a turn's)."""
         tracer = Tracer.from_option(self.trace, None)
-        return [c.report for c in await self._integrations.ensure(signal, tracer=tracer)]
+        return [c.report for c in await self.toolbox.connect(signal, tracer=tracer)]
 
     async def aclose(self) -> None:
-        """End integration sessions and close connections the agent opened. The agent stays
-        usable: a later send() reconnects."""
-        await self._integrations.aclose()
+        """End integration sessions and close what the agent opened: its HTTP client and the
+        model client it built from a model string or config (one given to it stays the
+        caller's). Idempotent; the agent stays usable: a later turn reconnects."""
+        await self.toolbox.aclose()
         if self._http_client is not None:
-            await self._http_client.aclose()
-            self._http_client = None
+            client, self._http_client = self._http_client, None
+            await client.aclose()
+        if self._owns_client:
+            await self.client.aclose()
 
     async def close(self) -> None:
         """`aclose()` under the name the design gives it (``await agent.close()``)."""
@@ -223,19 +498,90 @@ class Agent:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-        if self._owns_client:
-            await self.client.aclose()
 
 
-def _index(tools: Sequence[Tool]) -> dict[str, Tool]:
-    index: dict[str, Tool] = {}
-    for t in tools:
-        if t.name in index:
-            raise ToolDefinitionError(f"two tools are named {t.name!r}; tool names must be unique")
-        index[t.name] = t
-    return index
+def _stop_conditions(
+    param: str, value: Sequence[StopCondition] | StopCondition | None
+) -> tuple[StopCondition, ...]:
+    if value is None:
+        return ()
+    if callable(value):
+        return (value,)
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise bad(param, value, "a stop condition (e.g. step_count_is(5)) or a list of them")
+    for i, cond in enumerate(value):
+        if not callable(cond):
+            raise ConfigError(f"{param}[{i}] must be a stop condition (a function of the rounds)")
+    return tuple(value)
 
 
-def create_agent(**config: Any) -> Agent:
-    """Assemble an agent. Synchronous: nothing here reaches the network."""
-    return Agent(**config)
+def _options(base: TurnOptions | None, **given: Any) -> TurnOptions:
+    """`base` (or fresh options) with every given (not None) keyword set on it."""
+    if base is None:
+        return TurnOptions(**given)
+    for key, value in given.items():
+        if value is not None:
+            setattr(base, key, value)
+    return base
+
+
+def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to its end in a new thread with its own event loop (the caller's loop is
+    busy running the caller); context variables go along."""
+    result: list[T] = []
+    error: list[BaseException] = []
+    ctx = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            result.append(ctx.run(asyncio.run, coro))
+        except BaseException as exc:  # handed to the calling thread
+            error.append(exc)
+
+    thread = threading.Thread(target=target, name="tether-run-turn-sync", daemon=True)
+    thread.start()
+    thread.join()
+    if error:
+        raise error[0]
+    return result[0]
+
+
+def create_agent(
+    *,
+    model: ModelSpec | None = None,
+    llm: ModelSpec | None = None,
+    system_prompt: SystemPromptSpec | None = None,
+    prompt: SystemPromptSpec | None = None,
+    tools: Sequence[Tool] = (),
+    workflows: Sequence[LadderWorkflow | Workflow[Any, Any]] = (),
+    resources: Sequence[Resource] = (),
+    guardrails: Sequence[Guardrail] = (),
+    integrations: Sequence[IntegrationSource] = (),
+    settings: ModelSettings | None = None,
+    max_tool_rounds: int | None = DEFAULT_MAX_TOOL_ROUNDS,
+    stop_when: Sequence[StopCondition] | StopCondition | None = None,
+    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
+    trace: bool | TraceSink = False,
+    services: Mapping[str, Any] | None = None,
+    on_tool_call: ToolCallGuardrail | None = None,
+) -> Agent:
+    """Assemble an agent (see `Agent` for the parameters). Synchronous: nothing here reaches
+    the network; MCP sources connect on the first turn or on `agent.connect()`."""
+    return Agent(
+        model=model,
+        llm=llm,
+        system_prompt=system_prompt,
+        prompt=prompt,
+        tools=tools,
+        workflows=workflows,
+        resources=resources,
+        guardrails=guardrails,
+        integrations=integrations,
+        settings=settings,
+        max_tool_rounds=max_tool_rounds,
+        stop_when=stop_when,
+        max_tool_result_chars=max_tool_result_chars,
+        trace=trace,
+        services=services,
+        on_tool_call=on_tool_call,
+    )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._json import check_json_safe, copy_json
 
@@ -14,14 +15,22 @@ if TYPE_CHECKING:
     from .signals import AbortSignal
     from .tracing import Tracer
 
-__all__ = ["RunContext"]
+__all__ = ["HttpFactory", "RunContext"]
+
+HttpFactory = Callable[[], "httpx.AsyncClient"]
+"""Returns the agent's shared HTTP client (created on first use), for endpoint tools."""
+
+C = TypeVar("C", bound="RunContext")
 
 
 @dataclass(slots=True, eq=False)
 class RunContext:
     """The harness's own context for one turn (or one workflow run).
 
-    `input` is what a run is about; `services` is what it may use.
+    `input` is what a run is about; `services` is what it may use. A turn's context is made by
+    `Agent.plan_turn()` (the one place with the rules: a fresh services dict, a read-only view of
+    the session's memory); the context of a tool call or a ladder step is derived from it with
+    `derive()` and shares its memory queue, tracer and HTTP client.
     """
 
     session_id: str
@@ -37,7 +46,46 @@ class RunContext:
     """Set while a tool call runs."""
     _pending: list[dict[str, Any]] = field(default_factory=list)
     _tracer: Tracer | None = None
-    _http: Callable[[], httpx.AsyncClient] | None = None
+    _http: HttpFactory | None = None
+
+    @classmethod
+    def for_turn(
+        cls,
+        session_id: str,
+        memory: Mapping[str, Any],
+        *,
+        signal: AbortSignal | None = None,
+        services: Mapping[str, Any] | None = None,
+        context: Any = None,
+        tracer: Tracer | None = None,
+        http: HttpFactory | None = None,
+    ) -> RunContext:
+        """A turn's context: `memory` as a read-only view (`reduce()` is its writer) and a fresh
+        `services` dict (a tool that changes it cannot change the agent's)."""
+        return cls(
+            session_id=session_id,
+            signal=signal,
+            services=dict(services or {}),
+            memory=MappingProxyType(memory) if isinstance(memory, dict) else memory,
+            context=context,
+            _tracer=tracer,
+            _http=http,
+        )
+
+    @property
+    def tracer(self) -> Tracer | None:
+        """The turn's tracer (None when tracing is off); what a source records on goes here."""
+        return self._tracer
+
+    @property
+    def http(self) -> httpx.AsyncClient | None:
+        """The agent's shared HTTP client (None outside an agent's turn)."""
+        return None if self._http is None else self._http()
+
+    @property
+    def has_memory_writes(self) -> bool:
+        """True while a `remember()` patch waits to be yielded as a `memory` event."""
+        return bool(self._pending)
 
     def remember(self, patch: dict[str, Any]) -> None:
         """Ask for a memory write; the loop yields it as a `memory` event right after this call."""
@@ -46,21 +94,44 @@ class RunContext:
         check_json_safe(patch, "memory")
         self._pending.append(copy_json(patch))  # what was checked is what is written
 
+    def take_memory_writes(self) -> list[dict[str, Any]]:
+        """The patches asked for so far, oldest first; the queue is left empty."""
+        if not self._pending:
+            return []
+        out = list(self._pending)
+        self._pending.clear()  # the queue is shared with derived contexts: empty it in place
+        return out
+
     def trace(self, name: str, data: dict[str, Any] | None = None) -> None:
         """Record a `workflow`-phase trace record (a no-op when tracing is off)."""
         if self._tracer is not None:
             self._tracer.record("workflow", name, data, buffer=True)
 
-    def for_call(self, call_id: str) -> RunContext:
-        """A copy for one tool call, sharing the turn's queues."""
-        return RunContext(
+    def derive(self, cls: type[C], /, **fields: Any) -> C:
+        """A context of type `cls` (this class or a subclass) with this one's fields, sharing its
+        memory queue, tracer and HTTP client, plus `fields`."""
+        return cls(
             session_id=self.session_id,
             signal=self.signal,
             services=self.services,
             memory=self.memory,
             context=self.context,
-            tool_call_id=call_id,
             _pending=self._pending,
             _tracer=self._tracer,
             _http=self._http,
+            **fields,
+        )
+
+    def for_call(self, call_id: str) -> RunContext:
+        """A copy for one tool call, sharing the turn's queues."""
+        return RunContext(
+            self.session_id,
+            self.signal,
+            self.services,
+            self.memory,
+            self.context,
+            call_id,
+            self._pending,
+            self._tracer,
+            self._http,
         )

@@ -1,13 +1,15 @@
 """The AgentEvent union: what `Agent.send()` yields and `reduce()` folds.
 
-Every event is a plain dict with a literal `type`. Render-only events (`text`, `thinking`,
-`tool_input_delta`, `step`, `progress`, `surface`, `guardrail`, `trace`, `error`) never change a
+Every event is a plain dict with a literal `type`; narrow on ``event["type"]`` (or `match`) and
+the type checker knows its keys. Render-only events (`text`, `thinking`, `tool_input_delta`,
+`partial_output`, `step`, `progress`, `surface`, `guardrail`, `trace`, `error`) never change a
 Session; `message`, `tool_use`, `tool_result`, `done` and `memory` do.
 
 A round's non-tool content (its text and its thinking blocks with their signatures) reaches the
-transcript through the event that closes the round: the first `tool_use` of a tool round carries it
-as `preamble`, and `done` carries the final round's thinking as `preamble` beside its `text`. That
-keeps text deltas render-only and still lets `reduce()` rebuild exactly what the provider was sent.
+transcript through the event that closes the round: the first `tool_use` of a tool round carries
+it as `preamble` (the text and thinking before the calls), and `done` carries the final round's
+`thinking` beside its `text`. That keeps text deltas render-only and still lets `reduce()` rebuild
+exactly what the provider was sent.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "MemoryEvent",
     "MessageEvent",
     "Part",
+    "PartialOutputEvent",
     "ProgressEvent",
     "ProgressStage",
     "StepEvent",
@@ -146,85 +149,152 @@ class TraceRecord(TypedDict):
 
 
 class MessageEvent(TypedDict):
+    """The user's message of this turn (first, once the turn could start). Folded."""
+
     type: Literal["message"]
     role: Literal["user"]
     text: str
+    """The message text, as sent to the model."""
 
 
 class TextEvent(TypedDict):
+    """A piece of the model's visible answer. Render-only (the text reaches the transcript
+    through the `tool_use` or `done` that closes the round)."""
+
     type: Literal["text"]
     text: str
     """The delta. An empty delta means: replace what you show with `snapshot`."""
     snapshot: str
+    """The round's whole text so far (built when read: keeping events costs no copies)."""
 
 
 class ThinkingEvent(TypedDict):
+    """A piece of the model's reasoning, as the provider streams it. Render-only."""
+
     type: Literal["thinking"]
     text: str
+    """The delta."""
 
 
 class ToolInputDeltaEvent(TypedDict):
+    """A fragment of a tool call's JSON arguments while they stream. Render-only; execute only
+    on the matching `tool_use`."""
+
     type: Literal["tool_input_delta"]
     id: str
+    """The call's id (the same as its `tool_use`)."""
     name: str
+    """The tool's name."""
     partial: str
+    """This fragment."""
     snapshot: str
     """The raw JSON so far: incomplete and unparseable until the matching tool_use."""
 
 
+class PartialOutputEvent(TypedDict):
+    """Structured output parsed so far, while an answer asked for a response format streams
+    (emitted only when the parsed value changed). Render-only: the final answer is on `done`."""
+
+    type: Literal["partial_output"]
+    output: Any
+    """The JSON value parsed from the incomplete text (unfinished strings included)."""
+
+
 class ToolUseEvent(TypedDict):
+    """A tool call the model made, before it runs. Folded: opens (or extends) the round's
+    assistant message."""
+
     type: Literal["tool_use"]
     id: str
+    """The call's id; its `tool_result` carries the same."""
     name: str
+    """The tool's name."""
     input: Any
+    """The parsed arguments; the raw string when the model's JSON did not parse."""
     preamble: NotRequired[list[TextPart | ThinkingPart]]
-    """On the first call of a round: the text and thinking the model produced before its calls."""
+    """On the first call of a round: the text and thinking the model produced before its calls
+    (thinking with its signature), in order."""
 
 
 class ToolResultEvent(TypedDict):
+    """What a tool call returned (every failure included). Folded into the tool message."""
+
     type: Literal["tool_result"]
     id: str
+    """The call's id."""
     name: str
+    """The tool's name."""
     output: str
+    """The result as the model reads it (truncated past `max_tool_result_chars`, with a
+    marker)."""
     is_error: NotRequired[bool]
+    """True when the call failed (bad input, an exception, a denial, a timeout)."""
 
 
 class StepEvent(TypedDict):
+    """A workflow step's progress (ladders: running / skipped / accepted / rejected).
+    Render-only."""
+
     type: Literal["step"]
     workflow: str
+    """The workflow's name."""
     step: str
+    """The step's name."""
     data: NotRequired[Any]
+    """What happened: ``{"round", "status", "reason"?, "gate_rejected"?}`` for a ladder."""
 
 
 class ProgressEvent(TypedDict):
+    """Where the loop is, from the closed `PROGRESS_STAGES` vocabulary. Render-only."""
+
     type: Literal["progress"]
     stage: ProgressStage
+    """`sent` before every provider call, `retry` before a call that repeats a round after tool
+    feedback, `tool` before each tool runs, `done` right before `done`."""
 
 
 class SurfaceEvent(TypedDict):
+    """One generative-UI wire line for a surface. Render-only; the harness only carries it."""
+
     type: Literal["surface"]
     surface_id: str
+    """The surface the line belongs to."""
     line: str
+    """The wire line."""
 
 
 class GuardrailEvent(TypedDict):
+    """A guardrail's non-allow decision. Render-only."""
+
     type: Literal["guardrail"]
     name: str
+    """The guardrail's name (`on_tool_call` for the agent's hook)."""
     target: Literal["tool_call", "output"]
+    """What it decided on."""
     action: Literal["rewrite", "deny"]
+    """What it decided."""
     reason: NotRequired[str]
+    """Why, when it said."""
     tool_name: NotRequired[str]
+    """The tool of a `tool_call` decision."""
     tool_use_id: NotRequired[str]
+    """The call of a `tool_call` decision."""
 
 
 class TraceEvent(TypedDict):
+    """A trace record, also given to the trace sink. Render-only."""
+
     type: Literal["trace"]
     record: TraceRecord
+    """The record (see `tether.tracing` for every phase and name)."""
 
 
 class MemoryEvent(TypedDict):
+    """A memory write (`ctx.remember()` or `remember()`). Folded into the session's memory."""
+
     type: Literal["memory"]
     patch: dict[str, Any]
+    """Keys to set; a None value deletes the key."""
 
 
 FinishReason: TypeAlias = Literal[
@@ -245,18 +315,30 @@ tools (a stop condition ended the loop there), `content_filter` the provider's s
 
 
 class DoneEvent(TypedDict):
+    """The turn's end. Folded: the final round's thinking and text become the assistant
+    message."""
+
     type: Literal["done"]
     text: str
+    """The final answer (after output guardrails; empty when denied or cut by a bound)."""
     usage: Usage
+    """The turn's token totals."""
     stop_reason: str | None
+    """The provider's raw stop reason, or the loop's own `max_tool_rounds` /
+    `guardrail_denied`."""
     finish_reason: NotRequired[FinishReason]
-    preamble: NotRequired[list[ThinkingPart]]
+    """The normalized reason, the same on every provider (see `FinishReason`)."""
+    thinking: NotRequired[list[ThinkingPart]]
     """The final round's thinking blocks, kept in the transcript with their signatures."""
 
 
 class ErrorEvent(TypedDict):
+    """The turn failed (a provider error, an abort, a client that raised); nothing after it.
+    Render-only: the session stays a valid transcript for the next turn."""
+
     type: Literal["error"]
     error: BaseException
+    """The error (an `LLMError`, `AbortedError`, …)."""
 
 
 AgentEvent: TypeAlias = (
@@ -264,6 +346,7 @@ AgentEvent: TypeAlias = (
     | TextEvent
     | ThinkingEvent
     | ToolInputDeltaEvent
+    | PartialOutputEvent
     | ToolUseEvent
     | ToolResultEvent
     | StepEvent
@@ -281,6 +364,7 @@ RENDER_ONLY: Final = frozenset(
         "text",
         "thinking",
         "tool_input_delta",
+        "partial_output",
         "step",
         "progress",
         "surface",

@@ -14,20 +14,27 @@ else.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, cast
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict, cast
 
-from .errors import ToolDefinitionError
+from .errors import AbortedError, ToolDefinitionError
+from .events import AgentEvent, GuardrailEvent
+
+if TYPE_CHECKING:
+    from .context import RunContext
 
 __all__ = [
     "Guardrail",
     "GuardrailDecision",
     "OutputGuardrail",
+    "OutputOutcome",
     "ToolCallGuardrail",
     "ToolCallSubject",
     "decide",
     "define_guardrail",
+    "run_output_guards",
+    "run_tool_call_guards",
 ]
 
 
@@ -126,3 +133,115 @@ async def decide(
         if target == "output" and not isinstance(result.get("text"), str):
             raise ToolDefinitionError("an output guardrail's rewrite needs a string 'text'")
     return cast(GuardrailDecision, result)
+
+
+# -- running the chains (the tool loop's side) ---------------------------------------------
+
+
+def _raised(exc: Exception) -> GuardrailDecision:
+    # A guardrail that cannot decide fails closed.
+    return {"action": "deny", "reason": f"guardrail raised {type(exc).__name__}: {exc}"}
+
+
+async def run_tool_call_guards(
+    guards: Sequence[tuple[str, Callable[..., Any]]],
+    call_id: str,
+    tool_name: str,
+    value: Any,
+    ctx: RunContext,
+) -> tuple[list[AgentEvent], Any, str | None]:
+    """Run the tool-call chain on one call: in order, a rewrite feeding the next guardrail, the
+    first deny stopping it. Returns the `guardrail` events (and trace records, what a guardrail
+    traced itself first), the input to call the tool with, and the denial the model reads
+    (None when the call may run)."""
+    events: list[AgentEvent] = []
+    tracer = ctx.tracer
+    for gname, fn in guards:
+        subject: ToolCallSubject = {"id": call_id, "name": tool_name, "input": value}
+        try:
+            decision = await decide(fn, subject, ctx, target="tool_call")
+        except AbortedError:
+            raise
+        except Exception as exc:
+            decision = _raised(exc)
+        if tracer is not None:
+            events.extend(tracer.drain())
+        if decision is None:
+            continue
+        action, reason = decision["action"], decision.get("reason")
+        gev: GuardrailEvent = {
+            "type": "guardrail",
+            "name": gname,
+            "target": "tool_call",
+            "action": action,
+            "tool_name": tool_name,
+            "tool_use_id": call_id,
+        }
+        if reason is not None:
+            gev["reason"] = str(reason)
+        events.append(gev)
+        if tracer is not None:
+            data = {"target": "tool_call", "action": action, "reason": reason}
+            data.update(tool=tool_name, tool_use_id=call_id)
+            events.append(tracer.record("guardrail", gname, data))
+        if action == "deny":
+            why = f": {reason}" if reason else ""
+            if gname == "on_tool_call":
+                return events, value, f"Tool call {tool_name} was denied{why}"
+            return events, value, f"Guardrail {gname} denied the call to {tool_name}{why}"
+        value = decision.get("input", value)
+    return events, value, None
+
+
+@dataclass(slots=True)
+class OutputOutcome:
+    """What the output chain decided on the final text."""
+
+    text: str
+    """The text after every rewrite ("" when denied)."""
+    events: list[AgentEvent] = field(default_factory=list)
+    """The `guardrail` events and trace records, in order."""
+    decided: bool = False
+    """True when any guardrail rewrote or denied."""
+    denied: bool = False
+
+
+async def run_output_guards(
+    guards: Sequence[tuple[str, Callable[..., Any]]], text: str, ctx: RunContext
+) -> OutputOutcome:
+    """Run the output chain on the final round's text (rewrites chain, the first deny stops)."""
+    out = OutputOutcome(text)
+    tracer = ctx.tracer
+    for gname, fn in guards:
+        try:
+            decision = await decide(fn, out.text, ctx, target="output")
+        except AbortedError:
+            raise
+        except Exception as exc:
+            decision = _raised(exc)
+        if tracer is not None:  # what the guardrail itself traced comes before its record
+            out.events.extend(tracer.drain())
+        if decision is None:
+            continue
+        out.decided = True
+        action, reason = decision["action"], decision.get("reason")
+        gev: GuardrailEvent = {
+            "type": "guardrail",
+            "name": gname,
+            "target": "output",
+            "action": action,
+        }
+        if reason is not None:
+            gev["reason"] = str(reason)
+        out.events.append(gev)
+        if tracer is not None:
+            out.events.append(
+                tracer.record(
+                    "guardrail", gname, {"target": "output", "action": action, "reason": reason}
+                )
+            )
+        if action == "deny":
+            out.text, out.denied = "", True
+            break
+        out.text = str(decision.get("text", out.text))
+    return out

@@ -1,33 +1,45 @@
 """The tool-call loop: the only one in tether.
 
 One turn = the user's message, then rounds of (model request -> tools) until the model answers
-without calling a tool, a bound is hit, or the turn is aborted. The loop keeps its own view of
-the transcript by folding its own events with the same rules as `reduce()`, so what it sends on
-the next round is exactly what a caller's reduced Session holds.
+without calling a tool, a bound is hit, or the turn is aborted. `stream_turn()` runs a turn from a
+`TurnPlan` (made by `Agent.plan_turn()`), in named phases:
 
-Per streamed event the loop does constant work, with one exception the event contract asks
-for: a `text` event carries the whole `snapshot` so far, and building that string costs its
-length. For replies of ordinary size (tens of kilobytes) that is well under a microsecond a
-chunk; a reply of megabytes streamed in tiny chunks pays for it quadratically.
+1. **prepare** (`_Turn.prepare`): connect the integration sources and assemble the system
+   prompt. A failure here raises out of the iteration before any event that changes the session;
+2. per round: **the request** (`_Turn.request`); **one model call streamed** (`_Call`, streamed
+   by `stream_turn` itself: the per-chunk hot path, with its stream retries); **the round
+   settled** (`_Turn.settle`: usage, the round's result, tool round or final); **the tools run**
+   (`_Turn.run_tool`: guardrails, the tool, its result, the memory it asked for);
+3. **finish** (`_Turn.finish`): output guardrails, queued memory, `done`.
+
+`_Turn.drive()` runs the phases in order and hands its events out in batches, and the model call
+as a `_Call` for `stream_turn` to stream; so every event passes through one generator, and the
+phases cost nothing per streamed chunk.
+
+The loop keeps its own view of the transcript by folding its own events with the same rules as
+`reduce()`, so what it sends on the next round is exactly what a caller's reduced Session holds.
+
+Per streamed event the loop does constant work: a `text` event's `snapshot` is built only when
+read (see `tether._text`), and nothing is copied per chunk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Coroutine, Sequence
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
+from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
 
 from ._json import copy_json
-from .context import RunContext
+from ._partial import PartialOutput
+from ._text import TextBuffer
 from .errors import AbortedError, LLMError, LLMStreamError
 from .events import (
     AgentEvent,
     DoneEvent,
-    GuardrailEvent,
+    FinishReason,
     MemoryEvent,
+    MessageEvent,
     ProgressEvent,
     ProgressStage,
     TextEvent,
@@ -38,22 +50,71 @@ from .events import (
     ToolUseEvent,
     Usage,
 )
-from .guardrails import decide
-from .llm.base import ChatRequest, FinishChunk, SystemBlock
-from .prompt import PromptLayer, assemble_system
-from .resources import Resource, attach_envelope
+from .guardrails import run_output_guards, run_tool_call_guards
+from .llm.base import ChatRequest, FinishChunk, StreamChunk, SystemBlock
 from .session import Message, Session, fold
-from .stop import StepResult, StopCondition, should_stop
-from .tracing import Tracer
+from .signals import AbortScope
+from .stop import RoundResult, should_stop
+from .turn import Toolset, TurnPlan
 
-if TYPE_CHECKING:
-    from .agent import Agent
-    from .signals import AbortSignal
-    from .tools import Tool
-
-__all__ = ["TurnOptions", "run_turn"]
+__all__ = ["finish_reason_of", "stream_turn"]
 
 T = TypeVar("T")
+E = TypeVar("E", bound=AgentEvent)
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    # Anthropic
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "refusal",
+    # OpenAI Chat Completions (and compatible servers)
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+    # OpenAI Responses
+    "completed": "stop",
+    "incomplete": "length",
+    "max_output_tokens": "length",
+    # Gemini
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+}
+
+
+def finish_reason_of(finish: FinishChunk) -> FinishReason:
+    """The normalized finish reason of a model call: the adapter's own (`finish_reason`), else a
+    reading of the raw `stop_reason` (for a client that does not set it).
+
+    - `stop`: `end_turn`, `stop_sequence`, `pause_turn` (Anthropic); `stop` (OpenAI Chat);
+      `completed` (OpenAI Responses); `STOP` (Gemini); None without tool calls.
+    - `length`: `max_tokens`, `model_context_window_exceeded`; `length`; `incomplete`,
+      `max_output_tokens`; `MAX_TOKENS`.
+    - `tool_calls`: `tool_use`; `tool_calls`, `function_call`; None with tool calls.
+    - `content_filter`: `content_filter`; `SAFETY`, `RECITATION`, `BLOCKLIST`,
+      `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY`.
+    - `refusal`: `refusal`.
+    - `error`: anything else.
+    """
+    given = finish.get("finish_reason")
+    if given is not None:
+        return given
+    raw = finish["stop_reason"]
+    if raw is None:
+        calls = any(p["type"] == "tool_call" for p in finish["content"])
+        return "tool_calls" if calls else "stop"
+    return _FINISH_REASONS.get(raw, "error")
 
 
 def _progress(stage: ProgressStage) -> ProgressEvent:
@@ -61,575 +122,591 @@ def _progress(stage: ProgressStage) -> ProgressEvent:
     return {"type": "progress", "stage": stage}
 
 
-@dataclass(slots=True)
-class TurnOptions:
-    """Per-turn overrides; None means the agent's own setting."""
-
-    signal: AbortSignal | None = None
-    services: dict[str, Any] | None = None
-    context: Any = None
-    prompt: Sequence[PromptLayer] | None = None
-    tools: Sequence[Tool] | None = None
-    stop_when: Sequence[StopCondition] | None = None
-    response_format: dict[str, Any] | None = None
-    stream_retries: int | None = None
-    steps: list[StepResult] = field(default_factory=list)
-    """Filled as the turn runs: one entry per model request (the lab's `turns`)."""
+def _add_usage(total: dict[str, int], usage: Usage) -> None:
+    for key, value in usage.items():
+        total[key] = total.get(key, 0) + int(value)  # type: ignore[call-overload]  # Usage values are ints; the TypedDict's items() widens them to object
 
 
-class _Interrupt:
-    """Turns an abort signal into cancellation of the task running the turn, but only while the
-    loop itself is waiting (armed), never while the consumer is handling an event.
+async def stream_turn(
+    plan: TurnPlan, session: Session, text: str | None
+) -> AsyncGenerator[AgentEvent, None]:
+    """Run one turn of `plan` on `session` (which it reads, never writes), yielding its events.
 
-    Every armed await has the same shape: `arm()`, the await, `absorb()` on CancelledError, and
-    `disarm()` in a `finally`. The cancellation we asked for is always taken back (`uncancel`), so
-    the consuming task is left as it was: whether what we awaited let it through (absorb) or
-    swallowed it and returned (disarm, which then ends the turn all the same).
+    `text=None` runs a turn on the transcript as it stands. The `message` event comes only once
+    the turn could start (sources connected, prompt assembled): what fails before that raises
+    out of the iteration and leaves the session as it was. Every later failure is an `error`
+    event, after which the session is still a valid transcript.
+
+    The phases run in `_Turn.drive()`; this frame yields their events and streams each model
+    call it hands out: the per-chunk path is this one loop, in the generator the caller
+    iterates (the abort scope's arm/disarm spelled out inline: a coroutine frame per chunk is
+    measurable here). Whatever ends an attempt is left on the call for the driver to judge.
     """
-
-    __slots__ = ("armed", "cancelled", "fired", "remove", "signal", "task")
-
-    def __init__(self, signal: AbortSignal) -> None:
-        self.signal = signal
-        self.task = asyncio.current_task()
-        self.armed = False
-        self.fired = False
-        self.cancelled = False
-        self.remove = signal.add_callback(self._on_abort)
-
-    def _on_abort(self) -> None:
-        self.fired = True
-        # From inside the turn's own task (a tool wired to the controller) there is nothing to
-        # interrupt: the call finishes, and the next arm() ends the turn.
-        if self.armed and self.task is not None and self.task is not _running_task():
-            self.cancelled = True
-            self.task.cancel()
-
-    def error(self) -> AbortedError:
-        return AbortedError(self.signal.reason)
-
-    def arm(self) -> None:
-        if self.fired:
-            raise self.error()
-        self.task = asyncio.current_task()
-        self.armed = True
-
-    def absorb(self) -> bool:
-        """After a CancelledError: True when it was ours alone (and is swallowed); a cancellation
-        from outside that arrived as well still propagates."""
-        self.armed = False
-        if self.cancelled and self.task is not None:
-            self.cancelled = False
-            return self.task.uncancel() == 0
-        return False
-
-    def disarm(self) -> None:
-        """After the await, however it ended; raises AbortedError when what we awaited swallowed
-        the cancellation we asked for."""
-        self.armed = False
-        if self.cancelled and self.task is not None:
-            self.cancelled = False
-            self.task.uncancel()
-            raise self.error()
-
-
-async def _interruptible(intr: _Interrupt | None, step: Coroutine[Any, Any, T]) -> T:
-    """Await `step` so that the turn's abort signal can interrupt it (AbortedError).
-
-    The per-chunk await of the provider stream spells this out inline instead: it is the one
-    hot path, and an extra coroutine frame per chunk is measurable there.
-    """
-    if intr is None:
-        return await step
+    turn = _Turn(plan, session)
+    scope = turn.scope
+    driver = turn.drive(text)
     try:
-        intr.arm()
-    except AbortedError:
-        step.close()  # never started: close it rather than leave it unawaited
-        raise
-    try:
-        return await step
-    except asyncio.CancelledError:
-        if intr.absorb():
-            raise intr.error() from None
-        raise
+        async for batch in driver:
+            if type(batch) is list:
+                for event in batch:
+                    yield event
+                continue
+            call = turn.call
+            try:
+                it = call.open()
+                add_text = call.text.add
+                partial = call.partial
+                while True:
+                    if scope is not None:
+                        scope.arm()
+                    try:
+                        chunk = await it.__anext__()
+                    except StopAsyncIteration:
+                        break
+                    except asyncio.CancelledError:
+                        if scope is not None and scope.absorb():
+                            raise scope.error() from None
+                        raise
+                    finally:
+                        if scope is not None:
+                            scope.disarm()
+                    if chunk["type"] == "text":
+                        yield add_text(chunk["text"])
+                        if partial is not None:
+                            parsed = partial.feed(call.text)
+                            if parsed is not None:
+                                yield parsed
+                    else:
+                        other = call.take(chunk)
+                        if other is not None:
+                            yield other
+                call.ended()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # an LLMError, an abort, or a client that raised
+                call.error = exc
+            finally:
+                await call.close()
     finally:
-        intr.disarm()
+        await driver.aclose()
+        turn.close()
 
 
-async def _assemble(
-    static: list[SystemBlock],
-    dynamic: Sequence[PromptLayer],
-    attach: Sequence[Resource],
-    ctx: RunContext,
-) -> list[SystemBlock]:
-    extra = [await _attach_body(r, ctx) for r in attach] if attach else ()
-    return await assemble_system(static, dynamic, extra, ctx)
+_STREAM: Final = None
+"""What `_Turn.drive()` yields when `turn.call` is due to be streamed."""
+
+Batch: TypeAlias = "list[AgentEvent] | None"
 
 
-def _running_task() -> asyncio.Task[Any] | None:
-    try:
-        return asyncio.current_task()
-    except RuntimeError:  # no event loop running here
+class _Turn:
+    """One turn's state: the plan, the loop's own view of the transcript, the usage so far, the
+    model call of the round, the calls of the running tool round, and the abort scope."""
+
+    __slots__ = (
+        "call",
+        "ctx",
+        "memory_view",
+        "messages",
+        "number",
+        "open_calls",
+        "plan",
+        "scope",
+        "started",
+        "tracer",
+        "usage",
+    )
+
+    def __init__(self, plan: TurnPlan, session: Session) -> None:
+        self.plan = plan
+        self.ctx = plan.ctx
+        self.tracer = plan.ctx.tracer
+        signal = plan.ctx.signal
+        self.scope = AbortScope(signal) if signal is not None else None
+        self.messages: list[Message] = list(session.messages)
+        self.memory_view: dict[str, Any] = {}
+        self.usage: dict[str, int] = {}
+        self.open_calls: list[ToolCallPart] = []
+        self.number = 0
+        self.started = 0.0
+        self.call = _Call(self)
+
+    def close(self) -> None:
+        if self.scope is not None:
+            self.scope.close()
+
+    def drain(self, out: list[AgentEvent]) -> list[AgentEvent]:
+        """Append what sources, layers, tools and guardrails traced meanwhile, in order."""
+        if self.tracer is not None:
+            out.extend(self.tracer.drain())
+        return out
+
+    async def wait(self, step: Awaitable[T]) -> T:
+        """Await `step` so that the turn's abort signal interrupts it."""
+        scope = self.scope
+        return await (step if scope is None else scope.wait(step))
+
+    async def drive(self, text: str | None) -> AsyncGenerator[Batch, None]:
+        """The turn's phases in order: prepare; then per round the request, the model call
+        (`_STREAM`: `stream_turn` streams `self.call`), the round settled and its tools run;
+        finish. Events go out in batches (lists)."""
+        call = self.call
+        try:
+            toolset, system = await self.prepare()
+            yield self.started_turn(text, system)
+            while True:
+                call.start(self.request(system, toolset))
+                yield self.call_started(call)
+                yield _STREAM
+                while call.finish is None:  # the attempt failed
+                    yield call.outcome()  # its `error` ends the turn, unless a retry is due
+                    if not call.retry():
+                        return
+                    yield self.call_started(call)
+                    yield _STREAM
+                step = self.settle(call.finish)
+                if not step.tool_calls:
+                    final = _Ending(step.content, step.text, step.stop_reason, step.finish_reason)
+                    out = self.round_events(step) if self.tracer is not None else []
+                    yield await self.finish(final, out)
+                    return
+                batch = self.tool_uses(step)
+                for part in step.tool_calls:
+                    batch.append(_progress("tool"))
+                    yield batch
+                    batch = await self.run_tool(part, step, toolset)
+                ending = self.bound_reached(step)
+                if ending is not None:
+                    yield await self.finish(ending, batch)
+                    return
+                yield batch
+        except AbortedError as exc:
+            yield self.aborted(exc)
+        except Exception:
+            # A fault the turn cannot degrade into (an MCP source that will not connect, an
+            # attach read or a prompt layer that fails): what was traced reaches the stream.
+            yield self.end_trace([], "turn:failed")
+            raise
+
+    # -- prepare -----------------------------------------------------------------------------
+
+    async def prepare(self) -> tuple[Toolset, list[SystemBlock]]:
+        """Connect the sources and assemble the system prompt, once per turn: the rounds of one
+        turn answer the same question with the same context."""
+        plan = self.plan
+        if self.scope is None:
+            toolset = await plan.toolset()
+            return toolset, await plan.system_prompt(toolset)
+        toolset = await self.scope.wait(plan.toolset())
+        return toolset, await self.scope.wait(plan.system_prompt(toolset))
+
+    def started_turn(self, text: str | None, system: list[SystemBlock]) -> list[AgentEvent]:
+        """The user's message (only now: the turn could start), then what the sources, layers
+        and attached reads traced, and the prompt's record."""
+        out: list[AgentEvent] = []
+        if text is not None:
+            message: MessageEvent = {"type": "message", "role": "user", "text": text}
+            fold(self.messages, self.memory_view, message)
+            out.append(message)
+        if self.tracer is not None:
+            self.drain(out)
+            data = {"layers": len(system)}
+            data["cached_blocks"] = sum(1 for b in system if "cache_control" in b)
+            data["chars"] = sum(len(b["text"]) for b in system)
+            out.append(self.tracer.record("prompt", "assembled", data))
+        return out
+
+    # -- the request -------------------------------------------------------------------------
+
+    def request(self, system: list[SystemBlock], toolset: Toolset) -> ChatRequest:
+        """The next round's request. Optional keys are absent, never empty (the baseline)."""
+        plan = self.plan
+        self.number += 1
+        request: ChatRequest = {
+            "model": plan.client.model,
+            "system": system,
+            "messages": self.messages,
+        }
+        if toolset.specs:
+            request["tools"] = toolset.specs
+        if plan.response_format is not None:
+            request["response_format"] = plan.response_format
+        if plan.settings:
+            request["settings"] = plan.settings
+        if plan.ctx.signal is not None:
+            request["signal"] = plan.ctx.signal
+        return request
+
+    def call_started(self, call: _Call) -> list[AgentEvent]:
+        """Before every provider call, stream retries included (`retry` first when the round
+        repeats the model call after tool feedback)."""
+        out: list[AgentEvent] = []
+        if call.attempt == 1:
+            self.started = time.perf_counter()
+            if self.number > 1:
+                out.append(_progress("retry"))
+        out.append(_progress("sent"))
+        if self.tracer is not None:
+            data: dict[str, Any] = {"round": self.number, "model": self.plan.client.model}
+            data["tools"] = call.tools
+            if call.attempt > 1:
+                data["attempt"] = call.attempt
+            out.append(self.tracer.record("request", "chat", data))
+        return out
+
+    def call_failed(self, exc: LLMError) -> list[AgentEvent]:
+        out: list[AgentEvent] = []
+        if self.tracer is not None:
+            data = {"round": self.number, "model": self.plan.client.model}
+            data.update(error=repr(exc), error_type=type(exc).__name__)
+            out.append(self.tracer.record("response", "chat:failed", data))
+            self.end_trace(out, "turn:failed")
+        out.append({"type": "error", "error": exc})
+        return out
+
+    def end_trace(self, out: list[AgentEvent], name: str) -> list[AgentEvent]:
+        if self.tracer is not None:
+            self.drain(out)
+            out.append(self.tracer.record("usage", name, dict(self.usage)))
+        return out
+
+    # -- settle the round --------------------------------------------------------------------
+
+    def settle(self, finish: FinishChunk) -> RoundResult:
+        """Account the model call and make the round's result (a call whose arguments the
+        output-token limit cut leaves no calls: there is nothing to execute)."""
+        _add_usage(self.usage, finish["usage"])
+        content: list[Any] = finish["content"]
+        calls: list[ToolCallPart] = [p for p in content if p["type"] == "tool_call"]
+        reason = finish_reason_of(finish)
+        if calls and reason == "length" and any(isinstance(c["input"], str) for c in calls):
+            # The partial call was on the stream (tool_input_delta); the transcript keeps the
+            # round's text and thinking only, and the turn ends with the provider's reason.
+            content = [p for p in content if p["type"] != "tool_call"]
+            calls = []
+        step = RoundResult(
+            text="".join(p["text"] for p in content if p["type"] == "text"),
+            tool_calls=calls,
+            stop_reason=finish["stop_reason"],
+            usage=finish["usage"],
+            content=content,
+            finish_reason=reason,
+        )
+        self.plan.rounds.append(step)
+        return step
+
+    def round_events(self, step: RoundResult) -> list[AgentEvent]:
+        """The round's `response` record (call only when tracing)."""
+        assert self.tracer is not None
+        data = {"round": self.number, "model": self.plan.client.model}
+        data.update(stop_reason=step.stop_reason, finish_reason=step.finish_reason)
+        calls = sum(1 for p in step.content if p["type"] == "tool_call")
+        data.update(tool_calls=calls, usage=dict(step.usage))
+        data["ms"] = round((time.perf_counter() - self.started) * 1000, 3)
+        return [self.tracer.record("response", "chat", data)]
+
+    def bound_reached(self, step: RoundResult) -> _Ending | None:
+        """After a tool round: `max_tool_rounds` or a stop condition, whichever comes first,
+        ends the turn (no text, no output guardrails); None to go on."""
+        plan = self.plan
+        if plan.max_tool_rounds is not None and self.number >= plan.max_tool_rounds:
+            return _Ending((), "", "max_tool_rounds", "max_tool_rounds", guard=False)
+        if plan.stop_when and should_stop(plan.stop_when, plan.rounds):
+            return _Ending((), "", step.stop_reason, "tool_calls", guard=False)
         return None
 
+    # -- run the tools -----------------------------------------------------------------------
 
-def _add_usage(total: Usage, usage: Usage) -> None:
-    acc: dict[str, int] = total  # type: ignore[assignment]
-    for key, value in usage.items():
-        acc[key] = acc.get(key, 0) + int(value)  # type: ignore[call-overload]
-
-
-async def run_turn(
-    agent: Agent, session: Session, text: str | None, opts: TurnOptions
-) -> AsyncIterator[AgentEvent]:
-    signal = opts.signal
-    tracer = Tracer.from_option(agent.trace, session.id)
-    # A fresh dict per turn: a tool that mutates ctx.services cannot change the agent's.
-    services = {**agent.services, **opts.services} if opts.services else dict(agent.services)
-    ctx = RunContext(
-        session_id=session.id,
-        signal=signal,
-        services=services,
-        memory=MappingProxyType(session.memory),  # read-only: reduce() is the writer
-        context=opts.context,
-        _tracer=tracer,
-        _http=agent._http,
-    )
-    messages: list[Message] = list(session.messages)
-    memory_view: dict[str, Any] = {}
-    intr = _Interrupt(signal) if signal is not None else None
-    client = agent.client
-    pending = ctx._pending
-    steps = opts.steps
-    usage: Usage = {}
-    open_calls: list[ToolCallPart] = []
-    try:
-        if text is not None:
-            event: AgentEvent = {"type": "message", "role": "user", "text": text}
-            fold(messages, memory_view, event)
-            yield event
-        conns = await _interruptible(intr, agent._integrations.ensure(signal, tracer=tracer))
-        index, specs, attach = agent._toolset(conns, opts.tools)
-        layers = opts.prompt
-        static, dynamic = (agent._static, agent._dynamic) if layers is None else _split(layers)
-        stop_when = agent.stop_when if opts.stop_when is None else opts.stop_when
-        stream_retries = (
-            opts.stream_retries
-            if opts.stream_retries is not None
-            else getattr(client, "stream_retries", 0) or 0
-        )
-        # -- the system prompt: assembled once per turn ----------------------------------------
-        # Dynamic layers and attached resources are evaluated each turn, not each round: the
-        # rounds of one turn answer the same question with the same context.
-        system = await _interruptible(intr, _assemble(static, dynamic, attach, ctx))
-        if tracer is not None:
-            for tev in tracer.drain():  # what layers and attached reads traced, in order
-                yield tev
-            yield tracer.record("prompt", "assembled", _prompt_data(system))
-        rounds = 0
-        while True:
-            rounds += 1
-            request: ChatRequest = {"model": client.model, "system": system, "messages": messages}
-            if specs:
-                request["tools"] = specs
-            if opts.response_format is not None:
-                request["response_format"] = opts.response_format
-            if signal is not None:
-                request["signal"] = signal
-            if rounds > 1:
-                yield _progress("retry")
-            yield _progress("sent")
-            if tracer is not None:
-                yield tracer.record(
-                    "request", "chat", {"round": rounds, "model": client.model, "tools": len(specs)}
-                )
-            started = time.perf_counter()
-            # -- stream one response -----------------------------------------------------------
-            attempts_left = stream_retries
-            while True:
-                snapshot = ""
-                tool_snaps: dict[str, str] = {}
-                finish: FinishChunk | None = None
-                stream = client.chat(request)
-                try:
-                    it = stream.__aiter__()
-                    while True:
-                        if intr is not None:
-                            intr.arm()
-                        try:
-                            chunk = await it.__anext__()
-                        except StopAsyncIteration:
-                            break
-                        except asyncio.CancelledError:
-                            if intr is not None and intr.absorb():
-                                raise intr.error() from None
-                            raise
-                        finally:
-                            if intr is not None:
-                                intr.disarm()
-                        if chunk["type"] == "text":
-                            snapshot += chunk["text"]
-                            yield {"type": "text", "text": chunk["text"], "snapshot": snapshot}
-                        elif chunk["type"] == "thinking":
-                            yield {"type": "thinking", "text": chunk["text"]}
-                        elif chunk["type"] == "tool_input_delta":
-                            cid = chunk["id"]
-                            snap = tool_snaps.get(cid, "") + chunk["partial"]
-                            tool_snaps[cid] = snap
-                            yield {
-                                "type": "tool_input_delta",
-                                "id": cid,
-                                "name": chunk["name"],
-                                "partial": chunk["partial"],
-                                "snapshot": snap,
-                            }
-                        elif chunk["type"] == "finish":
-                            finish = chunk
-                    if finish is None:
-                        raise LLMStreamError(
-                            "the provider stream ended without finishing the response",
-                            retryable=True,
-                        )
-                    break
-                except LLMError as exc:
-                    retryable = isinstance(exc, LLMStreamError) and exc.retryable
-                    if attempts_left > 0 and retryable:
-                        attempts_left -= 1
-                        if snapshot:  # the dropped attempt's text is replaced, not kept
-                            yield {"type": "text", "text": "", "snapshot": ""}
-                        continue
-                    if tracer is not None:
-                        yield tracer.record(
-                            "response",
-                            "chat:failed",
-                            {
-                                "round": rounds,
-                                "model": client.model,
-                                "error": repr(exc),
-                                "error_type": type(exc).__name__,
-                            },
-                        )
-                        for tev in tracer.drain():
-                            yield tev
-                        yield tracer.record("usage", "turn:failed", dict(usage))
-                    yield {"type": "error", "error": exc}
-                    return
-                finally:
-                    aclose = getattr(stream, "aclose", None)
-                    if aclose is not None:
-                        await aclose()
-            # -- the round's outcome -----------------------------------------------------------
-            _add_usage(usage, finish["usage"])
-            stop_reason = finish["stop_reason"]
-            if tracer is not None:
-                yield tracer.record(
-                    "response",
-                    "chat",
-                    {
-                        "round": rounds,
-                        "model": client.model,
-                        "stop_reason": stop_reason,
-                        "tool_calls": sum(1 for p in finish["content"] if p["type"] == "tool_call"),
-                        "usage": dict(finish["usage"]),
-                        "ms": round((time.perf_counter() - started) * 1000, 3),
-                    },
-                )
-            content: list[Any] = finish["content"]
-            calls: list[ToolCallPart] = [p for p in content if p["type"] == "tool_call"]
-            step = StepResult(
-                text="".join(p["text"] for p in content if p["type"] == "text"),
-                tool_calls=calls,
-                stop_reason=stop_reason,
-                usage=finish["usage"],
-                content=content,
-            )
-            steps.append(step)
-            if not calls:
-                async for ev in _finish(
-                    agent,
-                    ctx,
-                    tracer,
-                    content,
-                    step.text,
-                    usage,
-                    stop_reason,
-                    messages,
-                    memory_view,
-                    intr,
-                ):
-                    yield ev
-                return
-            # -- a tool round ------------------------------------------------------------------
-            preamble: list[TextPart | ThinkingPart] = [
-                p for p in content if p["type"] != "tool_call"
-            ]
-            for i, call in enumerate(calls):
-                use: ToolUseEvent = {
-                    "type": "tool_use",
-                    "id": call["id"],
-                    "name": call["name"],
-                    "input": call["input"],
-                }
-                if i == 0:
-                    use["preamble"] = preamble
-                fold(messages, memory_view, use)
-                yield use
-            open_calls = list(calls)
-            for call in calls:
-                yield _progress("tool")
-                started = time.perf_counter()
-                guard_events, result = await _interruptible(intr, _execute(agent, call, index, ctx))
-                for gev in guard_events:
-                    yield gev
-                if tracer is not None:
-                    for tev in tracer.drain():
-                        yield tev
-                    yield tracer.record(
-                        "tool",
-                        call["name"],
-                        {
-                            "id": call["id"],
-                            "ms": round((time.perf_counter() - started) * 1000, 3),
-                            "is_error": result.get("is_error", False),
-                        },
-                    )
-                fold(messages, memory_view, result)
-                open_calls.pop(0)
-                step.tool_results.append(messages[-1]["content"][-1])  # type: ignore[arg-type]
-                yield result
-                while pending:
-                    mem: MemoryEvent = {"type": "memory", "patch": pending.pop(0)}
-                    yield mem
-            if rounds >= agent.max_tool_rounds:
-                async for ev in _finish(
-                    agent,
-                    ctx,
-                    tracer,
-                    [],
-                    "",
-                    usage,
-                    "max_tool_rounds",
-                    messages,
-                    memory_view,
-                    intr,
-                    guard=False,
-                ):
-                    yield ev
-                return
-            if stop_when and should_stop(stop_when, steps):
-                async for ev in _finish(
-                    agent,
-                    ctx,
-                    tracer,
-                    [],
-                    "",
-                    usage,
-                    stop_reason,
-                    messages,
-                    memory_view,
-                    intr,
-                    guard=False,
-                ):
-                    yield ev
-                return
-    except AbortedError as exc:
-        # Every call the model made gets a result, so the transcript stays a valid request.
-        for call in open_calls:
-            res: ToolResultEvent = {
-                "type": "tool_result",
+    def tool_uses(self, step: RoundResult) -> list[AgentEvent]:
+        """The round's record, then its `tool_use` events; the first carries the round's text
+        and thinking."""
+        out = self.round_events(step) if self.tracer is not None else []
+        preamble: list[TextPart | ThinkingPart] = [
+            p for p in step.content if p["type"] != "tool_call"
+        ]
+        first = True
+        for call in step.tool_calls:
+            use: ToolUseEvent = {
+                "type": "tool_use",
                 "id": call["id"],
                 "name": call["name"],
-                "output": "The turn was aborted before this call finished.",
-                "is_error": True,
+                "input": call["input"],
             }
-            yield res
-        if tracer is not None:
-            for tev in tracer.drain():
-                yield tev
-            yield tracer.record("usage", "turn:aborted", dict(usage))
-        yield {"type": "error", "error": exc}
-    except Exception:
-        # A fault the turn cannot degrade into (an MCP source that will not connect, an attach
-        # read or a prompt layer that fails): what was traced still reaches the stream first.
-        if tracer is not None:
-            for tev in tracer.drain():
-                yield tev
-            yield tracer.record("usage", "turn:failed", dict(usage))
-        raise
-    finally:
-        if intr is not None:
-            intr.remove()
+            if first:
+                use["preamble"] = preamble
+                first = False
+            fold(self.messages, self.memory_view, use)
+            out.append(use)
+        self.open_calls = list(step.tool_calls)
+        return out
 
+    async def run_tool(
+        self, call: ToolCallPart, step: RoundResult, toolset: Toolset
+    ) -> list[AgentEvent]:
+        """One call: guardrails, the tool, its record, its result and the memory it asked for."""
+        started = time.perf_counter()
+        scope = self.scope
+        if scope is None:
+            events, result = await self.call_tool(call, toolset)
+        else:
+            events, result = await scope.wait(self.call_tool(call, toolset))
+        if self.tracer is not None:
+            self.drain(events)
+            data = {"id": call["id"], "ms": round((time.perf_counter() - started) * 1000, 3)}
+            data["is_error"] = result.get("is_error", False)
+            events.append(self.tracer.record("tool", call["name"], data))
+        fold(self.messages, self.memory_view, result)
+        self.open_calls.pop(0)
+        step.tool_results.append(self.messages[-1]["content"][-1])  # type: ignore[arg-type]  # the part fold() just appended is this call's ToolResultPart
+        events.append(result)
+        if self.ctx.has_memory_writes:
+            for patch in self.ctx.take_memory_writes():
+                events.append({"type": "memory", "patch": patch})
+        return events
 
-def _split(layers: Sequence[PromptLayer]) -> tuple[list[SystemBlock], list[PromptLayer]]:
-    from .prompt import static_blocks
-
-    return static_blocks(layers), [layer for layer in layers if not layer.is_static]
-
-
-async def _attach_body(resource: Resource, ctx: RunContext) -> str:
-    body = await resource.read(None, ctx)
-    return attach_envelope(resource.name, body, resource.description)
-
-
-def _prompt_data(system: list[SystemBlock]) -> dict[str, Any]:
-    return {
-        "layers": len(system),
-        "cached_blocks": sum(1 for b in system if "cache_control" in b),
-        "chars": sum(len(b["text"]) for b in system),
-    }
-
-
-async def _execute(
-    agent: Agent, call: ToolCallPart, index: dict[str, Tool], ctx: RunContext
-) -> tuple[list[AgentEvent], ToolResultEvent]:
-    """Guardrails, then the tool. Every failure is a result; nothing tool-shaped raises."""
-    name, cid = call["name"], call["id"]
-    events: list[AgentEvent] = []
-    tool = index.get(name)
-    if tool is None:
-        known = ", ".join(sorted(index)) or "none"
-        return events, _result(cid, name, f"Unknown tool {name!r}. Available tools: {known}.", True)
-    # Guardrails and the tool get their own copy: the call's input is also the transcript's, and
-    # the transcript is written only through reduce().
-    value = copy_json(call["input"])
-    if isinstance(value, str):  # the model's arguments were not JSON; nothing to decide on
-        return events, _result(
-            cid, name, f"Invalid arguments for tool {name}: not valid JSON: {value[:200]!r}", True
-        )
-    call_ctx = ctx.for_call(cid)
-    tracer = ctx._tracer
-    if agent.on_tool_call is not None or agent._tool_guards:
-        subject = {"id": cid, "name": name, "input": value}
-        chain: list[tuple[str, Any]] = []
-        if agent.on_tool_call is not None:
-            chain.append(("on_tool_call", agent.on_tool_call))
-        chain.extend(agent._tool_guards)
-        for gname, fn in chain:
-            try:
-                decision = await decide(fn, subject, call_ctx, target="tool_call")
-            except Exception as exc:
-                decision = {
-                    "action": "deny",
-                    "reason": f"guardrail raised {type(exc).__name__}: {exc}",
-                }
-            if tracer is not None:  # what the guardrail itself traced comes before its record
-                events.extend(tracer.drain())
-            if decision is None:
-                continue
-            action = decision["action"]
-            reason = decision.get("reason")
-            gev: GuardrailEvent = {
-                "type": "guardrail",
-                "name": gname,
-                "target": "tool_call",
-                "action": action,
-                "tool_name": name,
-                "tool_use_id": cid,
-            }
-            if reason is not None:
-                gev["reason"] = str(reason)
-            events.append(gev)
-            if tracer is not None:
+    async def call_tool(
+        self, call: ToolCallPart, toolset: Toolset
+    ) -> tuple[list[AgentEvent], ToolResultEvent]:
+        """Guardrails, then the tool. Every failure is a result; nothing tool-shaped raises."""
+        name, cid = call["name"], call["id"]
+        tool = toolset.index.get(name)
+        if tool is None:
+            known = ", ".join(sorted(toolset.index)) or "none"
+            return [], _result(cid, name, f"Unknown tool {name!r}. Available tools: {known}.")
+        if isinstance(call["input"], str):  # the model's arguments were not JSON
+            bad = f"Invalid arguments for tool {name}: not valid JSON: {call['input'][:200]!r}"
+            return [], _result(cid, name, bad)
+        call_ctx = self.ctx.for_call(cid)
+        # Guardrails and the tool get their own copy: the call's input is also the transcript's,
+        # and the transcript is written only through reduce().
+        value = copy_json(call["input"])
+        events: list[AgentEvent] = []
+        if self.plan.tool_guards:
+            events, value, denied = await run_tool_call_guards(
+                self.plan.tool_guards, cid, name, value, call_ctx
+            )
+            if denied is not None:
+                return events, _result(cid, name, denied)
+        result = await tool.call(value, call_ctx)
+        output = result.output
+        limit = self.plan.max_tool_result_chars
+        if limit is not None and len(output) > limit:
+            output = _truncate(output, limit)
+            if self.tracer is not None:
                 events.append(
-                    tracer.record(
-                        "guardrail",
-                        gname,
-                        {
-                            "target": "tool_call",
-                            "action": action,
-                            "reason": reason,
-                            "tool": name,
-                            "tool_use_id": cid,
-                        },
+                    self.tracer.record(
+                        "tool",
+                        "result:truncated",
+                        {"id": cid, "name": name, "chars": len(result.output), "limit": limit},
                     )
                 )
-            if action == "deny":
-                why = f": {reason}" if reason else ""
-                if gname == "on_tool_call":
-                    text = f"Tool call {name} was denied{why}"
-                else:
-                    text = f"Guardrail {gname} denied the call to {name}{why}"
-                return events, _result(cid, name, text, True)
-            value = decision.get("input", value)
-            subject = {"id": cid, "name": name, "input": value}
-    result = await tool.call(value, call_ctx)
-    return events, _result(cid, name, result.output, result.is_error)
+        return events, _result(cid, name, output, result.is_error)
+
+    # -- finish ------------------------------------------------------------------------------
+
+    async def finish(self, ending: _Ending, out: list[AgentEvent]) -> list[AgentEvent]:
+        """Output guardrails on the final round's text, queued memory, then `done` (appended to
+        `out`)."""
+        content, text, stop_reason, reason, guard = ending
+        reason = reason or "stop"
+        thinking: list[ThinkingPart] = [p for p in content if p["type"] == "thinking"]
+        if guard and self.plan.output_guards:
+            outcome = await self.wait(run_output_guards(self.plan.output_guards, text, self.ctx))
+            out.extend(outcome.events)
+            if outcome.denied:
+                text, thinking, stop_reason, reason = "", [], "guardrail_denied", "guardrail_denied"
+            else:
+                text = outcome.text
+            if outcome.decided:  # a rewrite or a deny: the UI replaces what it streamed
+                replace: TextEvent = {"type": "text", "text": "", "snapshot": text}
+                out.append(replace)
+        self.drain(out)
+        for patch in self.ctx.take_memory_writes():
+            mem: MemoryEvent = {"type": "memory", "patch": patch}
+            out.append(mem)
+        if self.tracer is not None:
+            out.append(self.tracer.record("usage", "turn", dict(self.usage)))
+        out.append(_progress("done"))
+        done: DoneEvent = {
+            "type": "done",
+            "text": text,
+            "usage": self.usage,  # type: ignore[typeddict-item]  # the totals dict holds only Usage keys
+            "stop_reason": stop_reason,
+            "finish_reason": reason,
+        }
+        if thinking:
+            done["thinking"] = thinking
+        fold(self.messages, self.memory_view, done)
+        out.append(done)
+        return out
+
+    def aborted(self, exc: AbortedError) -> list[AgentEvent]:
+        """Every call the model made gets a result, so the transcript stays a valid request."""
+        out: list[AgentEvent] = [
+            _result(c["id"], c["name"], "The turn was aborted before this call finished.")
+            for c in self.open_calls
+        ]
+        self.end_trace(out, "turn:aborted")
+        out.append({"type": "error", "error": exc})
+        return out
 
 
-def _result(cid: str, name: str, output: str, is_error: bool) -> ToolResultEvent:
+class _Ending(NamedTuple):
+    """How a turn ends: the final round's content and text, and the `done`'s reasons."""
+
+    content: Sequence[Any]
+    text: str
+    stop_reason: str | None
+    finish_reason: FinishReason | None
+    guard: bool = True
+    """Run the output guardrails (only on a round that answered)."""
+
+
+class _Call:
+    """The model call of a round: its request, its attempts (stream retries), and the state of
+    the attempt that streams (text so far, tool-input snapshots, partial output, the finish)."""
+
+    __slots__ = (
+        "attempt",
+        "attempts_left",
+        "error",
+        "finish",
+        "partial",
+        "request",
+        "stream",
+        "text",
+        "tool_snaps",
+        "tools",
+        "turn",
+    )
+
+    def __init__(self, turn: _Turn) -> None:
+        self.turn = turn
+        self.request: ChatRequest | None = None
+        self.tools = 0
+        self.attempts_left = 0
+        self.attempt = 0
+        self.partial: PartialOutput | None = None
+        self.text = _NO_TEXT
+        self.tool_snaps: dict[str, str] = {}
+        self.finish: FinishChunk | None = None
+        self.error: Exception | None = None
+        self.stream: Any = None
+
+    def start(self, request: ChatRequest) -> None:
+        """A new round's call."""
+        self.request = request
+        self.tools = len(request["tools"]) if "tools" in request else 0
+        self.attempts_left = self.turn.plan.stream_retries
+        self.attempt = 1
+        self.finish = None
+        self.error = None
+
+    def retry(self) -> bool:
+        """After a failed attempt: True when a rerun of the dropped stream is due (and counted)."""
+        if not self.retrying():
+            return False
+        self.attempts_left -= 1
+        self.attempt += 1
+        self.error = None
+        return True
+
+    def retrying(self) -> bool:
+        error = self.error
+        return (
+            error is not None
+            and self.attempts_left > 0
+            and isinstance(error, LLMStreamError)
+            and error.retryable
+        )
+
+    def open(self) -> AsyncIterator[StreamChunk]:
+        """Start the attempt: fresh per-attempt state, then the provider call."""
+        self.text = TextBuffer()
+        if self.tool_snaps:
+            self.tool_snaps = {}
+        self.finish = None
+        plan = self.turn.plan
+        if plan.response_format is not None:
+            self.partial = PartialOutput()
+        assert self.request is not None
+        self.stream = plan.client.chat(self.request)
+        it: AsyncIterator[StreamChunk] = self.stream.__aiter__()
+        return it
+
+    def take(self, chunk: StreamChunk) -> AgentEvent | None:
+        """A chunk other than text: its event, if it has one."""
+        if chunk["type"] == "thinking":
+            return {"type": "thinking", "text": chunk["text"]}
+        if chunk["type"] == "tool_input_delta":
+            cid = chunk["id"]
+            snap = self.tool_snaps.get(cid, "") + chunk["partial"]
+            self.tool_snaps[cid] = snap
+            return {
+                "type": "tool_input_delta",
+                "id": cid,
+                "name": chunk["name"],
+                "partial": chunk["partial"],
+                "snapshot": snap,
+            }
+        if chunk["type"] == "finish":
+            self.finish = chunk
+        elif chunk["type"] == "retry":
+            tracer = self.turn.tracer
+            if tracer is not None:
+                data: dict[str, Any] = {"round": self.turn.number}
+                data.update(attempt=chunk["attempt"], delay=chunk["delay"], reason=chunk["reason"])
+                return tracer.record("request", "retry", data)
+        return None
+
+    def ended(self) -> None:
+        """The stream ended: it must have finished the response."""
+        if self.finish is None:
+            raise LLMStreamError(
+                "the provider stream ended without finishing the response", retryable=True
+            )
+
+    def outcome(self) -> list[AgentEvent]:
+        """After an attempt that failed: an abort is raised in the turn; when a retry is due,
+        the event that replaces the dropped attempt's text; else the `error` that ends the turn
+        (a client's non-LLMError wrapped in an LLMError)."""
+        exc = self.error
+        assert exc is not None
+        self.finish = None
+        if isinstance(exc, AbortedError):
+            raise exc
+        if not isinstance(exc, LLMError):
+            wrapped = LLMError(
+                f"the model client raised {type(exc).__name__}: {exc}",
+                provider=getattr(self.turn.plan.client, "provider", None),
+            )
+            wrapped.__cause__ = exc
+            self.error = exc = wrapped
+        if self.retrying():
+            if self.text.parts:  # the dropped attempt's text is replaced, not kept
+                return [{"type": "text", "text": "", "snapshot": ""}]
+            return []
+        return self.turn.call_failed(exc)
+
+    async def close(self) -> None:
+        stream, self.stream = self.stream, None
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+_NO_TEXT = TextBuffer()
+
+
+def _result(cid: str, name: str, output: str, is_error: bool = True) -> ToolResultEvent:
     ev: ToolResultEvent = {"type": "tool_result", "id": cid, "name": name, "output": output}
     if is_error:
         ev["is_error"] = True
     return ev
 
 
-async def _finish(
-    agent: Agent,
-    ctx: RunContext,
-    tracer: Tracer | None,
-    content: Sequence[Any],
-    text: str,
-    usage: Usage,
-    stop_reason: str | None,
-    messages: list[Message],
-    memory_view: dict[str, Any],
-    intr: _Interrupt | None,
-    *,
-    guard: bool = True,
-) -> AsyncIterator[AgentEvent]:
-    """Output guardrails on the final round's text, queued memory, then `done`."""
-    thinking: list[ThinkingPart] = [p for p in content if p["type"] == "thinking"]
-    if guard and agent._output_guards:
-        decided = False
-        for gname, fn in agent._output_guards:
-            try:
-                decision = await _interruptible(intr, decide(fn, text, ctx, target="output"))
-            except AbortedError:
-                raise
-            except Exception as exc:
-                decision = {
-                    "action": "deny",
-                    "reason": f"guardrail raised {type(exc).__name__}: {exc}",
-                }
-            if tracer is not None:  # what the guardrail itself traced comes before its record
-                for tev in tracer.drain():
-                    yield tev
-            if decision is None:
-                continue
-            decided = True
-            action, reason = decision["action"], decision.get("reason")
-            gev: GuardrailEvent = {
-                "type": "guardrail",
-                "name": gname,
-                "target": "output",
-                "action": action,
-            }
-            if reason is not None:
-                gev["reason"] = str(reason)
-            yield gev
-            if tracer is not None:
-                yield tracer.record(
-                    "guardrail", gname, {"target": "output", "action": action, "reason": reason}
-                )
-            if action == "deny":
-                text, thinking, stop_reason = "", [], "guardrail_denied"
-                break
-            text = str(decision.get("text", text))
-        if decided:  # any rewrite or deny: the UI replaces what it streamed with the outcome
-            replace: TextEvent = {"type": "text", "text": "", "snapshot": text}
-            yield replace
-    if tracer is not None:
-        for tev in tracer.drain():
-            yield tev
-    while ctx._pending:
-        mem: MemoryEvent = {"type": "memory", "patch": ctx._pending.pop(0)}
-        yield mem
-    if tracer is not None:
-        yield tracer.record("usage", "turn", dict(usage))
-    yield _progress("done")
-    done: DoneEvent = {"type": "done", "text": text, "usage": usage, "stop_reason": stop_reason}
-    if thinking:
-        done["preamble"] = thinking
-    fold(messages, memory_view, done)
-    yield done
+def _truncate(output: str, limit: int) -> str:
+    return (
+        output[:limit]
+        + f"\n\n[tether: this result was truncated to its first {limit:,} of {len(output):,} "
+        "characters]"
+    )

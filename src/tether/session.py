@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, TypedDict
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Literal, TypeAlias, TypedDict, TypeVar
 
 from ._json import check_json_safe, copy_json
 from .errors import SessionFormatError
-from .events import AgentEvent, MemoryEvent, Part
+from .events import (
+    RENDER_ONLY,
+    AgentEvent,
+    MemoryEvent,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
-__all__ = ["Message", "Session", "reduce", "remember"]
+__all__ = ["Message", "Session", "SessionLike", "as_session", "fold", "reduce", "remember"]
 
 Role: TypeAlias = Literal["user", "assistant", "tool"]
 
@@ -21,32 +30,81 @@ class Message(TypedDict):
     content: list[Part]
 
 
-@dataclass(slots=True, eq=True)
-class Session:
-    """A conversation: its id, its transcript and its memory. Plain JSON-safe data.
+class Session(dict[str, Any]):
+    """A conversation: its id, its transcript and its memory. Plain JSON data.
 
-    Write it only through `reduce()`. Where the JSON from `to_json()` is stored is the caller's.
+    A Session *is* a dict ``{"id", "messages", "memory"}`` (with `.id`, `.messages` and
+    `.memory` to read it), so ``json.dumps(session)`` works and ``json.loads`` of that JSON is a
+    session `Agent.send()` and `reduce()` accept as it is. Write it only through `reduce()`;
+    where the JSON is stored is the caller's.
     """
 
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    messages: list[Message] = field(default_factory=list)
-    memory: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ()
+
+    def __init__(
+        self,
+        id: str | None = None,
+        messages: list[Message] | None = None,
+        memory: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            id=uuid.uuid4().hex if id is None else id,
+            messages=[] if messages is None else messages,
+            memory={} if memory is None else memory,
+        )
+
+    @property
+    def id(self) -> str:
+        """The session's id (also the `session_id` of its trace records)."""
+        value: str = self["id"]
+        return value
+
+    @id.setter
+    def id(self, value: str) -> None:
+        self["id"] = value
+
+    @property
+    def messages(self) -> list[Message]:
+        """The transcript: user, assistant and tool messages, oldest first."""
+        value: list[Message] = self["messages"]
+        return value
+
+    @messages.setter
+    def messages(self, value: list[Message]) -> None:
+        self["messages"] = value
+
+    @property
+    def memory(self) -> dict[str, Any]:
+        """The session's JSON-safe memory (written by `memory` events)."""
+        value: dict[str, Any] = self["memory"]
+        return value
+
+    @memory.setter
+    def memory(self, value: dict[str, Any]) -> None:
+        self["memory"] = value
+
+    def __repr__(self) -> str:
+        return f"Session({dict.__repr__(self)})"
 
     def to_dict(self) -> dict[str, Any]:
+        """The session as a plain dict (sharing its lists and dicts)."""
         return {"id": self.id, "messages": self.messages, "memory": self.memory}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, data: str | bytes | dict[str, Any]) -> Session:
-        """Rebuild a Session; raise SessionFormatError naming the first thing that is wrong."""
+    def from_json(cls, data: str | bytes | Mapping[str, Any]) -> Session:
+        """Rebuild a Session; raise SessionFormatError naming the first thing that is wrong.
+
+        A mapping's lists and dicts are taken over, not copied.
+        """
         if isinstance(data, (str, bytes)):
             try:
                 data = json.loads(data)
             except ValueError as exc:
                 raise SessionFormatError(f"session is not JSON: {exc}") from exc
-        if not isinstance(data, dict):
+        if not isinstance(data, Mapping):
             raise SessionFormatError(f"session must be an object, got {type(data).__name__}")
         sid = data.get("id")
         if not isinstance(sid, str):
@@ -60,6 +118,24 @@ class Session:
         if not isinstance(memory, dict):
             raise SessionFormatError("session.memory must be an object")
         return cls(id=sid, messages=messages, memory=memory)
+
+
+SessionLike: TypeAlias = Mapping[str, Any]
+"""What `Agent.send()` accepts as a session: a `Session`, or a plain dict of the same shape (for
+example ``json.loads(json.dumps(session))``)."""
+
+S = TypeVar("S", bound=MutableMapping[str, Any])
+
+
+def as_session(value: SessionLike) -> Session:
+    """`value` as a Session: itself when it is one; a plain mapping is checked once (raising
+    SessionFormatError) and wrapped, sharing its transcript list and memory dict."""
+    if isinstance(value, Session):
+        return value
+    if isinstance(value, MutableMapping):
+        value.setdefault("messages", [])
+        value.setdefault("memory", {})
+    return Session.from_json(value)
 
 
 _PART_KEYS: dict[str, tuple[tuple[str, type | None], ...]] = {
@@ -105,58 +181,67 @@ def remember(patch: dict[str, Any]) -> MemoryEvent:
     return {"type": "memory", "patch": copy_json(patch)}  # what was checked is what is written
 
 
-def reduce(session: Session, event: AgentEvent) -> Session:
-    """Fold one event into the session and return it.
+def reduce(session: S, event: AgentEvent) -> S:
+    """Fold one event into `session` and return it: the same object, updated in place.
 
-    Render-only events return the session untouched. The others append to the transcript in
-    place, so the cost of an event does not depend on how long the conversation already is.
+    Render-only events leave it untouched. The others append to the transcript (or patch the
+    memory) in place, so the cost of an event does not depend on how long the conversation
+    already is. `session` may be a `Session` or a plain dict of the same shape.
     """
-    fold(session.messages, session.memory, event)
+    if event["type"] in RENDER_ONLY:
+        return session
+    try:
+        memory = session["memory"]
+    except KeyError:
+        memory = session["memory"] = {}
+    fold(session["messages"], memory, event)
     return session
 
 
 def fold(messages: list[Message], memory: dict[str, Any], event: AgentEvent) -> None:
     """The transcript rules, shared by `reduce()` and the loop's own view of the turn."""
-    ev: Any = event  # one dict-shaped union; the `type` tag decides which keys exist
-    kind = ev["type"]
-    if kind == "tool_result":
-        part: Part = {
+    if event["type"] == "tool_result":
+        part: ToolResultPart = {
             "type": "tool_result",
-            "id": ev["id"],
-            "name": ev["name"],
-            "output": ev["output"],
-            "is_error": bool(ev.get("is_error", False)),
+            "id": event["id"],
+            "name": event["name"],
+            "output": event["output"],
+            "is_error": bool(event.get("is_error", False)),
         }
         if messages and messages[-1]["role"] == "tool":
             messages[-1]["content"].append(part)
         else:
             messages.append({"role": "tool", "content": [part]})
-    elif kind == "tool_use":
-        call: Part = {
+    elif event["type"] == "tool_use":
+        call: ToolCallPart = {
             "type": "tool_call",
-            "id": ev["id"],
-            "name": ev["name"],
-            "input": ev["input"],
+            "id": event["id"],
+            "name": event["name"],
+            "input": event["input"],
         }
-        preamble = ev.get("preamble")
+        preamble = event.get("preamble")
         if preamble is not None or not messages or messages[-1]["role"] != "assistant":
-            content: list[Any] = [dict(p) for p in preamble or ()]
+            content: list[Part] = [_copy_part(p) for p in preamble] if preamble else []
             content.append(call)
             messages.append({"role": "assistant", "content": content})
         else:
             messages[-1]["content"].append(call)
-    elif kind == "message":
-        messages.append({"role": "user", "content": [{"type": "text", "text": ev["text"]}]})
-    elif kind == "done":
-        content = [dict(p) for p in ev.get("preamble") or ()]
-        text = ev["text"]
-        if text:
-            content.append({"type": "text", "text": text})
-        if content:
-            messages.append({"role": "assistant", "content": content})
-    elif kind == "memory":
-        for key, value in ev["patch"].items():
+    elif event["type"] == "message":
+        messages.append({"role": "user", "content": [{"type": "text", "text": event["text"]}]})
+    elif event["type"] == "done":
+        thinking = event.get("thinking")
+        final: list[Part] = [_copy_part(p) for p in thinking] if thinking else []
+        if event["text"]:
+            final.append({"type": "text", "text": event["text"]})
+        if final:
+            messages.append({"role": "assistant", "content": final})
+    elif event["type"] == "memory":
+        for key, value in event["patch"].items():
             if value is None:
                 memory.pop(key, None)
             else:
                 memory[key] = value
+
+
+def _copy_part(part: TextPart | ThinkingPart) -> TextPart | ThinkingPart:
+    return part.copy()

@@ -1,4 +1,4 @@
-"""Stop conditions for the tool loop, evaluated after each step that called tools."""
+"""Stop conditions for the tool loop, evaluated after each round that called tools."""
 
 from __future__ import annotations
 
@@ -6,47 +6,71 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from .events import TextPart, ThinkingPart, ToolCallPart, ToolResultPart, Usage
+from .events import FinishReason, TextPart, ThinkingPart, ToolCallPart, ToolResultPart, Usage
 
-__all__ = ["StepResult", "StopCondition", "has_tool_call", "should_stop", "step_count_is"]
+__all__ = [
+    "RoundResult",
+    "StepResult",
+    "StopCondition",
+    "has_tool_call",
+    "should_stop",
+    "step_count_is",
+]
+
+
+def _no_usage() -> Usage:
+    return {}
 
 
 @dataclass(slots=True)
-class StepResult:
-    """One model request of a turn and what followed it."""
+class RoundResult:
+    """One round of a turn: one model request and the tool calls that followed it."""
 
     text: str
+    """The round's visible text."""
     tool_calls: list[ToolCallPart] = field(default_factory=list)
+    """The calls the model made, in order (empty on the round that answered)."""
     tool_results: list[ToolResultPart] = field(default_factory=list)
+    """The results of the calls that ran, in order (filled as they complete)."""
     stop_reason: str | None = None
-    usage: Usage = field(default_factory=dict)  # type: ignore[assignment]
+    """The provider's raw stop reason for this request."""
+    usage: Usage = field(default_factory=_no_usage)
+    """This request's token usage."""
     content: list[TextPart | ThinkingPart | ToolCallPart] = field(default_factory=list)
+    """The assistant message of this request as the provider sent it."""
+    finish_reason: FinishReason | None = None
+    """The normalized reading of `stop_reason` (see `FinishReason`)."""
 
 
-StopCondition: TypeAlias = Callable[[Sequence[StepResult]], bool]
+StepResult = RoundResult
+"""The seed's name for `RoundResult` (one model request: the lab's "step"), kept as an alias."""
+
+StopCondition: TypeAlias = Callable[[Sequence[RoundResult]], bool]
+"""Decides after a tool round whether the loop stops; it sees every round of the turn so far."""
 
 
 def step_count_is(n: int) -> StopCondition:
-    """Stop once `n` steps (model requests) have run."""
+    """Stop once `n` rounds (model requests) have run."""
     if n < 1:
         raise ValueError("step_count_is(n) needs n >= 1")
 
-    def condition(steps: Sequence[StepResult]) -> bool:
-        return len(steps) >= n
+    def condition(rounds: Sequence[RoundResult]) -> bool:
+        return len(rounds) >= n
 
     condition.__name__ = f"step_count_is({n})"
     return condition
 
 
 def has_tool_call(name: str) -> StopCondition:
-    """Stop after a step in which the model called `name`."""
+    """Stop after a round in which the model called `name`."""
 
-    def condition(steps: Sequence[StepResult]) -> bool:
-        return bool(steps) and any(c["name"] == name for c in steps[-1].tool_calls)
+    def condition(rounds: Sequence[RoundResult]) -> bool:
+        return bool(rounds) and any(c["name"] == name for c in rounds[-1].tool_calls)
 
     condition.__name__ = f"has_tool_call({name!r})"
     return condition
 
 
-def should_stop(conditions: Sequence[StopCondition], steps: Sequence[StepResult]) -> bool:
-    return any(cond(steps) for cond in conditions)
+def should_stop(conditions: Sequence[StopCondition], rounds: Sequence[RoundResult]) -> bool:
+    """True when any of `conditions` says stop."""
+    return any(cond(rounds) for cond in conditions)

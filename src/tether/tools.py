@@ -150,9 +150,9 @@ async def _call_endpoint(t: Tool, value: Any, ctx: RunContext) -> str:
 
     ep = t.endpoint
     assert ep is not None
-    if ctx._http is None:
+    client = ctx.http
+    if client is None:
         raise ToolError(f"Tool {t.name}: no HTTP client available for its endpoint")
-    client = ctx._http()
     method = ep.method.upper()
     try:
         if method in ("GET", "DELETE"):

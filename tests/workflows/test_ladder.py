@@ -745,16 +745,31 @@ async def test_run_workflow_passes_on_event_through_to_the_ladder() -> None:
     assert {e["type"] for e in seen} == {"step"}  # type: ignore[index]
 
 
-def test_a_durable_workflow_given_as_a_ladder_is_a_clear_error() -> None:
-    import pytest
-
-    from tether import ToolDefinitionError, create_agent
+async def test_the_agent_runs_a_durable_workflow_it_declares_by_its_id() -> None:
+    # "workflow" has one meaning: workflows= takes ladders and durable workflows alike (they
+    # run on one engine); run_workflow() runs either by name.
+    from tether import create_agent
     from tether.testing import script_client
-    from tether.workflows import create_workflow
+    from tether.workflows import WorkflowContext, create_workflow
 
-    async def run(input: object, ctx: object) -> None:
-        return None
+    async def run(input: dict[str, int], ctx: WorkflowContext[dict[str, int]]) -> int:
+        return await ctx.step("double", lambda: input["n"] * 2)
 
-    durable = create_workflow("d", run)
-    with pytest.raises(ToolDefinitionError, match="takes ladders from define_workflow"):
-        create_agent(llm=script_client([]), workflows=[durable])
+    durable = create_workflow("double", run)
+    ladder = define_workflow("ladder", [{"name": "a", "run": lambda ctx: ctx.input}])
+    agent = create_agent(llm=script_client([]), workflows=[durable, ladder])
+    assert set(agent.workflows) == {"double", "ladder"}
+    outcome = await agent.run_workflow(agent.create_session(), "double", {"n": 21})
+    assert (outcome.result, outcome.accepted, outcome.attempts) == (42, True, [])
+    assert (await agent.run_workflow(agent.create_session(), "ladder", 7)).result == 7
+    with pytest.raises(WorkflowError, match=r"a durable workflow runs with agent\.run_workflow"):
+        await run_ladder(agent, agent.create_session(), "double")
+
+
+def test_two_workflows_with_one_name_are_a_config_error() -> None:
+    from tether import ConfigError, create_agent
+    from tether.testing import script_client
+
+    one = define_workflow("w", [{"name": "a", "run": lambda ctx: 1}])
+    with pytest.raises(ConfigError, match="two workflows named 'w'"):
+        create_agent(llm=script_client([]), workflows=[one, one])

@@ -45,7 +45,6 @@ from ..errors import (
 )
 from ..events import AgentEvent, DoneEvent, Usage
 from ..llm.base import ModelSettings
-from ..loop import TurnOptions
 from ..prompt import PromptLayer
 from ..session import Message, Session, fold
 from ..signals import AbortController
@@ -53,6 +52,7 @@ from ..stop import StepResult, StopCondition, step_count_is
 from ..stores.message_store import MessageStore, StoredRecord, SystemRecord
 from ..stores.run_store import RunInfo
 from ..tools import Tool
+from ..turn import TurnOptions
 from ..workflows import Workflow
 from ._definition import SystemPrompt
 from ._handles import AgentRunResult, _EventBuffer

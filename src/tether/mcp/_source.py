@@ -305,7 +305,7 @@ class McpSource:
                     {"name": remote, "arguments": value},
                     what=what,
                     signal=ctx.signal,
-                    tracer=ctx._tracer,
+                    tracer=ctx.tracer,
                     headers=extra,
                 )
             except McpCallError as exc:
@@ -402,7 +402,7 @@ class McpSource:
                 {"uri": uri},
                 what=f"reading {what}",
                 signal=ctx.signal,
-                tracer=ctx._tracer,
+                tracer=ctx.tracer,
             )
             return content_text(result.get("contents"))
 

@@ -34,11 +34,10 @@ from .._json import check_json_safe
 from ..context import RunContext
 from ..errors import AbortedError, NotJSONSafeError, StepOutputError, WorkflowError
 from ..events import AgentEvent, MemoryEvent, StepEvent
-from ..tracing import Tracer
+from ..turn import TurnOptions, TurnPlanner
 from ._engine import Workflow, WorkflowContext, create_workflow, current_run
 
 if TYPE_CHECKING:
-    from ..agent import Agent
     from ..session import Session
     from ..signals import AbortSignal
 
@@ -156,8 +155,10 @@ class LadderContext(RunContext):
     """The previous round's verdict of this step (None on round 1)."""
     attempts: list[Attempt] = field(default_factory=list)
     """The rounds that ran so far."""
-    agent: Agent | None = None
+    agent: Any = None
+    """The agent running the ladder (an `Agent`): a step may run turns with `ctx.agent.send()`."""
     session: Session | None = None
+    """The session the ladder runs on."""
     run: WorkflowContext[Any] | None = None
     """The enclosing durable run, when the ladder runs inside one."""
 
@@ -275,7 +276,7 @@ class LadderWorkflow:
 
     def as_workflow(
         self,
-        agent: Agent,
+        agent: TurnPlanner,
         *,
         id: str | None = None,
         services: dict[str, Any] | None = None,
@@ -400,12 +401,12 @@ class _Emitter:
 
 
 async def run_ladder(
-    agent: Agent,
+    agent: TurnPlanner,
     session: Session,
     name: str | LadderWorkflow,
     input: Any = None,
     *,
-    services: dict[str, Any] | None = None,
+    services: Mapping[str, Any] | None = None,
     signal: AbortSignal | None = None,
     on_event: LadderEventHandler | None = None,
 ) -> LadderOutcome:
@@ -426,23 +427,24 @@ async def run_ladder(
         ladder = name
     else:
         found = agent.workflows.get(name)
-        if found is None:
-            known = ", ".join(repr(n) for n in agent.workflows) or "none"
-            raise WorkflowError(f"no workflow named {name!r}; the agent declares: {known}")
+        if not isinstance(found, LadderWorkflow):
+            known = ", ".join(
+                repr(n) for n, w in agent.workflows.items() if isinstance(w, LadderWorkflow)
+            )
+            raise WorkflowError(
+                f"no workflow named {name!r} is a ladder; the agent declares: {known or 'none'}"
+                + (" (a durable workflow runs with agent.run_workflow())" if found else "")
+            )
         ladder = found
     durable = current_run()
-    ctx = LadderContext(
-        session_id=session.id,
-        signal=signal,
-        services={**agent.services, **(services or {})},
-        memory=dict(session.memory),
+    plan = agent.plan_turn(session, TurnOptions(signal=signal, services=services))
+    ctx = plan.ctx.derive(
+        LadderContext,
         input=input,
         workflow_name=ladder.name,
         agent=agent,
         session=session,
         run=durable,
-        _tracer=Tracer.from_option(agent.trace, session.id),
-        _http=agent._http,
     )
     out = _Emitter(on_event)
     last: Attempt | None = None
@@ -464,9 +466,9 @@ async def run_ladder(
             )
             await _trace(ctx, out, "step:start", {"step": rung.name, "round": round_})
             result, verdict, patches = await _round(ladder, rung, ctx, durable)
-            if ctx._tracer is not None:
+            if ctx.tracer is not None:
                 # What the round recorded through ctx.trace() happened before its verdict.
-                for buffered in ctx._tracer.drain():
+                for buffered in ctx.tracer.drain():
                     await out.emit(buffered)
             for patch in patches:
                 await out.emit(cast(MemoryEvent, {"type": "memory", "patch": patch}))
@@ -498,7 +500,7 @@ def _step_event(workflow: str, step: str, data: dict[str, Any]) -> StepEvent:
 
 
 async def _trace(ctx: LadderContext, out: _Emitter, name: str, data: dict[str, Any]) -> None:
-    tracer = ctx._tracer
+    tracer = ctx.tracer
     if tracer is None:
         return
     await out.emit(tracer.record("workflow", name, {"workflow": ctx.workflow_name, **data}))
@@ -532,7 +534,7 @@ async def _round(
     async def once() -> tuple[Any, Verdict, list[dict[str, Any]]]:
         result = await rung.run(ctx)
         verdict = await _decide(ladder, rung, result, ctx)
-        patches, ctx._pending[:] = list(ctx._pending), []
+        patches = ctx.take_memory_writes()
         return result, verdict, patches
 
     if durable is None:
