@@ -263,6 +263,35 @@ def test_the_cli_runs_an_experiment_on_the_cluster(space: Space) -> None:
     assert report["evaluators"]["equals"] == {"passed": 4, "total": 4, "rate": 1.0}
 
 
+async def test_on_postgresql_the_workers_write_to_the_same_server(space: Space) -> None:
+    from tests.postgres_server import postgres_url
+
+    url = postgres_url()
+    config = space.root / "tether.toml"
+    config.write_text(config.read_text().replace('"sqlite:///.tether/ray.db"', f'"{url}"'))
+    registry = space.registry()
+    lab = registry.runtime
+    cases = [{"id": f"p{i}", "input": {"case": f"p{i}"}} for i in range(4)]
+    async with lab:
+        report = await evaluate(
+            lab,
+            "flow",
+            cases,
+            experiment="on-postgres",
+            engine="ray",
+            address=space.cluster.address,
+            concurrency=2,
+        )
+        assert report["summary"]["passed"] == 4
+        for case in report["cases"]:
+            info = await lab.run_store.get_run(case["run_id"])
+            assert info is not None and info.status == "completed"
+    fresh = Runtime(store=url, version=False)
+    async with fresh:
+        [listed] = await fresh.run_store.list_runs(kind="experiment")
+        assert listed.name == "on-postgres" and listed.status == "completed"
+
+
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
