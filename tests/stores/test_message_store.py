@@ -250,6 +250,28 @@ async def test_a_corrupt_record_is_reported_with_scope_and_index(tmp_path: Path)
     await s.aclose()
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        '{"role": "user"}, {"role": "user"}',  # two objects in one record: one too many
+        '{"role": "user", "x": 1',  # cut short
+        '[{"role": "user"}]',  # JSON, but not an object
+        '{"content": []}',  # an object without a role
+    ],
+)
+async def test_every_kind_of_damaged_record_is_found_among_good_ones(
+    tmp_path: Path, damage: str
+) -> None:
+    conn = connect(tmp_path / "c.db")
+    s = SqliteMessageStore(conn)
+    await s.append("s", [user(str(i)) for i in range(5)])
+    conn.execute("UPDATE tether_messages SET record = ? WHERE scope = 's' AND seq = 3", (damage,))
+    with pytest.raises(StoreCorruptError, match=r"'s', record 3"):
+        await s.load("s")
+    assert [text_of(r) for r in await s.load("s", end=3)] == ["0", "1", "2"]
+    await s.aclose()
+
+
 async def test_a_store_migrates_on_construction_and_reopens_with_the_data(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     s = SqliteMessageStore.open(path)

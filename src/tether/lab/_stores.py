@@ -1,10 +1,10 @@
 """Store URLs: `memory`, `sqlite:///relative.db`, `sqlite:////absolute.db`, `sqlite:///:memory:`,
 `postgresql://user@host/db` (or `postgres://…`).
 
-The runtime opens its stores from one URL the first time it needs one. Each SQLite store gets
-its own connection to the file (the workflow journal and the lab stores do not share
-transaction state); each PostgreSQL store opens its own connection on first use. The runtime
-closes what it opened.
+The runtime opens its stores from one URL the first time it needs one. The three SQLite stores
+share one connection to the file (one writer per file: their operations never race each other
+for SQLite's write lock); each PostgreSQL store opens its own connection on first use. The
+runtime closes what it opened.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from ..stores.memory import InMemoryMessageStore, InMemoryRunStore, InMemoryWorkflowStore
 from ..stores.message_store import MessageStore
 from ..stores.run_store import RunStore
-from ..stores.sqlite import SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
+from ..stores.sqlite import SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore, connect
 from ..stores.workflow_store import WorkflowStore
 
 __all__ = [
@@ -95,9 +95,12 @@ def open_stores(url: str, root: Path) -> StoreSet:
             f"unknown store URL {redact_url(url)!r}; use memory, sqlite:///relative/path.db "
             "or sqlite:////absolute/path.db"
         )
-    message = SqliteMessageStore.open(path)
-    run = SqliteRunStore.open(path)
-    workflow = SqliteWorkflowStore.open(path)
+    # One connection for the three stores: one writer per file in this process, so the run
+    # recorder never races the message appends for SQLite's write lock.
+    conn = connect(path)
+    message = SqliteMessageStore(conn, owns=True)
+    run = SqliteRunStore(conn, owns=True)
+    workflow = SqliteWorkflowStore(conn, owns=True)
     return StoreSet(message, run, workflow, owned=[message, run, workflow])
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "decode_cursor",
     "decode_event",
     "decode_record",
+    "decode_records",
     "encode_cursor",
     "encode_events",
     "encode_json",
@@ -107,6 +108,30 @@ def decode_record(scope: str, index: int, raw: str) -> StoredRecord:
     if not isinstance(value, dict) or not isinstance(value.get("role"), str):
         raise StoreCorruptError(f"scope {scope!r}, record {index}: not a message record")
     return value  # type: ignore[return-value]
+
+
+def decode_records(scope: str, start: int, raws: Sequence[str]) -> list[StoredRecord]:
+    """The records stored at `start`, `start + 1`, ... of `scope`, parsed in one `json.loads`
+    (half the cost of one call per record, which is what a long transcript's load is made of).
+
+    Every stored record is one JSON object, so each text must start with `{` and end with `}`
+    and the joined list must hold exactly as many objects; anything else is parsed record by
+    record, which names the one that is damaged.
+    """
+    if not raws:
+        return []
+    if all(raw[:1] == "{" and raw[-1:] == "}" for raw in raws):
+        try:
+            values = json.loads("[" + ",".join(raws) + "]")
+        except ValueError:
+            values = None
+        if (
+            values is not None
+            and len(values) == len(raws)
+            and all(isinstance(v, dict) and isinstance(v.get("role"), str) for v in values)
+        ):
+            return values  # type: ignore[no-any-return]
+    return [decode_record(scope, start + i, raw) for i, raw in enumerate(raws)]
 
 
 def check_title(scope: str, title: str) -> None:

@@ -24,7 +24,7 @@ from ._codecs import (
     check_title,
     decode_cursor,
     decode_event,
-    decode_record,
+    decode_records,
     encode_cursor,
     encode_events,
     encode_records,
@@ -75,7 +75,7 @@ class InMemoryMessageStore:
         with self._lock:
             entry = self._scopes.get(scope)
             raw = entry.records[start:end] if entry is not None else []
-        return [decode_record(scope, start + i, r) for i, r in enumerate(raw)]
+        return decode_records(scope, start, raw)
 
     async def append(self, scope: str, records: Sequence[StoredRecord]) -> int:
         encoded = encode_records(scope, records)

@@ -70,7 +70,7 @@ from ._codecs import (
     check_title,
     decode_cursor,
     decode_event,
-    decode_record,
+    decode_records,
     encode_events,
     encode_json,
     encode_records,
@@ -451,7 +451,7 @@ class PostgresMessageStore(PostgresBacked):
                 " AND seq < %s ORDER BY seq",
                 (scope, max(start, 0), LAST_INDEX if end is None else end),
             )
-        return [decode_record(scope, seq, raw) for seq, raw in rows]
+        return decode_records(scope, rows[0][0] if rows else 0, [raw for _, raw in rows])
 
     async def append(self, scope: str, records: Sequence[StoredRecord]) -> int:
         encoded = encode_records(scope, records)

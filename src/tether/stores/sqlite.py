@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from ..errors import StoreError
 from ._codecs import (
@@ -56,7 +56,7 @@ from ._codecs import (
     check_title,
     decode_cursor,
     decode_event,
-    decode_record,
+    decode_records,
     encode_events,
     encode_json,
     encode_records,
@@ -87,6 +87,7 @@ __all__ = [
     "SqliteWorkflowStore",
     "connect",
     "connection_thread_lock",
+    "is_busy",
     "message_migrations",
     "run_migrations",
     "transaction",
@@ -162,6 +163,8 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.Error as exc:
+        if is_busy(exc):
+            raise  # another process holds the write lock: the caller may wait and retry
         raise StoreError(f"cannot start a SQLite transaction: {exc}") from exc
     try:
         yield conn
@@ -174,7 +177,16 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     except sqlite3.Error as exc:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        if is_busy(exc):
+            raise
         raise StoreError(f"cannot commit a SQLite transaction: {exc}") from exc
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether `exc` is SQLite's "database is locked" (another connection holds the lock): the
+    statement did nothing, and the same operation may be tried again."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 class SqliteMigrations(MigrationList[Migration]):
@@ -266,58 +278,154 @@ def _ensure_table(conn: sqlite3.Connection) -> None:
 
 # -- shared plumbing of the SQLite stores ---------------------------------------------------
 
-_LOCKS: dict[int, threading.Lock] = {}
-_LOCKS_GUARD = threading.Lock()
+
+class _Shared:
+    """What every store on one connection shares: the thread lock around its use, how long to
+    wait for another process's write lock, and how many stores own the connection."""
+
+    __slots__ = ("lock", "owners", "wait")
+
+    def __init__(self, wait: float) -> None:
+        self.lock = threading.Lock()
+        self.wait = wait
+        self.owners = 0
+
+
+_SHARED: dict[int, _Shared] = {}
+_SHARED_GUARD = threading.Lock()
+
+
+def _shared(conn: sqlite3.Connection) -> _Shared:
+    # Keyed by id() because sqlite3 connections cannot be weakly referenced; an entry goes when
+    # its owners close the connection.
+    key = id(conn)
+    with _SHARED_GUARD:
+        state = _SHARED.get(key)
+        if state is None:
+            # The wait the caller configured (connect(timeout=...)), before the stores take
+            # the busy handler over: from now on they wait in the event loop instead.
+            (ms,) = conn.execute("PRAGMA busy_timeout").fetchone()
+            state = _SHARED[key] = _Shared(ms / 1000 if ms > 0 else _DEFAULT_WAIT)
+            conn.execute("PRAGMA busy_timeout = 0")
+        return state
+
+
+_DEFAULT_WAIT = 30.0
+"""Seconds a store waits for another process's write lock on a connection that set none."""
 
 
 def connection_thread_lock(conn: sqlite3.Connection) -> threading.Lock:
     """The one thread lock every tether store takes around its use of `conn`.
 
     A connection shared between threads shares its transaction state too: without this, one
-    thread's `BEGIN IMMEDIATE` would swallow another thread's statements. Keyed by id() because
-    sqlite3 connections cannot be weakly referenced; a reused id only ever reuses an idle lock.
+    thread's `BEGIN IMMEDIATE` would swallow another thread's statements.
     """
-    key = id(conn)
-    with _LOCKS_GUARD:
-        lock = _LOCKS.get(key)
-        if lock is None:
-            lock = _LOCKS[key] = threading.Lock()
-        return lock
+    return _shared(conn).lock
 
 
 _T = TypeVar("_T")
 
 
+class _Busy(Exception):
+    """An operation found the file locked by another process; nothing of it was done."""
+
+
 class SqliteBacked:
-    """Shared plumbing of the SQLite stores: the connection, its lock, and running each
-    operation in a worker thread so a busy database never blocks the event loop."""
+    """Shared plumbing of the SQLite stores: one writer per connection, in the event loop.
+
+    Each operation runs whole, synchronously, under the connection's thread lock: a few tens of
+    microseconds, less than handing it to a worker thread would cost. The stores on one
+    connection therefore never race each other — one event loop runs one operation at a time —
+    so SQLite's busy handler, which sleeps before it retries, is never needed within a process:
+    the stores set the connection's busy timeout to 0. When another *process* holds the write
+    lock, an operation fails at once without doing anything and is tried again after an
+    `asyncio.sleep` (1 ms, doubling to 50 ms), so the wait never blocks the event loop; it gives
+    up after the connection's configured timeout (`connect(timeout=...)`, 30 s by default).
+
+    A store takes its connection from the caller. With `owns=True` it shares the connection's
+    ownership: the last owning store to close closes it (so the message, run and workflow stores
+    of one file can share one connection, and so one writer).
+    """
 
     def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
         self._conn = conn
-        self._lock = connection_thread_lock(conn)
+        try:
+            self._shared = _shared(conn)
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite {type(exc).__name__}: {exc}") from exc
+        self._lock = self._shared.lock
         self._owns = owns
+        if owns:
+            self._shared.owners += 1
         self._closed = False
 
-    def _sync(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+    def _attempt(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         if self._closed:
             raise StoreError("the store is closed")
         with self._lock:
             try:
                 return fn(self._conn)
             except sqlite3.Error as exc:
+                if is_busy(exc):
+                    raise _Busy from exc
                 raise StoreError(f"SQLite {type(exc).__name__}: {exc}") from exc
 
+    def _sync(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run `fn` now, blocking while another process holds the write lock (for the work a
+        constructor does, which cannot wait in the event loop)."""
+        delay, deadline = 0.001, time.monotonic() + self._shared.wait
+        while True:
+            try:
+                return self._attempt(fn)
+            except _Busy as busy:
+                delay = self._next_delay(delay, deadline, busy)
+                time.sleep(delay)
+
     async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await asyncio.to_thread(self._sync, fn)
+        """Run `fn` in the event loop; while another process holds the write lock, wait with
+        `asyncio.sleep` between attempts (a cancellation stops the wait)."""
+        try:
+            return self._attempt(fn)
+        except _Busy as busy:
+            delay, deadline = 0.001, time.monotonic() + self._shared.wait
+            last = busy
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                return self._attempt(fn)
+            except _Busy as busy:
+                last = busy
+                delay = self._next_delay(delay, deadline, last)
+
+    def _next_delay(self, delay: float, deadline: float, busy: _Busy) -> float:
+        if time.monotonic() >= deadline:
+            raise StoreError(
+                f"the SQLite database is locked by another process and stayed locked for "
+                f"{self._shared.wait:g} s ({busy.__cause__}); retry when it is done, or open "
+                "the store with a longer connect(timeout=...)"
+            ) from busy.__cause__
+        return min(delay * 2, 0.05)
 
     async def aclose(self) -> None:
-        """Close the connection if this store opened it; idempotent."""
+        """Close the connection once every store that owns it is closed; idempotent."""
         if self._closed:
             return
         self._closed = True
-        if self._owns:
-            with self._lock:
-                self._conn.close()
+        if not self._owns:
+            return
+        with self._lock:
+            self._shared.owners -= 1
+            if self._shared.owners > 0:
+                return
+            with _SHARED_GUARD:
+                _SHARED.pop(id(self._conn), None)
+            self._conn.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 # -- MessageStore ----------------------------------------------------------------------------
@@ -388,7 +496,7 @@ class SqliteMessageStore(SqliteBacked):
             ).fetchall()
 
         rows = await self._run(op)
-        return [decode_record(scope, seq, raw) for seq, raw in rows]
+        return decode_records(scope, rows[0][0] if rows else 0, [raw for _, raw in rows])
 
     async def append(self, scope: str, records: Sequence[StoredRecord]) -> int:
         encoded = encode_records(scope, records)
@@ -798,8 +906,8 @@ class SqliteWorkflowStore(SqliteBacked):
 
     Takes its connection from the caller (see `connect()`) and migrates on construction; use
     `SqliteWorkflowStore.open(path)` to have the store open — and later close — its own.
-    Like the other SQLite stores it runs each operation in a worker thread under the
-    connection's lock, so a file locked by another process never blocks the event loop and a
+    Like the other SQLite stores it runs each operation whole under the connection's lock (see
+    `SqliteBacked`), so a file locked by another process never blocks the event loop and a
     connection shared with the other stores never mixes their transactions.
     Each append is one `BEGIN IMMEDIATE` transaction, so several processes may journal into one
     file; a step's sequence number comes from the `(run_id, seq)` index, so an append costs the
@@ -966,12 +1074,6 @@ class SqliteWorkflowStore(SqliteBacked):
             ).fetchall()
 
         return [step_from_row(row) for row in await self._run(op)]
-
-    async def __aenter__(self) -> SqliteWorkflowStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 def _found(row: tuple[Any, ...] | None, run_id: str) -> tuple[Any, ...]:
