@@ -283,9 +283,10 @@ class _Shared:
     """What every store on one connection shares: the thread lock around its use, how long to
     wait for another process's write lock, and how many stores own the connection."""
 
-    __slots__ = ("lock", "owners", "wait")
+    __slots__ = ("conn", "lock", "owners", "wait")
 
-    def __init__(self, wait: float) -> None:
+    def __init__(self, conn: sqlite3.Connection, wait: float) -> None:
+        self.conn = conn
         self.lock = threading.Lock()
         self.wait = wait
         self.owners = 0
@@ -296,18 +297,29 @@ _SHARED_GUARD = threading.Lock()
 
 
 def _shared(conn: sqlite3.Connection) -> _Shared:
-    # Keyed by id() because sqlite3 connections cannot be weakly referenced; an entry goes when
-    # its owners close the connection.
+    # sqlite3 connections cannot be weakly referenced: the entry holds the connection (so its
+    # id is not reused while the entry lives) and entries of closed connections are swept out
+    # when a new connection comes.
     key = id(conn)
     with _SHARED_GUARD:
         state = _SHARED.get(key)
         if state is None:
+            for old in [k for k, v in _SHARED.items() if _is_closed(v.conn)]:
+                del _SHARED[old]
             # The wait the caller configured (connect(timeout=...)), before the stores take
             # the busy handler over: from now on they wait in the event loop instead.
             (ms,) = conn.execute("PRAGMA busy_timeout").fetchone()
-            state = _SHARED[key] = _Shared(ms / 1000 if ms > 0 else _DEFAULT_WAIT)
+            state = _SHARED[key] = _Shared(conn, ms / 1000 if ms > 0 else _DEFAULT_WAIT)
             conn.execute("PRAGMA busy_timeout = 0")
         return state
+
+
+def _is_closed(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.in_transaction  # noqa: B018 - raises on a closed connection
+    except sqlite3.ProgrammingError:
+        return True
+    return False
 
 
 _DEFAULT_WAIT = 30.0
