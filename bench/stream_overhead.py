@@ -440,12 +440,9 @@ async def tool_loop(base: str) -> None:
     # One run with a recording client captures the exact bodies tether sends.
     async with httpx.AsyncClient(event_hooks={"request": [record]}) as recording:
         agent = create_agent(
-            llm={
-                "model": "openai:gpt-bench",
-                "base_url": f"{base}/loop/v1",
-                "api_key": "k",
-                "http_client": recording,
-            },
+            llm=OpenAIChatClient(
+                "gpt-bench", base_url=f"{base}/loop/v1", api_key="k", http_client=recording
+            ),
             prompt=["You report the weather."],
             tools=[WEATHER],
             max_tool_rounds=ROUNDS,
@@ -463,12 +460,9 @@ async def tool_loop(base: str) -> None:
 
     async with httpx.AsyncClient(timeout=60) as http:
         agent = create_agent(
-            llm={
-                "model": "openai:gpt-bench",
-                "base_url": f"{base}/loop/v1",
-                "api_key": "k",
-                "http_client": http,
-            },
+            llm=OpenAIChatClient(
+                "gpt-bench", base_url=f"{base}/loop/v1", api_key="k", http_client=http
+            ),
             prompt=["You report the weather."],
             tools=[WEATHER],
             max_tool_rounds=ROUNDS,
