@@ -447,8 +447,10 @@ def test_a_remote_schema_is_checked_for_required_properties_and_types_only() -> 
     assert t.check_input({}) == "'n' is a required property"
     assert t.check_input({"n": "1"}) == "n: '1' is not of type 'integer'"
     # ...and the rest is the server's: bounds, formats, patterns, combinators, extra keys,
-    # items after prefixItems.
+    # items after prefixItems, and null for a property it does not require.
     assert t.check_input({"n": 1, "s": "zz", "pair": ["a", 1], "any": [], "extra": 1}) is None
+    assert t.check_input({"n": 1, "s": None}) is None
+    assert t.check_input({"n": None}) == "n: None is not of type 'integer'"
 
 
 def test_a_remote_schema_that_cannot_be_compiled_is_not_checked_and_says_why() -> None:

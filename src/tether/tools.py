@@ -306,7 +306,11 @@ def _shape(node: Any) -> Any:
         out["required"] = required
     properties = node.get("properties")
     if isinstance(properties, dict):
-        shaped = {key: _shape(value) for key, value in properties.items()}
+        needed = set(required) if isinstance(required, list) else set()
+        shaped = {
+            key: _shape(value) if key in needed else _nullable(_shape(value))
+            for key, value in properties.items()
+        }
         kept = {key: value for key, value in shaped.items() if value is not True}
         if kept:
             out["properties"] = kept
@@ -318,6 +322,16 @@ def _shape(node: Any) -> Any:
         if shaped_items is not True:
             out["items"] = shaped_items
     return out or True
+
+
+def _nullable(shape: Any) -> Any:
+    """An optional property may also be null here: many servers read null as "not given", and
+    whether this one does is the server's to say (the values SEP-2243 mirrors into headers are
+    sent as null to mean absent, too)."""
+    if not isinstance(shape, dict) or "type" not in shape:
+        return shape
+    kinds = shape["type"] if isinstance(shape["type"], list) else [shape["type"]]
+    return shape if "null" in kinds else {**shape, "type": [*kinds, "null"]}
 
 
 def _raise_if_invalid(validator: Any) -> Callable[[Any], None]:

@@ -199,6 +199,21 @@ async def test_without_protected_resource_metadata_the_2025_03_26_way(h: Harness
     assert asked["resource"] == w.mcp_url
 
 
+async def test_without_protected_resource_metadata_the_origins_metadata_is_trusted(
+    h: Harness,
+) -> None:
+    # 2025-03-26 servers: the MCP server's origin serves the metadata, whose issuer (and
+    # endpoints) may sit under a path; nothing else names an issuer to hold it to.
+    w = h.configure(
+        prm_paths=[],
+        prm_in_header=False,
+        as_prefix="/oauth",
+        as_metadata_path="/.well-known/oauth-authorization-server",
+    )
+    await h.agent(h.oauth()).connect()
+    assert w.seen("register") and w.seen("token")
+
+
 async def test_without_any_metadata_the_default_endpoints(h: Harness) -> None:
     w = h.configure(prm_paths=[], prm_in_header=False, as_metadata_path=None, iss_mode="omit")
     await h.agent(h.oauth()).connect()
@@ -469,3 +484,25 @@ async def test_secrets_stay_out_of_errors_traces_and_reprs(h: Harness) -> None:
         assert secret not in message
         assert secret not in repr(records)
     assert "s3cr3t" not in str(session.to_json())
+
+
+async def test_the_conformance_client_logs_in_and_calls_every_tool(h: Harness) -> None:
+    import sys
+
+    w = h.configure()
+    script = Path(__file__).parents[2] / "scripts" / "mcp_conformance_client.py"
+    env = {**os.environ, "MCP_CONFORMANCE_SCENARIO": "auth/metadata-default"}
+    env.pop("MCP_CONFORMANCE_CONTEXT", None)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(script),
+        w.mcp_url,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert "add: 4" in out.decode()  # made-up arguments from the schema: a=2, b=2
+    # It plays the browser against the redirect URI of the conformance suite's servers.
+    assert w.seen("authorize")[0]["redirect_uri"] == "http://localhost:3000/callback"

@@ -153,6 +153,35 @@ async def test_a_server_of_the_stateless_revision_only_that_refuses_ours_is_refu
     assert "initialize" not in server.methods  # no fallback: it named its versions
 
 
+async def test_a_refusal_that_names_our_version_is_retried_once(kit: Kit) -> None:
+    server = kit.server(tools=[add_tool()], modern=True)
+    refused: list[str] = []
+
+    class OnceRefusing(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            method = request.headers.get("mcp-method", "")
+            if method in ("server/discover", "tools/call") and method not in refused:
+                refused.append(method)
+                body = json.loads(request.content)
+                error = {
+                    "code": -32022,
+                    "message": "Unsupported protocol version",
+                    "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"},
+                }
+                return httpx.Response(
+                    400, json={"jsonrpc": "2.0", "id": body["id"], "error": error}
+                )
+            return await server.handle_async_request(request)
+
+    source = mcp_server(server.url, transport=OnceRefusing())
+    agent = kit_agent(kit, source)
+    [report] = await agent.connect()
+    assert report["protocol_version"] == "2026-07-28"
+    [add] = agent.tools
+    assert (await add.call({"a": 1, "b": 2}, RunContext("s"))).output == "3"
+    assert refused == ["server/discover", "tools/call"]
+
+
 async def test_a_header_mismatch_is_a_modern_error_not_a_reason_to_fall_back(kit: Kit) -> None:
     server = kit.server(tools=[add_tool()])
     mismatch = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32020, "message": "Header mismatch"}}

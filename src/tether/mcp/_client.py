@@ -215,23 +215,30 @@ class McpClient:
         timeout = self.handshake_timeout
         if self._probe_timeout is not None and not final:
             timeout = self._probe_timeout if timeout is None else min(timeout, self._probe_timeout)
-        message = self._message("server/discover", {"_meta": self._envelope()})
-        try:
-            async with request_clock(timeout):
-                response = await channel.request(message)
-        except TimeoutError:
-            if self._probe_timeout is None or final:
-                raise
-            self._legacy(channel)
-            return None  # stdio: a server of that era may stay silent
-        except ChannelError as exc:
-            if exc.status in _PROBE_STATUSES:
+        for attempt in range(2):
+            message = self._message("server/discover", {"_meta": self._envelope()})
+            try:
+                async with request_clock(timeout):
+                    response = await channel.request(message)
+            except TimeoutError:
+                if self._probe_timeout is None or final:
+                    raise
                 self._legacy(channel)
-                return None
-            raise
+                return None  # stdio: a server of that era may stay silent
+            except ChannelError as exc:
+                if exc.status in _PROBE_STATUSES:
+                    self._legacy(channel)
+                    return None
+                raise
+            error = response.get("error")
+            if not attempt and isinstance(error, dict) and _names_ours(error):
+                continue  # the server names 2026-07-28 among its versions: ask once more
+            break
         error = response.get("error")
         if isinstance(error, dict):
             code = error.get("code")
+            if code == UNSUPPORTED_VERSION and _names_ours(error):
+                raise RpcError(code, str(error.get("message", "")), error.get("data"))
             if code == UNSUPPORTED_VERSION:
                 data = error.get("data")
                 supported = data.get("supported") if isinstance(data, dict) else None
@@ -364,32 +371,40 @@ class McpClient:
             params = dict(params or {})
             given = params.get("_meta")
             params["_meta"] = {**(given if isinstance(given, dict) else {}), **self._envelope()}
-        message = self._message(method, params)
-        request_id = message["id"]
-        try:
-            response = await self._timed(channel.request(message, headers), handshake=handshake)
-        except TimeoutError:
-            if cancellable:
-                await self._cancel_on_wire(channel, request_id, "timed out")
-            raise
-        except asyncio.CancelledError:
-            if cancellable:
-                # We are being cancelled: tell the server from a task of its own.
-                task = asyncio.ensure_future(
-                    self._cancel_on_wire(channel, request_id, "cancelled by the client")
-                )
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
-            raise
-        error = response.get("error")
-        if error is not None:
-            if not isinstance(error, dict):
-                raise RpcError(None, str(error))
-            raise RpcError(error.get("code"), str(error.get("message", "")), error.get("data"))
-        result = response.get("result")
-        if not isinstance(result, dict):
-            raise ChannelError(f"the answer to {method} has no result object")
-        return result
+        for attempt in range(2):
+            message = self._message(method, params)
+            request_id = message["id"]
+            try:
+                response = await self._timed(channel.request(message, headers), handshake=handshake)
+            except TimeoutError:
+                if cancellable:
+                    await self._cancel_on_wire(channel, request_id, "timed out")
+                raise
+            except asyncio.CancelledError:
+                if cancellable:
+                    # We are being cancelled: tell the server from a task of its own.
+                    task = asyncio.ensure_future(
+                        self._cancel_on_wire(channel, request_id, "cancelled by the client")
+                    )
+                    self._background.add(task)
+                    task.add_done_callback(self._background.discard)
+                raise
+            error = response.get("error")
+            if error is not None:
+                if not isinstance(error, dict):
+                    raise RpcError(None, str(error))
+                if (
+                    not attempt
+                    and channel.protocol_version == MODERN_VERSION
+                    and _names_ours(error)
+                ):
+                    continue  # refused unread, naming our version among its own: once more
+                raise RpcError(error.get("code"), str(error.get("message", "")), error.get("data"))
+            result = response.get("result")
+            if not isinstance(result, dict):
+                raise ChannelError(f"the answer to {method} has no result object")
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _exchange(
         self,
@@ -544,3 +559,14 @@ class McpClient:
         finally:
             if self._on_close is not None:
                 await self._on_close()
+
+
+def _names_ours(error: JsonObject) -> bool:
+    """Whether an error is "unsupported protocol version" listing the version we asked in."""
+    data = error.get("data")
+    supported = data.get("supported") if isinstance(data, dict) else None
+    return (
+        error.get("code") == UNSUPPORTED_VERSION
+        and isinstance(supported, list)
+        and MODERN_VERSION in supported
+    )

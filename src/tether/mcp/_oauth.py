@@ -268,14 +268,18 @@ class McpAuth(httpx.Auth):
             f"{base}{path}/.well-known/openid-configuration",
         ]
 
-    async def _authorization_server(self, issuer: str) -> dict[str, Any] | None:
-        """The metadata of `issuer`, checked: a document naming another issuer is refused."""
+    async def _authorization_server(
+        self, issuer: str, *, strict: bool = True
+    ) -> dict[str, Any] | None:
+        """The metadata of `issuer`, checked: a document naming another issuer is refused
+        (`strict=False`: the 2025-03-26 way, where the MCP server's own origin serves it and
+        nothing else names an issuer to hold it to)."""
         refused: str | None = None
         for url in self._metadata_urls(issuer):
             doc = await self._get_json(url)
             if doc is None:
                 continue
-            if doc.get("issuer") != issuer:
+            if strict and doc.get("issuer") != issuer:
                 refused = f"{url} names issuer {doc.get('issuer')!r}"
                 continue
             return doc
@@ -293,7 +297,9 @@ class McpAuth(httpx.Auth):
             # authorization server, with default endpoints when it has no metadata either.
             issuer = _origin(self._server_url)
             resource = self._server_url
-            metadata = await self._authorization_server(issuer) or {}
+            metadata = await self._authorization_server(issuer, strict=False) or {}
+            if isinstance(metadata.get("issuer"), str):
+                issuer = metadata["issuer"]  # what an iss in the login answer must then say
             scopes_supported = None
         else:
             resource_value = prm.get("resource")
