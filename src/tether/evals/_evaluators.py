@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CaseResult",
+    "Declared",
     "EvaluationResult",
     "Evaluator",
     "EvaluatorContext",
@@ -158,7 +159,7 @@ class SpecError(Exception):
 # -- the built-in evaluators -----------------------------------------------------------------
 
 
-class _Declared(Evaluator):
+class Declared(Evaluator):
     """An evaluator built from a dataset spec; `spec()` returns it as written."""
 
     type: str = ""
@@ -181,7 +182,7 @@ def _parsed(output: Any) -> Any:
     return output
 
 
-class Equals(_Declared):
+class Equals(Declared):
     type = "equals"
 
     async def evaluate(
@@ -200,7 +201,7 @@ class Equals(_Declared):
         return _verdict(ok, reason)
 
 
-class Contains(_Declared):
+class Contains(Declared):
     type = "contains"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -232,7 +233,7 @@ class Contains(_Declared):
         return _verdict(ok, None if ok else f"{_short(value)} not in {_short(result.output)}")
 
 
-class Regex(_Declared):
+class Regex(Declared):
     type = "regex"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -250,7 +251,7 @@ class Regex(_Declared):
         return _verdict(ok, None if ok else f"/{self.pattern.pattern}/ does not match")
 
 
-class JsonSchema(_Declared):
+class JsonSchema(Declared):
     type = "json_schema"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -274,7 +275,7 @@ class JsonSchema(_Declared):
         return _verdict(False, f"{where or '(root)'}: {error.message}")
 
 
-class ToolCalled(_Declared):
+class ToolCalled(Declared):
     type = "tool_called"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -317,7 +318,7 @@ class ToolCalled(_Declared):
         )
 
 
-class MaxLatencyMs(_Declared):
+class MaxLatencyMs(Declared):
     type = "max_latency_ms"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -331,7 +332,7 @@ class MaxLatencyMs(_Declared):
         return _verdict(ok, f"{result.latency_ms:.0f} ms (limit {self.limit:g} ms)")
 
 
-class MaxCostUsd(_Declared):
+class MaxCostUsd(Declared):
     type = "max_cost_usd"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -369,7 +370,7 @@ Answer:
 {answer}"""
 
 
-class Judge(_Declared):
+class Judge(Declared):
     type = "judge"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -403,7 +404,7 @@ class Judge(_Declared):
         return _verdict(verdict.passed, verdict.reason)
 
 
-_TYPES: dict[str, type[_Declared]] = {
+_TYPES: dict[str, type[Declared]] = {
     cls.type: cls
     for cls in (Equals, Contains, Regex, JsonSchema, ToolCalled, MaxLatencyMs, MaxCostUsd, Judge)
 }

@@ -27,7 +27,7 @@ from ..errors import AgentRunError, ConfigError, RegistryError
 from ..lab import DEFAULT_STORE, Runtime, find_config, load_registry
 from ._case import Plan, Target, resolve_target, run_case
 from ._dataset import Case, Dataset
-from ._evaluators import Evaluator, unique_names
+from ._evaluators import Declared, Evaluator, unique_names
 
 __all__ = ["CaseActor", "require_ray", "run_ray", "shared_store_url"]
 
@@ -118,9 +118,10 @@ async def run_ray(
     concurrency: int,
     address: str | None,
     on_finished: Callable[[dict[str, Any]], None],
-    header: list[Evaluator] | None = None,
+    header: list[Evaluator],
 ) -> None:
-    """Run `work` on a Ray cluster; `on_finished` receives each case's record.
+    """Run `work` on a Ray cluster; `on_finished` receives each case's record. `header` is
+    the evaluators every case shares (shipped once per actor, pickled by value).
 
     Raises:
         ConfigError: Ray missing, no project config, a store the workers cannot share.
@@ -136,13 +137,11 @@ async def run_ray(
         ) from exc
     store_url = shared_store_url(runtime)
     for case, _, _ in work:
-        if any(not hasattr(e, "_spec") for e in case.evaluators):
+        if any(not isinstance(e, Declared) for e in case.evaluators):
             raise ConfigError(
                 f"case {case.id!r}: with the Ray engine a case's own evaluators must be specs; "
                 "pass Python evaluators in evaluators=[...]"
             )
-    if header is None:
-        header = _header_of(work)
     started = False
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {
@@ -185,15 +184,6 @@ async def run_ray(
             ray.kill(actor, no_restart=True)
         if started:
             ray.shutdown()
-
-
-def _header_of(work: list[tuple[Case, int, list[Evaluator]]]) -> list[Evaluator]:
-    """The evaluators every case shares (those before the case's own)."""
-    if not work:
-        return []
-    case, _, evaluators = work[0]
-    own = len(case.evaluators)
-    return [e for e in evaluators[: len(evaluators) - own]]
 
 
 async def _drive(

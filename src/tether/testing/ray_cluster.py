@@ -10,6 +10,10 @@ Ray process of the user on the machine.
 with LocalRayCluster(nodes=2) as cluster:
     report = await evaluate(lab, "agent", cases, engine="ray", address=cluster.address)
 ```
+
+The cluster runs without token authentication (loopback tests); a driver joining it needs
+`RAY_AUTH_MODE=disabled` in its environment too, which `start()` sets for this process (and
+`stop()` puts back).
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class LocalRayCluster:
         """``host:port`` of the head's GCS: what `ray.init(address=...)` takes."""
         self.temp_dir = ""
         self._groups: list[int] = []
+        self._auth_mode: str | None = None
 
     def _ray(self) -> str:
         found = Path(sys.executable).with_name("ray")
@@ -81,7 +86,9 @@ class LocalRayCluster:
             f"--runtime-env-agent-port={_free_port()}",
             f"--temp-dir={self.temp_dir}",
         ]
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+        # Token authentication off, explicitly: otherwise a token some earlier local
+        # `ray.init()` left in ~/.ray turns it on for the head but not for the other nodes.
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
         proc = subprocess.Popen(
             [*common, *args],
             stdout=subprocess.PIPE,
@@ -103,6 +110,8 @@ class LocalRayCluster:
 
     def start(self) -> LocalRayCluster:
         """Start the head, then the other nodes; returns self."""
+        self._auth_mode = os.environ.get("RAY_AUTH_MODE")
+        os.environ["RAY_AUTH_MODE"] = "disabled"
         # Short: Ray's unix socket paths live under it and have a length limit.
         self.temp_dir = tempfile.mkdtemp(prefix="tray", dir="/tmp")
         port = _free_port()
@@ -143,6 +152,10 @@ class LocalRayCluster:
         if self.temp_dir:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
             self.temp_dir = ""
+            if self._auth_mode is None:
+                os.environ.pop("RAY_AUTH_MODE", None)
+            else:
+                os.environ["RAY_AUTH_MODE"] = self._auth_mode
 
     def __enter__(self) -> LocalRayCluster:
         return self.start()
