@@ -23,6 +23,7 @@ from .errors import (
     SessionFormatError,
     TetherError,
     ToolDefinitionError,
+    WorkflowInputError,
 )
 from .events import (
     PROGRESS_STAGES,
@@ -85,6 +86,7 @@ __all__ = [
     "TraceRecord",
     "TraceSink",
     "TurnResult",
+    "WorkflowInputError",
     "create_agent",
     "create_workflow",
     "define_guardrail",

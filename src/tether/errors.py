@@ -32,7 +32,8 @@ TetherError
 │   │   └── McpAuthError         its authorization failed: discovery, registration, login, token
 │   └── McpCallError             one MCP request failed (the model sees an is_error result)
 ├── WorkflowError                a workflow could not run (unknown name, bad step)
-│   └── StepOutputError          a durable step returned something that is not JSON-safe
+│   ├── StepOutputError          a durable step returned something that is not JSON-safe
+│   └── WorkflowInputError       a run's input is not what the workflow takes (start anew)
 ├── StoreError                   a message / workflow / run store failed
 ├── AgentRunError                a lab episode failed
 │   ├── NoObjectGeneratedError   structured output did not produce a valid object (.text)
@@ -81,6 +82,7 @@ __all__ = [
     "ToolDefinitionError",
     "UnknownProviderError",
     "WorkflowError",
+    "WorkflowInputError",
 ]
 
 
@@ -303,6 +305,11 @@ class McpCallError(McpError):
 
 class WorkflowError(TetherError):
     """A workflow could not run."""
+
+
+class WorkflowInputError(WorkflowError):
+    """A run's input is not what the workflow takes: resuming the run with the same input
+    would fail the same way, so start a new run with the right input instead."""
 
 
 class StepOutputError(WorkflowError, NotJSONSafeError):

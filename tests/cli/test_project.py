@@ -146,13 +146,22 @@ def test_store_replaces_the_projects_store_relative_to_the_current_directory(
     assert json.loads(in_memory.stdout) == []
 
 
-def test_a_bad_store_option_is_a_command_line_error(project: Project) -> None:
+def test_a_store_url_with_an_unknown_scheme_is_a_project_error_listing_the_schemes(
+    project: Project,
+) -> None:
     for args in (["agent", "run", "echo", "-i", "hi"], ["runs", "list"]):
         result = project.invoke("--store", "mongo://x", *args)
-        assert result.exit_code == EXIT_USAGE, args
+        assert result.exit_code == EXIT_PROJECT, args
         assert result.stderr.startswith(
-            "Error: ConfigError: --store mongo://x: unknown store URL 'mongo://x'"
+            "Error: ConfigError: --store mongo://x: unknown store URL 'mongo://x' (unknown "
+            "scheme 'mongo'); the store URLs are: memory, sqlite:///relative/path.db, "
+            "sqlite:////absolute/path.db, postgresql://user:password@host/db (or postgres://...)"
         )
+    as_json = project.invoke("--store", "mongo://x", "runs", "list", "--json")
+    assert as_json.exit_code == EXIT_PROJECT
+    error = json.loads(as_json.stdout)["error"]
+    assert (error["type"], error["exit_code"]) == ("ConfigError", EXIT_PROJECT)
+    assert "unknown scheme 'mongo'" in error["message"]
 
 
 def test_store_when_the_runtime_opened_its_stores_at_import(
@@ -172,7 +181,7 @@ def test_store_when_the_runtime_opened_its_stores_at_import(
 def test_a_store_url_password_never_reaches_an_error_message(project: Project) -> None:
     for args in (["runs", "list"], ["agent", "run", "echo", "-i", "hi"]):
         result = project.invoke("--store", "mongo://admin:s3cret@db.example:27017/x", *args)
-        assert result.exit_code == EXIT_USAGE, args
+        assert result.exit_code == EXIT_PROJECT, args
         assert "s3cret" not in result.stderr
         assert "mongo://admin:***@db.example:27017/x" in result.stderr
 

@@ -48,8 +48,9 @@ def test_workflow_run_takes_json_or_text_and_prints_the_output(
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {"greeting": greeting}
     err = result.stderr.splitlines()
-    assert err[:2] == ["[greet] hello ...", "[greet] hello done"]
-    assert err[2].startswith("run ") and err[2].endswith(" completed")
+    assert err[0].startswith("run ") and err[0].endswith(" of workflow greet")
+    assert err[1:3] == ["[greet] hello ...", "[greet] hello done"]
+    assert err[3] == f"{err[0].split(' of ')[0]} completed"
 
 
 def test_workflow_run_json(project: Project) -> None:
@@ -59,7 +60,7 @@ def test_workflow_run_json(project: Project) -> None:
     assert data["output"] == {"greeting": "hello you"}
     assert data["status"] == "completed" and data["resumed"] is False
     assert project.run_status(data["workflow_run_id"]) == "completed"
-    assert result.stderr == ""
+    assert result.stderr == f"run {data['workflow_run_id']} of workflow greet\n"
 
 
 def test_a_workflow_that_runs_an_agent_records_both_runs(project: Project) -> None:
@@ -84,7 +85,8 @@ def test_a_failed_run_exits_1_and_resumes_where_it_stopped(project: Project) -> 
     resumed = project.invoke("workflow", "run", "flaky", "--run-id", run_id)
     assert resumed.exit_code == 0, resumed.output
     assert json.loads(resumed.stdout) == {"first": {"count": 3}, "second": "repaired"}
-    assert lines(resumed.stderr)[:3] == [
+    assert lines(resumed.stderr)[:4] == [
+        f"resuming run {run_id} of workflow flaky",
         "[flaky] first done (replayed)",
         "[flaky] second ...",
         "[flaky] second done",
@@ -111,13 +113,14 @@ def test_ctrl_c_cancels_the_run_which_can_be_resumed(project: Project) -> None:
     assert "Error: interrupted: run " in result.stderr
     # The step the cancellation stopped is not reported as a failure: the user stopped it.
     assert "failed" not in result.stderr
-    assert lines(result.stderr)[:4] == [
+    run_id = run_id_of(result.stderr)
+    assert lines(result.stderr)[:5] == [
+        f"run {run_id} of workflow waiting",
         "[waiting] done-first ...",
         "[waiting] done-first done",
         "[waiting] block ...",
         "WAITING",
     ]
-    run_id = run_id_of(result.stderr)
     assert project.run_status(run_id) == "cancelled"
     shown = json.loads(project.invoke("runs", "show", run_id, "--json").stdout)
     assert [e["type"] for e in shown["events"]][-2:] == ["workflow_step_failed", "workflow_failed"]

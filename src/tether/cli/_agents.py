@@ -80,15 +80,15 @@ def parse_tool_context(agent: LabAgent[Any], text: str | None) -> Any:
         ) from None
 
 
-def read_user_message(text: str) -> str:
-    """The `--input` text; `-` reads it from stdin.
+def read_user_message(text: str, given_as: str = "--input") -> str:
+    """The user message given as PROMPT or `--input` (`given_as`); `-` reads it from stdin.
 
     Raises:
         CommandLineError: the message is empty, or stdin is not UTF-8.
     """
     message = read_stdin() if text == "-" else text
     if not message.strip():
-        source = "stdin" if text == "-" else "--input"
+        source = "stdin" if text == "-" else given_as
         raise CommandLineError(
             f"{source} is empty: there is no user message to send",
             hint="Pass the message with --input TEXT (or --input - to read it from stdin).",
@@ -142,6 +142,10 @@ def list_agents(
 # -- run -------------------------------------------------------------------------------------
 
 
+TITLE_WAIT = 10.0
+"""Seconds `agent run` waits, after the answer, for the conversation's title by default."""
+
+
 @agent_app.command("run")
 @reports_errors
 def run_agent(
@@ -149,15 +153,23 @@ def run_agent(
     agent_id: Annotated[
         str, typer.Argument(metavar="ID", help="The agent's id (see `tether agent list`).")
     ],
+    prompt: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="PROMPT",
+            help="The user message (or give it with --input). '-' reads it from stdin.",
+            show_default=False,
+        ),
+    ] = None,
     user: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--input",
             "-i",
             metavar="TEXT",
-            help="The user message. '-' reads it from stdin.",
+            help="The user message, instead of PROMPT. '-' reads it from stdin.",
         ),
-    ],
+    ] = None,
     scope: Annotated[
         str | None,
         typer.Option(
@@ -166,6 +178,16 @@ def run_agent(
             metavar="SCOPE",
             help="The conversation (memory scope) to continue or start. Omitted: a new "
             "conversation with a generated scope, printed at the end.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            metavar="PROVIDER:MODEL",
+            help="Run this episode on another model (e.g. openai:gpt-4o-mini); the agent's "
+            "model config (base URL, timeouts, ...) still applies.",
         ),
     ] = None,
     tool_context: Annotated[
@@ -178,31 +200,61 @@ def run_agent(
             "`tether agent list`). Omitted: the provider gets None.",
         ),
     ] = None,
+    title_wait: Annotated[
+        float,
+        typer.Option(
+            "--title-wait",
+            metavar="SECONDS",
+            min=0,
+            help="After the answer, wait at most this long for the conversation's title "
+            "(agents with a title workflow, on a new conversation); 0 does not wait. Ctrl-C "
+            "meanwhile gives up only the title.",
+        ),
+    ] = TITLE_WAIT,
     as_json: Annotated[
         bool,
         typer.Option(
             "--json",
             help="Print one JSON object at the end (text, output, scope, turns, usage, run "
-            "id) instead of streaming.",
+            'id) instead of streaming; a failure is {"error": {type, message, exit_code}}.',
         ),
     ] = False,
 ) -> None:
-    """Run one episode of agent ID with a user message.
+    """Run one episode of agent ID with a user message: PROMPT, or --input TEXT.
 
-    The answer streams to stdout as it arrives; tool calls are shown on stderr, then the
-    memory scope, turns, usage and run id. An agent with structured output prints its
-    output as JSON. Ctrl-C cancels the episode (exit 130); the steps it completed stay
-    stored, so the conversation can go on with --scope.
+    The answer streams to stdout as it arrives; tool calls and guardrail decisions are shown
+    on stderr, then the memory scope, turns, usage and run id, as soon as the turn is
+    stored. An agent with structured output prints its output as JSON. Ctrl-C cancels the
+    episode (exit 130); the steps it completed stay stored, so the conversation can go on
+    with --scope. Once the answer is out, Ctrl-C only gives up waiting for the title.
     """
     options = options_of(ctx)
     if scope is not None and not scope.strip():
         raise CommandLineError(
             "--scope is empty", hint="Give a scope name, or omit --scope for a new conversation."
         )
+    if prompt is not None and user is not None:
+        raise CommandLineError(
+            "give the user message once: as PROMPT or with --input, not both",
+            hint=f'e.g. `tether agent run {agent_id} "Hello"`.',
+        )
+    if prompt is None and user is None:
+        raise CommandLineError(
+            "there is no user message: give PROMPT or --input TEXT",
+            hint=f'e.g. `tether agent run {agent_id} "Hello"` (or --input - to read stdin).',
+        )
+    if model is not None and ":" not in model:
+        raise CommandLineError(
+            f"--model {model!r} is not 'provider:model'",
+            hint="e.g. --model openai:gpt-4o-mini or -m anthropic:claude-sonnet-4-5.",
+        )
     registry = load_project(options)
     agent = find_agent(registry, agent_id)
     context = parse_tool_context(agent, tool_context)
-    message = read_user_message(user)
+    if prompt is not None:
+        message = read_user_message(prompt, "PROMPT")
+    else:
+        message = read_user_message(user or "", "--input")
     run_async(
         _episode(
             registry.runtime,
@@ -210,7 +262,9 @@ def run_agent(
             options,
             user=message,
             scope=scope,
+            model=model,
             tool_context=context,
+            title_wait=title_wait,
             as_json=as_json,
         )
     )
@@ -237,13 +291,17 @@ async def _episode(
     *,
     user: str,
     scope: str | None,
+    model: str | None,
     tool_context: Any,
+    title_wait: float,
     as_json: bool,
 ) -> None:
     async with runtime:
         await reach_stores(runtime, options)
         try:
-            handle = agent.stream(user=user, memory_scope=scope, tool_provider_context=tool_context)
+            handle = agent.stream(
+                user=user, memory_scope=scope, model=model, tool_provider_context=tool_context
+            )
         except MissingKeyError as exc:
             raise ProjectError(
                 str(exc),
@@ -271,10 +329,12 @@ async def _episode(
             except Exception as exc:
                 outcome = exc
         render.end_line()
+        if isinstance(outcome, AgentRunResult):
+            # The turn is stored: say so now, then give the title a short grace.
+            _report_result(agent, outcome, structured=structured, as_json=as_json)
+            await _await_title(runtime, title_wait)
+            return
     # The runtime is closed: every event of the episode is stored by now.
-    if isinstance(outcome, AgentRunResult):
-        _report_result(agent, outcome, structured=structured, as_json=as_json)
-        return
     run = f"tether runs show {handle.run_id}"
     if ctrl_c.fired:
         raise Interrupted(
@@ -291,6 +351,31 @@ async def _episode(
         kind=type(outcome).__name__,
         hint=f"Its events: `{run}`.",
     )
+
+
+async def _await_title(runtime: Runtime, wait: float) -> None:
+    """Wait up to `wait` seconds for the title workflow the episode started; Ctrl-C, or the
+    time running out, gives it up (the title stays absent; the turn is done: exit 0)."""
+    background = runtime.background
+    if not len(background):
+        return
+    waiting = asyncio.ensure_future(runtime.wait_idle())
+
+    def give_up() -> None:
+        waiting.cancel()
+
+    with CtrlC(give_up) as ctrl_c:
+        try:
+            await asyncio.wait_for(waiting, wait)
+            return
+        except TimeoutError:
+            reason = f"not done after {wait:g} s"
+        except asyncio.CancelledError:
+            if not ctrl_c.fired:
+                ctrl_c.cancelled()  # asyncio.run cancelled this task: the fallback path
+            reason = "interrupted"
+    await background.cancel_all()
+    emit_err(f"title  given up ({reason})")
 
 
 def _report_result(

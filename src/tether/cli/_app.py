@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ._agents import agent_app
+from ._errors import EXIT_INTERRUPTED, EXIT_USAGE, error_json
 from ._eval import eval_app
 from ._project import GlobalOptions
+from ._render import emit_err
 from ._runs import runs_app
 from ._ui import ui
 from ._workflows import workflow_app
@@ -74,5 +77,28 @@ app.command("ui")(ui)
 
 
 def main() -> None:
-    """The `tether` console script."""
-    app(prog_name="tether")
+    """The `tether` console script. With `--json`, a failure found while parsing the command
+    line (a missing argument, an option it does not take) is also one JSON object on stdout,
+    like every other failure."""
+    args = sys.argv[1:]
+    options = args[: args.index("--")] if "--" in args else args
+    if "--json" not in options:
+        app(prog_name="tether")
+        return
+    try:
+        code = app(prog_name="tether", standalone_mode=False)
+    except typer.Abort:
+        code = EXIT_INTERRUPTED
+        error_json("Interrupted", "interrupted", code)
+        emit_err("Error: interrupted")
+    except typer.TyperException as exc:  # typer's click: a usage error and the like
+        code = int(getattr(exc, "exit_code", EXIT_USAGE))
+        format_message = getattr(exc, "format_message", None)
+        message = format_message() if callable(format_message) else str(exc)
+        error_json(type(exc).__name__, message, code)
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            emit_err(f"Error: {message}")
+    sys.exit(code if isinstance(code, int) else 0)

@@ -9,7 +9,8 @@ CliError                  printed as "Error: ..." (plus a hint) on stderr
 ```
 
 Commands raise these; the root command group prints them and exits with their status, so no
-command prints an error or calls `sys.exit` itself.
+command prints an error or calls `sys.exit` itself. A command given `--json` also prints the
+failure as one JSON object on stdout: `{"error": {"type", "message", "exit_code"}}`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, ClassVar, ParamSpec
 import typer
 
 from ..errors import ConfigError, TetherError
-from ._render import emit_err
+from ._render import emit_err, emit_json
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -35,6 +36,7 @@ __all__ = [
     "ProjectError",
     "RunFailedError",
     "check_utf8",
+    "error_json",
     "read_stdin",
     "report_error",
     "reports_errors",
@@ -91,9 +93,20 @@ class Interrupted(CliError):
     exit_code = EXIT_INTERRUPTED
 
 
-def report_error(exc: CliError) -> None:
+def error_json(kind: str, message: str, exit_code: int, hint: str | None = None) -> None:
+    """Print a failure as `--json` shows it: one object on stdout."""
+    error: dict[str, object] = {"type": kind, "message": message, "exit_code": exit_code}
+    if hint:
+        error["hint"] = hint
+    emit_json({"error": error})
+
+
+def report_error(exc: CliError, *, as_json: bool = False) -> None:
     """Print a CliError on stderr: ``Error: [Kind: ]message``, then its hint (control
-    characters escaped: a message can quote a server, a tool or a stored id)."""
+    characters escaped: a message can quote a server, a tool or a stored id). With
+    `as_json`, also as `{"error": {"type", "message", "exit_code"}}` on stdout."""
+    if as_json:
+        error_json(exc.kind or type(exc).__name__, exc.message, exc.exit_code, exc.hint)
     kind = f"{exc.kind}: " if exc.kind else ""
     emit_err(f"Error: {kind}{exc.message}")
     if exc.hint:
@@ -172,7 +185,7 @@ def reports_errors(command: Callable[P, None]) -> Callable[P, None]:
             except TetherError as exc:
                 raise RunFailedError(str(exc), kind=type(exc).__name__) from exc
         except CliError as exc:
-            report_error(exc)
+            report_error(exc, as_json=kwargs.get("as_json") is True)
             raise typer.Exit(exc.exit_code) from None
 
     return wrapper

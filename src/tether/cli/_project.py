@@ -39,6 +39,7 @@ __all__ = [
     "options_of",
     "reach_stores",
     "run_async",
+    "store_project",
     "store_runtime",
 ]
 
@@ -149,6 +150,12 @@ def store_runtime(options: GlobalOptions) -> Runtime:
     Raises:
         CommandLineError: `--store` names a SQLite file that does not exist.
     """
+    return store_project(options)[0]
+
+
+def store_project(options: GlobalOptions) -> tuple[Runtime, Registry | None]:
+    """`store_runtime`, and the project's registry (None with `--store`: no project is
+    imported then)."""
     if options.store is not None:
         cwd = Path.cwd()
         url = absolute_store_url(options.store, cwd)
@@ -162,23 +169,24 @@ def store_runtime(options: GlobalOptions) -> Runtime:
                 f"--store {redact_url(options.store)}: there is no SQLite database at {path}",
                 hint="A relative path is relative to the current directory.",
             )
-        return Runtime(store=url, root=cwd, version=False)
-    return load_project(options).runtime
+        return Runtime(store=url, root=cwd, version=False), None
+    project = load_project(options)
+    return project.runtime, project
 
 
 def open_stores(runtime: Runtime, options: GlobalOptions) -> None:
     """Open the runtime's stores now, so a bad store URL is reported before anything runs.
 
     Raises:
-        CommandLineError: the `--store` URL is wrong.
-        ProjectError: the project's store URL is wrong, or the database cannot be opened.
+        ProjectError: the `--store` URL or the project's is wrong (exit 3, as every bad
+            store), or the database cannot be opened.
     """
     url = runtime.store_url or DEFAULT_STORE
     try:
         _ = runtime.message_store, runtime.run_store, runtime.workflow_store
     except ConfigError as exc:
         if options.store is not None:
-            raise CommandLineError(
+            raise ProjectError(
                 f"--store {redact_url(options.store)}: {exc}", kind=type(exc).__name__
             ) from exc
         raise ProjectError(

@@ -12,8 +12,16 @@ import typer
 
 from ..lab import DEFAULT_STORE, Runtime
 from ..stores import RunEvent, RunInfo
+from ..stores.run_store import RunQuery
 from ._errors import CommandLineError, reports_errors
-from ._project import GlobalOptions, options_of, reach_stores, run_async, store_runtime
+from ._project import (
+    GlobalOptions,
+    options_of,
+    reach_stores,
+    run_async,
+    store_project,
+    store_runtime,
+)
 from ._render import (
     clean,
     emit,
@@ -67,12 +75,27 @@ def list_runs(
     kind: Annotated[
         RunKind | None, typer.Option("--kind", help="Only agent episodes, or only workflow runs.")
     ] = None,
+    show_all: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Also the runs of agents and workflows the project's registry does not list "
+            "(title workflows, helper agents, removed ones).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
-    """List recorded runs, newest first."""
+    """List recorded runs, newest first.
+
+    Only the runs of the agents and workflows the project's registry lists, as the UI does;
+    --all shows every run (and so does --store without a project).
+    """
     options = options_of(ctx)
-    runtime = store_runtime(options)
-    infos = run_async(_list(runtime, options, limit, kind.value if kind else None))
+    runtime, registry = store_project(options)
+    listed = None
+    if registry is not None and not show_all:
+        listed = (tuple(sorted(registry.agents)), tuple(sorted(registry.workflows)))
+    infos = run_async(_list(runtime, options, limit, kind.value if kind else None, listed))
     if as_json:
         emit_json([run_to_json(i) for i in infos])
         return
@@ -102,11 +125,19 @@ def list_runs(
 
 
 async def _list(
-    runtime: Runtime, options: GlobalOptions, limit: int, kind: str | None
+    runtime: Runtime,
+    options: GlobalOptions,
+    limit: int,
+    kind: str | None,
+    listed: tuple[tuple[str, ...], tuple[str, ...]] | None,
 ) -> list[RunInfo]:
     async with runtime:
         await reach_stores(runtime, options)
-        return await runtime.run_store.list_runs(kind=kind, limit=limit)
+        if listed is None:
+            return await runtime.run_store.list_runs(kind=kind, limit=limit)
+        agents, workflows = listed
+        query = RunQuery(kind=kind, agents=agents, workflows=workflows)
+        return (await runtime.run_store.query_runs(query, limit=limit)).runs
 
 
 # -- show ------------------------------------------------------------------------------------
@@ -232,18 +263,54 @@ async def _inside(runtime: Runtime, run_id: str, seen: set[str], depth: int = 0)
     return nodes
 
 
+MIN_PREFIX = 4
+"""The shortest run-id prefix `runs show` looks up."""
+
+
+async def _by_prefix(runtime: Runtime, prefix: str) -> RunInfo:
+    """The one run whose id starts with `prefix`.
+
+    Raises:
+        CommandLineError: no run, or several, start with it (naming a few of them).
+    """
+    where = runtime.store_url or DEFAULT_STORE
+    if len(prefix) < MIN_PREFIX:
+        raise CommandLineError(
+            f"no run {prefix!r} in {where}",
+            hint=f"Give the run's id, or at least its first {MIN_PREFIX} characters "
+            "(`tether runs list` shows them).",
+        )
+    found: list[RunInfo] = []
+    cursor: str | None = None
+    while True:  # every run's id is read once: a terminal's worth of runs is cheap
+        page = await runtime.run_store.query_runs(RunQuery(), limit=500, cursor=cursor)
+        found.extend(i for i in page.runs if i.run_id.startswith(prefix))
+        if len(found) > 1 or page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    if not found:
+        raise CommandLineError(
+            f"no run {prefix!r} in {where}",
+            hint="`tether runs list` shows the most recent runs and their ids.",
+        )
+    if len(found) > 1:
+        some = ", ".join(i.run_id for i in found[:5])
+        raise CommandLineError(
+            f"run id prefix {prefix!r} is ambiguous: it starts {some}"
+            + (" and more" if len(found) > 5 else ""),
+            hint="Give more characters of the run id.",
+        )
+    return found[0]
+
+
 async def _show(
     runtime: Runtime, options: GlobalOptions, run_id: str
 ) -> tuple[RunInfo, list[_Nested], list[RunEvent]]:
     async with runtime:
         await reach_stores(runtime, options)
         store = runtime.run_store
-        info = await store.get_run(run_id)
-        if info is None:
-            raise CommandLineError(
-                f"no run {run_id!r} in {runtime.store_url or DEFAULT_STORE}",
-                hint="`tether runs list` shows the most recent runs and their ids.",
-            )
+        info = await store.get_run(run_id) or await _by_prefix(runtime, run_id)
+        run_id = info.run_id
         inside = await _inside(runtime, run_id, {run_id})
         events = await store.events(run_id)
         return info, inside, events

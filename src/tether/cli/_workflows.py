@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import typing
 from typing import Annotated, Any
 
 import typer
 
-from ..errors import RegistryError
+from ..errors import RegistryError, WorkflowInputError
 from ..lab import Registry, Runtime
 from ..stores import WorkflowRunRecord
 from ..workflows import Workflow, WorkflowEvent
@@ -46,6 +47,17 @@ def find_workflow(registry: Registry, workflow_id: str) -> Workflow[Any, Any]:
         raise CommandLineError(
             str(exc), kind="RegistryError", hint="`tether workflow list` shows every workflow."
         ) from None
+
+
+def takes_text(workflow: Workflow[Any, Any]) -> bool:
+    """True when the workflow's run function declares its input a `str` (`async def run(input:
+    str, ctx)`): then `--input` is that text as it is, never parsed as JSON."""
+    try:
+        first = next(iter(inspect.signature(workflow.fn).parameters), None)
+        hints = typing.get_type_hints(workflow.fn)
+    except Exception:  # an annotation that does not resolve: read --input as before
+        return False
+    return first is not None and hints.get(first) is str
 
 
 def parse_input(text: str) -> Any:
@@ -111,8 +123,9 @@ def run_workflow(
             "--input",
             "-i",
             metavar="JSON|TEXT",
-            help="The run's input: parsed as JSON when it is JSON, else taken as a string; "
-            "'-' reads it from stdin. Needed to start a run; optional when resuming one.",
+            help="The run's input: parsed as JSON when it is JSON, else taken as a string (a "
+            "workflow whose input is declared `str` always gets the text as it is); '-' reads "
+            "it from stdin. Needed to start a run; optional when resuming one.",
         ),
     ] = None,
     run_id: Annotated[
@@ -131,9 +144,9 @@ def run_workflow(
 ) -> None:
     """Start a run of workflow ID, or resume one with --run-id.
 
-    The output is printed on stdout (a string as is, anything else as JSON); step progress
-    and the run id go to stderr. A failed or interrupted (Ctrl-C) run can be resumed with
-    --run-id.
+    The run id goes to stderr as soon as the run starts, then step progress; the output is
+    printed on stdout (a string as is, anything else as JSON). A failed or interrupted
+    (Ctrl-C) run can be resumed with --run-id, except one that failed on its input.
     """
     options = options_of(ctx)
     if input_text is None and run_id is None:
@@ -152,7 +165,12 @@ def run_workflow(
                 "stdin is empty: there is no input to run with",
                 hint="Pipe the input in, or pass it with --input JSON|TEXT.",
             )
-    value = parse_input(input_text) if input_text is not None else _UNSET
+    if input_text is None:
+        value = _UNSET
+    elif takes_text(workflow):
+        value = input_text
+    else:
+        value = parse_input(input_text)
     run_async(_run(registry.runtime, workflow, options, value, run_id, as_json=as_json))
 
 
@@ -233,6 +251,8 @@ async def _run(
             handle = workflow.run(workflow_run_id=run_id, on_event=on_event)
         else:
             handle = workflow.run(value, workflow_run_id=run_id, on_event=on_event)
+        started = "resuming run" if record is not None else "run"
+        emit_err(f"{started} {handle.workflow_run_id} of workflow {clean(workflow.id)}")
         task = handle.result
         failure: BaseException | None = None
         output: Any = None
@@ -266,6 +286,13 @@ async def _run(
             raise Interrupted(
                 f"interrupted: run {rid} of workflow {workflow.id!r} was cancelled",
                 hint=f"Its completed steps are journaled; resume it with {resume}.",
+            )
+        if isinstance(failure, WorkflowInputError):
+            raise RunFailedError(
+                f"run {rid} of workflow {workflow.id!r} failed on its input: {failure}",
+                kind=type(failure).__name__,
+                hint=f"Resuming it would fail the same way: start a new run with the input it "
+                f"takes, `tether workflow run {workflow.id} --input ...`.",
             )
         raise RunFailedError(
             f"run {rid} of workflow {workflow.id!r} failed: {failure}",

@@ -54,6 +54,15 @@ class TaskSet:
         """The tasks still running."""
         return list(self._tasks)
 
+    async def cancel_all(self) -> None:
+        """Cancel every task still running and wait until each has ended (a cancelled title
+        workflow records that it was)."""
+        pending = self.pending()
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
 
 class ClientPool:
     """LLM clients built from model configs: one per distinct config, shared by every agent

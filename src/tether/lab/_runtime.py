@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pydantic
 
 from ..context import RunContext
-from ..errors import ConfigError, WorkflowError
+from ..errors import ConfigError, WorkflowInputError
 from ..guardrails import Guardrail
 from ..integrations import IntegrationSource
 from ..llm.base import ModelSettings
@@ -515,7 +515,7 @@ class Runtime:
 
         async def run(user: str, ctx: WorkflowContext[str]) -> Any:
             if not isinstance(user, str):
-                raise WorkflowError(
+                raise WorkflowInputError(
                     f"workflow {id!r} takes a user message (a string), got {type(user).__name__}"
                 )
 

@@ -29,6 +29,12 @@ __all__ = [
     "sqlite_path",
 ]
 
+STORE_SCHEMES = (
+    "memory, sqlite:///relative/path.db, sqlite:////absolute/path.db, "
+    "postgresql://user:password@host/db (or postgres://...)"
+)
+"""Every kind of store URL, as error messages list them."""
+
 DEFAULT_STORE = "sqlite:///.tether/tether.db"
 """Where a runtime keeps its data when it is given no store: a file under `.tether/`."""
 
@@ -91,9 +97,11 @@ def open_stores(url: str, root: Path) -> StoreSet:
         return _open_postgres(url)
     path = sqlite_path(url, root)
     if path is None:
+        scheme = url.split("://", 1)[0] if "://" in url else None
+        what = f"scheme {scheme!r}" if scheme else "form"
         raise ConfigError(
-            f"unknown store URL {redact_url(url)!r}; use memory, sqlite:///relative/path.db "
-            "or sqlite:////absolute/path.db"
+            f"unknown store URL {redact_url(url)!r} (unknown {what}); the store URLs are: "
+            f"{STORE_SCHEMES}"
         )
     # One connection for the three stores: one writer per file in this process, so the run
     # recorder never races the message appends for SQLite's write lock.
