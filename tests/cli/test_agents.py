@@ -307,13 +307,15 @@ def test_stdin_that_is_not_utf8_is_refused(project: Project) -> None:
         ["runs", "show", "nope", "--json"],
     ],
 )
-def test_with_json_stdout_is_json_or_nothing(project: Project, args: list[str]) -> None:
-    """A script reading stdout gets one JSON document or, when the command fails, nothing (the
-    error is on stderr and in the exit status)."""
+def test_with_json_stdout_is_always_one_json_document(project: Project, args: list[str]) -> None:
+    """A script reading stdout gets one JSON document, a failure too: `{"error": {"type",
+    "message", "exit_code"}}` (the human message is on stderr, the status is the exit code)."""
     result = project.invoke(*args)
     assert result.exit_code != 0
-    assert result.stdout == ""
-    assert result.stderr.startswith("Error: ")
+    error = json.loads(result.stdout)["error"]
+    assert error["exit_code"] == result.exit_code
+    assert error["message"].split("\n")[0] in result.stderr
+    assert "Error: " in result.stderr
 
 
 def test_on_a_terminal_the_answer_cannot_drive_it(

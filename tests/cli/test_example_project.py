@@ -28,10 +28,13 @@ def test_the_example_project_runs_a_titled_conversation_and_lists_it(tmp_path: P
     assert first.stdout.strip() == "(scripted model) you said: Hello"
     second = tether(project, "agent", "run", "assistant", "--input", "Again", "--scope", "demo")
     assert second.returncode == 0, second.stderr
-    runs = json.loads(tether(project, "runs", "list", "--json").stdout)
+    runs = json.loads(tether(project, "runs", "list", "--all", "--json").stdout)
     names = sorted(r["name"] for r in runs)
     # two episodes of the assistant; the title workflow (and its namer) ran after the first only
     assert names == ["assistant", "assistant", "conversation-title", "namer"]
+    # Without --all, only the runs of what tether.toml lists, as its comment says.
+    listed_runs = json.loads(tether(project, "runs", "list", "--json").stdout)
+    assert [r["name"] for r in listed_runs] == ["assistant", "assistant"]
     listed = tether(project, "agent", "list")
     assert "assistant" in listed.stdout and "scripted" in listed.stdout
     # The namer is not registered: as the seed advises, its helper conversations stay unlisted.
