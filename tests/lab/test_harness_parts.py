@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pydantic
 import pytest
 from tests.helpers import user
 
@@ -247,3 +248,93 @@ async def test_an_mcp_tool_run_is_recorded_like_any_other(lab: Runtime, mcp: Tes
     assert isinstance(calls[0].pop("started_at"), float)
     assert calls == [{"id": calls[0]["id"], "name": "add", "output": "4", "is_error": False}]
     await agent.aclose()
+
+
+async def test_settings_reach_the_request_run_over_agent_over_runtime_defaults() -> None:
+    client = scripted({"text": "1"}, {"text": "2"}, {"text": "3"})
+    lab = Runtime(
+        store="memory",
+        version=False,
+        defaults={"model": client, "settings": {"temperature": 0.1, "max_tokens": 50}},
+    )
+    plain = lab.create_agent(id="plain")
+    tuned = lab.create_agent(id="tuned", settings={"temperature": 0.7, "seed": 3})
+    await plain.run(user="a").result
+    await tuned.run(user="b").result
+    await tuned.run(user="c", settings={"seed": 9, "top_p": 0.5}).result
+    assert [c.get("settings") for c in client.calls] == [
+        {"temperature": 0.1, "max_tokens": 50},
+        {"temperature": 0.7, "max_tokens": 50, "seed": 3},
+        {"temperature": 0.7, "max_tokens": 50, "seed": 9, "top_p": 0.5},
+    ]
+    await lab.aclose()
+
+
+async def test_no_settings_means_no_settings_key_on_the_request(lab: Runtime) -> None:
+    client = scripted({"text": "1"})
+    await lab.create_agent(id="a", model=client).run(user="x").result
+    assert "settings" not in client.calls[0]
+
+
+class Forecast(pydantic.BaseModel):
+    city: str
+    sky: str
+
+
+async def test_stream_surfaces_partial_output_while_a_structured_answer_streams(
+    lab: Runtime,
+) -> None:
+    client = scripted({"text": ['{"city": "Os', 'lo", "sky"', ': "clear"}']})
+    agent = lab.create_agent(id="a", model=client, output_schema=Forecast)
+    handle = agent.stream(user="weather?")
+    partials = [e["output"] async for e in handle.full_stream if e["type"] == "partial_output"]
+    result = await handle.result
+    assert partials[0] == {"city": "Os"}
+    assert partials[-1] == {"city": "Oslo", "sky": "clear"}
+    assert result.output == Forecast(city="Oslo", sky="clear")
+    # Render-only: nothing of them is stored.
+    stored = await lab.message_store.load(result.memory_scope)
+    assert stored[-1]["content"] == [{"type": "text", "text": '{"city": "Oslo", "sky": "clear"}'}]
+
+
+async def test_the_follow_up_after_a_tool_loop_streams_partial_output_and_calls_no_mcp_tool(
+    lab: Runtime, mcp: TestMcpServer
+) -> None:
+    client = scripted(
+        {"tool_use": [{"name": "add", "input": {"a": 1, "b": 1}}]},
+        {"text": "It is 2."},
+        {"text": ['{"city": "Two", ', '"sky": "n/a"}']},
+    )
+    agent = lab.create_agent(
+        id="a",
+        model=client,
+        integrations=[mcp_server(mcp.url, transport=mcp)],
+        output_schema=Forecast,
+        settings={"temperature": 0.3},
+    )
+    handle = agent.stream(user="1+1?")
+    events = [e async for e in handle.full_stream]
+    result = await handle.result
+    assert result.output == Forecast(city="Two", sky="n/a")
+    assert [e["output"] for e in events if e["type"] == "partial_output"][-1] == {
+        "city": "Two",
+        "sky": "n/a",
+    }
+    follow_up = client.calls[2]
+    assert follow_up["response_format"]["name"] == "Forecast"
+    assert follow_up["settings"] == {"temperature": 0.3, "tool_choice": "none"}
+    assert "response_format" not in client.calls[0]
+    await agent.aclose()
+
+
+async def test_long_tool_results_are_cut_at_max_tool_result_chars(lab: Runtime) -> None:
+    client = scripted(call("big"), {"text": "ok"})
+    agent = lab.create_agent(
+        id="a",
+        model=client,
+        tools=[define_tool(name="big", execute=lambda args: "x" * 500)],
+        max_tool_result_chars=100,
+    )
+    result = await agent.run(user="go").result
+    output = result.steps[0].tool_results[0]["output"]
+    assert output.startswith("x" * 100) and len(output) < 500

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from types import FrameType, TracebackType
 
+from ..signals import take_back_cancel
 from ._errors import EXIT_INTERRUPTED
 
 __all__ = ["AGAIN_MESSAGE", "CtrlC"]
@@ -72,9 +73,7 @@ class CtrlC:
     def cancelled(self) -> None:
         """The command's task was cancelled by Ctrl-C (the fallback path): stop the run, and
         take the cancellation back so the command can still wait for the run to end."""
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
+        take_back_cancel()
         if not self.fired:
             self.fired = True
             _exit_on_the_next_one()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from ..stop import StopCondition, step_count_is
 from ..stores.message_store import MessageStore
 from ..tools import Tool
 from ..tracing import TraceSink
+from ..turn import DEFAULT_MAX_TOOL_RESULT_CHARS
 from ..workflows import Workflow, current_step
 from ._definition import (
     AGENT_KEYS,
@@ -174,6 +174,7 @@ class LabAgent(Generic[T]):
         services: Mapping[str, Any] | None = None,
         trace: bool | TraceSink | None = None,
         max_tool_rounds: int | None = None,
+        max_tool_result_chars: int | None = None,
         stop_when: StopCondition | Sequence[StopCondition] | None = None,
         on_tool_call: Callable[..., Any] | None = None,
         output_schema: Any = None,
@@ -203,6 +204,7 @@ class LabAgent(Generic[T]):
             "services": services,
             "trace": trace,
             "max_tool_rounds": max_tool_rounds,
+            "max_tool_result_chars": max_tool_result_chars,
             "stop_when": stop_when,
             "on_tool_call": on_tool_call,
             "output_schema": output_schema,
@@ -379,13 +381,18 @@ class LabAgent(Generic[T]):
             d = self._def
             own_tools = d.tools if isinstance(d.tools, list) else []
             agent = create_agent(
-                llm=client,
+                model=client,
                 tools=own_tools,
                 resources=d.resources or (),
                 guardrails=d.guardrails or (),
                 integrations=d.integrations or (),
-                # The lab's stop_when ends the loop; no cap unless the agent sets one.
-                max_tool_rounds=d.max_tool_rounds or sys.maxsize,
+                # The lab's stop_when ends the loop; no bound unless the agent sets one.
+                max_tool_rounds=d.max_tool_rounds,
+                max_tool_result_chars=(
+                    d.max_tool_result_chars
+                    if d.max_tool_result_chars is not None
+                    else DEFAULT_MAX_TOOL_RESULT_CHARS
+                ),
                 trace=d.trace or False,
                 services=d.services,
                 on_tool_call=d.on_tool_call,

@@ -102,6 +102,7 @@ AGENT_KEYS: Final = (
     "services",
     "trace",
     "max_tool_rounds",
+    "max_tool_result_chars",
     "stop_when",
     "on_tool_call",
     "output_schema",
@@ -131,6 +132,7 @@ class AgentDefaults(TypedDict, total=False):
     services: Mapping[str, Any]
     trace: bool | TraceSink
     max_tool_rounds: int | None
+    max_tool_result_chars: int
     stop_when: StopCondition | Sequence[StopCondition]
     on_tool_call: Callable[..., Any]
     output_schema: Any
@@ -371,6 +373,14 @@ def check_rounds(value: Any, where: str) -> int | None:
     return value
 
 
+def check_chars(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise bad("max_tool_result_chars", value, "an integer >= 1", where)
+    return value
+
+
 def check_count(name: str, value: Any, where: str) -> int | None:
     if value is None:
         return None
@@ -493,6 +503,7 @@ class Definition:
     services: dict[str, Any] | None = None
     trace: bool | TraceSink | None = None
     max_tool_rounds: int | None = None
+    max_tool_result_chars: int | None = None
     stop_when: list[StopCondition] | None = None
     on_tool_call: Callable[..., Any] | None = None
     output_schema: Any = None
@@ -545,6 +556,7 @@ class Definition:
             services=check_services(v.get("services"), where),
             trace=check_trace(v.get("trace"), where),
             max_tool_rounds=check_rounds(v.get("max_tool_rounds"), where),
+            max_tool_result_chars=check_chars(v.get("max_tool_result_chars"), where),
             stop_when=check_stop_when(v.get("stop_when"), where),
             on_tool_call=on_tool_call,
             output_schema=v.get("output_schema"),

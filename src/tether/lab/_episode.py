@@ -45,9 +45,10 @@ from ..errors import (
 )
 from ..events import AgentEvent, DoneEvent, Usage
 from ..llm.base import ModelSettings
+from ..loop import stream_turn
 from ..prompt import PromptLayer
 from ..session import Message, Session, fold
-from ..signals import AbortController
+from ..signals import AbortController, AbortScope
 from ..stop import StepResult, StopCondition, step_count_is
 from ..stores.message_store import MessageStore, StoredRecord, SystemRecord
 from ..stores.run_store import RunInfo
@@ -391,7 +392,14 @@ class Episode:
             self._push(done)
             return text, value, done
         self.view.append({"role": "user", "content": [{"type": "text", "text": JSON_REQUEST}]})
-        done = await self._send(prompt, [], [step_count_is(1)], output.response_format)
+        settings = self.agent.settings
+        if self.agent.harness.toolbox.sources:
+            # An MCP server's tools stay on every request of the agent: here they may not be
+            # called (the follow-up is an answer, not a tool round).
+            settings = {**(settings or {}), "tool_choice": "none"}
+        done = await self._send(
+            prompt, [], [step_count_is(1)], output.response_format, settings=settings
+        )
         self._push(done)
         text = done["text"]
         if self.steps[-1].tool_calls:
@@ -504,6 +512,7 @@ class Episode:
         tools: list[Tool] | None,
         stop_when: list[StopCondition],
         response_format: dict[str, Any] | None,
+        settings: ModelSettings | None = None,
     ) -> DoneEvent:
         """One run of the harness loop. Every event but `done` goes to stream readers as it
         comes; `done` is handed on by the caller, which knows whether a follow-up comes."""
@@ -512,21 +521,21 @@ class Episode:
         buffer = self.buffer
         view = self.view
         memory: dict[str, Any] = {}
-        opts = TurnOptions()
         session = Session(id=self.scope, messages=view)  # the loop copies the list it is given
-        events = self.agent.harness.send(
-            session,
-            None,
+        opts = TurnOptions(
             signal=self.controller.signal,
             services=self.services,
             context=self.context,
-            prompt=prompt,
+            system_prompt=list(prompt),
             tools=tools,
             stop_when=stop_when,
             response_format=response_format,
             stream_retries=self.stream_retries,
-            options=opts,
+            settings=settings if settings is not None else self.agent.settings,
         )
+        # The harness's one turn factory, then its one loop (what `Agent.send` runs).
+        plan = self.agent.harness.plan_turn(session, opts)
+        events = stream_turn(plan, session, None)
         done: DoneEvent | None = None
         error: BaseException | None = None
         try:
@@ -541,12 +550,10 @@ class Episode:
                 if event["type"] == "error":
                     error = event["error"]
                     continue
-                await self._record(event, view, memory, opts.steps)
+                await self._record(event, view, memory, opts.rounds)
         finally:
-            self.steps.extend(opts.steps)
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            self.steps.extend(opts.rounds)
+            await events.aclose()
         if error is not None:
             raise error
         assert done is not None, "the harness loop ended without done or error"
@@ -604,29 +611,8 @@ class Episode:
             # Aborted before: the harness loop stops the episode at its next wait, after a
             # step that completed meanwhile is stored.
             return await op()
-        task = asyncio.current_task()
-        assert task is not None
-        fired = False
-
-        def interrupt() -> None:
-            nonlocal fired
-            fired = True
-            task.cancel()
-
-        remove = signal.add_callback(interrupt)
-        try:
-            value = await op()
-        except BaseException:
-            # Our cancellation is taken back; one from outside that came as well goes on.
-            if not fired or task.uncancel() > 0:
-                raise
-            raise AbortedError(signal.reason) from None
-        finally:
-            remove()
-        if fired:  # `op` swallowed the cancellation and returned
-            task.uncancel()
-            raise AbortedError(signal.reason)
-        return value
+        with AbortScope(signal) as scope:
+            return await scope.wait(op())
 
     async def _commit(self) -> None:
         """Append everything since the last commit as one atomic write."""

@@ -286,6 +286,7 @@ class Runtime:
         services: Mapping[str, Any] | None = ...,
         trace: bool | TraceSink | None = ...,
         max_tool_rounds: int | None = ...,
+        max_tool_result_chars: int | None = ...,
         stop_when: StopCondition | Sequence[StopCondition] | None = ...,
         on_tool_call: Callable[..., Any] | None = ...,
         output_schema: None = ...,
@@ -313,6 +314,7 @@ class Runtime:
         services: Mapping[str, Any] | None = ...,
         trace: bool | TraceSink | None = ...,
         max_tool_rounds: int | None = ...,
+        max_tool_result_chars: int | None = ...,
         stop_when: StopCondition | Sequence[StopCondition] | None = ...,
         on_tool_call: Callable[..., Any] | None = ...,
         output_schema: type[T],
@@ -354,6 +356,8 @@ class Runtime:
             services: What tools may use (`ctx.services`); a run's merge over them.
             trace: True (log), False, or a sink function such as `tether.otel.OtelSink()`.
             max_tool_rounds: A cap on tool rounds; default None: `stop_when` governs.
+            max_tool_result_chars: Longer tool and MCP results are truncated with a marker
+                (default: the harness's 100,000).
             stop_when: Loop control; default step_count_is(20). The loop ends at whichever
                 of `stop_when` and `max_tool_rounds` comes first.
             on_tool_call: A function deciding on each tool call before the guardrails.
