@@ -163,13 +163,15 @@ class Declared(Evaluator):
     """An evaluator built from a dataset spec; `spec()` returns it as written."""
 
     type: str = ""
+    name_key: str = "name"
+    """The spec key that names the evaluator (`tool_called` uses `name` for the tool)."""
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         self._spec = dict(spec)
-        self.name = str(spec.get("name") or self.type)
+        self.name = str(spec.get(self.name_key) or self.type)
 
     def spec(self) -> EvaluatorSpec:
-        return {**self._spec, "name": self.name}
+        return {**self._spec, self.name_key: self.name}
 
 
 def _parsed(output: Any) -> Any:
@@ -277,6 +279,7 @@ class JsonSchema(Declared):
 
 class ToolCalled(Declared):
     type = "tool_called"
+    name_key = "evaluator_name"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
@@ -286,17 +289,6 @@ class ToolCalled(Declared):
         if arguments is not None and not isinstance(arguments, dict):
             raise SpecError("must be an object (a subset of the call's input)", "arguments")
         self.arguments = arguments
-        if "name" in spec and not spec.get("evaluator_name"):
-            # `name` is the tool here; the evaluator is named by its type (or evaluator_name).
-            self.name = "tool_called"
-        if spec.get("evaluator_name"):
-            self.name = str(spec["evaluator_name"])
-
-    def spec(self) -> EvaluatorSpec:
-        out = dict(self._spec)
-        if self.name != "tool_called":
-            out["evaluator_name"] = self.name
-        return out
 
     async def evaluate(
         self, case: Case, result: CaseResult, ctx: EvaluatorContext
@@ -433,15 +425,16 @@ def parse_spec(spec: Any) -> Evaluator:
         raise SpecError(
             f"unknown evaluator type {kind!r}; known: {', '.join(sorted(_TYPES))}", "type"
         )
-    allowed = {"type", "name"} | _KEYS[kind]
+    allowed = {"type", _TYPES[kind].name_key} | _KEYS[kind]
     for key in spec:
         if key not in allowed:
             raise SpecError(
                 f"{kind} takes {', '.join(sorted(allowed - {'type'}))}, not {key!r}", str(key)
             )
-    name = spec.get("name")
-    if name is not None and kind != "tool_called" and (not isinstance(name, str) or not name):
-        raise SpecError("must be a non-empty string", "name")
+    key = _TYPES[kind].name_key
+    name = spec.get(key)
+    if name is not None and (not isinstance(name, str) or not name):
+        raise SpecError("must be a non-empty string", key)
     return _TYPES[kind](spec)
 
 
