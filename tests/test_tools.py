@@ -678,3 +678,22 @@ def test_a_typed_tool_cannot_take_star_args() -> None:
     with pytest.raises(ToolDefinitionError) as info:
         tool(spread)
     assert str(info.value) == "tool 'spread': *args/**kwargs cannot be described"
+
+
+def test_a_remote_schema_checks_item_types_and_leaves_boolean_subschemas_open() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}},
+            "extra": True,
+        },
+    }
+    t = define_tool(name="r", input_schema=schema, execute=lambda v: v, validation="remote")
+    assert t.check_input({"tags": [1]}) == "tags/0: 1 is not of type 'string'"
+    assert t.check_input({"tags": ["longer"], "extra": {"any": 1}}) is None
+
+
+def test_a_remote_schema_that_is_not_an_object_is_not_checked_and_says_so() -> None:
+    t = define_tool(name="r", input_schema=True, execute=lambda v: v, validation="remote")  # type: ignore[arg-type]
+    assert t.unchecked == "its input schema is not a JSON Schema object"
+    assert t.check_input(["anything"]) is None
