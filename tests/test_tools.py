@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import re
 import socket
 import threading
 import time
@@ -697,3 +698,10 @@ def test_a_remote_schema_that_is_not_an_object_is_not_checked_and_says_so() -> N
     t = define_tool(name="r", input_schema=True, execute=lambda v: v, validation="remote")  # type: ignore[arg-type]
     assert t.unchecked == "its input schema is not a JSON Schema object"
     assert t.check_input(["anything"]) is None
+
+
+def test_a_remote_schema_the_meta_schema_check_chokes_on_names_the_failure() -> None:
+    t = define_tool(name="r", input_schema={"$schema": 5}, execute=lambda v: v, validation="remote")
+    assert t.unchecked is not None
+    assert re.match(r"its input schema cannot be compiled: \w+Error: ", t.unchecked), t.unchecked
+    assert t.check_input({"anything": 1}) is None

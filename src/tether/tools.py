@@ -69,7 +69,6 @@ class Tool:
     else None."""
     _check: Callable[[Any], str | None] | None = field(default=None, repr=False)
     _takes_ctx: bool = field(default=True, repr=False)
-    _is_async: bool = field(default=True, repr=False)
 
     @property
     def spec(self) -> ToolSpec:
@@ -123,7 +122,7 @@ class Tool:
         assert self.execute is not None
         fn: Any = self.execute
         result = fn(value, ctx) if self._takes_ctx else fn(value)
-        if self._is_async or inspect.isawaitable(result):
+        if inspect.isawaitable(result):  # an async execute, or a sync one returning an awaitable
             return await result
         return result
 
@@ -382,7 +381,6 @@ def define_tool(
         unchecked=unchecked,
         _check=check,
         _takes_ctx=_arity_takes_ctx(execute) if execute is not None else True,
-        _is_async=inspect.iscoroutinefunction(execute) if execute is not None else True,
     )
 
 
@@ -455,7 +453,6 @@ def tool(
             execute=execute,
             timeout=timeout,
             _takes_ctx=True,
-            _is_async=True,
         )
 
     if fn is not None:
