@@ -150,8 +150,9 @@ async def test_a_file_written_with_the_old_table_names_is_migrated_and_keeps_eve
         ("runs", "m001_create_run_tables"),
         ("runs", "m002_run_cost_text_and_filters"),
         ("runs", "m003_tether_run_table_names"),
+        ("runs", "m004_runs_by_parent_and_time"),
     ]
-    assert conn.execute(f"SELECT count(*) FROM {MIGRATIONS_TABLE}").fetchone() == (7,)
+    assert conn.execute(f"SELECT count(*) FROM {MIGRATIONS_TABLE}").fetchone() == (8,)
     for store in (messages, runs, workflows):
         await store.aclose()
     conn.close()

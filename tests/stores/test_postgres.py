@@ -362,7 +362,11 @@ async def test_each_store_records_its_schema_as_named_migrations(
     stores = [PostgresMessageStore(url), PostgresRunStore(url), PostgresWorkflowStore(url)]
     assert [await s.migrate() for s in stores] == [
         ["m001_create_message_tables"],
-        ["m001_create_run_tables", "m002_run_cost_text_and_filters"],
+        [
+            "m001_create_run_tables",
+            "m002_run_cost_text_and_filters",
+            "m003_runs_by_parent_and_time",
+        ],
         ["m001_create_workflow_tables"],
     ]
     assert [await s.migrate() for s in stores] == [[], [], []]
@@ -370,6 +374,7 @@ async def test_each_store_records_its_schema_as_named_migrations(
         ("messages", "m001_create_message_tables"),
         ("runs", "m001_create_run_tables"),
         ("runs", "m002_run_cost_text_and_filters"),
+        ("runs", "m003_runs_by_parent_and_time"),
         ("workflow", "m001_create_workflow_tables"),
     ]
     assert await message_migrations.applied(admin) == message_migrations.names

@@ -607,6 +607,17 @@ async def m002_run_cost_text_and_filters(conn: Connection) -> None:
     await _exec(conn, "CREATE INDEX tether_runs_name_started ON tether_runs (name, started_at, id)")
 
 
+@run_migrations
+async def m003_runs_by_parent_and_time(conn: Connection) -> None:
+    # Root runs (no parent) newest first, as the run list shows them, from one index range.
+    await _exec(conn, "DROP INDEX tether_runs_workflow")
+    await _exec(
+        conn,
+        "CREATE INDEX tether_runs_workflow_started"
+        " ON tether_runs (workflow_run_id, started_at, id)",
+    )
+
+
 # One statement, like a message append: the run row's count is bumped (and row-locked) and the
 # events are numbered after the old count. No row means the run was never started.
 _APPEND_EVENTS = """

@@ -703,6 +703,16 @@ def m003_tether_run_table_names(conn: sqlite3.Connection) -> None:
         conn.execute(f"CREATE INDEX tether_runs_{index} ON tether_runs ({columns})")
 
 
+@run_migrations
+def m004_runs_by_parent_and_time(conn: sqlite3.Connection) -> None:
+    """Runs by the workflow run they belong to, in time order: the run list shows root runs
+    (no parent) newest first, and without this SQLite reads every root run and sorts them."""
+    conn.execute("DROP INDEX tether_runs_workflow")
+    conn.execute(
+        "CREATE INDEX tether_runs_workflow_started ON tether_runs (workflow_run_id, started_at)"
+    )
+
+
 class SqliteRunStore(SqliteBacked):
     """A RunStore in SQLite. Takes its connection from the caller and migrates on construction;
     `SqliteRunStore.open(path)` opens (and later closes) its own."""
