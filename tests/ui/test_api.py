@@ -42,7 +42,7 @@ async def test_api_runs_lists_what_the_runs_page_lists(
     assert first["status"] == "completed" and first["memory_scope"] == "notes"
     assert first["tags"] == ["demo", HOSTILE]  # the value itself, unharmed
     assert first["duration"] >= 0 and first["ended_at"] >= first["started_at"]
-    assert body["next_page"] is None and body["errors"] == []
+    assert body["next_cursor"] is None and body["errors"] == []
     every = await get_json(client, "/api/runs?all=1")
     assert world.title_run in {r["run_id"] for r in every["runs"]}
 
@@ -220,5 +220,6 @@ async def test_after_out_of_a_stores_range_is_a_400(
     }
     last = await get_json(client, f"/api/events/{world.first}?after={2**63 - 1}")
     assert last["events"] == [] and last["done"] is True
-    page = await get_json(client, "/api/runs?page=x", 400)
-    assert page["error"]["type"] == "bad_request"
+    for bad in ("limit=x", "limit=0", "limit=201", "status=nope", "since=yesterday", "cursor=zz"):
+        page = await get_json(client, f"/api/runs?{bad}", 400)
+        assert page["error"]["type"] == "bad_request", bad

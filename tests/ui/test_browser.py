@@ -155,7 +155,7 @@ def test_runs_page_renders_and_a_click_leads_to_the_run(site: Site, browser: Web
     assert header.value_of_css_property("background-color") == "rgba(29, 35, 48, 1)"
     browser.find_element(By.CSS_SELECTOR, f'tr[data-run-id="{site.world.first}"] a').click()
     WebDriverWait(browser, 10).until(lambda d: site.world.first in d.current_url)
-    text = browser.find_element(By.CSS_SELECTOR, "#timeline li.ev-text pre").text
+    text = browser.find_element(By.CSS_SELECTOR, "#timeline li.ev-text .md").text
     assert text == f"Found it {HOSTILE}"
     assert browser.find_element(By.ID, "run-status").text == "completed"
     footer = browser.find_element(By.CSS_SELECTOR, "footer.tags-footer").text

@@ -27,22 +27,26 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from ..errors import StoreCorruptError, StoreError
+from ..errors import ConfigError, StoreCorruptError, StoreError
 from ..lab import Registry, Runtime
+from ..stores.workflow_store import RUN_STATUSES
 from ._access import LOOPBACK_NAMES, HostAllowList, TokenGate
 from ._experiments import experiment_routes
 from ._headers import SecurityHeaders
+from ._markdown import render_markdown
 from ._reload import RegistrySource
 from ._views import (
     EVENTS_PER_POLL,
+    PAGE_SIZE,
     Catalog,
+    RunFilters,
     Unreadable,
     agent_detail_json,
     agent_json,
     build_conversation,
     build_run,
-    list_runs,
     list_scopes,
+    page_runs,
     prompt_for,
     run_json,
     scope_json,
@@ -111,7 +115,18 @@ def _environment() -> jinja2.Environment:
     env.filters["seconds"] = _seconds
     env.filters["pretty"] = _pretty
     env.filters["q"] = _segment
+    env.filters["usd"] = _usd
+    env.filters["markdown"] = render_markdown
     return env
+
+
+def _usd(value: Any) -> str:
+    """US dollars, or "—" when the cost is not known (never a guess)."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return "—"
+    if value == 0 or value >= 0.01:
+        return f"${value:.2f}" if value >= 1 else f"${value:.4f}"
+    return f"${value:.6f}"
 
 
 def _segment(value: Any) -> str:
@@ -168,16 +183,33 @@ class _Pages:
     # -- pages -------------------------------------------------------------------------------
 
     async def runs(self, request: Request) -> Response:
-        page = _page(request)
-        show_all = request.query_params.get("all") == "1"
+        filters = _run_filters(request)
+        cursor = request.query_params.get("cursor") or None
+        catalog = self.catalog
         try:
-            rows, more = await list_runs(self.catalog, page=page, show_all=show_all)
+            rows, next_cursor = await page_runs(catalog, filters, cursor=cursor)
         except Unreadable as exc:
             return self.error_page(request, 500, "Runs cannot be read", str(exc))
+        except ConfigError as exc:
+            raise HTTPException(400, str(exc)) from None
+        params = {k: v for k, v in request.query_params.items() if k != "cursor" and v}
         return self.render(
             request,
             "runs.html",
-            {"rows": rows, "page": page, "more": more, "show_all": show_all},
+            {
+                "rows": rows,
+                "filters": filters,
+                "form": dict(request.query_params),
+                "names": sorted({*catalog.agents, *catalog.workflows}),
+                "statuses": RUN_STATUSES,
+                "next_url": (
+                    "?" + urlencode({**params, "cursor": next_cursor}) if next_cursor else None
+                ),
+                "first_url": ("?" + urlencode(params)) if cursor else None,
+                "show_all": filters.show_all,
+                "all_url": "?" + urlencode({**params, "all": "1"}),
+                "registered_url": "?" + urlencode({k: v for k, v in params.items() if k != "all"}),
+            },
         )
 
     async def run(self, request: Request) -> Response:
@@ -188,7 +220,16 @@ class _Pages:
             return self.error_page(request, 500, f"Run {run_id} cannot be read", str(exc))
         if view is None:
             raise HTTPException(404, f"There is no run {run_id!r}.")
-        return self.render(request, "run.html", {"view": view, "run": view.info})
+        return self.render(
+            request,
+            "run.html",
+            {
+                "view": view,
+                "run": view.info,
+                "show_storage": request.query_params.get("storage") == "1",
+                "open_call": request.query_params.get("call"),
+            },
+        )
 
     async def conversations(self, request: Request) -> Response:
         page = _page(request)
@@ -242,19 +283,21 @@ class _Pages:
     # -- JSON API ----------------------------------------------------------------------------
 
     async def api_runs(self, request: Request) -> Response:
-        page = _page(request)
-        show_all = request.query_params.get("all") == "1"
+        filters = _run_filters(request)
+        cursor = request.query_params.get("cursor") or None
+        limit = _limit(request)
         try:
-            rows, more = await list_runs(self.catalog, page=page, show_all=show_all)
+            rows, next_cursor = await page_runs(self.catalog, filters, cursor=cursor, limit=limit)
         except Unreadable as exc:
             return _api_error(500, "unreadable", str(exc))
+        except ConfigError as exc:
+            return _api_error(400, "bad_request", str(exc))
         now = time.time()
         return JSONResponse(
             {
                 "runs": [run_json(r.info, now) for r in rows if r.info is not None],
                 "errors": [r.error for r in rows if r.error is not None],
-                "page": page,
-                "next_page": page + 1 if more else None,
+                "next_cursor": next_cursor,
             }
         )
 
@@ -272,6 +315,7 @@ class _Pages:
                 "last_seq": view.last_seq,
                 "workflow": view.workflow,
                 "tree": view.tree.to_json() if view.tree is not None else None,
+                "timeline": view.timeline.to_json() if view.timeline is not None else None,
                 "errors": [
                     *view.errors,
                     *([view.events_error] if view.events_error else []),
@@ -377,6 +421,70 @@ class _Pages:
         return self.error_page(
             request, 500, "Internal error", "The server failed on this page; its log says why."
         )
+
+
+_MAX_LIMIT = 200
+"""The most runs one `/api/runs` answer carries."""
+
+
+def _limit(request: Request) -> int:
+    raw = request.query_params.get("limit", "")
+    if not raw:
+        return PAGE_SIZE
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= _MAX_LIMIT:
+        raise HTTPException(400, f"limit must be an integer from 1 to {_MAX_LIMIT}, got {raw!r}")
+    return value
+
+
+def _time(request: Request, name: str) -> float | None:
+    """`since` / `until`: a date (`2026-12-01`, a whole UTC day: `until` takes in that day),
+    an ISO date and time (UTC unless it says otherwise), or Unix seconds."""
+    raw = (request.query_params.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    try:
+        if len(raw) == 10:
+            day = datetime.strptime(raw, "%Y-%m-%d").replace(tzinfo=UTC)
+            return day.timestamp() + (86_400 if name == "until" else 0)
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise HTTPException(
+            400,
+            f"{name} must be a date (2026-12-01), a date and time (2026-12-01T09:30) or Unix "
+            f"seconds, got {raw!r}",
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _run_filters(request: Request) -> RunFilters:
+    params = request.query_params
+    status = params.get("status") or None
+    if status is not None and status not in RUN_STATUSES:
+        raise HTTPException(400, f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+
+    def text(name: str) -> str | None:
+        value = (params.get(name) or "").strip()
+        return value or None
+
+    return RunFilters(
+        status=status,
+        agent=text("agent"),
+        tag=text("tag"),
+        q=text("q"),
+        since=_time(request, "since"),
+        until=_time(request, "until"),
+        show_all=params.get("all") == "1",
+    )
 
 
 def _before(request: Request) -> int | None:

@@ -11,6 +11,7 @@ the error (`StoreCorruptError`'s message) and the rest of the page renders.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -18,8 +19,9 @@ from typing import Any, TypeVar
 from ..errors import StoreCorruptError, StoreError
 from ..lab import IntegrationInspection, LabAgent, Registry, Runtime, Template
 from ..stores.message_store import ScopeInfo, StoredRecord
-from ..stores.run_store import RunEvent, RunInfo
+from ..stores.run_store import RunEvent, RunInfo, RunQuery
 from ..workflows import Workflow
+from ._timeline import Timeline, build_timeline
 
 __all__ = [
     "Catalog",
@@ -126,6 +128,10 @@ def duration(info: RunInfo, now: float) -> float | None:
 
 def run_json(info: RunInfo, now: float) -> dict[str, Any]:
     return {
+        "usage": dict(info.usage),
+        "cost_usd": info.cost_usd,
+        "input_text": info.input_text,
+        "output_text": info.output_text,
         "run_id": info.run_id,
         "kind": info.kind,
         "name": info.name,
@@ -195,6 +201,98 @@ async def list_runs(
             break
         offset += len(batch)
     return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
+
+
+@dataclass(slots=True, frozen=True)
+class RunFilters:
+    """What the run list is filtered by (`/runs?...` and `/api/runs?...`)."""
+
+    status: str | None = None
+    agent: str | None = None
+    """An agent id or a workflow id."""
+    tag: str | None = None
+    q: str | None = None
+    since: float | None = None
+    until: float | None = None
+    show_all: bool = False
+    """Nested runs and runs of unregistered agents and workflows too."""
+
+    @property
+    def active(self) -> bool:
+        return any(
+            v is not None
+            for v in (self.status, self.agent, self.tag, self.q, self.since, self.until)
+        )
+
+    def query(self, catalog: Catalog) -> RunQuery:
+        listed: dict[str, Any] = {}
+        if not self.show_all:
+            listed = {
+                "roots_only": True,
+                "agents": tuple(sorted(catalog.agents)),
+                "workflows": tuple(sorted(catalog.workflows)),
+            }
+        return RunQuery(
+            status=self.status,
+            name=self.agent,
+            tag=self.tag,
+            q=self.q,
+            since=self.since,
+            until=self.until,
+            **listed,
+        )
+
+
+async def page_runs(
+    catalog: Catalog, filters: RunFilters, *, cursor: str | None = None, limit: int = PAGE_SIZE
+) -> tuple[list[RunRow], str | None]:
+    """One page of the run list, newest first, and the cursor of the next page.
+
+    A store with an unreadable row cannot serve a filtered page: the rows are then read one
+    at a time (unfiltered pages only), so that the bad row becomes an error row of its own.
+
+    Raises:
+        Unreadable: the run store failed.
+        ConfigError: a cursor no page returned.
+    """
+    query = filters.query(catalog)
+    try:
+        page = await catalog.runtime.run_store.query_runs(query, limit=limit, cursor=cursor)
+    except StoreCorruptError as exc:
+        if filters.active:
+            raise Unreadable(
+                f"StoreCorruptError: {exc} (filters need every row of the page to read)"
+            ) from exc
+        return await _rows_one_by_one(catalog, filters, cursor, limit)
+    except StoreError as exc:
+        raise Unreadable(f"{type(exc).__name__}: {exc}") from exc
+    return [RunRow(i) for i in page.runs], page.next_cursor
+
+
+async def _rows_one_by_one(
+    catalog: Catalog, filters: RunFilters, cursor: str | None, limit: int
+) -> tuple[list[RunRow], str | None]:
+    offset = 0
+    if cursor is not None and cursor.startswith("offset:"):
+        try:
+            offset = max(int(cursor[len("offset:") :]), 0)
+        except ValueError:
+            offset = 0
+    rows: list[RunRow] = []
+    position = offset
+    while len(rows) <= limit:
+        batch = await _read(_run_batch(catalog.runtime, position, {}))
+        for row in batch:
+            position += 1
+            if row.info is not None and not filters.show_all and not catalog.lists_run(row.info):
+                continue
+            rows.append(row)
+            if len(rows) > limit:
+                break
+        if len(batch) < _BATCH:
+            break
+    more = len(rows) > limit
+    return rows[:limit], (f"offset:{position - 1}" if more else None)
 
 
 async def runs_where(runtime: Runtime, **filters: Any) -> tuple[list[RunInfo], list[str]]:
@@ -438,6 +536,23 @@ class RunView:
     """The journal's record of a workflow run: input, output, error, attempts."""
     tree: TreeNode | None
     errors: list[str]
+    timeline: Timeline | None = None
+    storage_rows: int = 0
+    """How many internal `agent_messages_committed` rows the event list holds."""
+    calls: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    """Model call number -> its `model_call_finished` / `_failed` data."""
+
+
+def _nested(node: TreeNode | None, depth: int = 1) -> list[tuple[RunInfo, int]]:
+    """Every run in a tree below its root, with its depth."""
+    if node is None:
+        return []
+    out: list[tuple[RunInfo, int]] = []
+    children = [c for step in node.steps for c in step.children] + list(node.loose)
+    for child in children:
+        out.append((child.info, depth))
+        out.extend(_nested(child, depth + 1))
+    return out
 
 
 async def build_run(catalog: Catalog, run_id: str) -> RunView | None:
@@ -482,6 +597,11 @@ async def build_run(catalog: Catalog, run_id: str) -> RunView | None:
                 "parent_step_id": record.parent_step_id,
             }
         tree = await build_tree(catalog, info)
+    calls = {
+        e["data"].get("call"): {**e["data"], "failed": e["type"] == "model_call_failed"}
+        for e in events
+        if e["type"] in ("model_call_finished", "model_call_failed")
+    }
     return RunView(
         info=info,
         items=timeline(events),
@@ -491,6 +611,9 @@ async def build_run(catalog: Catalog, run_id: str) -> RunView | None:
         workflow=workflow,
         tree=tree,
         errors=errors,
+        timeline=build_timeline(info, events, _nested(tree), time.time()),
+        storage_rows=sum(1 for e in events if e["type"] == "agent_messages_committed"),
+        calls=calls,
     )
 
 

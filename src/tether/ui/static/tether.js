@@ -7,6 +7,8 @@
   var url = timeline.getAttribute("data-events-url");
   var after = parseInt(timeline.getAttribute("data-after"), 10) || 0;
   var statusEl = document.getElementById("run-status");
+  var runStart = parseFloat(timeline.getAttribute("data-start")) || 0;
+  var showStorage = /[?&]storage=1(&|$)/.test(window.location.search);
 
   function el(tag, cls, text) {
     var node = document.createElement(tag);
@@ -26,10 +28,24 @@
 
   function code(text, cls) { return el("code", cls || "", text); }
 
-  function item(kind, seq) {
+  function item(kind, seq, at) {
     var li = el("li", "ev ev-" + String(kind).replace(/_/g, "-"));
     li.setAttribute("data-seq", String(seq));
+    li.id = "ev-" + seq;
+    if (runStart > 0 && typeof at === "number") {
+      li.appendChild(el("span", "rel muted", "+" + (at - runStart).toFixed(3) + " s"));
+    }
     return li;
+  }
+
+  function secs(value) {
+    if (typeof value !== "number") return "\u2014";
+    return value < 1 ? Math.round(value * 1000) + " ms" : value.toFixed(1) + " s";
+  }
+
+  function tokens(usage) {
+    if (!usage || typeof usage !== "object") return "\u2014";
+    return (usage.input_tokens || 0) + " \u2192 " + (usage.output_tokens || 0);
   }
 
   function finish(li, seq) {
@@ -60,14 +76,29 @@
         last.querySelector(".seq").textContent = "#" + first + "\u2013" + seq;
         return;
       }
-      li = item("text", seq);
+      li = item("text", seq, ev.at);
       li.appendChild(label("text"));
       li.appendChild(el("pre", "text", chunk));
       finish(li, seq);
       return;
     }
-    li = item(ev.type, seq);
+    if (ev.type === "agent_messages_committed" && !showStorage) return;
+    li = item(ev.type, seq, ev.at);
     switch (ev.type) {
+      case "model_call_started":
+        li.appendChild(label("model call " + d.call));
+        li.appendChild(code(d.model));
+        break;
+      case "model_call_finished":
+        li.appendChild(label("model call " + d.call + " done"));
+        li.appendChild(document.createTextNode(secs(d.duration_s) + " (first token " +
+          secs(d.first_token_s) + ") \u00b7 " + tokens(d.usage) + " \u00b7 " +
+          (typeof d.cost_usd === "number" ? "$" + d.cost_usd.toFixed(6) : "\u2014")));
+        break;
+      case "model_call_failed":
+        li.appendChild(label("model call " + d.call + " failed", "is-error"));
+        li.appendChild(code((d.error || {}).type));
+        break;
       case "agent_tool_call":
         li.appendChild(label("tool call"));
         li.appendChild(code(d.name, "tool-name"));

@@ -1,0 +1,227 @@
+"""Where a run spent its time: the waterfall drawn at the top of every run page.
+
+Bars come from the run's event timestamps (`at`, Unix seconds):
+
+- a model call, from `model_call_started` to `model_call_finished` / `model_call_failed`,
+  with its time to first token marked inside the bar;
+- a tool call, from when it began to run (`agent_tool_result.started_at`; for runs recorded
+  before that field, the call event) to its result;
+- a workflow step, from `workflow_step_started` to `workflow_step_finished` / `_failed`;
+- a nested run (an episode or workflow run inside a workflow run), from its summary's start to
+  its end.
+
+Something still running ends at `now`, drawn as running. The total is the latest end minus the
+earliest start, never a sum of the bars (parallel work would be counted twice). Each bar links to
+the event it started with (`#ev-<seq>`), or to the nested run's page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..stores.run_store import RunEvent, RunInfo
+
+__all__ = ["Bar", "Timeline", "build_timeline"]
+
+
+@dataclass(slots=True)
+class Bar:
+    """One bar of the waterfall."""
+
+    kind: str
+    """"model", "tool", "step" or "run"."""
+    label: str
+    start: float
+    end: float
+    status: str = "ok"
+    """"ok", "error" or "running"."""
+    first_token: float | None = None
+    """Unix time of a model call's first token."""
+    seq: int | None = None
+    """The event the bar starts with (its anchor on the page)."""
+    run_id: str | None = None
+    """A nested run's id (the bar links to its page)."""
+    detail: str = ""
+    depth: int = 0
+
+    @property
+    def duration(self) -> float:
+        return max(self.end - self.start, 0.0)
+
+
+@dataclass(slots=True)
+class Timeline:
+    """The bars of one run, and the span they cover."""
+
+    start: float
+    end: float
+    bars: list[Bar] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        """max(end) - min(start) over the run and its bars."""
+        return max(self.end - self.start, 0.0)
+
+    def x(self, at: float) -> float:
+        """Where `at` falls on a 0..1000 scale."""
+        total = self.total
+        if total <= 0:
+            return 0.0
+        return round(min(max((at - self.start) / total, 0.0), 1.0) * 1000, 2)
+
+    def width(self, bar: Bar) -> float:
+        """A bar's width on the 0..1000 scale (at least a hairline, so a 0 ms bar shows)."""
+        return max(round(self.x(bar.end) - self.x(bar.start), 2), 2.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "end": self.end,
+            "total_s": self.total,
+            "bars": [
+                {
+                    "kind": b.kind,
+                    "label": b.label,
+                    "start": b.start,
+                    "end": b.end,
+                    "duration_s": b.duration,
+                    "first_token_s": (
+                        b.first_token - b.start if b.first_token is not None else None
+                    ),
+                    "status": b.status,
+                    "seq": b.seq,
+                    "run_id": b.run_id,
+                    "depth": b.depth,
+                }
+                for b in self.bars
+            ],
+        }
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _model_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
+    open_calls: dict[Any, Bar] = {}
+    bars: list[Bar] = []
+    for event in events:
+        kind, data = event["type"], event["data"]
+        if kind == "model_call_started":
+            bar = Bar(
+                "model",
+                f"model call {data.get('call')} · {data.get('model') or '?'}",
+                event["at"],
+                now,
+                status="running",
+                seq=event["seq"],
+            )
+            open_calls[data.get("call")] = bar
+            bars.append(bar)
+        elif kind in ("model_call_finished", "model_call_failed"):
+            ended = open_calls.pop(data.get("call"), None)
+            if ended is None:
+                continue
+            duration = _num(data.get("duration_s"))
+            ended.end = ended.start + duration if duration is not None else event["at"]
+            first = _num(data.get("first_token_s"))
+            ended.first_token = ended.start + first if first is not None else None
+            ended.status = "ok" if kind == "model_call_finished" else "error"
+            usage = data.get("usage") or {}
+            if isinstance(usage, dict) and usage:
+                ended.detail = (
+                    f"{usage.get('input_tokens', 0)} → {usage.get('output_tokens', 0)} tokens"
+                )
+    return bars
+
+
+def _tool_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
+    open_calls: dict[Any, Bar] = {}
+    bars: list[Bar] = []
+    for event in events:
+        kind, data = event["type"], event["data"]
+        if kind == "agent_tool_call":
+            bar = Bar(
+                "tool", f"tool {data.get('name')}", event["at"], now, "running", seq=event["seq"]
+            )
+            open_calls[data.get("id")] = bar
+            bars.append(bar)
+        elif kind == "agent_tool_result":
+            ended = open_calls.pop(data.get("id"), None)
+            if ended is None:
+                continue
+            began = _num(data.get("started_at"))
+            if began is not None:
+                ended.start = began
+            ended.end = max(event["at"], ended.start)
+            ended.status = "error" if data.get("is_error") else "ok"
+    return bars
+
+
+def _step_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
+    open_steps: dict[Any, Bar] = {}
+    bars: list[Bar] = []
+    for event in events:
+        kind, data = event["type"], event["data"]
+        step_id = data.get("step_id")
+        if kind == "workflow_step_started":
+            bar = Bar("step", f"step {step_id}", event["at"], now, "running", seq=event["seq"])
+            open_steps[step_id] = bar
+            bars.append(bar)
+        elif kind in ("workflow_step_finished", "workflow_step_failed"):
+            ended = open_steps.pop(step_id, None)
+            if ended is None:
+                if kind == "workflow_step_finished" and data.get("replayed"):
+                    bars.append(
+                        Bar(
+                            "step",
+                            f"step {step_id} (replayed)",
+                            event["at"],
+                            event["at"],
+                            seq=event["seq"],
+                        )
+                    )
+                continue
+            ended.end = event["at"]
+            ended.status = "ok" if kind == "workflow_step_finished" else "error"
+    return bars
+
+
+def build_timeline(
+    info: RunInfo,
+    events: Sequence[RunEvent],
+    nested: Sequence[tuple[RunInfo, int]],
+    now: float,
+) -> Timeline:
+    """The waterfall of `info`: its events' bars, then the runs nested in it (with their
+    depth in the tree), in start order within each kind."""
+    bars = [*_model_bars(events, now), *_tool_bars(events, now), *_step_bars(events, now)]
+    for child, depth in nested:
+        if child.started_at <= 0:
+            continue
+        end = child.ended_at if child.ended_at is not None else now
+        bars.append(
+            Bar(
+                "run",
+                f"{child.kind} {child.name}",
+                child.started_at,
+                max(end, child.started_at),
+                "running"
+                if child.status == "running"
+                else "ok"
+                if child.status == "completed"
+                else "error",
+                run_id=child.run_id,
+                depth=depth,
+            )
+        )
+    bars.sort(key=lambda b: (b.start, b.depth))
+    run_end = info.ended_at if info.ended_at is not None else now
+    starts = [info.started_at, *(b.start for b in bars)] if info.started_at > 0 else []
+    starts = starts or [b.start for b in bars] or [run_end]
+    ends = [run_end, *(b.end for b in bars)]
+    return Timeline(min(starts), max(ends), bars)
