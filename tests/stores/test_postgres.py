@@ -509,20 +509,23 @@ async def test_an_unreachable_server_is_a_clear_error_without_the_password() -> 
     await store.aclose()
 
 
-def test_a_store_needs_a_url_or_an_async_connection() -> None:
-    with pytest.raises(StoreError, match="URL or a psycopg AsyncConnection"):
+def test_a_store_needs_a_url_a_pool_or_an_async_connection() -> None:
+    with pytest.raises(StoreError, match="URL, a psycopg_pool AsyncConnectionPool or a psycopg"):
         PostgresRunStore(42)  # type: ignore[arg-type]
 
 
 async def test_a_dropped_connection_fails_one_call_and_the_next_reconnects(
     url: str, admin: Connection
 ) -> None:
-    async with PostgresMessageStore(url) as store:
+    tagged = f"{url}&application_name=dropped&pool_min_size=2"
+    async with PostgresMessageStore(tagged) as store:
         await store.append("s", [user("before")])
-        assert store._conn is not None
-        pid = store._conn.info.backend_pid
-        await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        await until(lambda: rows(admin, "SELECT 1 FROM pg_stat_activity WHERE pid = %s", pid), [])
+        mine = "SELECT pid FROM pg_stat_activity WHERE application_name = 'dropped'"
+        count = f"SELECT count(*) >= 2 FROM ({mine}) p"
+        await until(lambda: rows(admin, count), [(True,)])  # the pool keeps two open
+        # The server drops every connection of the store's pool (as a restart would).
+        await admin.execute(f"SELECT pg_terminate_backend(pid) FROM ({mine}) p")
+        await until(lambda: rows(admin, mine), [])
         with pytest.raises(StoreError, match=r"lost its PostgreSQL connection.*reconnects"):
             await store.load("s")
         assert await store.append("s", [user("after")]) == 2
@@ -532,16 +535,17 @@ async def test_a_dropped_connection_fails_one_call_and_the_next_reconnects(
 async def test_an_append_cancelled_while_it_waits_for_the_scope_writes_nothing(
     url: str, admin: Connection
 ) -> None:
-    async with PostgresMessageStore(url) as store:
+    async with PostgresMessageStore(f"{url}&application_name=cancelled") as store:
         await store.append("s", [user("first")])
-        assert store._conn is not None
-        pid = store._conn.info.backend_pid
         async with admin.transaction():
             # Another writer holds the scope row: the store's append has to wait for it.
             await admin.execute("SELECT 1 FROM tether_message_scopes WHERE scope = 's' FOR UPDATE")
             task = asyncio.create_task(store.append("s", [user("cancelled")]))
-            waiting = "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'"
-            await until(lambda: rows(admin, waiting, pid), [(1,)])
+            waiting = (
+                "SELECT 1 FROM pg_stat_activity"
+                " WHERE application_name = 'cancelled' AND wait_event_type = 'Lock'"
+            )
+            await until(lambda: rows(admin, waiting), [(1,)])
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -578,8 +582,89 @@ def test_without_psycopg_only_the_postgres_names_fail_and_they_say_what_to_insta
     assert done.returncode == 0, done.stderr
     assert "listed: False" in done.stdout
     assert (
-        "import: tether's PostgreSQL stores need psycopg 3: pip install 'tether[postgres]'"
+        "import: tether's PostgreSQL stores need psycopg 3 and psycopg_pool: "
+        "pip install 'tether[postgres]'" in done.stdout
+    )
+    assert (
+        "url: store URL postgresql://…: PostgreSQL stores need psycopg 3 and psycopg_pool"
         in done.stdout
     )
-    assert "url: store URL postgresql://…: PostgreSQL stores need psycopg 3" in done.stdout
     assert "pw" not in done.stdout
+
+
+# -- the connection pool -------------------------------------------------------------------------
+
+
+async def test_one_store_runs_operations_on_several_connections_at_once(
+    url: str, admin: Connection
+) -> None:
+    async with PostgresMessageStore(url) as store:
+        await store.append("a", [user("a0")])
+        await store.append("b", [user("b0")])
+        async with admin.transaction():
+            await admin.execute("SELECT 1 FROM tether_message_scopes WHERE scope = 'a' FOR UPDATE")
+            blocked = asyncio.create_task(store.append("a", [user("a1")]))
+            await asyncio.sleep(0.1)
+            assert not blocked.done()
+            # The waiting append holds one connection of the pool; the store goes on with others.
+            assert await asyncio.wait_for(store.append("b", [user("b1")]), 5) == 2
+            assert await asyncio.wait_for(store.load("b"), 5) == [user("b0"), user("b1")]
+        assert await blocked == 2
+
+
+async def test_the_pool_is_sized_in_the_store_url(url: str, admin: Connection) -> None:
+    async with PostgresMessageStore(f"{url}&application_name=sized&pool_max_size=2") as store:
+        scopes = [f"s{i}" for i in range(5)]
+        for scope in scopes:
+            await store.append(scope, [user("0")])
+        mine = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sized'"
+        waiting = f"{mine} AND wait_event_type = 'Lock'"
+        async with admin.transaction():
+            await admin.execute("SELECT 1 FROM tether_message_scopes FOR UPDATE")
+            tasks = [asyncio.create_task(store.append(s, [user("1")])) for s in scopes]
+            await until(lambda: rows(admin, waiting), [(2,)])
+            await asyncio.sleep(0.2)
+            # Two connections wait on the row locks; the other appends wait for a connection.
+            assert await rows(admin, mine) == [(2,)]
+            assert not any(t.done() for t in tasks)
+        assert await asyncio.gather(*tasks) == [2] * 5
+
+
+def test_pool_sizes_are_read_from_the_url_and_kept_from_libpq() -> None:
+    from tether.errors import ConfigError
+    from tether.stores.postgres import POOL_MAX_SIZE, POOL_MIN_SIZE, pool_settings
+
+    assert pool_settings("postgresql://u@h/db") == ("postgresql://u@h/db", 1, 10)
+    assert (POOL_MIN_SIZE, POOL_MAX_SIZE) == (1, 10)
+    url, low, high = pool_settings(
+        "postgresql://u@h/db?pool_min_size=2&options=-csearch_path%3Dx&pool_max_size=20"
+    )
+    assert (url, low, high) == ("postgresql://u@h/db?options=-csearch_path%3Dx", 2, 20)
+    assert pool_settings("postgresql://u@h/db?pool_min_size=12")[1:] == (12, 12)
+    assert pool_settings("host=h dbname=db") == ("host=h dbname=db", 1, 10)
+    for bad, why in (
+        ("pool_max_size=0", "positive integer"),
+        ("pool_max_size=many", "positive integer"),
+        ("pool_min_size=5&pool_max_size=2", "above pool_max_size"),
+    ):
+        with pytest.raises(ConfigError, match=why):
+            pool_settings(f"postgresql://u:secret@h/db?{bad}")
+        with pytest.raises(ConfigError) as info:
+            pool_settings(f"postgresql://u:secret@h/db?{bad}")
+        assert "secret" not in str(info.value)
+
+
+async def test_a_runtime_s_three_stores_share_one_pool_and_close_it(url: str) -> None:
+    from tether.lab import Runtime
+    from tether.stores.postgres import PostgresBacked
+
+    lab = Runtime(store=url, version=False)
+    stores = (lab.message_store, lab.run_store, lab.workflow_store)
+    assert all(isinstance(s, PostgresBacked) for s in stores)
+    pools = {id(s._pool) for s in stores}  # type: ignore[attr-defined]
+    assert len(pools) == 1
+    await lab.message_store.append("s", [user("x")])
+    assert await lab.run_store.get_run("nope") is None
+    pool = lab.message_store._pool  # type: ignore[attr-defined]
+    await lab.aclose()
+    assert pool.closed

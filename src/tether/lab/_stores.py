@@ -3,8 +3,8 @@
 
 The runtime opens its stores from one URL the first time it needs one. The three SQLite stores
 share one connection to the file (one writer per file: their operations never race each other
-for SQLite's write lock); each PostgreSQL store opens its own connection on first use. The
-runtime closes what it opened.
+for SQLite's write lock); the three PostgreSQL stores share one connection pool, opened on first
+use and sized by `pool_min_size` / `pool_max_size` in the URL. The runtime closes what it opened.
 """
 
 from __future__ import annotations
@@ -114,14 +114,22 @@ def open_stores(url: str, root: Path) -> StoreSet:
 
 def _open_postgres(url: str) -> StoreSet:
     try:
-        from ..stores.postgres import PostgresMessageStore, PostgresRunStore, PostgresWorkflowStore
+        from ..stores.postgres import (
+            PostgresMessageStore,
+            PostgresRunStore,
+            PostgresWorkflowStore,
+            connection_pool,
+        )
     except ImportError as exc:
         scheme = url.split(":", 1)[0]
         raise ConfigError(
-            f"store URL {scheme}://…: PostgreSQL stores need psycopg 3; "
+            f"store URL {scheme}://…: PostgreSQL stores need psycopg 3 and psycopg_pool; "
             "install them with pip install 'tether[postgres]'"
         ) from exc
-    message = PostgresMessageStore(url)
-    run = PostgresRunStore(url)
-    workflow = PostgresWorkflowStore(url)
+    # One connection pool for the three stores (sized by pool_min_size / pool_max_size in the
+    # URL), closed with the last of them.
+    pool = connection_pool(url)
+    message = PostgresMessageStore(pool, owns=True)
+    run = PostgresRunStore(pool, owns=True)
+    workflow = PostgresWorkflowStore(pool, owns=True)
     return StoreSet(message, run, workflow, owned=[message, run, workflow])

@@ -3,21 +3,25 @@
 Needs the `postgres` extra (psycopg 3): ``pip install 'tether[postgres]'``.
 
 `PostgresMessageStore`, `PostgresRunStore` and `PostgresWorkflowStore` pass the same contract suites
-as the in-memory and SQLite stores. Each one takes a psycopg `AsyncConnection` from the caller (it
-stays the caller's) or a URL (the store opens its own connection on first use, opens a new one
-on the call after the server dropped it, and closes it in `aclose()`):
+as the in-memory and SQLite stores. Each one takes a URL (the store makes a connection pool of its
+own, opens it on first use and closes it in `aclose()`), a `psycopg_pool.AsyncConnectionPool`
+(`connection_pool(url)` makes one set up as the stores expect; with `owns=True` the last owning
+store closes it), or a psycopg `AsyncConnection` of the caller's (it stays the caller's):
 
 ```python
-messages = PostgresMessageStore("postgresql://tether@db.internal/tether")
+messages = PostgresMessageStore("postgresql://tether@db.internal/tether?pool_max_size=20")
 await messages.append("notes", [{"role": "user", "content": [...]}])
 ```
 
 How it is built:
 
-- **One connection per store, one operation at a time.** psycopg_pool is not a dependency, so a
-  store holds a single `AsyncConnection` and runs its operations one after another under an
-  `asyncio.Lock` (stores given the same connection share one lock, so their transactions never
-  interleave). A process that wants more parallelism opens more stores.
+- **A connection pool.** Each operation takes a connection from the pool for as long as it runs,
+  so concurrent requests of one process do not queue on one socket. `pool_min_size` (default 1)
+  and `pool_max_size` (default 10) in the URL's query size it; libpq never sees them. A runtime
+  gives its three stores one pool. After the server dropped the connections, the call that met a
+  dead one fails and the next gets a live one. On a caller's single connection, the stores'
+  operations take turns under one `asyncio.Lock` per connection, so their transactions never
+  interleave.
 - **Ordered named migrations.** `PostgresMigrations(store)` is an append-only list of async
   functions named `mNNN_what_changed`, recorded per store in `tether_migrations`. They run on
   first use in one transaction under a transaction-scoped advisory lock, so processes that start
@@ -27,7 +31,7 @@ How it is built:
   which row-locks it until commit, and inserts the new records numbered after it in the same
   statement. That costs the same at record 10 and record 10,000, and writers on other
   connections queue on the row lock instead of losing or duplicating records; `(scope, seq)` is
-  the primary key as a backstop. A store's own connection runs READ COMMITTED whatever the
+  the primary key as a backstop. The pool's connections run READ COMMITTED whatever the
   server's default, which that queue relies on; a caller's connection keeps the caller's
   settings. A workflow step append locks its run row the same way, then numbers the step
   through the `(run_id, seq)` index.
@@ -47,17 +51,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Final, Literal, Self, TypeAlias
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 try:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.rows import tuple_row
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - only without the extra
     raise ImportError(
-        "tether's PostgreSQL stores need psycopg 3: pip install 'tether[postgres]'"
+        "tether's PostgreSQL stores need psycopg 3 and psycopg_pool: pip install 'tether[postgres]'"
     ) from exc
 
-from ..errors import StoreError
+from ..errors import ConfigError, StoreError
 from ._codecs import (
     LAST_INDEX,
     QUERY_COLUMNS,
@@ -93,13 +99,19 @@ from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord
 
 __all__ = [
     "MIGRATIONS_TABLE",
+    "POOL_MAX_SIZE",
+    "POOL_MIN_SIZE",
     "Connection",
+    "Pool",
     "PostgresBacked",
     "PostgresMessageStore",
     "PostgresMigrations",
     "PostgresRunStore",
     "PostgresWorkflowStore",
+    "connection_async_lock",
+    "connection_pool",
     "message_migrations",
+    "pool_settings",
     "run_migrations",
     "workflow_migrations",
 ]
@@ -107,6 +119,9 @@ __all__ = [
 Connection: TypeAlias = "psycopg.AsyncConnection[Any]"
 """A psycopg 3 async connection (any row factory: the stores read tuples through their own
 cursors)."""
+
+Pool: TypeAlias = "AsyncConnectionPool[Any]"
+"""A psycopg_pool async connection pool."""
 
 Row: TypeAlias = tuple[Any, ...]
 
@@ -243,76 +258,206 @@ def _describe(conninfo: str) -> str:
     return f"{user}{host}:{port}/{params.get('dbname') or ''}"
 
 
+POOL_MIN_SIZE: Final = 1
+"""Connections a store's pool keeps open by default (`pool_min_size` in the URL)."""
+POOL_MAX_SIZE: Final = 10
+"""Connections a store's pool opens at most by default (`pool_max_size` in the URL)."""
+
+
+def pool_settings(url: str) -> tuple[str, int, int]:
+    """The URL without tether's own query parameters, and the pool's minimum and maximum size.
+
+    ``postgresql://host/db?pool_max_size=20&pool_min_size=2`` sizes the pool; libpq never sees
+    those two parameters. A keyword/value conninfo string is passed on as it is.
+
+    Raises:
+        ConfigError: a size that is not a positive integer, or a minimum above the maximum.
+    """
+    if not url.startswith(("postgresql://", "postgres://")):
+        return url, POOL_MIN_SIZE, POOL_MAX_SIZE
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    sizes = {"pool_min_size": POOL_MIN_SIZE, "pool_max_size": POOL_MAX_SIZE}
+    kept = []
+    for key, value in query:
+        if key not in sizes:
+            kept.append((key, value))
+            continue
+        if not value.isdigit() or int(value) < 1:
+            raise ConfigError(
+                f"store URL {_describe(url)}: {key} must be a positive integer, got {value!r}"
+            )
+        sizes[key] = int(value)
+    low, high = sizes["pool_min_size"], sizes["pool_max_size"]
+    if "pool_max_size" not in dict(query):
+        high = max(high, low)
+    if low > high:
+        raise ConfigError(
+            f"store URL {_describe(url)}: pool_min_size={low} is above pool_max_size={high}"
+        )
+    return urlunsplit(parts._replace(query=urlencode(kept, quote_via=quote))), low, high
+
+
+async def _configure(conn: Connection) -> None:
+    # The row-lock scheme relies on READ COMMITTED (a waiting writer re-reads the row it waited
+    # for); a server or URL defaulting to a stricter level would turn contention into
+    # serialization failures instead.
+    await _exec(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED")
+
+
+def connection_pool(url: str, *, min_size: int | None = None, max_size: int | None = None) -> Pool:
+    """A connection pool for `url` set up the way the stores expect (autocommit, READ
+    COMMITTED), not open yet: the first store to use it opens it.
+
+    Its size comes from `pool_min_size` / `pool_max_size` in the URL's query, then from the
+    arguments here, then from POOL_MIN_SIZE / POOL_MAX_SIZE. Give one pool to the three stores
+    of one database (`owns=True` on each closes it with the last of them) so they share it.
+    """
+    conninfo, low, high = pool_settings(url)
+    low = min_size if min_size is not None else low
+    high = max_size if max_size is not None else max(high, low)
+    return AsyncConnectionPool(
+        conninfo,
+        min_size=low,
+        max_size=high,
+        kwargs={"autocommit": True},
+        configure=_configure,
+        open=False,
+        name=f"tether {_describe(conninfo)}",
+    )
+
+
+class _PoolState:
+    """How many stores own a pool, and whether it has been opened (by whom, under `lock`)."""
+
+    __slots__ = ("lock", "opened", "owners")
+
+    def __init__(self) -> None:
+        self.owners = 0
+        self.opened = False
+        self.lock = asyncio.Lock()
+
+
+_POOLS: weakref.WeakKeyDictionary[Any, _PoolState] = weakref.WeakKeyDictionary()
+
+
 class PostgresBacked:
-    """Shared plumbing of the PostgreSQL stores: the connection (the caller's, or one opened
-    lazily from a URL), its lock, migrating on first use, and mapping psycopg errors."""
+    """Shared plumbing of the PostgreSQL stores: a connection pool (or the caller's single
+    connection and its lock), migrating on first use, and mapping psycopg errors."""
 
     _migrations: ClassVar[PostgresMigrations]
     _kind: ClassVar[str] = "store"
 
-    def __init__(self, conn: Connection | str) -> None:
+    def __init__(self, conn: Connection | Pool | str, *, owns: bool | None = None) -> None:
         """Args:
-        conn: A psycopg `AsyncConnection` of the caller's (never closed by the store), or a
-            PostgreSQL URL / conninfo string: the store connects on first use (autocommit)
-            and closes that connection in `aclose()`.
+        conn: A PostgreSQL URL (the store makes its own pool, sized by `pool_min_size` /
+            `pool_max_size` in the URL, opens it on first use and closes it in `aclose()`),
+            a `psycopg_pool.AsyncConnectionPool` (see `connection_pool()`), or a psycopg
+            `AsyncConnection` of the caller's (never closed by the store; its operations take
+            turns on it).
+        owns: For a pool: whether this store shares its ownership (the last owning store to
+            close closes it). A URL's pool is always the store's own.
         """
-        self._conninfo: str | None
-        self._conn: Connection | None
+        self._conninfo: str | None = None
+        self._conn: Connection | None = None
+        self._pool: Pool | None = None
+        self._lock: asyncio.Lock | None = None
         if isinstance(conn, str):
-            self._conninfo, self._conn, self._lock = conn, None, asyncio.Lock()
+            self._pool = connection_pool(conn)
+            self._conninfo = self._pool.conninfo if isinstance(self._pool.conninfo, str) else conn
+            owns = True
+        elif isinstance(conn, AsyncConnectionPool):
+            self._pool = conn
+            self._conninfo = conn.conninfo if isinstance(conn.conninfo, str) else None
         elif isinstance(conn, psycopg.AsyncConnection):
-            self._conninfo, self._conn, self._lock = None, conn, connection_async_lock(conn)
+            self._conn, self._lock = conn, connection_async_lock(conn)
         else:
             raise StoreError(
-                f"{type(self).__name__} takes a PostgreSQL URL or a psycopg AsyncConnection, "
-                f"got {type(conn).__name__}"
+                f"{type(self).__name__} takes a PostgreSQL URL, a psycopg_pool "
+                f"AsyncConnectionPool or a psycopg AsyncConnection, got {type(conn).__name__}"
             )
+        self._owns = bool(owns) and self._pool is not None
+        if self._pool is not None:
+            state = _POOLS.setdefault(self._pool, _PoolState())
+            if self._owns:
+                state.owners += 1
         self._migrated = False
+        self._migrating = asyncio.Lock()
         self._closed = False
 
     @classmethod
     def open(cls, url: str) -> Self:
-        """A store that opens (on first use) and later closes its own connection to `url`."""
+        """A store with a connection pool of its own to `url`, opened on first use."""
         return cls(url)
 
     def __repr__(self) -> str:
         where = _describe(self._conninfo) if self._conninfo is not None else "caller's connection"
         return f"{type(self).__name__}({where})"
 
-    async def _connect(self) -> Connection:
+    def _where(self) -> str:
+        return _describe(self._conninfo) if self._conninfo is not None else "the server"
+
+    async def _open_pool(self, pool: Pool) -> None:
+        state = _POOLS.setdefault(pool, _PoolState())
+        if state.opened:
+            return
+        async with state.lock:
+            if state.opened:
+                return
+            # One plain connection first: an unreachable server or a bad URL fails here at
+            # once, with libpq's reason, instead of as a pool timeout half a minute later.
+            try:
+                probe = await psycopg.AsyncConnection.connect(self._conninfo or "", autocommit=True)
+            except psycopg.Error as exc:
+                raise StoreError(
+                    f"cannot connect to PostgreSQL at {self._where()}: {exc}; "
+                    "check the store URL and that the server is running"
+                ) from exc
+            await probe.close()
+            await pool.open()
+            state.opened = True
+
+    @asynccontextmanager
+    async def _checkout(self, *, migrate: bool = True) -> AsyncIterator[Connection]:
+        """A connection for one operation, migrated: from the pool, or the caller's (taking
+        turns with the other stores on it)."""
         if self._closed:
             raise StoreError(f"the {self._kind} is closed")
-        conn = self._conn
-        if conn is not None and not conn.closed:
-            return conn
-        if self._conninfo is None:
-            raise StoreError(f"the caller's PostgreSQL connection of the {self._kind} is closed")
+        pool = self._pool
+        if pool is None:
+            conn = self._conn
+            assert conn is not None and self._lock is not None
+            async with self._lock:
+                if conn.closed:
+                    raise StoreError(
+                        f"the caller's PostgreSQL connection of the {self._kind} is closed"
+                    )
+                if migrate:
+                    await self._migrate(conn)
+                yield conn
+            return
+        await self._open_pool(pool)
         try:
-            conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
-        except psycopg.Error as exc:
+            async with pool.connection() as conn:
+                if migrate:
+                    await self._migrate(conn)
+                yield conn
+        except PoolTimeout as exc:
             raise StoreError(
-                f"cannot connect to PostgreSQL at {_describe(self._conninfo)}: {exc}; "
-                "check the store URL and that the server is running"
+                f"no PostgreSQL connection to {self._where()} within {pool.timeout:g} s: the "
+                f"server is unreachable, or all {pool.max_size} connections of the pool are "
+                "busy (raise pool_max_size in the store URL)"
             ) from exc
-        try:
-            # The row-lock scheme relies on READ COMMITTED (a waiting writer re-reads the row
-            # it waited for); a server or URL defaulting to a stricter level would turn
-            # contention into serialization failures instead.
-            await _exec(
-                conn, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"
-            )
-        except psycopg.Error as exc:
-            await conn.close()
-            raise StoreError(f"cannot set up the PostgreSQL session: {exc}") from exc
-        self._conn = conn
-        return conn
 
-    async def _connection(self) -> Connection:
-        conn = await self._connect()
-        if not self._migrated:
-            await self._migrations.apply(conn)
+    async def _migrate(self, conn: Connection) -> list[str]:
+        if self._migrated:
+            return []
+        async with self._migrating:
+            if self._migrated:
+                return []
+            names = await self._migrations.apply(conn)
             self._migrated = True
-        return conn
+            return names
 
     async def migrate(self) -> list[str]:
         """Connect and apply the migrations not yet recorded now rather than on first use;
@@ -322,46 +467,43 @@ class PostgresBacked:
             StoreError: the server cannot be reached, or the schema was written by a newer
                 tether, or a migration failed.
         """
-        async with self._lock:
-            try:
-                conn = await self._connect()
-                if self._migrated:
-                    return []
-                names = await self._migrations.apply(conn)
-            except psycopg.Error as exc:
-                raise await self._failure(exc) from exc
-            self._migrated = True
-            return names
+        if self._migrated:
+            return []
+        try:
+            async with self._checkout(migrate=False) as conn:
+                return await self._migrate(conn)
+        except psycopg.Error as exc:
+            raise await self._failure(exc, None) from exc
 
     @asynccontextmanager
     async def _session(self, *, atomic: bool = False) -> AsyncIterator[Connection]:
-        """The connection, for one operation. `atomic` wraps it in a transaction; so does a
+        """A connection for one operation. `atomic` wraps it in a transaction; so does a
         caller's connection outside autocommit (so a read never leaves it idle in a transaction).
         """
-        async with self._lock:
-            try:
-                conn = await self._connection()
+        conn: Connection | None = None
+        try:
+            async with self._checkout() as conn:
                 if atomic or not conn.autocommit:
                     async with conn.transaction():
                         yield conn
                 else:
                     yield conn
-            except psycopg.Error as exc:
-                raise await self._failure(exc) from exc
-            except UnicodeEncodeError as exc:
-                raise StoreError(
-                    f"text that is not valid UTF-8 cannot be stored in PostgreSQL: {exc}"
-                ) from exc
+        except psycopg.Error as exc:
+            raise await self._failure(exc, conn) from exc
+        except UnicodeEncodeError as exc:
+            raise StoreError(
+                f"text that is not valid UTF-8 cannot be stored in PostgreSQL: {exc}"
+            ) from exc
 
-    async def _failure(self, exc: psycopg.Error) -> StoreError:
-        conn = self._conn
+    async def _failure(self, exc: psycopg.Error, conn: Connection | None) -> StoreError:
         if conn is not None and conn.closed:
-            if self._conninfo is None:
+            if self._pool is None:
                 return StoreError(
                     f"the {self._kind} lost the caller's PostgreSQL connection: {exc}"
                 )
-            self._conn = None
-            await conn.close()
+            # The pool drops the broken connection; check the idle ones too (a server restart
+            # breaks them all), so the next call gets a live one.
+            await self._pool.check()
             return StoreError(
                 f"the {self._kind} lost its PostgreSQL connection ({exc}); the next call reconnects"
             )
@@ -374,14 +516,18 @@ class PostgresBacked:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection if the store opened it; idempotent. Later use is a StoreError."""
+        """Close the pool once every store that owns it is closed (a URL's pool is the store's
+        own); idempotent. Later use is a StoreError. A caller's connection stays open."""
         if self._closed:
             return
         self._closed = True
-        async with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None and self._conninfo is not None:
-                await conn.close()
+        pool = self._pool
+        if pool is None or not self._owns:
+            return
+        state = _POOLS.setdefault(pool, _PoolState())
+        state.owners -= 1
+        if state.owners <= 0 and state.opened:
+            await pool.close()
 
 
 # -- MessageStore ----------------------------------------------------------------------------
