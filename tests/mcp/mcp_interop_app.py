@@ -7,10 +7,23 @@ child over stdio (`python interop_app.py`).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+from typing import Annotated
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+
+class Profile(BaseModel):
+    name: str
+    age: int = 30
+    verified: bool = True
+
+
+def ask_profile() -> Elicit[Profile]:
+    return Elicit("Who are you?", Profile)
 
 
 def build_app() -> MCPServer:
@@ -39,14 +52,20 @@ def build_app() -> MCPServer:
             raise
         return "finished"
 
-    @app.tool(description="How many slow calls were cancelled (waits briefly for the first).")
+    @app.tool(
+        description="How many slow calls were cancelled since last asked (waits briefly for one)."
+    )
     async def cancellations() -> str:
+        nonlocal cancelled
         if not cancelled:
             try:
                 await asyncio.wait_for(cancelled_event.wait(), 5)
             except TimeoutError:
                 pass
-        return str(cancelled)
+        count, cancelled = cancelled, 0
+        cancelled_event.clear()
+        slow_started.clear()  # what the next test waits for is its own slow call
+        return str(count)
 
     @app.tool(description="Answers once a slow call is running (waits up to 10 s for one).")
     async def slow_started_probe() -> str:
@@ -54,7 +73,14 @@ def build_app() -> MCPServer:
             await asyncio.wait_for(slow_started.wait(), 10)
         except TimeoutError:
             return "no slow call started"
+        slow_started.clear()  # the next probe waits for the next slow call
         return "started"
+
+    @app.tool(description="Asks the user who they are (an elicitation, in either era).")
+    async def whoami(profile: Annotated[ElicitationResult[Profile], Resolve(ask_profile)]) -> str:
+        data = getattr(profile, "data", None)
+        content = data.model_dump() if data is not None else None
+        return json.dumps({"action": profile.action, "content": content}, sort_keys=True)
 
     @app.tool(description="The server's process id.")
     def pid() -> str:

@@ -4,9 +4,10 @@ over streamable HTTP on 127.0.0.1 (SSE and JSON bodies) and over stdio as a chil
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from mcp_interop_servers import LEGACY_STDIO_COMMAND, STDIO_COMMAND, HttpAppServ
 from mcp_kit import call, process_gone, results
 
 from tether import AbortController, AbortedError, Agent, RunContext, create_agent
-from tether.mcp import McpSource, mcp_server, mcp_stdio
+from tether.mcp import Elicitation, McpSource, mcp_server, mcp_stdio
 from tether.testing import collect, script_client
 from tether.testing.script_client import ScriptClient
 
@@ -22,15 +23,11 @@ from tether.testing.script_client import ScriptClient
 class App:
     """The interop app behind one transport, in one protocol era, and a way to restart it."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, http: HttpAppServer | None) -> None:
         self.kind = kind
         self.transport, self.era = kind.rsplit("-", 1)
         self.legacy = self.era == "legacy"
-        self.http = (
-            None
-            if self.transport == "stdio"
-            else HttpAppServer(json_response=self.transport == "http-json", legacy=self.legacy)
-        )
+        self.http = http
         self.agents: list[Agent] = []
 
     @property
@@ -72,21 +69,48 @@ async def pid_of(agent: Agent) -> int:
 KINDS = [f"{t}-{era}" for era in ("modern", "legacy") for t in ("http-sse", "http-json", "stdio")]
 
 
+@pytest.fixture(scope="module")
+def http_servers() -> Iterator[dict[str, HttpAppServer]]:
+    """One SDK server per HTTP kind for the whole module, started on first use."""
+    servers: dict[str, HttpAppServer] = {}
+    try:
+        yield servers
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
 @pytest.fixture(params=KINDS)
-async def app(request: pytest.FixtureRequest) -> AsyncIterator[App]:
-    a = App(request.param)
-    if a.http is not None:
-        await a.http.astart()
+async def app(
+    request: pytest.FixtureRequest, http_servers: dict[str, HttpAppServer]
+) -> AsyncIterator[App]:
+    kind: str = request.param
+    http = None
+    if not kind.startswith("stdio"):
+        http = http_servers.get(kind)
+        if http is None:
+            transport, era = kind.rsplit("-", 1)
+            http = HttpAppServer(json_response=transport == "http-json", legacy=era == "legacy")
+            await http.astart()
+            http_servers[kind] = http
+    a = App(kind, http)
     try:
         yield a
     finally:
         for agent in a.agents:
             await agent.aclose()
-        if a.http is not None:
-            await a.http.astop()
 
 
-EXPECTED_TOOLS = ["add", "fail", "slow", "cancellations", "slow_started_probe", "pid", "read_notes"]
+EXPECTED_TOOLS = [
+    "add",
+    "fail",
+    "slow",
+    "cancellations",
+    "slow_started_probe",
+    "whoami",
+    "pid",
+    "read_notes",
+]
 
 
 async def test_list_tools_and_resources(app: App) -> None:
@@ -126,11 +150,11 @@ async def test_call_and_a_failing_tool(app: App) -> None:
 
 async def test_a_slow_tool_hits_the_timeout_and_is_cancelled_on_the_server(app: App) -> None:
     agent, _ = app.agent(
-        [call("slow", {"seconds": 30}), call("cancellations"), {"text": "ok"}], timeout_ms=300
+        [call("slow", {"seconds": 30}), call("cancellations"), {"text": "ok"}], timeout_ms=1500
     )
     slow, cancellations = results(await collect(agent, agent.create_session(), "go"))
     assert slow["is_error"] is True
-    assert slow["output"].endswith("timed out after 300 ms without an answer")
+    assert slow["output"].endswith("timed out after 1500 ms without an answer")
     if app.kind != "http-json-modern":  # see below
         assert cancellations["output"] == "1"  # the server stopped the handler
 
@@ -186,3 +210,38 @@ async def test_a_server_restarted_between_two_calls_is_reconnected_quietly(app: 
     assert second == {"type": "tool_result", "id": "call_2", "name": "add", "output": "7"}
     if before is not None:
         assert await pid_of(agent) != before  # a new child answered
+
+
+async def test_an_elicitation_of_the_sdk_server_is_answered_with_defaults_filled(
+    app: App,
+) -> None:
+    asked: list[Elicitation] = []
+
+    async def on_elicitation(request: Elicitation) -> dict[str, Any]:
+        asked.append(request)
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    agent, _ = app.agent([call("whoami"), {"text": "ok"}], on_elicitation=on_elicitation)
+    [res] = results(await collect(agent, agent.create_session(), "who"))
+    if app.kind == "http-json-legacy":
+        # The SDK answers a handshake-era request with a JSON body, so it has no stream to
+        # ask on, and says so; tether passes its word on.
+        assert res["is_error"] is True and "no back-channel" in res["output"]
+        return
+    assert json.loads(res["output"]) == {
+        "action": "accept",
+        "content": {"name": "Ada", "age": 30, "verified": True},
+    }
+    [request] = asked
+    assert request.message == "Who are you?"
+    assert set(request.schema["properties"]) == {"name", "age", "verified"}
+
+
+async def test_without_a_handler_elicitation_is_not_declared_and_the_sdk_does_not_ask(
+    app: App,
+) -> None:
+    agent, _ = app.agent([call("whoami"), {"text": "ok"}])
+    [res] = results(await collect(agent, agent.create_session(), "who"))
+    assert res["is_error"] is True
+    if app.kind != "http-json-legacy":
+        assert "did not declare the form elicitation capability" in res["output"]

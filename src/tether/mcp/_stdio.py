@@ -62,6 +62,8 @@ class StdioChannel:
         self._pending: dict[Any, asyncio.Future[JsonObject]] = {}
         self._write_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        self._answering: set[asyncio.Task[None]] = set()
+        """Answers to the server's own requests (an elicitation may wait on a person)."""
         self._stderr = ""
         self._spoke = False
         """Whether the child ever wrote a JSON-RPC message."""
@@ -145,7 +147,8 @@ class StdioChannel:
                 future.set_result(item)
         elif is_server_request(item):
             task = asyncio.ensure_future(self._answer(item))
-            self._tasks.append(task)
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
 
     async def _read_stderr(self) -> None:
         proc = self._proc
@@ -241,7 +244,7 @@ class StdioChannel:
             _signal(proc, signal.SIGKILL)
             raise
         finally:
-            tasks, self._tasks = self._tasks, []
+            tasks, self._tasks = self._tasks + list(self._answering), []
             if tasks:
                 # The readers end at EOF; a grandchild holding the pipes open must not hang us.
                 _, stuck = await asyncio.wait(tasks, timeout=_EXIT_GRACE)
