@@ -458,6 +458,11 @@ async def test_client_credentials_for_machine_to_machine(h: Harness) -> None:
     [token] = w.seen("token")
     assert token["grant_type"] == "client_credentials" and token["method"] == "client_secret_basic"
     assert token["scope"] == "mcp:tools" and token["resource"] == w.mcp_url
+    # Scopes given to the client are asked for instead of the challenge's.
+    w.tokens.clear()
+    chosen = h.agent(ClientCredentials(client_id="svc", client_secret="svc-secret", scope="a b"))
+    await chosen.connect()
+    assert w.seen("token")[-1]["scope"] == "a b"
 
 
 # -- secrets ----------------------------------------------------------------------------------

@@ -351,15 +351,13 @@ class McpAuth(httpx.Auth):
         challenged = _scopes(challenge.get("scope"))
         if step_up:
             scopes = list(dict.fromkeys([*self._requested, *challenged]))
-        elif isinstance(self._config, OAuth) and self._config.scope:
+        elif self._config.scope:
             scopes = _scopes(self._config.scope)
         elif challenged:
             scopes = challenged
         else:
             scopes = list(server.scopes_supported or [])
         if isinstance(self._config, ClientCredentials):
-            if not step_up and not challenged and self._config.scope:
-                scopes = _scopes(self._config.scope)
             tokens = await self._client_credentials(server, scopes)
         else:
             tokens = await self._authorization_code(server, scopes)
