@@ -12,11 +12,12 @@ call in fragments, then a streamed answer. Each trial, interleaved:
   "api_key"}``: the default pool of 100 connections, all kept alive) runs N sessions at once,
   each a 10-round turn with one tool;
 - **floor**: one plain ``httpx.AsyncClient`` with the same connection budget (100, all kept
-  alive) sends the very same 10 request bodies per run, N runs at once, reading each streamed
-  body to its end.
+  alive, the same keep-alive expiry) sends the very same 10 request bodies per run, N runs at
+  once, reading each streamed body to its end.
 
-Reported: each trial's wall time of both and their ratio, and the connections the server saw
-(a pool that reconnects shows up here first). Target: tether ≤ 1.2× the floor in every trial.
+Reported: each trial's wall time of both, their ratio, the CPU time of this process (the server
+runs in another), and the connections the server saw (a pool that reconnects shows up here
+first). Target: tether ≤ 1.2× the floor in every trial.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 import httpx
 
 from tether import Session, create_agent, define_tool, reduce
-from tether.llm._http import DEFAULT_MAX_CONNECTIONS
+from tether.llm._http import DEFAULT_MAX_CONNECTIONS, KEEPALIVE_EXPIRY
 
 ROUNDS = 10
 WORDS = ["The", " weather", " in", " Oslo", " is", " mild", ",", " with", " light", " rain", "."]
@@ -170,7 +171,7 @@ async def record_bodies(base: str) -> list[tuple[str, bytes]]:
     return sent
 
 
-async def tether_runs(base: str, n: int) -> float:
+async def tether_runs(base: str, n: int) -> tuple[float, float]:
     agent = create_agent(
         llm={"model": "openai:gpt-bench", "base_url": base, "api_key": "k"},
         prompt=["You report the weather."],
@@ -186,19 +187,21 @@ async def tether_runs(base: str, n: int) -> float:
 
     async with agent:
         await one()  # warm: imports, the pool's first connection
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(one() for _ in range(n)))
-        return time.perf_counter() - started
+        return time.perf_counter() - started, time.process_time() - cpu
 
 
-async def floor_runs(sent: list[tuple[str, bytes]], n: int) -> float:
+async def floor_runs(sent: list[tuple[str, bytes]], n: int) -> tuple[float, float]:
     headers = {
         "content-type": "application/json",
         "accept": "text/event-stream",
         "authorization": "Bearer k",
     }
     limits = httpx.Limits(
-        max_connections=DEFAULT_MAX_CONNECTIONS, max_keepalive_connections=DEFAULT_MAX_CONNECTIONS
+        max_connections=DEFAULT_MAX_CONNECTIONS,
+        max_keepalive_connections=DEFAULT_MAX_CONNECTIONS,
+        keepalive_expiry=KEEPALIVE_EXPIRY,
     )
     async with httpx.AsyncClient(timeout=60, limits=limits) as http:
 
@@ -209,9 +212,9 @@ async def floor_runs(sent: list[tuple[str, bytes]], n: int) -> float:
                         pass
 
         await one()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(one() for _ in range(n)))
-        return time.perf_counter() - started
+        return time.perf_counter() - started, time.process_time() - cpu
 
 
 async def main(runs: int, trials: int, latency: float) -> bool:
@@ -228,20 +231,23 @@ async def main(runs: int, trials: int, latency: float) -> bool:
             f"({runs * ROUNDS:,} requests), local OpenAI-compatible server, first byte after "
             f"{latency:g} s; both pools {DEFAULT_MAX_CONNECTIONS} connections"
         )
-        print(f"   {'trial':<7}{'floor':>10}{'tether':>10}{'ratio':>8}{'conns (floor/tether)':>24}")
+        print(
+            f"   {'trial':<7}{'floor':>9}{'tether':>9}{'ratio':>8}"
+            f"{'cpu floor':>11}{'cpu tether':>12}{'conns floor/tether':>21}"
+        )
         ok = True
         for trial in range(1, trials + 1):
             before = connections.value
-            floor = await floor_runs(sent, runs)
+            floor, floor_cpu = await floor_runs(sent, runs)
             floor_conns = connections.value - before
             before = connections.value
-            ours = await tether_runs(base, runs)
+            ours, our_cpu = await tether_runs(base, runs)
             our_conns = connections.value - before
             ratio = ours / floor
             ok = ok and ratio <= 1.2
             print(
-                f"   {trial:<7}{floor:>9.3f}s{ours:>9.3f}s{ratio:>7.2f}×"
-                f"{floor_conns:>14}/{our_conns}"
+                f"   {trial:<7}{floor:>8.2f}s{ours:>8.2f}s{ratio:>7.2f}×"
+                f"{floor_cpu:>10.2f}s{our_cpu:>11.2f}s{floor_conns:>14}/{our_conns}"
             )
         print(f"   target: ≤ 1.2× in every trial: {'met' if ok else 'NOT met'}")
         return ok

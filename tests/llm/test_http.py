@@ -774,3 +774,32 @@ def test_a_model_string_is_a_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     client = client_from_config("openai:gpt-x")
     assert isinstance(client, OpenAIChatClient) and client.model == "gpt-x"
+
+
+async def test_a_burst_onto_a_warm_pool_takes_each_connection_once(
+    wire: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # httpcore hands one idle connection to every request queued in the same pass; all but one
+    # then fail with ConnectionNotAvailable and go round again (O(queued²) work, fewer
+    # connections than allowed). The adapter lets one request at a time into the pool.
+    from httpcore import ConnectionNotAvailable
+    from httpcore._async.http11 import AsyncHTTP11Connection
+
+    bounced = 0
+    original = AsyncHTTP11Connection.handle_async_request
+
+    async def counting(self: Any, request: Any) -> Any:
+        nonlocal bounced
+        try:
+            return await original(self, request)
+        except ConnectionNotAvailable:
+            bounced += 1
+            raise
+
+    monkeypatch.setattr(AsyncHTTP11Connection, "handle_async_request", counting)
+    wire.handler = lambda seen: Reply(body=[OK_CHAT[:20], OK_CHAT[20:]], pace=0.02)
+    async with OpenAIChatClient("gpt-test", base_url=f"{wire.url}/v1", api_key="k") as client:
+        await run_many(client, 10)  # ten idle connections
+        await run_many(client, 60)
+    assert bounced == 0
+    assert len(wire.requests) == 70

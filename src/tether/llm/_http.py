@@ -441,6 +441,8 @@ class HTTPAdapter:
         self._given_client = http_client
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._gate_lock = asyncio.Lock()
+        self._gate_loop: asyncio.AbstractEventLoop | None = None
         self._sleep: Sleep | None = sleep
         self._rng = random.Random()
         self._headers = {
@@ -510,6 +512,17 @@ class HTTPAdapter:
             self._client_loop = loop
         return self._client
 
+    def _gate(self) -> asyncio.Lock | None:
+        """The lock that lets one request at a time into our pool (see `_attempt`), per loop;
+        None for a caller's client, whose transport may not report when a request starts."""
+        if self._given_client is not None:
+            return None
+        loop = asyncio.get_running_loop()
+        if self._gate_loop is not loop:
+            self._gate_lock = asyncio.Lock()
+            self._gate_loop = loop
+        return self._gate_lock
+
     async def aclose(self) -> None:
         """Close the connections this adapter opened. Idempotent; a later chat() reopens."""
         client, self._client, self._client_loop = self._client, None, None
@@ -561,28 +574,49 @@ class HTTPAdapter:
         """One request: the 2xx response, or (wait, reason, error) for a retry the budget
         allows; anything else raises."""
         client = self.http()
+        gate = self._gate()
         loop = asyncio.get_running_loop()
         first_byte = self.first_byte_timeout
         timer: asyncio.Timeout | None = None
         sent = False
+        inside = False
 
         async def trace(name: str, info: Mapping[str, Any]) -> None:
-            # The first-byte clock starts when the request starts going out: waiting for a
-            # pooled connection and connecting (bounded by connect_timeout) come before it.
-            nonlocal sent
+            nonlocal sent, inside
+            if inside and (
+                name.endswith("send_request_headers.started")
+                or name.endswith("connect_tcp.started")
+            ):
+                # The request holds its connection now (a pooled one turned active, or a new
+                # one no other request can take): let the next request into the pool.
+                inside = False
+                gate.release()  # type: ignore[union-attr]  # inside implies a gate
             if not sent and name.endswith("send_request_headers.started"):
+                # The first-byte clock starts when the request starts going out: waiting for
+                # a pooled connection and connecting (bounded by connect_timeout) come before.
                 sent = True
                 if first_byte is not None and timer is not None:
                     timer.reschedule(min(loop.time() + first_byte, total_at))
 
-        extensions = {"trace": trace} if first_byte is not None else None
         req = client.build_request(
-            "POST", url, content=content, headers=self._headers, extensions=extensions
+            "POST", url, content=content, headers=self._headers, extensions={"trace": trace}
         )
         retries_left = attempt <= self.max_retries
         try:
             async with asyncio.timeout_at(total_at if total_at != math.inf else None) as timer:
-                response = await client.send(req, stream=True)
+                # One request at a time between entering the pool and holding a connection:
+                # httpcore hands one idle connection to every request queued in the same pass,
+                # and all but one then retry, which costs O(queued²) and opens fewer
+                # connections than the pool allows (encode/httpcore#822, #1110).
+                if gate is not None:
+                    await gate.acquire()
+                    inside = True
+                try:
+                    response = await client.send(req, stream=True)
+                finally:
+                    if inside:
+                        inside = False
+                        gate.release()  # type: ignore[union-attr]
         except TimeoutError as exc:
             if sent and first_byte is not None and loop.time() < total_at:
                 raise DeadlineError(
