@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, cast
 
 import typer
 
@@ -190,7 +190,7 @@ async def _run(
                 target,
                 data,
                 experiment=experiment,
-                engine=engine,  # type: ignore[arg-type]
+                engine=cast(Literal["local", "ray"], engine),  # checked by the command
                 concurrency=concurrency,
                 repeat=repeat,
                 restart=restart,

@@ -39,9 +39,10 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 
 from ..errors import ConfigError
+from ..events import Usage
 from ..llm.base import ChatRequest, LLMClient, StreamChunk
 from ..stores.run_store import NewRunEvent, RunEvent, RunInfo, RunStore
 from ..stores.workflow_store import RunStatus
@@ -95,7 +96,7 @@ def check_recording(value: Any, where: str = "recording") -> RecordingLevel:
     """
     if value not in RECORDING_LEVELS:
         raise ConfigError(f"{where} must be one of {list(RECORDING_LEVELS)}, got {value!r:.80}")
-    return value  # type: ignore[no-any-return]
+    return cast(RecordingLevel, value)  # one of RECORDING_LEVELS, checked just above
 
 
 _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("tether_lab_recorder", default=None)
@@ -412,7 +413,8 @@ def _price(
     except ImportError:
         return None  # without the lab extra's genai-prices nothing is priced
     try:
-        return cost(usage, model, base_url=base_url, overrides=prices)  # type: ignore[arg-type]
+        # The recorder sums plain int counts; they are the keys of a Usage.
+        return cost(cast(Usage, usage), model, base_url=base_url, overrides=prices)
     except Exception:
         logger.exception("could not price a call to %s", model)
         return None
