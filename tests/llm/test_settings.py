@@ -347,3 +347,31 @@ def test_extra_body_stays_the_escape_hatch_and_wins() -> None:
     )
     body = json.loads(adapter.encode(request({"reasoning": {"effort": "low"}})))
     assert (body["reasoning_effort"], body["top_k"]) == ("minimal", 20)
+
+
+@pytest.mark.parametrize("provider", list(EXPECTED))
+def test_settings_can_be_checked_before_any_request(provider: str) -> None:
+    adapter = client(provider)
+    adapter.validate_settings({"temperature": 0.1, "tool_choice": "lookup"}, tools=["lookup"])
+    refused = [
+        (name, expected.key)
+        for name, expected in EXPECTED[provider].items()
+        if isinstance(expected, Refused)
+    ]
+    for name, key in refused:
+        with pytest.raises(ModelSettingError) as info:
+            adapter.validate_settings(SETTINGS[name], tools=["lookup", "other"])
+        assert info.value.key == key
+    with pytest.raises(ModelSettingError, match="unknown model setting"):
+        adapter.validate_settings({"temp": 1})  # type: ignore[typeddict-unknown-key]
+    with pytest.raises(ModelSettingError, match="'nope'"):
+        adapter.validate_settings({"tool_choice": "nope"}, tools=["lookup"])
+
+
+def test_check_settings_is_public() -> None:
+    from tether.llm import SETTING_KEYS, check_settings
+
+    check_settings({"temperature": 1, "reasoning": {"effort": "low"}})
+    assert set(SETTING_KEYS) == set(ModelSettings.__annotations__)
+    with pytest.raises(ModelSettingError):
+        check_settings({"temperature": "x"})

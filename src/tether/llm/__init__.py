@@ -7,6 +7,7 @@ from typing import Any as _Any
 
 from ..errors import ConfigError as _ConfigError
 from ..errors import UnknownProviderError as _UnknownProviderError
+from ._settings import SETTING_KEYS, check_settings
 from .base import (
     ChatRequest,
     FinishChunk,
@@ -25,6 +26,7 @@ from .base import (
 __all__ = [
     "CONFIG_KEYS",
     "PROVIDERS",
+    "SETTING_KEYS",
     "ChatRequest",
     "FinishChunk",
     "LLMClient",
@@ -37,6 +39,7 @@ __all__ = [
     "ThinkingChunk",
     "ToolInputDeltaChunk",
     "ToolSpec",
+    "check_settings",
     "client_from_config",
 ]
 

@@ -58,7 +58,7 @@ from ..errors import (
     RateLimitError,
 )
 from ._sse import ServerSentEvent, SSEDecoder
-from .base import ChatRequest, FinishChunk, StreamChunk
+from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -479,6 +479,23 @@ class HTTPAdapter:
         raise NotImplementedError
 
     # -- the shared machinery --------------------------------------------------------------------
+
+    def validate_settings(self, settings: ModelSettings, tools: Sequence[str] = ()) -> None:
+        """Raise `ModelSettingError` now for settings this provider cannot honour (or unknown or
+        mistyped ones), as the first request would: lets an agent refuse them when it is
+        defined rather than mid-turn. `tools` are the tool names the agent will declare."""
+        request: ChatRequest = {
+            "model": self.model,
+            "system": [],
+            "messages": [],
+            "settings": settings,
+        }
+        if tools:
+            request["tools"] = [
+                {"name": name, "description": "", "input_schema": {"type": "object"}}
+                for name in tools
+            ]
+        self.build_body(request)
 
     def encode(self, request: ChatRequest) -> bytes:
         """The exact bytes sent for `request`."""
