@@ -30,7 +30,7 @@ from tether.llm.gemini import GeminiClient
 from tether.llm.openai_chat import OpenAIChatClient
 from tether.llm.openai_responses import OpenAIResponsesClient
 
-from .conftest import Reply, Sleeps, WireServer, run_chat, simple_request, sse
+from .conftest import Reply, Seen, Sleeps, WireServer, run_chat, simple_request, sse
 
 OK_CHAT = sse(
     (None, {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": None}]}),
@@ -692,15 +692,26 @@ async def run_many(client: HTTPAdapter, n: int) -> None:
 
 
 async def test_concurrent_calls_reuse_kept_alive_connections(wire: WireServer) -> None:
-    # 40 concurrent calls, twice: the second wave reuses the 40 connections of the first
-    # (httpx's own default keeps only 20 alive and reconnects the rest).
-    wire.handler = lambda seen: Reply(body=[OK_CHAT[:20], OK_CHAT[20:]], pace=0.05)
+    # 40 calls at once, twice; the server answers none until all 40 of a wave have arrived, so
+    # each wave needs 40 connections at the same time. The second wave reuses the first's
+    # (httpx's own default keeps only 20 alive and reconnects the other 20).
+    arrived = {"n": 0}
+    waves = {1: asyncio.Event(), 2: asyncio.Event()}
+
+    async def barrier(seen: Seen) -> Reply:
+        arrived["n"] += 1
+        wave = 1 if arrived["n"] <= 40 else 2
+        if arrived["n"] == 40 * wave:
+            waves[wave].set()
+        await waves[wave].wait()
+        return Reply(body=OK_CHAT)
+
+    wire.handler = barrier
     async with OpenAIChatClient("gpt-test", base_url=f"{wire.url}/v1", api_key="k") as client:
         await run_many(client, 40)
-        first = wire.connections
+        assert wire.connections == 40
         await run_many(client, 40)
-    assert first <= 40 and wire.connections == first
-    assert len(wire.requests) == 80
+    assert wire.connections == 40 and len(wire.requests) == 80
 
 
 async def test_max_connections_bounds_the_pool(wire: WireServer) -> None:

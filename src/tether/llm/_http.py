@@ -720,26 +720,33 @@ class HTTPAdapter:
     async def _read(
         self, response: httpx.Response, loop: asyncio.AbstractEventLoop, total_at: float
     ) -> AsyncIterator[StreamChunk]:
-        """The body's events through the parser, each read bounded by the idle deadline (reset
-        by every event that is not a keep-alive) and the total one."""
+        """The body's events through the parser, every read bounded by the idle deadline (reset
+        by each event that is not a keep-alive) and the total one."""
         parser = self.new_parser()
         decoder = SSEDecoder()
         provider = self.provider
         feed, handle = decoder.feed, parser.handle
         idle = self.idle_timeout
-        deadline = min(loop.time() + idle, total_at) if idle is not None else total_at
-        bounded = deadline != math.inf
+        watch = _Watch(loop, idle, total_at)
+        current_task = asyncio.current_task
         it = _body(response)
+        anext = it.__anext__
         try:
             while True:
+                if watch.lapsed and watch.resume():
+                    raise self._deadline_error(watch)
+                task = watch.task = current_task()
+                watch.reading = True
                 try:
-                    if bounded:
-                        async with asyncio.timeout_at(deadline):
-                            raw = await it.__anext__()
-                    else:
-                        raw = await it.__anext__()
+                    raw = await anext()
                 except StopAsyncIteration:
                     break
+                except asyncio.CancelledError:
+                    if watch.fired and task is not None and task.uncancel() <= watch.cancelling:
+                        raise self._deadline_error(watch) from None
+                    raise
+                finally:
+                    watch.reading = False
                 events = feed(raw)
                 if not events:
                     continue
@@ -751,24 +758,12 @@ class HTTPAdapter:
                     fresh = True
                     for chunk in handle(event):
                         yield chunk
-                if fresh and idle is not None:
-                    deadline = min(loop.time() + idle, total_at)
+                if fresh:
+                    watch.reset()
             for event in decoder.flush():
                 if event.data and event.event != "ping" and not event.data.isspace():
                     for chunk in handle(event):
                         yield chunk
-        except TimeoutError as exc:
-            if idle is not None and deadline < total_at:
-                raise DeadlineError(
-                    f"{provider} sent no content for idle_timeout={idle:g} s (the stream stayed "
-                    "open; keep-alives do not count; the model config's idle_timeout raises it, "
-                    "stream_retries reruns the step)",
-                    deadline="idle",
-                    seconds=idle,
-                    provider=provider,
-                    retryable=True,
-                ) from exc
-            raise self._total_error(" while the answer streamed") from exc
         except httpx.TransportError as exc:
             raise LLMStreamError(
                 f"{provider} stream broke: {type(exc).__name__}: {exc}",
@@ -780,7 +775,88 @@ class HTTPAdapter:
                 f"{provider} sent an event we could not read: {exc!r:.300}",
                 provider=provider,
             ) from exc
+        finally:
+            watch.stop()
         yield end_of_stream(provider, decoder, parser)
+
+    def _deadline_error(self, watch: _Watch) -> DeadlineError:
+        idle = self.idle_timeout
+        if idle is not None and watch.deadline < watch.total_at:
+            return DeadlineError(
+                f"{self.provider} sent no content for idle_timeout={idle:g} s (the stream stayed "
+                "open; keep-alives do not count; the model config's idle_timeout raises it, "
+                "stream_retries reruns the step)",
+                deadline="idle",
+                seconds=idle,
+                provider=self.provider,
+                retryable=True,
+            )
+        return self._total_error(" while the answer streamed")
+
+
+class _Watch:
+    """The idle and total deadlines of one streamed body, for the price of a float per content
+    batch: one timer per idle period checks them and cancels the reading task only while it
+    waits for the body (never while the consumer holds the stream between chunks)."""
+
+    __slots__ = (
+        "_handle",
+        "_loop",
+        "cancelling",
+        "deadline",
+        "fired",
+        "idle",
+        "lapsed",
+        "reading",
+        "task",
+        "total_at",
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, idle: float | None, total_at: float):
+        self._loop = loop
+        self.idle = idle
+        self.total_at = total_at
+        self.deadline = min(loop.time() + idle, total_at) if idle is not None else total_at
+        self.reading = False
+        self.fired = False
+        self.lapsed = False
+        self.task: asyncio.Task[Any] | None = None
+        task = asyncio.current_task()
+        self.cancelling = task.cancelling() if task is not None else 0
+        self._handle: asyncio.TimerHandle | None = (
+            loop.call_at(self.deadline, self._check) if self.deadline != math.inf else None
+        )
+
+    def reset(self) -> None:
+        """Content arrived (and the consumer has taken it): the idle clock starts again."""
+        if self.idle is not None:
+            self.deadline = min(self._loop.time() + self.idle, self.total_at)
+
+    def _check(self) -> None:
+        self._handle = None
+        if self._loop.time() < self.deadline:  # content moved it on since this was set
+            self._handle = self._loop.call_at(self.deadline, self._check)
+        elif self.reading and self.task is not None:
+            self.fired = True
+            self.task.cancel()
+        else:
+            # The consumer holds the stream: the next read looks again (content it is taking
+            # resets the clock first).
+            self.lapsed = True
+
+    def resume(self) -> bool:
+        """Before a read, after the timer lapsed outside one: True when the deadline has passed,
+        else the timer is set again."""
+        self.lapsed = False
+        if self._loop.time() >= self.deadline:
+            return True
+        self._handle = self._loop.call_at(self.deadline, self._check)
+        return False
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 def _unsent(exc: httpx.TransportError) -> LLMError:
