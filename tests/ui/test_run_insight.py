@@ -55,7 +55,7 @@ async def tool_run(lab: Runtime, recording: str = "full") -> str:
                     "usage": {"input_tokens": 1200, "output_tokens": 50},
                 },
             ]
-        ),  # fmt: skip
+        ),
     )
     return (await agent.run(user=f"Find *it* {HOSTILE}", tags=["t1"]).result).run_id
 
@@ -80,7 +80,7 @@ async def test_the_timeline_draws_model_calls_tools_with_times(lab: Runtime) -> 
     assert starts == sorted(starts)
     ends = [b["end"] for b in timeline["bars"]]
     # The total is the span from the first start to the last end, not a sum of the bars.
-    assert timeline["total_s"] == pytest.approx(max(ends + [timeline["end"]]) - timeline["start"])
+    assert timeline["total_s"] == pytest.approx(max([*ends, timeline["end"]]) - timeline["start"])
     for bar in timeline["bars"]:
         if bar["kind"] == "model":
             assert 0 <= bar["first_token_s"] <= bar["duration_s"]
