@@ -274,3 +274,44 @@ async def test_the_runs_page_filters_and_keeps_the_form(many: Runtime) -> None:
     async with client_for(many) as client:
         none = (await client.get("/runs?q=nothing+matches+this")).text
     assert "No runs match these filters." in assert_inert(none)
+
+
+# -- the workflow page ---------------------------------------------------------------------------
+
+
+async def test_the_workflow_page_has_recent_runs_success_rate_and_median_duration(
+    lab: Runtime,
+) -> None:
+    async def run(input: Any, ctx: WorkflowContext[Any]) -> Any:
+        if input == "bad":
+            raise ValueError("no")
+        return await ctx.step("s", lambda: _echo(input))
+
+    wf = lab.create_workflow("steady", run)
+    for value in ("a", "b", "bad"):
+        handle = wf.run(value)
+        try:
+            await handle.result
+        except ValueError:
+            pass
+    infos = (
+        await lab.run_store.query_runs(__import__("tether").stores.RunQuery(name="steady"))
+    ).runs
+    durations = sorted(i.ended_at - i.started_at for i in infos if i.status == "completed")  # type: ignore[operator]
+    async with client_for(lab) as client:
+        listing = (await client.get("/workflows")).text
+        assert '<a href="/workflows/steady"><code>steady</code></a>' in listing
+        html = (await client.get("/workflows/steady")).text
+        api = (await client.get("/api/workflows/steady")).json()
+        missing = await client.get("/workflows/nope")
+    text = assert_inert(html)
+    assert "67%" in text and "(2 completed of 3 finished)" in text
+    assert len(re.findall(r'data-run-id="', html)) == 3
+    assert api["success_rate"] == pytest.approx(2 / 3)
+    assert api["median_duration_s"] == pytest.approx(sum(durations) / 2)
+    assert [r["status"] for r in api["recent"]] == ["failed", "completed", "completed"]
+    assert missing.status_code == 404
+
+
+async def _echo(value: Any) -> Any:
+    return value

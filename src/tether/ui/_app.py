@@ -51,6 +51,7 @@ from ._views import (
     run_json,
     scope_json,
     workflow_json,
+    workflow_stats,
 )
 
 __all__ = ["create_app"]
@@ -279,6 +280,36 @@ class _Pages:
         catalog = self.catalog
         workflows = [workflow_json(catalog, w) for _, w in sorted(catalog.workflows.items())]
         return self.render(request, "workflows.html", {"workflows": workflows})
+
+    async def workflow(self, request: Request) -> Response:
+        workflow_id = _path_id(request, "workflow_id")
+        catalog = self.catalog
+        workflow = catalog.workflows.get(workflow_id) or self.runtime.workflows.get(workflow_id)
+        if workflow is None:
+            raise HTTPException(404, f"There is no workflow {workflow_id!r}.")
+        try:
+            stats = await workflow_stats(self.runtime, workflow_id)
+        except Unreadable as exc:
+            return self.error_page(request, 500, f"Workflow {workflow_id} cannot be read", str(exc))
+        return self.render(
+            request,
+            "workflow.html",
+            {"w": workflow_json(catalog, workflow), "stats": stats},
+        )
+
+    async def api_workflow(self, request: Request) -> Response:
+        workflow_id = _path_id(request, "workflow_id")
+        catalog = self.catalog
+        workflow = catalog.workflows.get(workflow_id) or self.runtime.workflows.get(workflow_id)
+        if workflow is None:
+            return _api_error(404, "not_found", f"there is no workflow {workflow_id!r}")
+        try:
+            stats = await workflow_stats(self.runtime, workflow_id)
+        except Unreadable as exc:
+            return _api_error(500, "unreadable", str(exc))
+        return JSONResponse(
+            {"workflow": workflow_json(catalog, workflow), **stats.to_json(time.time())}
+        )
 
     # -- JSON API ----------------------------------------------------------------------------
 
@@ -592,6 +623,8 @@ def create_app(
         Route("/agents", pages.agents, methods=["GET"]),
         Route("/agents/{agent_id:path}", pages.agent, methods=["GET"]),
         Route("/workflows", pages.workflows, methods=["GET"]),
+        Route("/workflows/{workflow_id:path}", pages.workflow, methods=["GET"]),
+        Route("/api/workflows/{workflow_id:path}", pages.api_workflow, methods=["GET"]),
         Route("/api/runs", pages.api_runs, methods=["GET"]),
         Route("/api/runs/{run_id:path}", pages.api_run, methods=["GET"]),
         # Not /api/runs/{id}/events: routes match the decoded path, where run "x/events"

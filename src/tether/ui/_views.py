@@ -11,6 +11,7 @@ the error (`StoreCorruptError`'s message) and the rest of the page renders.
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -1038,6 +1039,81 @@ def agent_detail_json(
 
 def _callable_name(fn: Any) -> str:
     return str(getattr(fn, "__name__", None) or type(fn).__name__)
+
+
+STATS_RUNS = 500
+"""How many of a workflow's most recent runs its success rate and median duration cover."""
+
+
+@dataclass(slots=True)
+class WorkflowStats:
+    """A workflow's recent runs and how they went."""
+
+    recent: list[RunInfo]
+    considered: int
+    """How many runs the figures cover (the most recent, up to `STATS_RUNS`)."""
+    finished: int
+    completed: int
+    failed: int
+    cancelled: int
+    running: int
+    median_duration: float | None
+    """Of the completed runs; None without one."""
+    cost_usd: float | None
+    """Of the covered runs that have a known cost (None when none has)."""
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.completed / self.finished if self.finished else None
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        return {
+            "recent": [run_json(r, now) for r in self.recent],
+            "considered": self.considered,
+            "completed": self.completed,
+            "failed": self.failed,
+            "cancelled": self.cancelled,
+            "running": self.running,
+            "success_rate": self.success_rate,
+            "median_duration_s": self.median_duration,
+            "cost_usd": self.cost_usd,
+        }
+
+
+async def workflow_stats(runtime: Runtime, workflow_id: str, *, recent: int = 20) -> WorkflowStats:
+    """The workflow's `recent` latest runs, and figures over its last `STATS_RUNS` runs.
+
+    Raises:
+        Unreadable: the run store failed.
+    """
+    runs: list[RunInfo] = []
+    cursor: str | None = None
+    query = RunQuery(kind="workflow", name=workflow_id)
+    while len(runs) < STATS_RUNS:
+        try:
+            page = await runtime.run_store.query_runs(
+                query, limit=min(200, STATS_RUNS - len(runs)), cursor=cursor
+            )
+        except (StoreCorruptError, StoreError) as exc:
+            raise Unreadable(f"{type(exc).__name__}: {exc}") from exc
+        runs.extend(page.runs)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    by = {s: [r for r in runs if r.status == s] for s in ("completed", "failed", "cancelled")}
+    durations = sorted(r.ended_at - r.started_at for r in by["completed"] if r.ended_at is not None)
+    costs = [r.cost_usd for r in runs if r.cost_usd is not None]
+    return WorkflowStats(
+        recent=runs[:recent],
+        considered=len(runs),
+        finished=sum(len(v) for v in by.values()),
+        completed=len(by["completed"]),
+        failed=len(by["failed"]),
+        cancelled=len(by["cancelled"]),
+        running=sum(1 for r in runs if r.status == "running"),
+        median_duration=statistics.median(durations) if durations else None,
+        cost_usd=sum(costs) if costs else None,
+    )
 
 
 def workflow_json(catalog: Catalog, workflow: Workflow[Any, Any]) -> dict[str, Any]:
