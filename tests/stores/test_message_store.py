@@ -295,3 +295,20 @@ async def test_a_store_on_a_callers_connection_leaves_it_open(tmp_path: Path) ->
     conn.close()
     with pytest.raises(sqlite3.ProgrammingError):
         conn.execute("SELECT 1")
+
+
+async def test_scopes_filter_by_title(store: MessageStore) -> None:
+    for scope, title in [
+        ("a", "Trip to Oslo"),
+        ("b", "oslo budget"),
+        ("c", "100% _done_"),
+        ("d", None),
+    ]:
+        await store.append(scope, [user(scope)])
+        if title is not None:
+            await store.set_title(scope, title)
+    assert {s.scope for s in await store.scopes(title="OSLO")} == {"a", "b"}
+    assert [s.scope for s in await store.scopes(title="100%")] == ["c"]
+    assert [s.scope for s in await store.scopes(title="_done_")] == ["c"]
+    assert await store.scopes(title="%") == [s for s in await store.scopes() if s.scope == "c"]
+    assert await store.scopes(title="nothing") == []

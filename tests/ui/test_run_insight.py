@@ -315,3 +315,35 @@ async def test_the_workflow_page_has_recent_runs_success_rate_and_median_duratio
 
 async def _echo(value: Any) -> Any:
     return value
+
+
+# -- conversation search -------------------------------------------------------------------------
+
+
+async def test_conversations_by_title_and_by_text(
+    world_client: tuple[Any, httpx.AsyncClient],
+) -> None:
+    world, client = world_client
+
+    async def scopes(query: str) -> list[str]:
+        response = await client.get(f"/api/scopes?{query}")
+        assert response.status_code == 200, response.text
+        return [s["scope"] for s in response.json()["scopes"]]
+
+    assert await scopes("q=second+answer") == ["notes"]
+    assert await scopes("q=outline") == [world.writer_scope]
+    assert await scopes("q=found") == ["notes"]  # two matching episodes, one row
+    assert await scopes("q=nothing+like+this") == []
+    assert await scopes("title=TITLE") == ["notes"]
+    assert await scopes("title=title&q=outline") == []
+    html = (await client.get("/conversations?q=second")).text
+    text = assert_inert(html)
+    assert 'name="q" value="second"' in html and "notes" in text
+    none = (await client.get("/conversations?title=zzz")).text
+    assert "No conversations match." in assert_inert(none)
+
+
+@pytest.fixture
+async def world_client(world: Any) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    async with client_for(world.runtime, world.registry) as client:
+        yield world, client

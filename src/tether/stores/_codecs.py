@@ -63,6 +63,7 @@ __all__ = [
     "run_page",
     "run_tags",
     "step_from_row",
+    "title_like",
     "where_equal",
     "words",
 ]
@@ -409,3 +410,9 @@ def where_equal(placeholder: str, **filters: Any) -> tuple[str, list[Any]]:
         return "", []
     clause = " WHERE " + " AND ".join(f"{c} = {placeholder}" for c in columns)
     return clause, [filters[c] for c in columns]
+
+
+def title_like(title: str, ph: str) -> tuple[str, list[Any]]:
+    """A case-insensitive (ASCII) substring match on the title, with LIKE's wildcards escaped."""
+    escaped = title.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f" WHERE lower(title) LIKE lower({ph}) ESCAPE '\\'", [f"%{escaped}%"]

@@ -114,9 +114,14 @@ class InMemoryMessageStore:
             entry = self._scopes.get(scope)
             return entry.info(scope) if entry is not None else None
 
-    async def scopes(self, *, limit: int = 100, offset: int = 0) -> list[ScopeInfo]:
+    async def scopes(
+        self, *, limit: int = 100, offset: int = 0, title: str | None = None
+    ) -> list[ScopeInfo]:
         with self._lock:
             items = [entry.info(scope) for scope, entry in self._scopes.items()]
+        if title is not None:
+            wanted = _ascii_lower(title)
+            items = [i for i in items if i.title is not None and wanted in _ascii_lower(i.title)]
         # Insertion order breaks ties, newest first, like the SQL backends' row order.
         order = {info.scope: i for i, info in enumerate(items)}
         items.sort(key=lambda s: (s.updated_at, order[s.scope]), reverse=True)
@@ -254,3 +259,11 @@ class InMemoryRunStore:
 
     async def aclose(self) -> None:
         return None
+
+
+def _ascii_lower(text: str) -> str:
+    """Lower-case ASCII letters only, as SQL's LIKE and lower() compare in every backend."""
+    return text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}

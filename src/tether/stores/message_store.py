@@ -98,8 +98,11 @@ class MessageStore(Protocol):
         """Length, title and times of `scope`; None when it was never written."""
         ...
 
-    async def scopes(self, *, limit: int = 100, offset: int = 0) -> list[ScopeInfo]:
-        """Known scopes, most recently written first."""
+    async def scopes(
+        self, *, limit: int = 100, offset: int = 0, title: str | None = None
+    ) -> list[ScopeInfo]:
+        """Known scopes, most recently written first; with `title`, only those whose title
+        contains it (case-insensitive for ASCII letters)."""
         ...
 
     async def delete(self, scope: str) -> None:

@@ -90,6 +90,7 @@ from ._codecs import (
     run_page,
     run_tags,
     step_from_row,
+    title_like,
     where_equal,
 )
 from ._migrations import MigrationList
@@ -659,13 +660,16 @@ class PostgresMessageStore(PostgresBacked):
             )
         return ScopeInfo(*row) if row is not None else None
 
-    async def scopes(self, *, limit: int = 100, offset: int = 0) -> list[ScopeInfo]:
+    async def scopes(
+        self, *, limit: int = 100, offset: int = 0, title: str | None = None
+    ) -> list[ScopeInfo]:
+        where, args = ("", []) if title is None else title_like(title, "%s")
         async with self._session() as conn:
             rows = await _all(
                 conn,
-                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes"
+                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes{where}"
                 " ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s",
-                (limit, offset),
+                (*args, limit, offset),
             )
         return [ScopeInfo(*row) for row in rows]
 

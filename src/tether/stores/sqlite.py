@@ -70,6 +70,7 @@ from ._codecs import (
     run_page,
     run_tags,
     step_from_row,
+    title_like,
     where_equal,
 )
 from ._migrations import MigrationList
@@ -585,12 +586,16 @@ class SqliteMessageStore(SqliteBacked):
         row = await self._run(op)
         return ScopeInfo(*row) if row is not None else None
 
-    async def scopes(self, *, limit: int = 100, offset: int = 0) -> list[ScopeInfo]:
+    async def scopes(
+        self, *, limit: int = 100, offset: int = 0, title: str | None = None
+    ) -> list[ScopeInfo]:
+        where, args = ("", []) if title is None else title_like(title, "?")
+
         def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(
-                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes"
+                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes{where}"
                 " ORDER BY updated_at DESC, rowid DESC LIMIT ? OFFSET ?",
-                (limit, offset),
+                (*args, limit, offset),
             ).fetchall()
 
         return [ScopeInfo(*row) for row in await self._run(op)]

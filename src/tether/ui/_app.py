@@ -50,6 +50,7 @@ from ._views import (
     prompt_for,
     run_json,
     scope_json,
+    search_scopes,
     workflow_json,
     workflow_stats,
 )
@@ -232,14 +233,43 @@ class _Pages:
             },
         )
 
-    async def conversations(self, request: Request) -> Response:
+    async def _scope_rows(
+        self, request: Request
+    ) -> tuple[list[Any], int, bool, str | None, str | None]:
+        """The conversations list's rows: by text (cursor pages) or by recency (numbered)."""
+        title = (request.query_params.get("title") or "").strip() or None
+        q = (request.query_params.get("q") or "").strip() or None
         page = _page(request)
+        if q is not None:
+            cursor = request.query_params.get("cursor") or None
+            try:
+                rows, next_cursor = await search_scopes(self.catalog, q, title=title, cursor=cursor)
+            except ConfigError as exc:
+                raise HTTPException(400, str(exc)) from None
+            return rows, page, False, next_cursor, q
+        rows, more = await list_scopes(self.catalog, page=page, title=title)
+        return rows, page, more, None, None
+
+    async def conversations(self, request: Request) -> Response:
         try:
-            rows, more = await list_scopes(self.catalog, page=page)
+            rows, page, more, next_cursor, q = await self._scope_rows(request)
         except Unreadable as exc:
             return self.error_page(request, 500, "Conversations cannot be read", str(exc))
+        params = {k: v for k, v in request.query_params.items() if k not in ("cursor", "page")}
         return self.render(
-            request, "conversations.html", {"rows": rows, "page": page, "more": more}
+            request,
+            "conversations.html",
+            {
+                "rows": rows,
+                "page": page,
+                "more": more,
+                "form": dict(request.query_params),
+                "searching": bool(q) or bool(params.get("title")),
+                "extra": "".join(f"&{urlencode({k: v})}" for k, v in params.items() if v),
+                "next_url": (
+                    "?" + urlencode({**params, "cursor": next_cursor}) if next_cursor else None
+                ),
+            },
         )
 
     async def conversation(self, request: Request) -> Response:
@@ -389,18 +419,19 @@ class _Pages:
         )
 
     async def api_scopes(self, request: Request) -> Response:
-        page = _page(request)
         try:
-            rows, more = await list_scopes(self.catalog, page=page)
+            rows, page, more, next_cursor, q = await self._scope_rows(request)
         except Unreadable as exc:
             return _api_error(500, "unreadable", str(exc))
-        return JSONResponse(
-            {
-                "scopes": [{**scope_json(r.info), "agent_id": r.agent_id} for r in rows],
-                "page": page,
-                "next_page": page + 1 if more else None,
-            }
-        )
+        body: dict[str, Any] = {
+            "scopes": [{**scope_json(r.info), "agent_id": r.agent_id} for r in rows]
+        }
+        if q is not None:
+            body["next_cursor"] = next_cursor
+        else:
+            body["page"] = page
+            body["next_page"] = page + 1 if more else None
+        return JSONResponse(body)
 
     async def api_scope(self, request: Request) -> Response:
         scope = _path_id(request, "scope")

@@ -637,10 +637,13 @@ async def _scope_agent(runtime: Runtime, scope: str) -> tuple[str | None, str | 
     return (latest[0].name if latest else None), None
 
 
-async def list_scopes(catalog: Catalog, *, page: int = 1) -> tuple[list[ScopeRow], bool]:
+async def list_scopes(
+    catalog: Catalog, *, page: int = 1, title: str | None = None
+) -> tuple[list[ScopeRow], bool]:
     """One page of listed conversations (most recently written first) and whether there is
     a next page. A conversation is listed when its latest episode's agent is registered, or
-    when no episode of it was recorded (a store written by other means).
+    when no episode of it was recorded (a store written by other means). With `title`, only
+    conversations whose title contains it.
 
     Raises:
         Unreadable: the message store failed.
@@ -650,7 +653,7 @@ async def list_scopes(catalog: Catalog, *, page: int = 1) -> tuple[list[ScopeRow
     rows: list[ScopeRow] = []
     offset = 0
     while len(rows) <= PAGE_SIZE:
-        batch = await _read(runtime.message_store.scopes(limit=_BATCH, offset=offset))
+        batch = await _read(runtime.message_store.scopes(limit=_BATCH, offset=offset, title=title))
         for info in batch:
             agent_id, error = await _scope_agent(runtime, info.scope)
             if agent_id is not None and agent_id not in catalog.agents:
@@ -665,6 +668,52 @@ async def list_scopes(catalog: Catalog, *, page: int = 1) -> tuple[list[ScopeRow
             break
         offset += len(batch)
     return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
+
+
+async def search_scopes(
+    catalog: Catalog, q: str, *, title: str | None = None, cursor: str | None = None
+) -> tuple[list[ScopeRow], str | None]:
+    """Conversations of registered agents with an episode whose input or output has every
+    word of `q` (the run store's text search), by their newest such episode, newest first;
+    with `title`, only those whose title contains it. Returns a page (about `PAGE_SIZE`
+    rows) and the cursor of the next one.
+
+    A conversation shows on the page of its newest matching episode only: an older match met
+    on a later page is passed over.
+
+    Raises:
+        Unreadable: a store failed.
+        ConfigError: a cursor no page returned.
+    """
+    runtime = catalog.runtime
+    agents = tuple(sorted(catalog.agents))
+    query = RunQuery(kind="agent", q=q, agents=agents, workflows=())
+    rows: list[ScopeRow] = []
+    wanted = title.lower() if title else None
+    while len(rows) < PAGE_SIZE:
+        try:
+            page = await runtime.run_store.query_runs(query, limit=PAGE_SIZE, cursor=cursor)
+        except (StoreCorruptError, StoreError) as exc:
+            raise Unreadable(f"{type(exc).__name__}: {exc}") from exc
+        for run in page.runs:
+            scope = run.memory_scope
+            if scope is None or any(r.info.scope == scope for r in rows):
+                continue
+            newest = await runtime.run_store.query_runs(
+                RunQuery(kind="agent", q=q, memory_scope=scope), limit=1
+            )
+            if not newest.runs or newest.runs[0].run_id != run.run_id:
+                continue  # an older match: the conversation is on an earlier page
+            info = await _read(runtime.message_store.info(scope))
+            if info is None:
+                continue
+            if wanted is not None and (info.title is None or wanted not in info.title.lower()):
+                continue
+            rows.append(ScopeRow(info, run.name))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return rows, cursor
 
 
 def scope_json(info: ScopeInfo) -> dict[str, Any]:
