@@ -50,10 +50,13 @@ def copy_json(value: Any) -> Any:
     (strings, numbers and None are immutable). Several times faster than copy.deepcopy."""
     t = type(value)
     if t is dict:
-        return {k: copy_json(v) for k, v in value.items()}
+        return {k: copy_json(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
     if t is list:
-        return [copy_json(v) for v in value]
+        return [copy_json(v) if type(v) in _CONTAINERS else v for v in value]
     return value
+
+
+_CONTAINERS = frozenset({dict, list})
 
 
 def dumps(value: Any) -> str:

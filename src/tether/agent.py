@@ -246,16 +246,16 @@ class Agent:
 
         The loop, the ladder and the lab's episodes all run from the plan this returns.
         """
-        opts = options or TurnOptions()
+        opts = _NO_OPTIONS if options is None else options
         sess = as_session(session)
         ctx = RunContext.for_turn(
             sess.id,
             sess.memory,
-            signal=opts.signal,
-            services={**self.services, **opts.services} if opts.services else self.services,
-            context=opts.context,
-            tracer=Tracer.from_option(self.trace, sess.id) if self.trace else None,
-            http=self._http,
+            opts.signal,
+            {**self.services, **opts.services} if opts.services else self.services,
+            opts.context,
+            Tracer.from_option(self.trace, sess.id) if self.trace else None,
+            self._http,
         )
         if opts.system_prompt is None:
             static, dynamic = self._static, self._dynamic
@@ -290,7 +290,7 @@ class Agent:
             stop_when,
             stream_retries,
             self.max_tool_result_chars,
-            opts.rounds,
+            [] if options is None else options.rounds,
         )
 
     def send(
@@ -320,19 +320,29 @@ class Agent:
         source that cannot connect, an attached resource that cannot be read or a prompt layer
         that fails raised; the session is left exactly as it was.
         """
-        opts = _options(
-            options,
-            signal=signal,
-            services=services,
-            context=context,
-            system_prompt=one_of("system_prompt", system_prompt, "prompt", prompt),
-            tools=tools,
-            stop_when=stop_when,
-            response_format=response_format,
-            stream_retries=stream_retries,
-            settings=settings,
-        )
-        plan = self.plan_turn(session, opts)
+        if (
+            options is None
+            and _none(
+                signal, services, context, system_prompt, prompt, tools, stop_when, response_format
+            )
+            and stream_retries is None
+            and settings is None
+        ):
+            plan = self.plan_turn(session)  # no overrides: the common case, kept cheap
+        else:
+            opts = _options(
+                options,
+                signal=signal,
+                services=services,
+                context=context,
+                system_prompt=one_of("system_prompt", system_prompt, "prompt", prompt),
+                tools=tools,
+                stop_when=stop_when,
+                response_format=response_format,
+                stream_retries=stream_retries,
+                settings=settings,
+            )
+            plan = self.plan_turn(session, opts)
         return stream_turn(plan, as_session(session), text)
 
     async def run_turn(
@@ -513,6 +523,13 @@ def _stop_conditions(
         if not callable(cond):
             raise ConfigError(f"{param}[{i}] must be a stop condition (a function of the rounds)")
     return tuple(value)
+
+
+_NO_OPTIONS = TurnOptions()
+
+
+def _none(*values: object) -> bool:
+    return values.count(None) == len(values)
 
 
 def _options(base: TurnOptions | None, **given: Any) -> TurnOptions:

@@ -53,24 +53,16 @@ class RunContext:
         cls,
         session_id: str,
         memory: Mapping[str, Any],
-        *,
-        signal: AbortSignal | None = None,
-        services: Mapping[str, Any] | None = None,
-        context: Any = None,
-        tracer: Tracer | None = None,
-        http: HttpFactory | None = None,
+        signal: AbortSignal | None,
+        services: Mapping[str, Any],
+        context: Any,
+        tracer: Tracer | None,
+        http: HttpFactory | None,
     ) -> RunContext:
         """A turn's context: `memory` as a read-only view (`reduce()` is its writer) and a fresh
         `services` dict (a tool that changes it cannot change the agent's)."""
-        return cls(
-            session_id=session_id,
-            signal=signal,
-            services=dict(services or {}),
-            memory=MappingProxyType(memory) if isinstance(memory, dict) else memory,
-            context=context,
-            _tracer=tracer,
-            _http=http,
-        )
+        view = MappingProxyType(memory) if type(memory) is dict else memory
+        return cls(session_id, signal, dict(services), view, context, None, [], tracer, http)
 
     @property
     def tracer(self) -> Tracer | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
-from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from ._json import copy_json
 from ._partial import PartialOutput
@@ -144,14 +144,15 @@ async def stream_turn(
     """
     turn = _Turn(plan, session)
     scope = turn.scope
+    call = turn.call
     driver = turn.drive(text)
     try:
         async for batch in driver:
-            if type(batch) is list:
-                for event in batch:
-                    yield event
+            for event in batch:
+                yield event
+            if not call.due:
                 continue
-            call = turn.call
+            call.due = False
             try:
                 it = call.open()
                 add_text = call.text.add
@@ -176,11 +177,16 @@ async def stream_turn(
                             parsed = partial.feed(call.text)
                             if parsed is not None:
                                 yield parsed
+                    elif chunk["type"] == "finish":
+                        call.finish = chunk
                     else:
                         other = call.take(chunk)
                         if other is not None:
                             yield other
-                call.ended()
+                if call.finish is None:
+                    raise LLMStreamError(
+                        "the provider stream ended without finishing the response", retryable=True
+                    )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # an LLMError, an abort, or a client that raised
@@ -190,12 +196,6 @@ async def stream_turn(
     finally:
         await driver.aclose()
         turn.close()
-
-
-_STREAM: Final = None
-"""What `_Turn.drive()` yields when `turn.call` is due to be streamed."""
-
-Batch: TypeAlias = "list[AgentEvent] | None"
 
 
 class _Turn:
@@ -245,40 +245,39 @@ class _Turn:
         scope = self.scope
         return await (step if scope is None else scope.wait(step))
 
-    async def drive(self, text: str | None) -> AsyncGenerator[Batch, None]:
+    async def drive(self, text: str | None) -> AsyncGenerator[list[AgentEvent], None]:
         """The turn's phases in order: prepare; then per round the request, the model call
-        (`_STREAM`: `stream_turn` streams `self.call`), the round settled and its tools run;
-        finish. Events go out in batches (lists)."""
+        (after a batch with `self.call.due` set, `stream_turn` streams it), the round settled
+        and its tools run; finish. Events go out in batches (lists)."""
         call = self.call
         try:
             toolset, system = await self.prepare()
-            yield self.started_turn(text, system)
+            events = self.started_turn(text, system)
             while True:
-                call.start(self.request(system, toolset))
-                yield self.call_started(call)
-                yield _STREAM
+                events += self.begin_round(system, toolset)
+                yield events  # then `stream_turn` streams the call
                 while call.finish is None:  # the attempt failed
-                    yield call.outcome()  # its `error` ends the turn, unless a retry is due
+                    events = call.outcome()  # its `error` ends the turn, unless a retry is due
                     if not call.retry():
+                        yield events
                         return
-                    yield self.call_started(call)
-                    yield _STREAM
+                    events += self.call_started(call)
+                    yield events
                 step = self.settle(call.finish)
                 if not step.tool_calls:
                     final = _Ending(step.content, step.text, step.stop_reason, step.finish_reason)
-                    out = self.round_events(step) if self.tracer is not None else []
-                    yield await self.finish(final, out)
+                    events = self.round_events(step) if self.tracer is not None else []
+                    yield await self.finish(final, events)
                     return
-                batch = self.tool_uses(step)
+                events = self.tool_uses(step)
                 for part in step.tool_calls:
-                    batch.append(_progress("tool"))
-                    yield batch
-                    batch = await self.run_tool(part, step, toolset)
+                    events.append(_progress("tool"))
+                    yield events
+                    events = await self.run_tool(part, step, toolset)
                 ending = self.bound_reached(step)
                 if ending is not None:
-                    yield await self.finish(ending, batch)
+                    yield await self.finish(ending, events)
                     return
-                yield batch
         except AbortedError as exc:
             yield self.aborted(exc)
         except Exception:
@@ -293,11 +292,13 @@ class _Turn:
         """Connect the sources and assemble the system prompt, once per turn: the rounds of one
         turn answer the same question with the same context."""
         plan = self.plan
-        if self.scope is None:
-            toolset = await plan.toolset()
-            return toolset, await plan.system_prompt(toolset)
-        toolset = await self.scope.wait(plan.toolset())
-        return toolset, await self.scope.wait(plan.system_prompt(toolset))
+        toolset = plan.ready_toolset
+        if toolset is None:
+            toolset = await self.wait(plan.toolset())
+        system = plan.static_prompt(toolset)
+        if system is None:
+            system = await self.wait(plan.system_prompt(toolset))
+        return toolset, system
 
     def started_turn(self, text: str | None, system: list[SystemBlock]) -> list[AgentEvent]:
         """The user's message (only now: the turn could start), then what the sources, layers
@@ -317,8 +318,9 @@ class _Turn:
 
     # -- the request -------------------------------------------------------------------------
 
-    def request(self, system: list[SystemBlock], toolset: Toolset) -> ChatRequest:
-        """The next round's request. Optional keys are absent, never empty (the baseline)."""
+    def begin_round(self, system: list[SystemBlock], toolset: Toolset) -> list[AgentEvent]:
+        """The next round's request (optional keys absent, never empty: the baseline) on the
+        round's call, and what comes before the call."""
         plan = self.plan
         self.number += 1
         request: ChatRequest = {
@@ -326,24 +328,36 @@ class _Turn:
             "system": system,
             "messages": self.messages,
         }
-        if toolset.specs:
-            request["tools"] = toolset.specs
+        specs = toolset.specs
+        if specs:
+            request["tools"] = specs
         if plan.response_format is not None:
             request["response_format"] = plan.response_format
         if plan.settings:
             request["settings"] = plan.settings
         if plan.ctx.signal is not None:
             request["signal"] = plan.ctx.signal
-        return request
+        call = self.call
+        call.request = request
+        call.tools = len(specs)
+        call.attempts_left = plan.stream_retries
+        call.attempt = 1
+        call.finish = None
+        call.due = True
+        self.started = time.perf_counter()
+        if self.tracer is not None:
+            return self.call_started(call)
+        if self.number == 1:
+            return [_progress("sent")]
+        return [_progress("retry"), _progress("sent")]
 
     def call_started(self, call: _Call) -> list[AgentEvent]:
         """Before every provider call, stream retries included (`retry` first when the round
         repeats the model call after tool feedback)."""
+        call.due = True
         out: list[AgentEvent] = []
-        if call.attempt == 1:
-            self.started = time.perf_counter()
-            if self.number > 1:
-                out.append(_progress("retry"))
+        if call.attempt == 1 and self.number > 1:
+            out.append(_progress("retry"))
         out.append(_progress("sent"))
         if self.tracer is not None:
             data: dict[str, Any] = {"round": self.number, "model": self.plan.client.model}
@@ -384,7 +398,7 @@ class _Turn:
             content = [p for p in content if p["type"] != "tool_call"]
             calls = []
         step = RoundResult(
-            text="".join(p["text"] for p in content if p["type"] == "text"),
+            text="".join([p["text"] for p in content if p["type"] == "text"]),
             tool_calls=calls,
             stop_reason=finish["stop_reason"],
             usage=finish["usage"],
@@ -568,6 +582,7 @@ class _Call:
     __slots__ = (
         "attempt",
         "attempts_left",
+        "due",
         "error",
         "finish",
         "partial",
@@ -585,6 +600,8 @@ class _Call:
         self.tools = 0
         self.attempts_left = 0
         self.attempt = 0
+        self.due = False
+        """Set when the call is to be streamed after the batch that goes out."""
         self.partial: PartialOutput | None = None
         self.text = _NO_TEXT
         self.tool_snaps: dict[str, str] = {}
@@ -592,22 +609,12 @@ class _Call:
         self.error: Exception | None = None
         self.stream: Any = None
 
-    def start(self, request: ChatRequest) -> None:
-        """A new round's call."""
-        self.request = request
-        self.tools = len(request["tools"]) if "tools" in request else 0
-        self.attempts_left = self.turn.plan.stream_retries
-        self.attempt = 1
-        self.finish = None
-        self.error = None
-
     def retry(self) -> bool:
         """After a failed attempt: True when a rerun of the dropped stream is due (and counted)."""
         if not self.retrying():
             return False
         self.attempts_left -= 1
         self.attempt += 1
-        self.error = None
         return True
 
     def retrying(self) -> bool:
@@ -625,6 +632,7 @@ class _Call:
         if self.tool_snaps:
             self.tool_snaps = {}
         self.finish = None
+        self.error = None
         plan = self.turn.plan
         if plan.response_format is not None:
             self.partial = PartialOutput()
@@ -634,7 +642,7 @@ class _Call:
         return it
 
     def take(self, chunk: StreamChunk) -> AgentEvent | None:
-        """A chunk other than text: its event, if it has one."""
+        """A chunk other than text and the finish: its event, if it has one."""
         if chunk["type"] == "thinking":
             return {"type": "thinking", "text": chunk["text"]}
         if chunk["type"] == "tool_input_delta":
@@ -648,22 +656,13 @@ class _Call:
                 "partial": chunk["partial"],
                 "snapshot": snap,
             }
-        if chunk["type"] == "finish":
-            self.finish = chunk
-        elif chunk["type"] == "retry":
+        if chunk["type"] == "retry":
             tracer = self.turn.tracer
             if tracer is not None:
                 data: dict[str, Any] = {"round": self.turn.number}
                 data.update(attempt=chunk["attempt"], delay=chunk["delay"], reason=chunk["reason"])
                 return tracer.record("request", "retry", data)
         return None
-
-    def ended(self) -> None:
-        """The stream ended: it must have finished the response."""
-        if self.finish is None:
-            raise LLMStreamError(
-                "the provider stream ended without finishing the response", retryable=True
-            )
 
     def outcome(self) -> list[AgentEvent]:
         """After an attempt that failed: an abort is raised in the turn; when a retry is due,

@@ -90,7 +90,8 @@ class Tool:
             return ToolResult(
                 f"Invalid arguments for tool {self.name}: not valid JSON: {raw_input[:200]!r}", True
             )
-        problem = self.check_input(raw_input)
+        check = self._check
+        problem = None if check is None else check(raw_input)
         if problem is not None:
             return ToolResult(f"Invalid input for tool {self.name}: {problem}", True)
         try:
@@ -122,6 +123,8 @@ class Tool:
         assert self.execute is not None
         fn: Any = self.execute
         result = fn(value, ctx) if self._takes_ctx else fn(value)
+        if type(result) in _PLAIN:  # a sync tool's usual answers, without the Awaitable ABC check
+            return result
         if inspect.isawaitable(result):  # an async execute, or a sync one returning an awaitable
             return await result
         return result
@@ -131,17 +134,24 @@ class ToolError(Exception):
     """Raise inside a tool to return exactly this message to the model as an error."""
 
 
+_PLAIN = frozenset({str, int, float, bool, dict, list, type(None), ToolResult})
+
+
 def output_text(value: Any) -> str:
     """A non-string tool or resource result as the model reads it: compact JSON, with pydantic
     models (anywhere in it) dumped in their JSON mode. Raises TypeError for anything else JSON
     cannot hold."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_model_json)
+    return _ENCODER.encode(value)
 
 
 def _model_json(value: Any) -> Any:
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json")
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# One encoder for every result: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_model_json)
 
 
 async def _call_endpoint(t: Tool, value: Any, ctx: RunContext) -> str:

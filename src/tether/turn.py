@@ -130,6 +130,16 @@ class Toolbox:
         self._own_index = index_tools(own)
         self._integrations = Integrations(integrations, list(self._own_index))
         self._cache: tuple[object, Toolset] | None = None
+        self._static: Toolset | None = None
+        if not self._integrations.sources:  # nothing to connect: the tools are known now
+            self._static = Toolset(
+                MappingProxyType(self._own_index), [t.spec for t in own], self._attach
+            )
+
+    @property
+    def ready(self) -> Toolset | None:
+        """The declared tools when there are no sources to connect (None otherwise)."""
+        return self._static
 
     @property
     def sources(self) -> list[IntegrationSource]:
@@ -237,10 +247,19 @@ class TurnPlan(NamedTuple):
         """The turn's abort signal."""
         return self.ctx.signal
 
+    @property
+    def ready_toolset(self) -> Toolset | None:
+        """This turn's tools when nothing needs connecting (None: await `toolset()`)."""
+        return self.toolbox.ready if self.tools is None else None
+
     async def toolset(self) -> Toolset:
         """Connect the integration sources (unless connected) and return this turn's tools."""
         ctx = self.ctx
         return await self.toolbox.toolset(ctx.signal, tracer=ctx.tracer, override=self.tools)
+
+    def static_prompt(self, toolset: Toolset) -> list[SystemBlock] | None:
+        """The system prompt when it is all static (None: await `system_prompt()`)."""
+        return self.static if not self.dynamic and not toolset.attach else None
 
     async def system_prompt(self, toolset: Toolset) -> list[SystemBlock]:
         """The system prompt of this turn: static blocks, then the dynamic layers rendered now,

@@ -7,14 +7,24 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeAlias
 
 from ..errors import LLMError
-from ..events import Part, Usage
-from ..llm.base import ChatRequest, StreamChunk
+from ..events import FinishReason, Part, Usage
+from ..llm.base import ChatRequest, FinishChunk, StreamChunk
 
 __all__ = ["ScriptClient", "ScriptTurn", "script_client"]
 
 ScriptTurn: TypeAlias = dict[str, Any]
 """``{"text": str | [chunks], "thinking": str | {"text", "signature"}, "tool_use": [{"name",
-"input", "id"?, "partials"?: [str]}], "stop_reason"?, "usage"?, "error"?: LLMError}``"""
+"input", "id"?, "partials"?: [str]}], "stop_reason"?, "finish_reason"?, "usage"?, "error"?:
+LLMError}``. `finish_reason` defaults to the normalized reading of the stop reason (an
+unknown stop reason gets none, as a custom client might send it); None leaves it out."""
+
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "refusal",
+}
 
 
 class ScriptClient:
@@ -85,7 +95,16 @@ class ScriptClient:
             raise error
         usage: Usage = turn.get("usage") or {"input_tokens": 1, "output_tokens": 1}
         stop = turn.get("stop_reason") or ("tool_use" if turn.get("tool_use") else "end_turn")
-        yield {"type": "finish", "content": content, "stop_reason": stop, "usage": dict(usage)}  # type: ignore[typeddict-item]
+        finish: FinishChunk = {
+            "type": "finish",
+            "content": content,
+            "stop_reason": stop,
+            "usage": usage.copy(),
+        }
+        reason = turn.get("finish_reason", _FINISH_REASONS.get(stop))
+        if reason is not None:  # like an adapter: the normalized reason beside the raw one
+            finish["finish_reason"] = reason
+        yield finish
 
     async def aclose(self) -> None:
         return None
