@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
@@ -23,7 +24,7 @@ from tether import (
 )
 from tether.errors import LLMStreamError
 from tether.testing import collect, script_client
-from tether.tracing import Tracer, logging_sink
+from tether.tracing import Tracer, console_sink, logging_sink
 
 
 def records_of(events: list[Any]) -> list[Any]:
@@ -70,10 +71,29 @@ async def test_tracing_is_off_by_default() -> None:
     assert seen == [None]
 
 
-async def test_trace_true_logs_every_record_on_the_tether_trace_logger(
+async def test_trace_true_prints_every_record_to_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The seed: "trace: true uses the console sink".
+    agent = create_agent(llm=script_client([{"text": "hi"}]), trace=True)
+    events = await collect(agent, Session(), "go")
+    out = capsys.readouterr()
+    assert out.out == ""
+    lines = out.err.splitlines()
+    assert [line.split(" ")[:3] for line in lines] == [
+        ["[tether]", "prompt", "assembled"],
+        ["[tether]", "request", "chat"],
+        ["[tether]", "response", "chat"],
+        ["[tether]", "usage", "turn"],
+    ]
+    records = records_of(events)
+    assert [json.loads(line.split(" ", 3)[3]) for line in lines] == [r["data"] for r in records]
+
+
+async def test_the_logging_sink_logs_every_record_on_the_tether_trace_logger(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    agent = create_agent(llm=script_client([{"text": "hi"}]), trace=True)
+    agent = create_agent(llm=script_client([{"text": "hi"}]), trace=logging_sink)
     with caplog.at_level(logging.INFO, logger="tether.trace"):
         events = await collect(agent, Session(), "go")
     logged = [r for r in caplog.records if r.name == "tether.trace"]
@@ -385,7 +405,7 @@ def test_a_trace_option_that_is_not_a_sink_is_a_config_error() -> None:
     assert Tracer.from_option(False, "s") is None
     assert Tracer.from_option(None, "s") is None
     tracer = Tracer.from_option(True, "s")
-    assert tracer is not None and tracer.sink is logging_sink and tracer.session_id == "s"
+    assert tracer is not None and tracer.sink is console_sink and tracer.session_id == "s"
 
 
 async def test_records_made_inside_guardrails_reach_the_stream_in_the_order_the_sink_got_them() -> (

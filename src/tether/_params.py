@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeVar, cast
 
-from .errors import ConfigError
+from .errors import ConfigError, ModelSettingError
 from .llm import LLMClient
 from .llm.base import ModelSettings
 from .prompt import PromptLayer, prompt_layer
@@ -14,9 +14,11 @@ from .prompt import PromptLayer, prompt_layer
 __all__ = [
     "SETTINGS_KEYS",
     "bad",
+    "check_limit",
     "check_max_tool_rounds",
     "check_settings",
     "merge_settings",
+    "model_client_spec",
     "one_of",
     "prompt_layers",
     "sequence_of",
@@ -130,24 +132,30 @@ def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+_REASONING = "{'effort': 'low'|'medium'|'high'} or {'budget_tokens': int >= 0}"
+
+
 def _reasoning(param: str, value: Any) -> None:
-    if not isinstance(value, Mapping) or len(value) != 1:
-        raise bad(param, value, "{'effort': 'low'|'medium'|'high'} or {'budget_tokens': n}")
-    ((key, inner),) = value.items()
-    if key == "effort" and inner in ("low", "medium", "high"):
-        return
-    if key == "budget_tokens" and _int(inner) and inner > 0:
-        return
-    raise bad(param, value, "{'effort': 'low'|'medium'|'high'} or {'budget_tokens': n}")
+    if isinstance(value, Mapping) and len(value) == 1:
+        ((key, inner),) = value.items()
+        if key == "effort" and inner in ("low", "medium", "high"):
+            return
+        if key == "budget_tokens" and _int(inner) and inner >= 0:
+            return
+    raise ModelSettingError(
+        f"{param}['reasoning'] takes {_REASONING}; got {_got(value)}", key="reasoning"
+    )
 
 
 _CHECKS: dict[str, tuple[Any, str]] = {
-    "temperature": (_number, "a number"),
+    "temperature": (lambda v: _number(v) and v >= 0, "a number >= 0"),
     "max_tokens": (lambda v: _int(v) and v > 0, "an integer >= 1"),
-    "top_p": (_number, "a number"),
+    "top_p": (lambda v: _number(v) and v >= 0, "a number >= 0"),
     "stop": (
-        lambda v: isinstance(v, list | tuple) and all(isinstance(s, str) for s in v),
-        "a list of strings",
+        lambda v: (
+            isinstance(v, list | tuple) and bool(v) and all(isinstance(s, str) and s for s in v)
+        ),
+        "a non-empty list of non-empty strings",
     ),
     "seed": (_int, "an integer"),
     "tool_choice": (
@@ -159,8 +167,8 @@ _CHECKS: dict[str, tuple[Any, str]] = {
 
 
 def check_settings(param: str, value: Any) -> ModelSettings:
-    """Model settings checked key by key (an unknown key or a wrong type is a ConfigError);
-    returns a copy (lists as lists)."""
+    """Model settings checked key by key (an unknown key or a wrong type is a
+    ModelSettingError, a ConfigError, naming the parameter and the key); returns a copy."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -168,18 +176,21 @@ def check_settings(param: str, value: Any) -> ModelSettings:
     out: dict[str, Any] = {}
     for key, item in value.items():
         if key == "reasoning":
-            _reasoning(f"{param}['reasoning']", item)
+            _reasoning(param, item)
             out[key] = dict(item)
             continue
         check = _CHECKS.get(key)
         if check is None:
-            raise ConfigError(
+            raise ModelSettingError(
                 f"{param}= has an unknown setting {key!r}; the settings are "
                 f"{', '.join(SETTINGS_KEYS)} (use the model config's extra_body for anything "
-                "provider-specific)"
+                "provider-specific)",
+                key=str(key),
             )
         if not check[0](item):
-            raise bad(f"{param}['{key}']", item, check[1])
+            raise ModelSettingError(
+                f"{param}['{key}'] takes {check[1]}; got {_got(item)}", key=str(key)
+            )
         out[key] = list(item) if key == "stop" else item
     return cast(ModelSettings, out)
 

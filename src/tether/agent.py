@@ -415,11 +415,37 @@ class Agent:
         self,
         session: SessionLike,
         text: str | None,
-        **options: Any,
+        *,
+        signal: AbortSignal | None = None,
+        services: Mapping[str, Any] | None = None,
+        context: Any = None,
+        system_prompt: SystemPromptSpec | None = None,
+        prompt: SystemPromptSpec | None = None,
+        tools: Sequence[Tool] | None = None,
+        stop_when: Sequence[StopCondition] | StopCondition | None = None,
+        response_format: dict[str, Any] | None = None,
+        stream_retries: int | None = None,
+        settings: ModelSettings | None = None,
+        on_event: Callable[[AgentEvent], Any] | None = None,
     ) -> TurnResult:
-        """`run_turn()` from synchronous code. Inside a running event loop (a notebook), the
-        turn runs in a worker thread with its own loop, and this call blocks until it ends."""
-        coro = self.run_turn(session, text, **options)
+        """`run_turn()` from synchronous code (a script, a test). Inside a running event loop
+        (a notebook cell), the turn runs to its end in a worker thread with its own loop while
+        this call blocks; `on_event` is then called from that thread."""
+        coro = self.run_turn(
+            session,
+            text,
+            signal=signal,
+            services=services,
+            context=context,
+            system_prompt=system_prompt,
+            prompt=prompt,
+            tools=tools,
+            stop_when=stop_when,
+            response_format=response_format,
+            stream_retries=stream_retries,
+            settings=settings,
+            on_event=on_event,
+        )
         try:
             asyncio.get_running_loop()
         except RuntimeError:

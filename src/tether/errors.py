@@ -35,6 +35,8 @@ TetherError
 │   ├── StepOutputError          a durable step returned something that is not JSON-safe
 │   └── WorkflowInputError       a run's input is not what the workflow takes (start anew)
 ├── StoreError                   a message / workflow / run store failed
+├── ToolError                    raised inside a tool: its message goes to the model as the
+│                                call's error result (the turn goes on)
 ├── AgentRunError                a lab episode failed
 │   ├── NoObjectGeneratedError   structured output did not produce a valid object (.text)
 │   └── TemplateError            a system-prompt template could not render
@@ -80,6 +82,7 @@ __all__ = [
     "TemplateError",
     "TetherError",
     "ToolDefinitionError",
+    "ToolError",
     "UnknownProviderError",
     "WorkflowError",
     "WorkflowInputError",
@@ -326,6 +329,13 @@ class StepOutputError(WorkflowError, NotJSONSafeError):
 
 class StoreError(TetherError):
     """A store operation failed."""
+
+
+class ToolError(TetherError):
+    """Raise inside a tool to return exactly this message to the model as an error result.
+
+    The loop turns it into the call's `is_error` result; the turn goes on (the model can react).
+    """
 
 
 class AgentRunError(TetherError):

@@ -22,7 +22,7 @@ import jsonschema
 import pydantic
 
 from .context import RunContext
-from .errors import ToolDefinitionError
+from .errors import ToolDefinitionError, ToolError
 from .llm.base import ToolSpec
 
 __all__ = ["Endpoint", "Tool", "ToolResult", "define_tool", "tool"]
@@ -128,10 +128,6 @@ class Tool:
         if inspect.isawaitable(result):  # an async execute, or a sync one returning an awaitable
             return await result
         return result
-
-
-class ToolError(Exception):
-    """Raise inside a tool to return exactly this message to the model as an error."""
 
 
 _PLAIN = frozenset({str, int, float, bool, dict, list, type(None), ToolResult})

@@ -1,21 +1,28 @@
 """Tracing: structured records of what the harness did, to a sink and onto the event stream.
 
-Off by default. ``trace=True`` logs each record on the ``tether.trace`` logger; a callable is
-the sink. Every record is also yielded as a ``{"type": "trace", "record": ...}`` event, so a UI
-can render the same thing the sink received. A record is
-``{"phase", "name", "at", "session_id"?, "data"?}`` with `phase` from the closed `TRACE_PHASES`:
+Off by default. ``trace=True`` prints each record to the console (stderr), one line each
+(`console_sink`); a callable is the sink instead (``trace=logging_sink`` sends them to the
+``tether.trace`` logger, ``trace=OtelSink(...)`` to OpenTelemetry). Every record is also yielded
+as a ``{"type": "trace", "record": ...}`` event, so a UI can render the same thing the sink
+received. A record is ``{"phase", "name", "at", "session_id"?, "data"?}`` with `phase` from the
+closed `TRACE_PHASES`:
 
-| phase       | name                          | data                                             |
-|-------------|-------------------------------|--------------------------------------------------|
-| `prompt`    | `assembled` (once per turn)   | layers, cached_blocks, chars                     |
-| `request`   | `chat`                        | round, model, tools (offered)                    |
-| `response`  | `chat` / `chat:failed`        | round, model, stop_reason, tool_calls, usage, ms |
-|             |                               | / round, model, error, error_type                |
-| `tool`      | the tool's name               | id, ms, is_error                                 |
-| `workflow`  | what the step named           | whatever it passed to ``ctx.trace()``           |
-| `guardrail` | the guardrail's name          | target, action, reason, tool?, tool_use_id?      |
-| `usage`     | `turn` / `turn:failed` / `turn:aborted` | the turn's token totals                |
-| `mcp`       | `connect` / `connect:failed`  | per source                                       |
+| phase       | name                             | data                                          |
+|-------------|----------------------------------|-----------------------------------------------|
+| `prompt`    | `assembled` (once per turn)      | layers, cached_blocks, chars                  |
+| `request`   | `chat` (before every call)       | round, model, tools (offered), attempt (a     |
+|             |                                  | stream retry's, from 2)                       |
+| `request`   | `retry` (the client waits first) | round, attempt, delay (s), reason             |
+| `response`  | `chat` / `chat:failed`           | round, model, stop_reason, finish_reason,     |
+|             |                                  | tool_calls, usage, ms / round, model, error,  |
+|             |                                  | error_type                                    |
+| `tool`      | the tool's name                  | id, ms, is_error                              |
+| `tool`      | `result:truncated`               | id, name, chars (whole), limit                |
+| `workflow`  | what the step named              | whatever it passed to ``ctx.trace()``         |
+| `guardrail` | the guardrail's name             | target, action, reason, tool?, tool_use_id?   |
+| `usage`     | `turn` / `turn:failed` /         | the turn's token totals                       |
+|             | `turn:aborted`                   |                                               |
+| `mcp`       | `connect` / `connect:failed`     | per source                                    |
 | `mcp`       | `reconnect` / `reconnect:failed` | a lost session re-established by a call       |
 
 A sink that raises warns (once per turn) and the turn goes on. A sink is a plain function, called
@@ -27,7 +34,9 @@ returns an awaitable anyway counts as a sink that failed. There is no exporter p
 from __future__ import annotations
 
 import inspect
+import json
 import logging
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -36,7 +45,7 @@ from typing import Any, TypeAlias
 from .errors import ConfigError
 from .events import TraceEvent, TracePhase, TraceRecord
 
-__all__ = ["TraceSink", "Tracer", "logging_sink"]
+__all__ = ["TraceSink", "Tracer", "console_sink", "logging_sink"]
 
 TraceSink: TypeAlias = Callable[[TraceRecord], Any]
 """Receives every record as it is made, synchronously; its return value is ignored. To hand records
@@ -45,8 +54,17 @@ to async code, queue them (``trace=queue.put_nowait``)."""
 logger = logging.getLogger("tether.trace")
 
 
+def console_sink(record: TraceRecord) -> None:
+    """The sink ``trace=True`` uses: one line per record on stderr,
+    ``[tether] <phase> <name> <data as JSON>``."""
+    data = record.get("data")
+    tail = "" if data is None else " " + json.dumps(data, ensure_ascii=False, default=repr)
+    print(f"[tether] {record['phase']} {record['name']}{tail}", file=sys.stderr, flush=True)
+
+
 def logging_sink(record: TraceRecord) -> None:
-    """The sink ``trace=True`` uses: one INFO line per record on the ``tether.trace`` logger.
+    """A sink for ``trace=logging_sink``: one INFO line per record on the ``tether.trace``
+    logger.
 
     The record itself rides the log record as ``tether_trace`` for handlers that want the
     structure rather than the line.
@@ -118,11 +136,12 @@ class Tracer:
 
     @classmethod
     def from_option(cls, option: bool | TraceSink | None, session_id: str | None) -> Tracer | None:
-        """The tracer for an agent's ``trace=`` option: None (off), True (logging) or a sink."""
+        """The tracer for an agent's ``trace=`` option: None (off), True (the console) or a
+        sink."""
         if option is None or option is False:
             return None
         if option is True:
-            return cls(logging_sink, session_id)
+            return cls(console_sink, session_id)
         if not callable(option):
             raise ConfigError(
                 f"trace= must be True, False or a callable sink, got {type(option).__name__}"

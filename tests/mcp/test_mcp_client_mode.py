@@ -1000,3 +1000,24 @@ async def test_an_eager_connect_is_traced_like_a_turns(kit: Kit) -> None:
     agent, _ = kit.agent(server, agent_kwargs={"trace": records.append})
     await agent.connect()
     assert [(r["phase"], r["name"]) for r in records] == [("mcp", "connect")]
+
+
+# -- size bounds ------------------------------------------------------------------------------
+
+
+async def test_an_mcp_result_over_the_limit_is_truncated_before_it_reaches_the_model(
+    kit: Kit,
+) -> None:
+    big = {"name": "dump", "run": lambda args: "z" * 5_000}
+    server = kit.server(tools=[big])
+    records: list[Any] = []
+    agent, client = kit.agent(
+        server,
+        [call("dump"), {"text": "ok"}],
+        agent_kwargs={"max_tool_result_chars": 1_000, "trace": records.append},
+    )
+    events = await collect(agent, agent.create_session(), "go")
+    [result] = results(events)
+    assert result["output"].startswith("z" * 1_000 + "\n\n[tether: this result was truncated")
+    assert "z" * 1_001 not in client.calls[1]["messages"][-1]["content"][0]["output"]
+    assert [r["data"]["chars"] for r in records if r["name"] == "result:truncated"] == [5_000]
