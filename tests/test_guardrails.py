@@ -838,3 +838,14 @@ async def test_a_rewrite_is_checked_at_the_call_boundary_like_the_models_input()
     [result] = of_type(events, "tool_result")
     assert result["is_error"] is True
     assert result["output"] == "Invalid input for tool lookup: q: 7 is not of type 'string'"
+
+
+async def test_a_denied_output_keeps_no_copy_of_the_text() -> None:
+    from tether.guardrails import run_output_guards
+
+    outcome = await run_output_guards(
+        [("redact", lambda text: {"action": "deny", "reason": "pii"})],
+        "call me at 555-0100",
+        RunContext(session_id="s"),
+    )
+    assert (outcome.text, outcome.denied, outcome.decided) == ("", True, True)

@@ -311,3 +311,7 @@ def test_a_patch_changed_after_the_write_does_not_change_the_memory() -> None:
     s = reduce(Session(), remember({"tags": tags}))
     tags.append(dt.datetime(2026, 1, 1))
     assert s.memory == {"tags": ["a"]}
+
+
+def test_a_session_shows_its_fields_when_printed() -> None:
+    assert repr(Session(id="s")) == "Session({'id': 's', 'messages': [], 'memory': {}})"

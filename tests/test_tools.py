@@ -705,3 +705,16 @@ def test_a_remote_schema_the_meta_schema_check_chokes_on_names_the_failure() -> 
     assert t.unchecked is not None
     assert re.match(r"its input schema cannot be compiled: \w+Error: ", t.unchecked), t.unchecked
     assert t.check_input({"anything": 1}) is None
+
+
+def test_a_remote_optional_property_may_be_null_whatever_its_type_list_says() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"s": {"type": ["string", "integer"]}, "n": {"type": ["number", "null"]}},
+        "required": ["s"],
+    }
+    t = define_tool(name="r", input_schema=schema, execute=lambda v: v, validation="remote")
+    assert t.unchecked is None
+    assert t.check_input({"s": "a", "n": None}) is None
+    assert t.check_input({"s": "a", "n": "x"}) == "n: 'x' is not of type 'number', 'null'"
+    assert t.check_input({"s": None}) == "s: None is not of type 'string', 'integer'"
