@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from ._json import copy_json
 from ._partial import PartialOutput
@@ -122,9 +122,11 @@ def _progress(stage: ProgressStage) -> ProgressEvent:
     return {"type": "progress", "stage": stage}
 
 
-def _add_usage(total: dict[str, int], usage: Usage) -> None:
-    for key, value in usage.items():
-        total[key] = total.get(key, 0) + int(value)  # type: ignore[call-overload]  # Usage values are ints; the TypedDict's items() widens them to object
+def _add_usage(total: Usage, usage: Usage) -> None:
+    # Usage's values are all ints; a TypedDict's items() reads them as objects.
+    counts = cast(dict[str, int], total)
+    for key, value in cast(dict[str, int], usage).items():
+        counts[key] = counts.get(key, 0) + int(value)
 
 
 async def stream_turn(
@@ -224,7 +226,7 @@ class _Turn:
         self.scope = AbortScope(signal) if signal is not None else None
         self.messages: list[Message] = list(session.messages)
         self.memory_view: dict[str, Any] = {}
-        self.usage: dict[str, int] = {}
+        self.usage: Usage = {}
         self.open_calls: list[ToolCallPart] = []
         self.number = 0
         self.started = 0.0
@@ -470,7 +472,9 @@ class _Turn:
             events.append(self.tracer.record("tool", call["name"], data))
         fold(self.messages, self.memory_view, result)
         self.open_calls.pop(0)
-        step.tool_results.append(self.messages[-1]["content"][-1])  # type: ignore[arg-type]  # the part fold() just appended is this call's ToolResultPart
+        part = self.messages[-1]["content"][-1]  # what fold() just appended: this call's result
+        if part["type"] == "tool_result":
+            step.tool_results.append(part)
         events.append(result)
         if self.ctx.has_memory_writes:
             for patch in self.ctx.take_memory_writes():
@@ -543,7 +547,7 @@ class _Turn:
         done: DoneEvent = {
             "type": "done",
             "text": text,
-            "usage": self.usage,  # type: ignore[typeddict-item]  # the totals dict holds only Usage keys
+            "usage": self.usage,
             "stop_reason": stop_reason,
             "finish_reason": reason,
         }

@@ -57,10 +57,11 @@ def static_blocks(layers: Sequence[PromptLayer]) -> list[SystemBlock]:
     blocks: list[SystemBlock] = []
     last_cached = -1
     for layer in layers:
-        if layer.is_static and layer.source:
+        source = layer.source
+        if isinstance(source, str) and source:
             if layer.cache:
                 last_cached = len(blocks)
-            blocks.append({"type": "text", "text": layer.source})  # type: ignore[typeddict-item]
+            blocks.append({"type": "text", "text": source})
     if last_cached >= 0:
         blocks[last_cached]["cache_control"] = {"type": "ephemeral"}
     return blocks

@@ -4,10 +4,10 @@ request it was sent in `.calls`. Drives the whole loop with no key and no networ
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from ..errors import LLMError
-from ..events import FinishReason, Part, Usage
+from ..events import FinishReason, Part, ThinkingPart, Usage
 from ..llm.base import ChatRequest, FinishChunk, StreamChunk
 
 __all__ = ["ScriptClient", "ScriptTurn", "script_client"]
@@ -59,13 +59,13 @@ class ScriptClient:
         content: list[Part] = []
         thinking = turn.get("thinking")
         if thinking is not None:
-            part = (
+            part: ThinkingPart = (
                 {"type": "thinking", "text": thinking}
                 if isinstance(thinking, str)
-                else {"type": "thinking", **thinking}
+                else cast(ThinkingPart, {"type": "thinking", **thinking})
             )
             yield {"type": "thinking", "text": part["text"]}
-            content.append(part)  # type: ignore[arg-type]
+            content.append(part)
         text = turn.get("text")
         if text:
             chunks = [text] if isinstance(text, str) else list(text)

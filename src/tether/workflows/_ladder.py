@@ -318,8 +318,9 @@ def _step_from(item: LadderStep | Mapping[str, Any], workflow: str, i: int) -> L
                 )
             retry = Retry(**retry)
         step = LadderStep(
-            name=item.get("name"),  # type: ignore[arg-type]
-            run=item.get("run"),  # type: ignore[arg-type]
+            # checked below, with a message naming the step
+            name=cast(str, item.get("name")),
+            run=cast(Callable[[LadderContext], Any], item.get("run")),
             until=item.get("until"),
             when=item.get("when"),
             retry=retry,

@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Final, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from .._json import check_json_safe, dumps
 from ..errors import StoreCorruptError, StoreError
@@ -197,7 +197,7 @@ def _decode(text: Any, where: str) -> Any:
 def _check_status(status: Any, where: str) -> RunStatus:
     if status not in RUN_STATUSES:
         raise StoreCorruptError(f"{where}: unknown status {status!r}")
-    return status  # type: ignore[no-any-return]
+    return cast(RunStatus, status)
 
 
 def _decode_error(text: Any, where: str) -> dict[str, Any] | None:
