@@ -110,7 +110,7 @@ def world(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[Any]
     yield servers
 
 
-async def setup_for(example: CodeExample, namespace: dict[str, Any]) -> None:
+def setup_for(example: CodeExample, namespace: dict[str, Any]) -> None:
     """Context a fragment leaves to the reader (the experiments one names a project's agent)."""
     if example.source.startswith("report = await lab.evaluate("):
         from tether.lab import Runtime
@@ -126,7 +126,7 @@ async def setup_for(example: CodeExample, namespace: dict[str, Any]) -> None:
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda ex: f"README.md:{ex.start_line}")
 async def test_readme_example_runs(example: CodeExample, world: list[Any]) -> None:
     namespace: dict[str, Any] = {"__name__": "readme_example"}
-    await setup_for(example, namespace)
+    setup_for(example, namespace)
     code = compile(
         example.source, f"README.md:{example.start_line}", "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     )
@@ -138,9 +138,7 @@ async def test_readme_example_runs(example: CodeExample, world: list[Any]) -> No
                 await result
     finally:
         for value in list(namespace.values()):
-            if isinstance(value, tether.Agent):
-                await value.aclose()
-            elif type(value).__name__ == "Runtime":
+            if isinstance(value, tether.Agent) or type(value).__name__ == "Runtime":
                 await value.aclose()
         for server in world:
             await server.aclose()
