@@ -511,3 +511,38 @@ async def test_the_conformance_client_logs_in_and_calls_every_tool(h: Harness) -
     assert "add: 4" in out.decode()  # made-up arguments from the schema: a=2, b=2
     # It plays the browser against the redirect URI of the conformance suite's servers.
     assert w.seen("authorize")[0]["redirect_uri"] == "http://localhost:3000/callback"
+
+
+async def test_credentials_never_go_to_a_plain_http_authorization_server_elsewhere(
+    h: Harness,
+) -> None:
+    w = h.configure(issuer_override=None)
+    # Metadata whose token endpoint is plain HTTP on another host.
+    w.config.as_metadata_path = "/.well-known/oauth-authorization-server"
+    original = w.as_metadata
+
+    async def elsewhere(request: Any) -> Any:
+        response = await original(request)
+        import json as _json
+
+        body = _json.loads(response.body)
+        body["token_endpoint"] = "http://tokens.example.com/token"
+        from starlette.responses import JSONResponse
+
+        return JSONResponse(body)
+
+    w.as_metadata = elsewhere  # type: ignore[method-assign]
+    try:
+        with pytest.raises(McpAuthError, match="plain HTTP on a host that is not this machine"):
+            await h.agent(h.oauth()).connect()
+    finally:
+        w.as_metadata = original  # type: ignore[method-assign]
+    assert not w.seen("authorize")
+
+
+def test_a_redirect_uri_off_this_machine_must_be_https() -> None:
+    from tether import ConfigError
+
+    with pytest.raises(ConfigError, match="must be https, or http on a loopback"):
+        OAuth(redirect_uri="http://app.example.com/callback")
+    OAuth(redirect_uri="https://app.example.com/callback")

@@ -201,6 +201,12 @@ class OAuth:
         if not isinstance(self.client_name, str) or not self.client_name:
             raise ConfigError("OAuth(client_name=...) must be a non-empty string")
         _check_url(self.redirect_uri, "redirect_uri")
+        redirect = urlsplit(self.redirect_uri)
+        if redirect.scheme == "http" and redirect.hostname not in ("localhost", "127.0.0.1", "::1"):
+            raise ConfigError(
+                f"OAuth(redirect_uri={self.redirect_uri!r}) must be https, or http on a loopback "
+                "address (127.0.0.1, localhost): the authorization code travels in it"
+            )
         _check_url(self.client_metadata_url, "client_metadata_url", https_path=True)
         if self.authorize is not None and not callable(self.authorize):
             raise ConfigError("OAuth(authorize=...) is an async function (url) -> returned url")

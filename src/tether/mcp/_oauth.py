@@ -105,6 +105,14 @@ def _pkce() -> tuple[str, str]:
     return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
+def _secure(url: str) -> bool:
+    """HTTPS, or plain HTTP to this machine (a local authorization server, or a test)."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" or (
+        parts.scheme == "http" and (parts.hostname or "") in ("localhost", "127.0.0.1", "::1")
+    )
+
+
 def _is_loopback(url: str) -> bool:
     host = urlsplit(url).hostname or ""
     return host in ("localhost", "127.0.0.1", "::1") or urlsplit(url).scheme not in (
@@ -326,7 +334,7 @@ class McpAuth(httpx.Auth):
         registration = metadata.get("registration_endpoint")
         if not metadata:
             registration = f"{origin}/register"
-        return _Server(
+        server = _Server(
             issuer=issuer,
             resource=resource,
             metadata=metadata,
@@ -337,6 +345,18 @@ class McpAuth(httpx.Auth):
             token_endpoint=str(metadata.get("token_endpoint") or f"{origin}/token"),
             registration_endpoint=registration if isinstance(registration, str) else None,
         )
+        for url in (
+            server.authorization_endpoint,
+            server.token_endpoint,
+            server.registration_endpoint,
+        ):
+            if url is not None and not _secure(url):
+                raise McpAuthError(
+                    f"the authorization server's endpoint {url} is plain HTTP on a host that is "
+                    "not this machine; refusing to send credentials over it (OAuth 2.1 requires "
+                    "TLS)"
+                )
+        return server
 
     # -- the flows ---------------------------------------------------------------------------
 
