@@ -252,3 +252,47 @@ def test_live_polling_stops_when_the_run_is_gone(site: Site, browser: WebDriver)
         lambda d: d.find_element(By.ID, "timeline").get_attribute("data-live-done") == "1"
     )
     assert browser.find_element(By.ID, "live-note").text == "This run is no longer in the store."
+
+
+def test_the_timeline_request_view_and_filters_in_the_browser(
+    site: Site, browser: WebDriver, tmp_path: Path
+) -> None:
+    browser.get(f"{site.url}/runs/{site.world.first}")
+    bars = browser.find_elements(By.CSS_SELECTOR, "ol.waterfall li.bar")
+    assert [b.get_attribute("class").split()[1] for b in bars] == [
+        "bar-model",
+        "bar-tool",
+        "bar-model",
+    ]
+    # Every bar is drawn (a positive width inside the track) and in start order.
+    boxes = browser.execute_script(
+        "return Array.from(document.querySelectorAll('ol.waterfall rect.span'))"
+        ".map(r => { const b = r.getBoundingClientRect(); return [b.left, b.width]; })"
+    )
+    assert all(width > 0 for _, width in boxes)
+    assert [left for left, _ in boxes] == sorted(left for left, _ in boxes)
+    # A bar leads to its event.
+    bars[1].find_element(By.TAG_NAME, "a").click()
+    WebDriverWait(browser, 10).until(lambda d: "#ev-" in d.current_url)
+    anchor = browser.current_url.split("#")[1]
+    assert "ev-agent-tool-call" in browser.find_element(By.ID, anchor).get_attribute("class")
+    # The request view of the second call opens on a click and shows what was sent.
+    request = browser.find_elements(By.CSS_SELECTOR, "li.ev-model-call-started details.request")[1]
+    assert not request.find_element(By.CSS_SELECTOR, ".request-view").is_displayed()
+    request.find_element(By.TAG_NAME, "summary").click()
+    view = request.find_element(By.CSS_SELECTOR, ".request-view")
+    assert view.is_displayed() and "Recorded at the metadata level" in view.text
+    assert "lookup" in view.text
+    browser.find_element(By.CSS_SELECTOR, ".waterfall-section").screenshot(
+        str(tmp_path / "timeline.png")
+    )
+    assert (tmp_path / "timeline.png").stat().st_size > 1000
+    assert pwned(browser) is None and no_alert(browser)
+    # The run list's form filters it.
+    browser.get(f"{site.url}/runs")
+    form = browser.find_element(By.CSS_SELECTOR, "form.filters")
+    form.find_element(By.CSS_SELECTOR, 'select[name="status"] option[value="failed"]').click()
+    form.find_element(By.CSS_SELECTOR, 'button[type="submit"]').click()
+    WebDriverWait(browser, 10).until(lambda d: "status=failed" in d.current_url)
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.run-row")
+    assert [r.get_attribute("data-run-id") for r in rows] == [site.world.failed]
