@@ -291,3 +291,20 @@ async def test_cost_usage_and_texts_are_kept(store: RunStore) -> None:
     await store.start_run(agent_run("long", input_text="x" * 5000))
     long = await store.get_run("long")
     assert long is not None and len(long.input_text) == 2000
+
+
+async def test_run_totals_add_up_tokens_and_known_costs(store: RunStore) -> None:
+    from tether.stores.run_store import RunQuery, RunTotals
+
+    await fill(store)  # a1: 120 -> 30 tokens, $0.0021; the rest: no usage
+    await store.finish_run("a2", "failed", usage={"input_tokens": 5, "output_tokens": 1})
+    await store.finish_run(
+        "a3", "completed", usage={"input_tokens": 10, "output_tokens": 2}, cost_usd=0.5
+    )
+    everything = await store.run_totals(RunQuery())
+    assert everything == RunTotals(5, 135, 33, pytest.approx(0.5021), 1)  # type: ignore[arg-type]
+    assert everything.known_cost is None  # a2 used tokens and has no price
+    researcher = await store.run_totals(RunQuery(name="researcher", status="completed"))
+    assert researcher == RunTotals(1, 120, 30, 0.0021, 0)
+    assert researcher.known_cost == 0.0021
+    assert await store.run_totals(RunQuery(name="nobody")) == RunTotals()

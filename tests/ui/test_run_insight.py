@@ -347,3 +347,28 @@ async def test_conversations_by_title_and_by_text(
 async def world_client(world: Any) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
     async with client_for(world.runtime, world.registry) as client:
         yield world, client
+
+
+async def test_tokens_and_cost_per_conversation_and_agent(lab: Runtime) -> None:
+    agent = lab.create_agent(
+        id="chat",
+        model=script_client(
+            [
+                {"text": "one", "usage": {"input_tokens": 1000, "output_tokens": 10}},
+                {"text": "two", "usage": {"input_tokens": 3000, "output_tokens": 30}},
+            ]
+        ),
+    )
+    await agent.run(memory_scope="talk", user="a").result
+    await agent.run(memory_scope="talk", user="b").result
+    async with client_for(lab) as client:
+        conversation = assert_inert((await client.get("/conversations/talk")).text)
+        agent_page = assert_inert((await client.get("/agents/chat")).text)
+        api = (await client.get("/api/scopes/talk")).json()
+    # 4000 input at $1/M + 40 output at $2/M = $0.00408
+    for text in (conversation, agent_page):
+        assert "4000 → 40" in text and "$0.004080" in text
+    assert api["totals"] == {
+        "runs": 2, "input_tokens": 4000, "output_tokens": 40,
+        "cost_usd": pytest.approx(0.00408), "unpriced_runs": 0,
+    }  # fmt: skip

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .memory import InMemoryMessageStore, InMemoryRunStore, InMemoryWorkflowStore
 from .message_store import MessageStore, ScopeInfo, StoredRecord, SystemRecord
-from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery, RunStore
+from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery, RunStore, RunTotals
 from .sqlite import SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
 from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord, WorkflowStore
 
@@ -42,6 +42,7 @@ __all__ = [
     "RunQuery",
     "RunStatus",
     "RunStore",
+    "RunTotals",
     "ScopeInfo",
     "SqliteMessageStore",
     "SqliteRunStore",

@@ -14,7 +14,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from .._json import check_json_safe, dumps
@@ -29,7 +29,15 @@ from ..workflows._store import (
     step_from_row,
 )
 from .message_store import StoredRecord
-from .run_store import TEXT_LIMIT, NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery
+from .run_store import (
+    TEXT_LIMIT,
+    NewRunEvent,
+    RunEvent,
+    RunInfo,
+    RunPage,
+    RunQuery,
+    RunTotals,
+)
 
 __all__ = [
     "LAST_INDEX",
@@ -64,6 +72,9 @@ __all__ = [
     "run_tags",
     "step_from_row",
     "title_like",
+    "totals_from_row",
+    "totals_of",
+    "totals_sql",
     "where_equal",
     "words",
 ]
@@ -416,3 +427,39 @@ def title_like(title: str, ph: str) -> tuple[str, list[Any]]:
     """A case-insensitive (ASCII) substring match on the title, with LIKE's wildcards escaped."""
     escaped = title.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f" WHERE lower(title) LIKE lower({ph}) ESCAPE '\\'", [f"%{escaped}%"]
+
+
+def totals_of(infos: Iterable[RunInfo]) -> RunTotals:
+    """`RunTotals` of runs in memory."""
+    runs = inp = out = unpriced = 0
+    cost = 0.0
+    for info in infos:
+        runs += 1
+        inp += int(info.usage.get("input_tokens", 0))
+        out += int(info.usage.get("output_tokens", 0))
+        if info.cost_usd is not None:
+            cost += info.cost_usd
+        elif info.usage:
+            unpriced += 1
+    return RunTotals(runs, inp, out, cost, unpriced)
+
+
+def totals_sql(dialect: str) -> str:
+    """The SELECT list of `run_totals` over the runs table aliased `r`."""
+    if dialect == "sqlite":
+        tokens = "coalesce(sum(json_extract(r.usage, '$.{key}')), 0)"
+    else:
+        tokens = "coalesce(sum((r.usage::jsonb ->> '{key}')::bigint), 0)"
+    return (
+        "count(*), "
+        + tokens.format(key="input_tokens")
+        + ", "
+        + tokens.format(key="output_tokens")
+        + ", coalesce(sum(r.cost_usd), 0),"
+        " sum(CASE WHEN r.cost_usd IS NULL AND r.usage <> '{}' THEN 1 ELSE 0 END)"
+    )
+
+
+def totals_from_row(row: Sequence[Any]) -> RunTotals:
+    runs, inp, out, cost, unpriced = row
+    return RunTotals(int(runs), int(inp or 0), int(out or 0), float(cost or 0), int(unpriced or 0))

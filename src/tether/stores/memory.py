@@ -33,9 +33,10 @@ from ._codecs import (
     finish_values,
     run_info_from_row,
     run_matches,
+    totals_of,
 )
 from .message_store import ScopeInfo, StoredRecord
-from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery
+from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery, RunTotals
 from .workflow_store import RunStatus
 
 __all__ = ["InMemoryMessageStore", "InMemoryRunStore", "InMemoryWorkflowStore"]
@@ -219,6 +220,12 @@ class InMemoryRunStore:
             [info for info, _ in picked],
             encode_cursor(last[0].started_at, last[1]) if last is not None else None,
         )
+
+    async def run_totals(self, query: RunQuery) -> RunTotals:
+        with self._lock:
+            rows = [list(row) for row in self._runs.values()]
+        infos = (run_info_from_row(row) for row in rows)
+        return totals_of(i for i in infos if run_matches(i, query))
 
     async def get_run(self, run_id: str) -> RunInfo | None:
         with self._lock:

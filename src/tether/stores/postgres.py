@@ -91,11 +91,13 @@ from ._codecs import (
     run_tags,
     step_from_row,
     title_like,
+    totals_from_row,
+    totals_sql,
     where_equal,
 )
 from ._migrations import MigrationList
 from .message_store import ScopeInfo, StoredRecord
-from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery
+from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery, RunTotals
 from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord
 
 __all__ = [
@@ -855,6 +857,16 @@ class PostgresRunStore(PostgresBacked):
             )
         if row is None:
             raise StoreError(f"run {run_id!r} was never started")
+
+    async def run_totals(self, query: RunQuery) -> RunTotals:
+        conds, args = query_where(query, "%s", "postgres")
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+        async with self._session() as conn:
+            row = await _one(
+                conn, f"SELECT {totals_sql('postgres')} FROM tether_runs r{where}", args
+            )
+        assert row is not None
+        return totals_from_row(row)
 
     async def query_runs(
         self, query: RunQuery, *, limit: int = 50, cursor: str | None = None

@@ -27,6 +27,7 @@ __all__ = [
     "RunPage",
     "RunQuery",
     "RunStore",
+    "RunTotals",
 ]
 
 
@@ -105,6 +106,24 @@ class RunPage:
     next_cursor: str | None
 
 
+@dataclass(slots=True, frozen=True)
+class RunTotals:
+    """What the runs matching a query add up to (`RunStore.run_totals`)."""
+
+    runs: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    """The sum over the runs with a known cost."""
+    unpriced: int = 0
+    """Runs that used tokens but have no known cost: `cost_usd` leaves them out."""
+
+    @property
+    def known_cost(self) -> float | None:
+        """The total cost, or None when some run that used tokens has no known price."""
+        return self.cost_usd if self.unpriced == 0 else None
+
+
 class NewRunEvent(TypedDict):
     """An event as a writer hands it in; the store adds `run_id` and `seq`."""
 
@@ -170,6 +189,10 @@ class RunStore(Protocol):
         Raises:
             ConfigError: a cursor no page returned.
         """
+        ...
+
+    async def run_totals(self, query: RunQuery) -> RunTotals:
+        """How many runs match `query`, and their tokens and cost added up."""
         ...
 
     async def get_run(self, run_id: str) -> RunInfo | None:

@@ -71,11 +71,13 @@ from ._codecs import (
     run_tags,
     step_from_row,
     title_like,
+    totals_from_row,
+    totals_sql,
     where_equal,
 )
 from ._migrations import MigrationList
 from .message_store import ScopeInfo, StoredRecord
-from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery
+from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery, RunTotals
 from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord
 
 __all__ = [
@@ -813,6 +815,18 @@ class SqliteRunStore(SqliteBacked):
                     )
 
         await self._run(op)
+
+    async def run_totals(self, query: RunQuery) -> RunTotals:
+        conds, args = query_where(query, "?", "sqlite")
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...]:
+            row: tuple[Any, ...] = conn.execute(
+                f"SELECT {totals_sql('sqlite')} FROM tether_runs r{where}", args
+            ).fetchone()
+            return row
+
+        return totals_from_row(await self._run(op))
 
     async def query_runs(
         self, query: RunQuery, *, limit: int = 50, cursor: str | None = None

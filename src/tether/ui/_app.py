@@ -29,6 +29,7 @@ from starlette.types import ASGIApp
 
 from ..errors import ConfigError, StoreCorruptError, StoreError
 from ..lab import Registry, Runtime
+from ..stores.run_store import RunQuery
 from ..stores.workflow_store import RUN_STATUSES
 from ._access import LOOPBACK_NAMES, HostAllowList, TokenGate
 from ._experiments import experiment_routes
@@ -51,6 +52,7 @@ from ._views import (
     run_json,
     scope_json,
     search_scopes,
+    totals_json,
     workflow_json,
     workflow_stats,
 )
@@ -297,12 +299,17 @@ class _Pages:
         if agent is None:
             raise HTTPException(404, f"There is no registered agent {agent_id!r}.")
         integrations = await agent.inspect_integrations()
+        try:
+            totals = await self.runtime.run_store.run_totals(RunQuery(kind="agent", name=agent_id))
+        except (StoreCorruptError, StoreError):
+            totals = None
         return self.render(
             request,
             "agent.html",
             {
                 "a": agent_detail_json(catalog, agent, integrations),
                 "prompt": prompt_for(catalog, None, agent_id),
+                "totals": totals,
             },
         )
 
@@ -451,6 +458,7 @@ class _Pages:
                 "info": scope_json(view.info) if view.info is not None else None,
                 "system_prompt": view.prompt.to_json(),
                 "turns": [t.to_json(now) for t in view.turns],
+                "totals": totals_json(view.totals),
                 "end": view.end,
                 "older_before": view.older,
                 "older_skip": view.skip,

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from ..errors import StoreCorruptError, StoreError
 from ..lab import IntegrationInspection, LabAgent, Registry, Runtime, Template
 from ..stores.message_store import ScopeInfo, StoredRecord
-from ..stores.run_store import RunEvent, RunInfo, RunQuery
+from ..stores.run_store import RunEvent, RunInfo, RunQuery, RunTotals
 from ..workflows import Workflow
 from ._timeline import Timeline, build_timeline
 
@@ -716,6 +716,18 @@ async def search_scopes(
     return rows, cursor
 
 
+def totals_json(totals: RunTotals | None) -> dict[str, Any] | None:
+    if totals is None:
+        return None
+    return {
+        "runs": totals.runs,
+        "input_tokens": totals.input_tokens,
+        "output_tokens": totals.output_tokens,
+        "cost_usd": totals.known_cost,
+        "unpriced_runs": totals.unpriced,
+    }
+
+
 def scope_json(info: ScopeInfo) -> dict[str, Any]:
     return {
         "scope": info.scope,
@@ -783,6 +795,8 @@ class ConversationView:
     errors: list[str]
     older: int | None = None
     """The `before` of the page of older episodes, or None when this page reaches the start."""
+    totals: RunTotals | None = None
+    """Tokens and cost of every episode of the conversation (not only this page's)."""
     end: int = 0
     """The record index this page ends before."""
     skip: int = 0
@@ -999,8 +1013,24 @@ async def build_conversation(
     turns = split_turns(records, episodes, base=start) if records_error is None else []
     first = 1 if head and head[0].get("role") == "system" else 0
     older = start if start > first else None
+    try:
+        totals = await _read(
+            runtime.run_store.run_totals(RunQuery(kind="agent", memory_scope=scope))
+        )
+    except Unreadable as exc:
+        errors.append(str(exc))
+        totals = None
     return ConversationView(
-        scope, info, prompt, turns, records_error, errors, older=older, end=end, skip=read_to
+        scope,
+        info,
+        prompt,
+        turns,
+        records_error,
+        errors,
+        older=older,
+        end=end,
+        skip=read_to,
+        totals=totals,
     )
 
 
