@@ -24,15 +24,37 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tether.stores.run_store import RunInfo, RunQuery, RunStore  # noqa: E402
-from tether.stores.sqlite import SqliteRunStore  # noqa: E402
+from tether.stores.run_store import RunInfo, RunQuery, RunStore
+from tether.stores.sqlite import SqliteRunStore
 
 AGENTS = ["researcher", "writer", "editor", "helper", "namer"]
 WORKFLOWS = ["review", "polish", "conversation-title"]
-WORDS = (
-    "crispr delivery lipid nanoparticle report quarterly summary outline gene editing weather "
-    "paris oslo invoice refund customer ticket bug crash latency cost model prompt agent"
-).split()
+WORDS = [
+    "crispr",
+    "delivery",
+    "lipid",
+    "nanoparticle",
+    "report",
+    "quarterly",
+    "summary",
+    "outline",
+    "gene",
+    "editing",
+    "weather",
+    "paris",
+    "oslo",
+    "invoice",
+    "refund",
+    "customer",
+    "ticket",
+    "bug",
+    "crash",
+    "latency",
+    "cost",
+    "model",
+    "prompt",
+    "agent",
+]
 DAY = 86_400.0
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tether import define_tool
-from tether.llm.base import ChatRequest, StreamChunk
 from tether.lab import Registry, Runtime
+from tether.llm.base import ChatRequest, StreamChunk
 from tether.workflows import WorkflowContext
 
 CHROMIUM = "/usr/bin/chromium"
@@ -53,9 +53,7 @@ class PacedModel:
         if text:
             content.append({"type": "text", "text": text})
         for i, call in enumerate(reply.get("tools", [])):
-            content.append(
-                {"type": "tool_call", "id": f"call_{len(self._replies)}_{i}", **call}
-            )
+            content.append({"type": "tool_call", "id": f"call_{len(self._replies)}_{i}", **call})
         yield {
             "type": "finish",
             "content": content,
@@ -100,28 +98,44 @@ async def populate(runtime: Runtime) -> dict[str, str]:
         model=PacedModel(
             "claude-sonnet-4-5",
             [
-                {"tools": [{"name": "search_papers", "input": {"query": "CRISPR delivery"}}],
-                 "usage": {"input_tokens": 1840, "output_tokens": 64}, "wait": 0.55},
-                {"tools": [{"name": "fetch_abstract", "input": {"id": "lnp-2024"}}],
-                 "usage": {"input_tokens": 2010, "cache_read_tokens": 1792,
-                           "output_tokens": 41}, "wait": 0.35},
-                {"text": "**Lipid nanoparticles** are the most used carrier: they deliver Cas9 "
-                         "mRNA to the liver. See *LNP 2024* for the numbers.",
-                 "usage": {"input_tokens": 2260, "cache_read_tokens": 1792,
-                           "output_tokens": 58}, "wait": 0.45},
-                {"text": "AAV vectors reach more tissues but carry less.",
-                 "usage": {"input_tokens": 2400, "output_tokens": 22}, "wait": 0.3},
+                {
+                    "tools": [{"name": "search_papers", "input": {"query": "CRISPR delivery"}}],
+                    "usage": {"input_tokens": 1840, "output_tokens": 64},
+                    "wait": 0.55,
+                },
+                {
+                    "tools": [{"name": "fetch_abstract", "input": {"id": "lnp-2024"}}],
+                    "usage": {"input_tokens": 2010, "cache_read_tokens": 1792, "output_tokens": 41},
+                    "wait": 0.35,
+                },
+                {
+                    "text": "**Lipid nanoparticles** are the most used carrier: they deliver Cas9 "
+                    "mRNA to the liver. See *LNP 2024* for the numbers.",
+                    "usage": {"input_tokens": 2260, "cache_read_tokens": 1792, "output_tokens": 58},
+                    "wait": 0.45,
+                },
+                {
+                    "text": "AAV vectors reach more tissues but carry less.",
+                    "usage": {"input_tokens": 2400, "output_tokens": 22},
+                    "wait": 0.3,
+                },
             ],
-        ),  # fmt: skip
+        ),
     )
     writer = runtime.create_agent(
         id="writer",
         system_prompt="You write outlines.",
         model=PacedModel(
             "claude-sonnet-4-5",
-            [{"text": "1. Carriers 2. Targets 3. Safety", "wait": 0.3,
-              "usage": {"input_tokens": 300, "output_tokens": 20}} for _ in range(4)],
-        ),  # fmt: skip
+            [
+                {
+                    "text": "1. Carriers 2. Targets 3. Safety",
+                    "wait": 0.3,
+                    "usage": {"input_tokens": 300, "output_tokens": 20},
+                }
+                for _ in range(4)
+            ],
+        ),
     )
 
     async def review_run(input: dict[str, str], ctx: WorkflowContext[dict[str, str]]) -> Any:
@@ -131,9 +145,7 @@ async def populate(runtime: Runtime) -> dict[str, str]:
         )
         notes = await ctx.step(
             "research",
-            lambda: _text(
-                researcher.run(memory_scope=ctx.run_local_scope("r"), user="And AAV?")
-            ),
+            lambda: _text(researcher.run(memory_scope=ctx.run_local_scope("r"), user="And AAV?")),
         )
         return {"outline": outline, "notes": notes}
 
