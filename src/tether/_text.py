@@ -13,9 +13,7 @@ The event stays a dict for every reader: ``event["snapshot"]``, ``.get()``, ``in
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, cast
-
-from .events import TextEvent
+from typing import Any
 
 __all__ = ["TextBuffer"]
 
@@ -31,16 +29,17 @@ class TextBuffer:
         self._joined = ""
         self._joined_n = 0
 
-    def add(self, delta: str) -> TextEvent:
-        """Append `delta` and return its event (whose snapshot ends with it)."""
+    def add(self, delta: str) -> Any:
+        """Append `delta` and return its `TextEvent` (whose snapshot ends with it). Typed Any:
+        the event is a `_LazyText` that reads as a TextEvent, and a cast costs on this path."""
         parts = self.parts
         parts.append(delta)
-        event = _LazyText()
-        event["type"] = "text"
-        event["text"] = delta
-        event._buffer = self
-        event._count = len(parts)
-        return cast(TextEvent, event)  # a dict that reads as a TextEvent
+        lazy = _LazyText()
+        lazy["type"] = "text"
+        lazy["text"] = delta
+        lazy._buffer = self
+        lazy._count = len(parts)
+        return lazy
 
     def upto(self, count: int) -> str:
         """The text of the first `count` deltas (the latest join is kept: reading the snapshots

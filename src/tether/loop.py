@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
-from typing import Any, NamedTuple, TypeVar, cast
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from typing import Any, TypeVar
 
 from ._json import copy_json
 from ._partial import PartialOutput
@@ -124,9 +124,9 @@ def _progress(stage: ProgressStage) -> ProgressEvent:
 
 def _add_usage(total: Usage, usage: Usage) -> None:
     # Usage's values are all ints; a TypedDict's items() reads them as objects.
-    counts = cast(dict[str, int], total)
-    for key, value in cast(dict[str, int], usage).items():
-        counts[key] = counts.get(key, 0) + int(value)
+    counts: Any = total
+    for key, value in usage.items():
+        counts[key] = counts.get(key, 0) + value
 
 
 async def stream_turn(
@@ -267,9 +267,9 @@ class _Turn:
                     yield events
                 step = self.settle(call.finish)
                 if not step.tool_calls:
-                    final = _Ending(step.content, step.text, step.stop_reason, step.finish_reason)
                     events = self.round_events(step) if self.tracer is not None else []
-                    yield await self.finish(final, events)
+                    reason = step.finish_reason or "stop"
+                    yield await self.finish(events, step.stop_reason, reason, step)
                     return
                 events = self.tool_uses(step)
                 for part in step.tool_calls:
@@ -278,7 +278,7 @@ class _Turn:
                     events = await self.run_tool(part, step, toolset)
                 ending = self.bound_reached(step)
                 if ending is not None:
-                    yield await self.finish(ending, events)
+                    yield await self.finish(events, *ending)
                     return
         except AbortedError as exc:
             yield self.aborted(exc)
@@ -346,8 +346,8 @@ class _Turn:
         call.attempt = 1
         call.finish = None
         call.due = True
-        self.started = time.perf_counter()
         if self.tracer is not None:
+            self.started = time.perf_counter()
             return self.call_started(call)
         if self.number == 1:
             return [_progress("sent")]
@@ -399,14 +399,8 @@ class _Turn:
             # round's text and thinking only, and the turn ends with the provider's reason.
             content = [p for p in content if p["type"] != "tool_call"]
             calls = []
-        step = RoundResult(
-            text="".join([p["text"] for p in content if p["type"] == "text"]),
-            tool_calls=calls,
-            stop_reason=finish["stop_reason"],
-            usage=finish["usage"],
-            content=content,
-            finish_reason=reason,
-        )
+        text = "".join([p["text"] for p in content if p["type"] == "text"])
+        step = RoundResult(text, calls, [], finish["stop_reason"], finish["usage"], content, reason)
         self.plan.rounds.append(step)
         return step
 
@@ -420,14 +414,15 @@ class _Turn:
         data["ms"] = round((time.perf_counter() - self.started) * 1000, 3)
         return [self.tracer.record("response", "chat", data)]
 
-    def bound_reached(self, step: RoundResult) -> _Ending | None:
+    def bound_reached(self, step: RoundResult) -> tuple[str | None, FinishReason] | None:
         """After a tool round: `max_tool_rounds` or a stop condition, whichever comes first,
-        ends the turn (no text, no output guardrails); None to go on."""
+        ends the turn (no text, no output guardrails) with these stop and finish reasons; None
+        to go on."""
         plan = self.plan
         if plan.max_tool_rounds is not None and self.number >= plan.max_tool_rounds:
-            return _Ending((), "", "max_tool_rounds", "max_tool_rounds", guard=False)
+            return "max_tool_rounds", "max_tool_rounds"
         if plan.stop_when and should_stop(plan.stop_when, plan.rounds):
-            return _Ending((), "", step.stop_reason, "tool_calls", guard=False)
+            return step.stop_reason, "tool_calls"
         return None
 
     # -- run the tools -----------------------------------------------------------------------
@@ -459,7 +454,7 @@ class _Turn:
         self, call: ToolCallPart, step: RoundResult, toolset: Toolset
     ) -> list[AgentEvent]:
         """One call: guardrails, the tool, its record, its result and the memory it asked for."""
-        started = time.perf_counter()
+        started = time.perf_counter() if self.tracer is not None else 0.0
         scope = self.scope
         if scope is None:
             events, result = await self.call_tool(call, toolset)
@@ -521,12 +516,20 @@ class _Turn:
 
     # -- finish ------------------------------------------------------------------------------
 
-    async def finish(self, ending: _Ending, out: list[AgentEvent]) -> list[AgentEvent]:
-        """Output guardrails on the final round's text, queued memory, then `done` (appended to
-        `out`)."""
-        content, text, stop_reason, reason, guard = ending
-        reason = reason or "stop"
-        thinking: list[ThinkingPart] = [p for p in content if p["type"] == "thinking"]
+    async def finish(
+        self,
+        out: list[AgentEvent],
+        stop_reason: str | None,
+        reason: FinishReason,
+        final: RoundResult | None = None,
+    ) -> list[AgentEvent]:
+        """Output guardrails on the `final` round's text, queued memory, then `done` (appended to
+        `out`). Without a final round (a bound ended the turn) there is no text to guard."""
+        text = "" if final is None else final.text
+        thinking: list[ThinkingPart] = (
+            [] if final is None else [p for p in final.content if p["type"] == "thinking"]
+        )
+        guard = final is not None
         if guard and self.plan.output_guards:
             outcome = await self.wait(run_output_guards(self.plan.output_guards, text, self.ctx))
             out.extend(outcome.events)
@@ -537,12 +540,15 @@ class _Turn:
             if outcome.decided:  # a rewrite or a deny: the UI replaces what it streamed
                 replace: TextEvent = {"type": "text", "text": "", "snapshot": text}
                 out.append(replace)
-        self.drain(out)
-        for patch in self.ctx.take_memory_writes():
-            mem: MemoryEvent = {"type": "memory", "patch": patch}
-            out.append(mem)
-        if self.tracer is not None:
-            out.append(self.tracer.record("usage", "turn", dict(self.usage)))
+        tracer = self.tracer
+        if tracer is not None:
+            out.extend(tracer.drain())
+        if self.ctx.has_memory_writes:
+            for patch in self.ctx.take_memory_writes():
+                mem: MemoryEvent = {"type": "memory", "patch": patch}
+                out.append(mem)
+        if tracer is not None:
+            out.append(tracer.record("usage", "turn", dict(self.usage)))
         out.append(_progress("done"))
         done: DoneEvent = {
             "type": "done",
@@ -566,17 +572,6 @@ class _Turn:
         self.end_trace(out, "turn:aborted")
         out.append({"type": "error", "error": exc})
         return out
-
-
-class _Ending(NamedTuple):
-    """How a turn ends: the final round's content and text, and the `done`'s reasons."""
-
-    content: Sequence[Any]
-    text: str
-    stop_reason: str | None
-    finish_reason: FinishReason | None
-    guard: bool = True
-    """Run the output guardrails (only on a round that answered)."""
 
 
 class _Call:
