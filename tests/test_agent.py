@@ -319,3 +319,40 @@ def test_plan_turn_resolves_the_agent_and_the_run_once() -> None:
 def test_round_result_keeps_the_seed_name_as_an_alias() -> None:
     assert StepResult is RoundResult
     assert Agent is type(create_agent(model=script_client([])))
+
+
+# -- closing -----------------------------------------------------------------------------
+
+
+class SpyClient:
+    model = "spy"
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def chat(self, request: Any) -> Any:
+        yield {"type": "finish", "content": [], "stop_reason": "end_turn", "usage": {}}
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+async def test_aclose_closes_the_client_the_agent_built_and_never_one_it_was_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tether.agent
+
+    built = SpyClient()
+    monkeypatch.setattr(tether.agent, "client_from_config", lambda config: built)
+    owned = create_agent(model="openai:gpt-4o")
+    async with owned:
+        await owned.run_turn(owned.create_session(), "hi")
+    assert built.closed == 1
+    await owned.close()  # close() is aclose(); the agent stays usable afterwards
+    assert built.closed == 2
+    given = SpyClient()
+    agent = create_agent(model=given)
+    await agent.aclose()
+    async with agent:
+        pass
+    assert given.closed == 0
