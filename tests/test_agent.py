@@ -169,7 +169,7 @@ def test_a_bad_run_setting_fails_before_anything_runs() -> None:
     agent = create_agent(model=client)
     session = agent.create_session()
     with pytest.raises(ConfigError, match="unknown setting 'temp'"):
-        agent.send(session, "x", settings={"temp": 1})  # type: ignore[typeddict-unknown-key]
+        agent.send(session, "x", settings={"temp": 1})  # type: ignore[arg-type]
     assert client.calls == [] and session.messages == []
 
 
@@ -312,7 +312,7 @@ def test_plan_turn_resolves_the_agent_and_the_run_once() -> None:
     with pytest.raises(TypeError):
         plan.ctx.memory["k"] = "w"  # type: ignore[index]  # read-only: reduce() is the writer
     with pytest.raises(AttributeError):
-        plan.client = None  # type: ignore[misc]
+        plan.client = None  # type: ignore[misc, assignment]
     assert agent.plan_turn(session).max_tool_rounds == 3
 
 

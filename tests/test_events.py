@@ -43,7 +43,7 @@ def test_trace_phases_are_the_closed_vocabulary() -> None:
 
 
 def test_event_union_has_every_kind_of_the_seed() -> None:
-    kinds = set()
+    kinds: set[str] = set()
     for member in typing.get_args(AgentEvent):
         kinds.update(typing.get_args(typing.get_type_hints(member)["type"]))
     assert kinds == {

@@ -489,7 +489,7 @@ def test_a_bad_trace_option_is_refused_at_create_agent() -> None:
     from tether import ConfigError
 
     with pytest.raises(ConfigError, match="trace= takes True, False or a sink"):
-        create_agent(llm=script_client([]), trace="yes")
+        create_agent(llm=script_client([]), trace="yes")  # type: ignore[arg-type]
 
 
 async def test_records_traced_before_a_fault_still_reach_the_stream() -> None:

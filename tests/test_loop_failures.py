@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -37,7 +37,7 @@ class Client:
 
     model = "custom"
 
-    def __init__(self, *turns: list[StreamChunk] | BaseException) -> None:
+    def __init__(self, *turns: Sequence[StreamChunk | BaseException] | BaseException) -> None:
         self.turns = list(turns)
         self.calls: list[ChatRequest] = []
 
@@ -240,7 +240,7 @@ async def test_a_tool_result_over_the_limit_is_truncated_with_a_marker_and_a_rec
 
 async def test_the_default_result_limit_is_100_000_and_none_lifts_it() -> None:
     huge = define_tool(name="huge", execute=lambda i: "y" * 100_001)
-    turns = [{"tool_use": [{"name": "huge", "input": {}}]}, {"text": "ok"}]
+    turns: list[dict[str, Any]] = [{"tool_use": [{"name": "huge", "input": {}}]}, {"text": "ok"}]
     events = await collect(create_agent(model=script_client(turns), tools=[huge]), Session(), "go")
     out = next(e for e in events if e["type"] == "tool_result")["output"]
     assert out.startswith("y" * 100_000 + "\n\n[tether:") and "y" * 100_001 not in out

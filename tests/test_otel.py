@@ -411,7 +411,7 @@ async def test_a_turn_left_without_its_final_record_is_ended_by_the_next_turn_of
     async for event in stream:
         if event["type"] == "tool_result":
             break
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert exporter.get_finished_spans() == ()
     await collect(agent, session, None)
     turns = sorted(

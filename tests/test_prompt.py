@@ -108,7 +108,7 @@ async def test_dynamic_layers_are_evaluated_once_per_turn_not_per_round() -> Non
 
 
 async def test_a_layer_keeps_its_name_and_a_dynamic_one_must_return_text() -> None:
-    layer = prompt_layer("count", lambda: 3)
+    layer = prompt_layer("count", lambda: 3)  # type: ignore[arg-type, return-value]
     assert (layer.name, layer.is_static, layer.cache) == ("count", False, False)
     with pytest.raises(TypeError) as info:
         await layer.render(RunContext(session_id="s"))

@@ -307,7 +307,7 @@ def test_remember_refuses_a_patch_that_is_not_a_dict() -> None:
 
 
 def test_a_patch_changed_after_the_write_does_not_change_the_memory() -> None:
-    tags = ["a"]
+    tags: list[Any] = ["a"]
     s = reduce(Session(), remember({"tags": tags}))
     tags.append(dt.datetime(2026, 1, 1))
     assert s.memory == {"tags": ["a"]}

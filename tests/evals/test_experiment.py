@@ -16,7 +16,7 @@ from tether.testing import script_client
 
 from .conftest import Counter
 
-CASES = [
+CASES: list[dict[str, Any]] = [
     {"id": "a", "input": "one", "evaluators": [{"type": "contains", "value": "one"}]},
     {"id": "b", "input": "two", "evaluators": [{"type": "contains", "value": "nope"}]},
     {"id": "c", "input": "three"},

@@ -318,10 +318,10 @@ class WaitingStore(InMemoryMessageStore):
         await self.release.wait()
         self.returned = True
 
-    async def load(self, scope: str, *, start: int = 0) -> Any:
+    async def load(self, scope: str, *, start: int = 0, end: int | None = None) -> Any:
         if self.where == "load":
             await self._wait()
-        return await super().load(scope, start=start)
+        return await super().load(scope, start=start, end=end)
 
     async def append(self, scope: str, records: Any) -> int:
         self.appends += 1
@@ -478,7 +478,7 @@ async def test_no_model_anywhere_is_a_clear_config_error() -> None:
 async def test_bad_input_is_refused_before_anything_runs_or_is_stored(lab: Runtime) -> None:
     client = scripted({"text": "x"})
     agent = lab.create_agent(id="a", model=client)
-    await lab.message_store.append("s", [user("kept")])  # type: ignore[list-item]
+    await lab.message_store.append("s", [user("kept")])
     with pytest.raises(ConfigError, match=r"messages\[1\]"):
         agent.run(memory_scope="s", messages=[{"role": "user", "content": "ok"}, {"role": "robot"}])
     with pytest.raises(ConfigError, match=r"messages\[0\]"):

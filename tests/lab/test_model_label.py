@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tether.lab._agent import model_label
+from tether.lab._agent import model_label  # type: ignore[attr-defined]
 from tether.llm.openai_chat import OpenAIChatClient
 from tether.testing import script_client
 

@@ -69,7 +69,7 @@ async def test_the_recording_levels(lab: Runtime) -> None:
             id=f"a-{level}",
             system_prompt="You look things up.",
             tools=[lookup],
-            recording=level,  # type: ignore[arg-type]
+            recording=level,
             model=scripted({"text": "ok"}),
         )
         result = await agent.run(user="find <b>it</b>").result
@@ -89,7 +89,7 @@ async def test_the_recording_levels(lab: Runtime) -> None:
         {"role": "user", "content": [{"type": "text", "text": "find <b>it</b>"}]}
     ]
     with pytest.raises(ConfigError, match="recording must be one of"):
-        lab.create_agent(id="bad", recording="everything", model=scripted())  # type: ignore[arg-type]
+        lab.create_agent(id="bad", recording="everything", model=scripted())  # type: ignore[call-overload]
 
 
 def test_secrets_are_masked_and_a_request_is_capped() -> None:

@@ -22,6 +22,8 @@ def anthropic(stop_reason: str | None, *blocks: tuple[str, Any]) -> bytes:
         ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 3}}})
     ]
     for index, (kind, value) in enumerate(blocks):
+        start: dict[str, Any]
+        delta: dict[str, Any]
         if kind == "text":
             start = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": value}

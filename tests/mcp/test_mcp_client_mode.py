@@ -1019,5 +1019,6 @@ async def test_an_mcp_result_over_the_limit_is_truncated_before_it_reaches_the_m
     events = await collect(agent, agent.create_session(), "go")
     [result] = results(events)
     assert result["output"].startswith("z" * 1_000 + "\n\n[tether: this result was truncated")
-    assert "z" * 1_001 not in client.calls[1]["messages"][-1]["content"][0]["output"]
+    sent = client.calls[1]["messages"][-1]["content"][0]
+    assert sent["type"] == "tool_result" and "z" * 1_001 not in sent["output"]
     assert [r["data"]["chars"] for r in records if r["name"] == "result:truncated"] == [5_000]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import webbrowser
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,6 @@ from tether.mcp import (
     FileTokenStore,
     MemoryTokenStore,
     OAuth,
-    _login,
     mcp_server,
 )
 from tether.testing import collect, create_test_mcp_server, script_client
@@ -399,7 +399,7 @@ async def test_the_default_login_opens_the_browser_and_listens_on_the_redirect_u
         httpx.get(url, follow_redirects=True, timeout=10)
         return True
 
-    monkeypatch.setattr(_login.webbrowser, "open", browser)
+    monkeypatch.setattr(webbrowser, "open", browser)  # what _login opens the page with
     redirect = "http://127.0.0.1:0/callback".replace(":0", f":{_free_port()}")
     await h.agent(OAuth(redirect_uri=redirect, token_store=MemoryTokenStore())).connect()
     assert len(opened) == 1 and opened[0].startswith(h.world.base + "/authorize?")

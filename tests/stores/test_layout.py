@@ -50,13 +50,15 @@ async def test_both_sql_backends_use_one_set_of_table_names_and_store_tags_alike
 ) -> None:
     path = tmp_path / "all.db"
     conn = connect(path)
-    sqlite_stores = [SqliteMessageStore(conn), SqliteRunStore(conn), SqliteWorkflowStore(conn)]
+    sqlite_runs = SqliteRunStore(conn)
+    sqlite_stores = [SqliteMessageStore(conn), sqlite_runs, SqliteWorkflowStore(conn)]
     url = postgres_url()
-    pg_stores = [PostgresMessageStore(url), PostgresRunStore(url), PostgresWorkflowStore(url)]
-    for store in pg_stores:
-        await store.migrate()
-    await sqlite_stores[1].start_run(INFO)
-    await pg_stores[1].start_run(INFO)
+    pg_runs = PostgresRunStore(url)
+    pg_stores = [PostgresMessageStore(url), pg_runs, PostgresWorkflowStore(url)]
+    for pg_store in pg_stores:
+        await pg_store.migrate()
+    await sqlite_runs.start_run(INFO)
+    await pg_runs.start_run(INFO)
 
     with psycopg.connect(url, autocommit=True) as pg:
         pg_tables = {
@@ -72,8 +74,10 @@ async def test_both_sql_backends_use_one_set_of_table_names_and_store_tags_alike
     assert (
         sqlite_row == pg_row == ('["version:1.0","naïve","q\\"uote"]', '{"model":"m","n":[1,2.5]}')
     )
-    for store in (*sqlite_stores, *pg_stores):
+    for store in sqlite_stores:
         await store.aclose()
+    for pg_store in pg_stores:
+        await pg_store.aclose()
     conn.close()
 
 

@@ -661,7 +661,7 @@ async def test_a_runtime_s_three_stores_share_one_pool_and_close_it(url: str) ->
     lab = Runtime(store=url, version=False)
     stores = (lab.message_store, lab.run_store, lab.workflow_store)
     assert all(isinstance(s, PostgresBacked) for s in stores)
-    pools = {id(s._pool) for s in stores}  # type: ignore[attr-defined]
+    pools = {id(s._pool) for s in stores}  # type: ignore[union-attr]
     assert len(pools) == 1
     await lab.message_store.append("s", [user("x")])
     assert await lab.run_store.get_run("nope") is None

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from tether.errors import StoreError
+from tether.session import Message
 from tether.stores import RunInfo, SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
 from tether.stores.sqlite import SqliteBacked, connect
 
 
-def user(text: str) -> dict[str, object]:
+def user(text: str) -> Message:
     return {"role": "user", "content": [{"type": "text", "text": text}]}
 
 
@@ -104,16 +105,14 @@ async def test_stores_owning_one_connection_close_it_with_the_last_of_them(
     tmp_path: Path,
 ) -> None:
     conn = connect(tmp_path / "shared.db")
-    stores = [
-        SqliteMessageStore(conn, owns=True),
-        SqliteRunStore(conn, owns=True),
-        SqliteWorkflowStore(conn, owns=True),
-    ]
-    for store in stores[:2]:
-        await store.aclose()
+    messages = SqliteMessageStore(conn, owns=True)
+    runs = SqliteRunStore(conn, owns=True)
+    workflows = SqliteWorkflowStore(conn, owns=True)
+    await messages.aclose()
+    await runs.aclose()
     assert conn.execute("SELECT 1").fetchone() == (1,)
-    assert await stores[2].get_run("nope") is None
-    await stores[2].aclose()
+    assert await workflows.get_run("nope") is None
+    await workflows.aclose()
     with pytest.raises(sqlite3.ProgrammingError):
         conn.execute("SELECT 1")
 
@@ -126,6 +125,6 @@ async def test_a_runtime_on_a_sqlite_file_has_one_writer_for_its_three_stores(
     lab = Runtime(store=f"sqlite:///{tmp_path / 'lab.db'}", version=False)
     stores = (lab.message_store, lab.run_store, lab.workflow_store)
     assert all(isinstance(s, SqliteBacked) for s in stores)
-    conns = {id(s._conn) for s in stores}  # type: ignore[attr-defined]
+    conns = {id(s._conn) for s in stores}  # type: ignore[union-attr]
     assert len(conns) == 1
     await lab.aclose()

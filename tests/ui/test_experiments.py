@@ -42,7 +42,7 @@ class Experiments:
 
 
 async def fill(runtime: Runtime) -> Experiments:
-    cases = [
+    cases: list[dict[str, Any]] = [
         {"id": "a", "input": "a", "evaluators": [{"type": "contains", "value": "ok"}]},
         {"id": "b", "input": "b", "evaluators": [{"type": "regex", "pattern": "^ok"}]},
         {"id": f"c{HOSTILE}", "input": "c"},

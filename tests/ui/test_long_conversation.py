@@ -37,7 +37,7 @@ async def long_runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
     runs = runtime.run_store
     await messages.append(
         "long", [{"role": "system", "content": "Be chatty.", "agent_id": "chatty"}]
-    )  # type: ignore[list-item, typeddict-item]
+    )
     length = 1
     for e in range(EPISODES):
         batch = [

@@ -39,11 +39,11 @@ async def tool_run(lab: Runtime, recording: str = "full") -> str:
         input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
         execute=lambda v: f"found {HOSTILE}",
     )
-    agent = lab.create_agent(
+    agent = lab.create_agent(  # type: ignore[call-overload]
         id=f"agent-{recording}",
         system_prompt=f"You look things up. {HOSTILE}",
         tools=[lookup],
-        recording=recording,  # type: ignore[arg-type]
+        recording=recording,
         model=script_client(
             [
                 {
@@ -57,7 +57,8 @@ async def tool_run(lab: Runtime, recording: str = "full") -> str:
             ]
         ),
     )
-    return (await agent.run(user=f"Find *it* {HOSTILE}", tags=["t1"]).result).run_id
+    run_id: str = (await agent.run(user=f"Find *it* {HOSTILE}", tags=["t1"]).result).run_id
+    return run_id
 
 
 async def test_the_timeline_draws_model_calls_tools_with_times(lab: Runtime) -> None:

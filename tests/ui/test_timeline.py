@@ -11,11 +11,11 @@ from tether.ui._views import timeline
 
 
 def delta(seq: int, text: Any) -> RunEvent:
-    return {"seq": seq, "type": "agent_text_delta", "at": 0.0, "data": {"text": text}}  # type: ignore[typeddict-item]
+    return {"seq": seq, "type": "agent_text_delta", "at": 0.0, "data": {"text": text}}
 
 
 def other(seq: int) -> RunEvent:
-    return {"seq": seq, "type": "agent_tool_call", "at": 0.0, "data": {"name": "t"}}  # type: ignore[typeddict-item]
+    return {"seq": seq, "type": "agent_tool_call", "at": 0.0, "data": {"name": "t"}}
 
 
 def test_consecutive_deltas_collapse_and_other_events_split_them() -> None:

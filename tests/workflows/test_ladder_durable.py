@@ -11,7 +11,13 @@ from tether.errors import StepOutputError
 from tether.session import reduce
 from tether.stores import InMemoryWorkflowStore
 from tether.testing import script_client
-from tether.workflows import LadderContext, WorkflowContext, create_workflow, define_workflow
+from tether.workflows import (
+    LadderContext,
+    LadderWorkflow,
+    WorkflowContext,
+    create_workflow,
+    define_workflow,
+)
 
 
 class Crash(Exception):
@@ -140,6 +146,7 @@ async def test_as_workflow_makes_the_ladder_a_durable_workflow() -> None:
     executed: list[str] = []
     agent = build(executed, crash_at={"polish1"})
     ladder = agent.workflows["generate"]
+    assert isinstance(ladder, LadderWorkflow)
     wf = ladder.as_workflow(agent)
     assert wf.id == "generate"
     store = InMemoryWorkflowStore()
