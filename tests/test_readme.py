@@ -13,7 +13,7 @@ import ast
 import contextlib
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,10 @@ def stand_in_client(config: Any) -> Any:
     return script_client([function_model] * 50, model=model)
 
 
+def _answer(name: str) -> Callable[[dict[str, Any]], str]:
+    return lambda args: f"{name} result for {args['q']}"
+
+
 def stand_in_server(*tools: str) -> Any:
     return create_test_mcp_server(
         tools=[
@@ -75,7 +79,7 @@ def stand_in_server(*tools: str) -> Any:
                     "properties": {"q": {"type": "string"}},
                     "required": ["q"],
                 },
-                "run": lambda args, name=name: f"{name} result for {args['q']}",
+                "run": _answer(name),
             }
             for name in tools
         ],

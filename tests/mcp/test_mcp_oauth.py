@@ -525,7 +525,7 @@ async def test_credentials_never_go_to_a_plain_http_authorization_server_elsewhe
         response = await original(request)
         import json as _json
 
-        body = _json.loads(response.body)
+        body = _json.loads(bytes(response.body))
         body["token_endpoint"] = "http://tokens.example.com/token"
         from starlette.responses import JSONResponse
 

@@ -259,7 +259,7 @@ def test_the_timeline_request_view_and_filters_in_the_browser(
 ) -> None:
     browser.get(f"{site.url}/runs/{site.world.first}")
     bars = browser.find_elements(By.CSS_SELECTOR, "ol.waterfall li.bar")
-    assert [b.get_attribute("class").split()[1] for b in bars] == [
+    assert [str(b.get_attribute("class")).split()[1] for b in bars] == [
         "bar-model",
         "bar-tool",
         "bar-model",
@@ -275,7 +275,7 @@ def test_the_timeline_request_view_and_filters_in_the_browser(
     bars[1].find_element(By.TAG_NAME, "a").click()
     WebDriverWait(browser, 10).until(lambda d: "#ev-" in d.current_url)
     anchor = browser.current_url.split("#")[1]
-    assert "ev-agent-tool-call" in browser.find_element(By.ID, anchor).get_attribute("class")
+    assert "ev-agent-tool-call" in str(browser.find_element(By.ID, anchor).get_attribute("class"))
     # The request view of the second call opens on a click and shows what was sent.
     request = browser.find_elements(By.CSS_SELECTOR, "li.ev-model-call-started details.request")[1]
     assert not request.find_element(By.CSS_SELECTOR, ".request-view").is_displayed()
