@@ -315,3 +315,23 @@ def test_a_patch_changed_after_the_write_does_not_change_the_memory() -> None:
 
 def test_a_session_shows_its_fields_when_printed() -> None:
     assert repr(Session(id="s")) == "Session({'id': 's', 'messages': [], 'memory': {}})"
+
+
+def test_a_plain_dict_session_is_checked_once_and_then_written_in_place() -> None:
+    from tether.session import as_session
+
+    stored: dict[str, Any] = {"id": "s"}  # e.g. a row the caller keeps, messages and memory not yet
+    session = as_session(stored)
+    reduce(session, {"type": "message", "role": "user", "text": "hi"})
+    reduce(session, remember({"tone": "brief"}))
+    assert stored == {
+        "id": "s",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        "memory": {"tone": "brief"},
+    }
+
+
+def test_reduce_gives_a_plain_dict_without_memory_one() -> None:
+    plain: dict[str, Any] = {"id": "s", "messages": []}
+    assert reduce(plain, remember({"tone": "brief"})) is plain
+    assert plain["memory"] == {"tone": "brief"}
