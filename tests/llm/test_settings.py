@@ -197,11 +197,11 @@ def test_each_setting_changes_the_body_as_pinned_or_is_refused(provider: str, na
 
 ALL: dict[str, ModelSettings] = {
     "anthropic": {
-        "temperature": 0.3,
+        "temperature": 1,
         "max_tokens": 4000,
-        "top_p": 0.9,
+        "top_p": 0.96,
         "stop": ["END"],
-        "tool_choice": "lookup",
+        "tool_choice": "auto",
         "parallel_tool_calls": False,
         "reasoning": {"budget_tokens": 2048},
     },
@@ -332,6 +332,18 @@ def test_anthropic_thinking_budget_and_the_output_limit() -> None:
     assert info.value.key == "reasoning.budget_tokens"
     with pytest.raises(ModelSettingError, match="at least 1024"):
         body({"reasoning": {"budget_tokens": 512}})
+    # What the API refuses beside extended thinking is refused before the request.
+    thinking: ModelSettings = {"reasoning": {"budget_tokens": 2048}}
+    for extra, key in [
+        ({"temperature": 0.2}, "temperature"),
+        ({"top_p": 0.5}, "top_p"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"tool_choice": "lookup"}, "tool_choice"),
+    ]:
+        with pytest.raises(ModelSettingError, match="extended thinking") as info:
+            body({**thinking, **extra})  # type: ignore[typeddict-item]
+        assert (info.value.provider, info.value.key) == ("anthropic", key)
+    assert body({**thinking, "temperature": 1, "top_p": 0.95})["temperature"] == 1
     # Effort and a structured answer share output_config.
     both = request({"reasoning": {"effort": "low"}})
     both["response_format"] = {"name": "a", "schema": {"type": "object"}}

@@ -403,10 +403,35 @@ class AnthropicClient(HTTPAdapter):
                     key="reasoning.budget_tokens",
                     provider="anthropic",
                 )
+            _check_thinking_combination(settings)
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
 
     def new_parser(self) -> AnthropicStream:
         return AnthropicStream()
+
+
+def _check_thinking_combination(settings: ModelSettings) -> None:
+    """What the Messages API refuses beside extended thinking, refused here first."""
+    temperature = settings.get("temperature")
+    if temperature is not None and temperature != 1:
+        raise unsupported(
+            "anthropic",
+            "temperature",
+            "with reasoning={'budget_tokens': ...} (extended thinking) the temperature must be 1 "
+            "or left out",
+        )
+    top_p = settings.get("top_p")
+    if top_p is not None and not 0.95 <= top_p <= 1:
+        raise unsupported(
+            "anthropic", "top_p", "with extended thinking top_p must be between 0.95 and 1"
+        )
+    if settings.get("tool_choice") not in (None, "auto", "none"):
+        raise unsupported(
+            "anthropic",
+            "tool_choice",
+            "extended thinking cannot be combined with forcing tool use ('required' or a tool's "
+            "name); use 'auto'",
+        )
 
 
 def _system(blocks: list[SystemBlock]) -> list[SystemBlock]:
