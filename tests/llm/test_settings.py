@@ -387,3 +387,40 @@ def test_check_settings_is_public() -> None:
     assert set(SETTING_KEYS) == set(ModelSettings.__annotations__)
     with pytest.raises(ModelSettingError):
         check_settings({"temperature": "x"})
+
+
+# -- through an agent: its settings, a run's overlay, and the finish reason on done -----------------
+
+
+@pytest.mark.parametrize("provider", list(ALL))
+async def test_agent_settings_and_a_runs_overlay_reach_the_wire(
+    provider: str, wire: WireServer
+) -> None:
+    from tether import Session, create_agent
+
+    from .conftest import run_turn
+
+    wire.reply(Reply(body=REPLIES[provider]), Reply(body=REPLIES[provider]))
+    suffix = {"anthropic": "", "gemini": "/v1beta"}.get(provider, "/v1")
+    agent = create_agent(
+        model={"model": f"{provider}:m", "base_url": wire.url + suffix, "api_key": "k"},
+        system_prompt="Be brief.",
+        settings={"temperature": 0.5, "max_tokens": 100},
+    )
+    async with agent:
+        first = await run_turn(agent, Session(id="a"), "hi")
+        events: list[Any] = []
+        async for event in agent.send(Session(id="b"), "hi", settings={"max_tokens": 50}):
+            events.append(event)
+    assert first[-1]["type"] == "done" and first[-1]["finish_reason"] == "stop"
+    assert events[-1]["type"] == "done"
+    one, two = (leaves(r.json()) for r in wire.requests)
+    temperature = {"gemini": "generationConfig.temperature"}.get(provider, "temperature")
+    limit = {
+        "anthropic": "max_tokens",
+        "openai": "max_completion_tokens",
+        "openai-responses": "max_output_tokens",
+        "gemini": "generationConfig.maxOutputTokens",
+    }[provider]
+    assert (one[temperature], one[limit]) == (0.5, 100)
+    assert (two[temperature], two[limit]) == (0.5, 50)  # the run wins, key by key
