@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tether import define_tool
-from tether.errors import LLMError
+from tether.errors import LLMError, StoreError
 from tether.lab import Runtime
 from tether.stores import InMemoryRunStore, NewRunEvent, RunEvent, RunInfo
 from tether.workflows import WorkflowContext
@@ -349,3 +349,99 @@ async def test_a_resumed_workflow_run_is_running_again_then_completed(lab: Runti
         "workflow_finished",
     ]
     assert attempts == [1, 2]
+
+
+class CommitCountingRunStore(InMemoryRunStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.committed: dict[str, int] = {}
+
+    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        await asyncio.sleep(0)
+        last = await super().append_events(run_id, events)
+        self.committed[run_id] = last
+        return last
+
+
+async def test_listeners_see_only_committed_events_numbered_as_stored() -> None:
+    runs = CommitCountingRunStore()
+    lab = Runtime(store="memory", run_store=runs, version=False)
+    checks: list[tuple[int, bool]] = []
+
+    def listener(event: RunEvent) -> None:
+        # Told after the commit: a reader of the store already finds the event, same number.
+        checks.append((event["seq"], runs.committed.get(event["run_id"], 0) >= event["seq"]))
+
+    lab.subscribe(listener)
+    agent = lab.create_agent(id="a", model=scripted({"text": ["one ", "two ", "three"]}))
+    result = await agent.run(user="q").result
+    events = await runs.events(result.run_id)
+    assert [seq for seq, _ in checks] == [e["seq"] for e in events]
+    assert all(committed for _, committed in checks)
+    await lab.aclose()
+
+
+class FailingAppendRunStore(InMemoryRunStore):
+    """Takes the run's summary and its first write of events, then fails every write."""
+
+    def __init__(self, fail_after: int = 1) -> None:
+        super().__init__()
+        self.fail_after = fail_after
+        self.appends = 0
+        self.first_write = asyncio.Event()
+
+    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        self.appends += 1
+        self.first_write.set()
+        if self.appends > self.fail_after:
+            raise StoreError("disk full")
+        return await super().append_events(run_id, events)
+
+
+async def test_a_failed_write_of_events_fails_the_run_instead_of_leaving_a_gap() -> None:
+    runs = FailingAppendRunStore()
+    lab = Runtime(store="memory", run_store=runs, version=False)
+    live: list[RunEvent] = []
+    lab.subscribe(live.append)
+    gate = asyncio.Event()
+
+    async def slow(value: Any) -> str:
+        await gate.wait()
+        return "done"
+
+    tool = define_tool(name="wait", description="Wait", execute=slow)
+    agent = lab.create_agent(
+        id="a",
+        model=scripted({"tool_use": [{"name": "wait", "input": {}}]}, {"text": "never"}),
+        tools=[tool],
+    )
+    handle = agent.run(memory_scope="s", user="q")
+    await runs.first_write.wait()
+    gate.set()
+    with pytest.raises(StoreError, match="could not be recorded"):
+        await handle.result
+    info = await runs.get_run(handle.run_id)
+    assert info is not None and info.status == "failed"
+    assert info.error is not None and "disk full" in info.error
+    stored = await runs.events(handle.run_id)
+    # Listeners saw exactly what the store holds: no event past the failed write.
+    assert [(e["seq"], e["type"]) for e in live] == [(e["seq"], e["type"]) for e in stored]
+    # The episode stopped: the second model request was never made.
+    assert "never" not in [e["data"].get("text") for e in stored]
+    await lab.aclose()
+
+
+class FailingStartRunStore(InMemoryRunStore):
+    async def start_run(self, info: RunInfo) -> None:
+        raise StoreError("read-only database")
+
+
+async def test_a_run_whose_start_cannot_be_recorded_fails_before_the_model_is_called() -> None:
+    lab = Runtime(store="memory", run_store=FailingStartRunStore(), version=False)
+    client = scripted({"text": "never"})
+    agent = lab.create_agent(id="a", model=client)
+    with pytest.raises(StoreError, match="read-only database"):
+        await agent.run(memory_scope="s", user="q").result
+    assert client.calls == []
+    assert await lab.message_store.load("s") == []
+    await lab.aclose()

@@ -13,7 +13,7 @@ import pytest
 
 import tether.lab._host as host_module
 from tether import AbortedError, RunContext, define_tool
-from tether.errors import ConfigError
+from tether.errors import ConfigError, StoreError
 from tether.lab import Runtime
 from tether.stores import InMemoryRunStore, NewRunEvent
 from tether.testing import ScriptClient, script_client
@@ -172,18 +172,21 @@ class BrokenRunStore(InMemoryRunStore):
         raise OSError("disk full")
 
 
-async def test_a_failing_run_store_never_fails_the_episode(
+async def test_a_run_store_that_cannot_take_the_events_fails_the_episode(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # A gap in a run's record would hand a stream reader a different story than the one that
+    # happened (issue 15): the run fails instead, and says why.
     lab = Runtime(store="memory", run_store=BrokenRunStore(), version=False)
-    agent = lab.create_agent(id="a", model=script_client([{"text": "still fine"}]))
+    agent = lab.create_agent(id="a", model=script_client([{"text": "fine, but unrecorded"}]))
     with caplog.at_level(logging.ERROR, logger="tether.lab"):
-        result = await agent.run(memory_scope="s", user="q").result
-    assert result.text == "still fine"
-    assert len(await lab.message_store.load("s")) == 2
+        handle = agent.run(memory_scope="s", user="q")
+        with pytest.raises(StoreError, match="could not be recorded"):
+            await handle.result
     assert "disk full" in caplog.text
-    info = await lab.run_store.get_run(result.run_id)
-    assert info is not None and info.status == "completed"
+    info = await lab.run_store.get_run(handle.run_id)
+    assert info is not None and info.status == "failed"
+    assert info.error is not None and "disk full" in info.error
     await lab.aclose()
 
 

@@ -41,6 +41,7 @@ from ..errors import (
     NoObjectGeneratedError,
     SessionFormatError,
     StoreCorruptError,
+    StoreError,
     TemplateError,
 )
 from ..events import AgentEvent, DoneEvent, Usage
@@ -252,6 +253,7 @@ class Episode:
                 input_text=_input_text(self.new_input),
             ),
         )
+        recorder.on_failure = self._recording_failed
         self.recorder = recorder
         try:
             await recorder.start()
@@ -271,6 +273,12 @@ class Episode:
                 with recorder.recording(self.agent.harness):
                     result = await self._body(recorder)
         except BaseException as exc:
+            failure = self._recording_error(exc)
+            if failure is not None:
+                # The run's record broke: the episode stopped for that, not by a cancel.
+                recorder.emit("agent_failed", {"error": _error_data(failure), "cancelled": False})
+                await recorder.close("failed", error=f"StoreError: {failure}")
+                raise failure from exc
             cancelled = isinstance(exc, AbortedError | asyncio.CancelledError)
             data: dict[str, Any] = {"error": _error_data(exc), "cancelled": cancelled}
             if isinstance(exc, NoObjectGeneratedError):
@@ -293,8 +301,28 @@ class Episode:
             },
         )
         await recorder.close("completed", output_text=_output_text(result))
+        failure = self._recording_error(None)
+        if failure is not None:
+            raise failure
         await self._maybe_title()
         return result
+
+    def _recording_failed(self, exc: BaseException) -> None:
+        """A write of the run's events failed: stop the episode (what it did next could not
+        be recorded in order)."""
+        self.controller.abort(self._recording_error(exc))
+
+    def _recording_error(self, exc: BaseException | None) -> StoreError | None:
+        """The error the episode fails with when its run could not be recorded, or None."""
+        recorder = self.recorder
+        if recorder is None or recorder.write_error is None:
+            return None
+        if isinstance(exc, StoreError):
+            return exc
+        return StoreError(
+            f"run {self.run_id} stopped: its events could not be recorded "
+            f"({type(recorder.write_error).__name__}: {recorder.write_error})"
+        )
 
     @contextlib.asynccontextmanager
     async def _on_scope(self) -> AsyncIterator[None]:

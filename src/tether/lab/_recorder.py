@@ -1,11 +1,14 @@
 """RunRecorder: an episode's run events, to live listeners at once and to the RunStore in order.
 
-`emit()` is synchronous and O(1): it numbers the event, hands it to the listeners and queues it.
-A writer task drains the queue into the store, one `append_events` per batch, so a streamed
-answer costs one write per batch instead of one per token, and a slow store never holds up the
-model stream. `close()` flushes, then records the final status, the run's token totals and its
-cost. Recording never decides whether an episode succeeds: a store failure is logged once and
-the episode goes on.
+`emit()` is synchronous and O(1): it queues the event. A writer task drains the queue into the
+store, one `append_events` per batch, so a streamed answer costs one write per batch instead of
+one per token, and a slow store never holds up the model stream. Listeners are told of each
+event once the store has committed it, numbered with the store's sequence: what a listener saw
+is exactly what a reader of the store finds, so a client that followed a run live and resumes it
+from the store (another worker, a reconnect) neither misses nor repeats an event. A write that
+fails fails the run (`on_failure` is told, and `write_error` keeps the error) rather than leave
+a gap in its record. `close()` flushes, then records the final status, the run's token totals
+and its cost.
 
 **Model calls.** While `recording(harness)` is active, every request the harness agent's client
 streams is a model call of this run (`RecordingClient`, one per client, finds the recorder of
@@ -41,7 +44,7 @@ from contextvars import ContextVar
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from ..events import Usage
 from ..llm.base import ChatRequest, LLMClient, StreamChunk
 from ..stores.run_store import NewRunEvent, RunEvent, RunInfo, RunStore
@@ -77,7 +80,7 @@ _MASK = "[redacted]"
 logger = logging.getLogger("tether.lab")
 
 RunListener: TypeAlias = Callable[[RunEvent], Any]
-"""Called with every run event as it happens (sync; exceptions are logged and ignored)."""
+"""Called with every run event once it is stored (sync; exceptions are logged and ignored)."""
 
 
 def notify(listeners: Sequence[RunListener], event: RunEvent) -> None:
@@ -112,6 +115,8 @@ class RunRecorder:
         info: The run's summary (written by `start()`).
         level: How much of each model request to record (see the module docstring).
         prices: Price overrides for private models (`tether.pricing.PriceOverride` by model).
+        on_failure: Called (once) with the error when a write of the run's events fails: the
+            run must stop, since what it does next could no longer be recorded in order.
     """
 
     def __init__(
@@ -122,15 +127,18 @@ class RunRecorder:
         *,
         level: RecordingLevel = "metadata",
         prices: Mapping[str, Any] | None = None,
+        on_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.store = store
+        self.on_failure = on_failure
+        self.write_error: BaseException | None = None
+        """Why recording failed (the start, or a write of events), or None."""
         self.info = info
         self.run_id = info.run_id
         self.level = level
         self.prices = prices
         self._listeners = listeners
         self._queue: list[NewRunEvent] = []
-        self._seq = 0
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._started = False
@@ -242,11 +250,16 @@ class RunRecorder:
             self._begin(write)
             raise
         self._begin(write)
+        if self.write_error is not None:
+            raise StoreError(
+                f"could not record the start of run {self.run_id}: {self.write_error}"
+            ) from self.write_error
 
     def _begin(self, write: asyncio.Future[None]) -> None:
         error = None if write.cancelled() else write.exception()
         if write.cancelled() or error is not None:
             self._failed = True
+            self.write_error = error or asyncio.CancelledError("the start was cancelled")
             logger.error("could not record the start of run %s", self.run_id, exc_info=error)
             return
         self._started = True
@@ -256,25 +269,41 @@ class RunRecorder:
         """Record one event: listeners now, the store soon."""
         if self._closed:
             raise RuntimeError(f"run {self.run_id} is already closed")
-        self._seq += 1
-        at = time.time()
-        notify(
-            self._listeners,
-            {"run_id": self.run_id, "seq": self._seq, "type": kind, "at": at, "data": data},
-        )
-        self._queue.append({"type": kind, "at": at, "data": data})
+        self._queue.append({"type": kind, "at": time.time(), "data": data})
         self._wake.set()
 
     async def _write(self) -> None:
         while self._queue:
             batch, self._queue = self._queue, []
-            if self._started and not self._failed:
-                try:
-                    await self.store.append_events(self.run_id, batch)
-                except Exception:
-                    self._failed = True
-                    logger.exception(
-                        "could not record events of run %s; dropping them", self.run_id
+            if not self._started or self._failed:
+                continue
+            try:
+                last = await self.store.append_events(self.run_id, batch)
+            except Exception as exc:
+                self._failed = True
+                self.write_error = exc
+                logger.exception("could not record events of run %s; the run fails", self.run_id)
+                if self.on_failure is not None:
+                    try:
+                        self.on_failure(exc)
+                    except Exception:
+                        logger.exception("on_failure of run %s raised", self.run_id)
+                continue
+            if self._listeners:
+                # Told after the commit, numbered as stored: exactly what readers will find.
+                run_id = self.run_id
+                seq = last - len(batch)
+                for event in batch:
+                    seq += 1
+                    notify(
+                        self._listeners,
+                        {
+                            "run_id": run_id,
+                            "seq": seq,
+                            "type": event["type"],
+                            "at": event["at"],
+                            "data": event["data"],
+                        },
                     )
 
     async def _drain(self) -> None:
@@ -307,6 +336,10 @@ class RunRecorder:
                 cancelled = exc
                 await asyncio.wait([writer])
         await self._write()
+        if self.write_error is not None and status != "cancelled":
+            # Events are missing from the record: the run cannot count as completed.
+            status = "failed"
+            error = f"StoreError: could not record the run's events: {self.write_error}"
         if self._started:
             try:
                 await self.store.finish_run(
