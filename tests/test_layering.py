@@ -9,7 +9,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tether"
 
-UPPER = ("tether.lab", "tether.evals", "tether.stores", "tether.cli", "tether.ui")
+UPPER = ("tether.lab", "tether.evals", "tether.stores", "tether.cli", "tether.ui", "tether.serve")
 
 
 def module_name(path: Path) -> str:
@@ -87,13 +87,21 @@ def test_stores_never_import_lab_cli_or_ui(path: Path) -> None:
     assert [
         m
         for m in tether_imports(path)
-        if under(m, ("tether.lab", "tether.evals", "tether.cli", "tether.ui"))
+        if under(m, ("tether.lab", "tether.evals", "tether.cli", "tether.ui", "tether.serve"))
     ] == []
 
 
 @pytest.mark.parametrize("path", modules("lab"), ids=lambda p: module_name(p))
 def test_the_lab_never_imports_cli_or_ui(path: Path) -> None:
-    assert [m for m in tether_imports(path) if under(m, ("tether.cli", "tether.ui"))] == []
+    assert [
+        m for m in tether_imports(path) if under(m, ("tether.cli", "tether.ui", "tether.serve"))
+    ] == []
+
+
+@pytest.mark.parametrize("path", modules("ui"), ids=lambda p: module_name(p))
+def test_the_ui_never_imports_the_server_or_the_cli(path: Path) -> None:
+    # serve mounts the UI's pages; the pages know nothing of the endpoints that start runs.
+    assert [m for m in tether_imports(path) if under(m, ("tether.serve", "tether.cli"))] == []
 
 
 @pytest.mark.parametrize("path", modules("evals"), ids=lambda p: module_name(p))

@@ -46,6 +46,7 @@ def test_the_docs_cover_every_command(cli_docs: ModuleType) -> None:
             "tether eval compare",
             "tether eval list",
             "tether ui",
+            "tether serve",
         ]
     )
     assert "Usage: tether agent run [OPTIONS]" in text

@@ -14,6 +14,7 @@ from ._eval import eval_app
 from ._project import GlobalOptions
 from ._render import emit_err
 from ._runs import runs_app
+from ._serve import serve
 from ._ui import ui
 from ._workflows import workflow_app
 
@@ -74,6 +75,7 @@ app.add_typer(workflow_app, name="workflow")
 app.add_typer(runs_app, name="runs")
 app.add_typer(eval_app, name="eval")
 app.command("ui")(ui)
+app.command("serve")(serve)
 
 
 def main() -> None:

@@ -9,12 +9,14 @@ from .mcp_server import (
     TestMcpTool,
     create_test_mcp_server,
 )
+from .paced_client import PacedClient, paced_client
 from .script_client import ScriptClient, ScriptTurn, script_client
 from .turns import collect
 
 __all__ = [
     "DropConnection",
     "McpRpcError",
+    "PacedClient",
     "ScriptClient",
     "ScriptTurn",
     "TestMcpCall",
@@ -23,5 +25,6 @@ __all__ = [
     "TestMcpTool",
     "collect",
     "create_test_mcp_server",
+    "paced_client",
     "script_client",
 ]

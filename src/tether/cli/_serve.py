@@ -1,0 +1,148 @@
+"""`tether serve [--host H] [--port P] [--workers N] [--token T] [--allowed-host NAME]
+[--cors-origin ORIGIN] [--max-body BYTES]`: the HTTP API and the UI over the project."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ._errors import CommandLineError, ProjectError, reports_errors
+from ._project import load_project, locate_config, open_stores, options_of, run_async
+
+__all__ = ["serve"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8700
+TOKEN_ENV = "TETHER_SERVE_TOKEN"
+
+
+@reports_errors
+def serve(
+    ctx: typer.Context,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            metavar="HOST",
+            help="The interface to listen on. Anything but loopback needs --token.",
+        ),
+    ] = DEFAULT_HOST,
+    port: Annotated[
+        int,
+        typer.Option("--port", metavar="PORT", min=0, max=65535, help="The port to listen on."),
+    ] = DEFAULT_PORT,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            metavar="N",
+            min=1,
+            help="Worker processes sharing the port. More than one needs a store several "
+            "processes can share (PostgreSQL, or a SQLite file on this machine).",
+        ),
+    ] = 1,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            metavar="TOKEN",
+            envvar=TOKEN_ENV,
+            show_envvar=True,
+            help="Require this token: 'Authorization: Bearer TOKEN', or a browser logs in "
+            "once at /login. Needed when --host is not loopback.",
+        ),
+    ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            metavar="NAME",
+            help="Also answer requests for this host name (repeatable). By default only the "
+            "names the server was started for are answered (DNS rebinding).",
+        ),
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            metavar="ORIGIN",
+            help="Let pages of this origin (https://app.example.com) call the API from a "
+            "browser (repeatable). None by default.",
+        ),
+    ] = None,
+    max_body: Annotated[
+        int,
+        typer.Option(
+            "--max-body",
+            metavar="BYTES",
+            min=1,
+            help="The largest request body accepted (413 above).",
+        ),
+    ] = 1_048_576,
+) -> None:
+    """Serve the project's agents and workflows over HTTP until Ctrl-C.
+
+    Start runs (POST /api/agents/ID/runs, /api/workflows/ID/runs), follow them as
+    server-sent events that resume with Last-Event-ID (GET /api/runs/RUN/stream), cancel
+    them, send client messages, speak AG-UI (POST /api/agents/ID/ag-ui), and chat in the
+    browser: the inspection UI is served beside the API. Several workers (--workers, or
+    several machines) on one PostgreSQL store serve one set of conversations.
+    """
+    if not _is_loopback(host) and not token:
+        raise CommandLineError(
+            f"--host {host} is not loopback: anyone on the network could start runs and read "
+            "every stored conversation",
+            hint=f"Pass --token TOKEN (or set {TOKEN_ENV}); browsers log in once at /login.",
+        )
+    options = options_of(ctx)
+    try:
+        from ..serve import ServeOptions
+        from ..serve import serve as run_server
+        from ..serve._server import serve_workers
+    except ImportError as exc:
+        raise ProjectError(
+            f"the server cannot be loaded: {exc}",
+            kind=type(exc).__name__,
+            hint="Install the lab extra: pip install 'tether[lab]'.",
+        ) from exc
+    serve_options = ServeOptions(
+        host=host,
+        port=port,
+        token=token,
+        allowed_hosts=list(allowed_host or ()),
+        cors_origins=list(cors_origin or ()),
+        max_body=max_body,
+    )
+    registry = load_project(options)
+    if workers > 1:
+        # Each worker loads the project itself; here it was loaded to report errors first.
+        config = locate_config(options.config)
+        try:
+            serve_workers(config, options.store, serve_options, workers)
+        except KeyboardInterrupt:
+            pass
+        return
+    runtime = registry.runtime
+    try:
+        open_stores(runtime, options)
+        run_server(
+            runtime,
+            registry=registry,
+            host=serve_options.host,
+            port=serve_options.port,
+            token=serve_options.token,
+            allowed_host=serve_options.allowed_hosts,
+            cors_origins=serve_options.cors_origins,
+            max_body=serve_options.max_body,
+        )
+    except KeyboardInterrupt:
+        pass
+    finally:
+        run_async(runtime.aclose())
+
+
+def _is_loopback(host: str) -> bool:
+    from ._ui import _is_loopback as loopback
+
+    return loopback(host)

@@ -1,0 +1,384 @@
+"""The endpoints that start and steer runs.
+
+| method | path                                   | what                                          |
+|--------|----------------------------------------|-----------------------------------------------|
+| POST   | /api/agents/{agent_id}/runs            | start an episode → 202 {run_id, scope}        |
+| POST   | /api/workflows/{workflow_id}/runs      | start or resume a workflow run → 202 {run_id} |
+| GET    | /api/runs/{run_id}/stream              | the run's events as SSE, resumable            |
+| POST   | /api/runs/{run_id}/cancel              | cancel a running run → 202                    |
+| POST   | /api/scopes/{scope}/client-messages    | a client message → the turn it starts         |
+
+A run started here runs in this process, independent of the client that asked for it: the answer
+comes once the run's first event is stored (so its stream can be read from any worker at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import unquote
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..client_messages import frame_client_message, should_run_turn
+from ..errors import ClientMessageError, TetherError
+from ..lab import LabAgent, Registry, Runtime
+from ..stores.run_store import RunEvent
+from ..workflows import Workflow, WorkflowHandle
+from ._errors import ApiError, JSONResponse, error_response
+from ._feed import RunEnd, RunFeed
+from ._sse import EventStream, sse_message
+
+__all__ = ["RunsApi"]
+
+logger = logging.getLogger("tether.serve")
+
+START_WAIT = 10.0
+"""Seconds a start request waits for the run's first stored event before answering anyway."""
+_MAX_SEQ = 2**63 - 1
+
+
+class RunsApi:
+    """The run endpoints over one runtime (and the registry that lists what is served)."""
+
+    def __init__(self, runtime: Runtime, registry: Registry | None, feed: RunFeed) -> None:
+        self.runtime = runtime
+        self.registry = registry
+        self.feed = feed
+        self.handles: dict[str, Any] = {}
+        """Runs executing in this process, by run id: their handles (to cancel them)."""
+
+    # -- what is served ----------------------------------------------------------------------
+
+    def agents(self) -> Mapping[str, LabAgent[Any]]:
+        return self.registry.agents if self.registry is not None else self.runtime.agents
+
+    def workflows(self) -> Mapping[str, Workflow[Any, Any]]:
+        if self.registry is not None:
+            return self.registry.workflows
+        return self.runtime.workflows
+
+    def agent(self, agent_id: str) -> LabAgent[Any]:
+        agent = self.agents().get(agent_id)
+        if agent is None:
+            known = ", ".join(sorted(self.agents())) or "none"
+            raise ApiError(404, "not_found", f"there is no agent {agent_id!r} (served: {known})")
+        return agent
+
+    def workflow(self, workflow_id: str) -> Workflow[Any, Any]:
+        workflow = self.workflows().get(workflow_id)
+        if workflow is None:
+            known = ", ".join(sorted(self.workflows())) or "none"
+            raise ApiError(
+                404, "not_found", f"there is no workflow {workflow_id!r} (served: {known})"
+            )
+        return workflow
+
+    # -- starting runs -----------------------------------------------------------------------
+
+    def track(self, run_id: str, handle: Any, task: asyncio.Task[Any]) -> None:
+        """Keep a run started in this process until its task ends."""
+        self.handles[run_id] = handle
+        self.feed.running_here(run_id)
+
+        def ended(done: asyncio.Task[Any]) -> None:
+            self.handles.pop(run_id, None)
+            self.feed.ended_here(run_id)
+            if not done.cancelled():
+                done.exception()  # reported on the run's stream and in the run store
+
+        task.add_done_callback(ended)
+
+    async def started(self, run_id: str, task: asyncio.Task[Any]) -> None:
+        """Wait for the run's first stored event (or its end).
+
+        Raises:
+            The run's own error, when it failed before storing anything (a busy workflow run,
+            a bad resume): the caller answers with it instead of a run id nobody can stream.
+        """
+        first = self.feed.first_event(run_id)
+        try:
+            await asyncio.wait([first, task], timeout=START_WAIT, return_when="FIRST_COMPLETED")
+        finally:
+            self.feed.forget_first(run_id)
+        if first.done() and not first.cancelled() and first.result() is not None:
+            return
+        if task.done() and not task.cancelled():
+            error = task.exception()
+            if error is not None and await self.runtime.run_store.get_run(run_id) is None:
+                raise error
+
+    async def start_agent_run(self, request: Request) -> Response:
+        agent = self.agent(request.path_params["agent_id"])
+        body = await json_body(request)
+        _only(body, {"input", "scope", "context", "tags"})
+        options: dict[str, Any] = {**_input_options(body.get("input")), "tags": _tags(body)}
+        scope = body.get("scope")
+        if scope is not None:
+            if not isinstance(scope, str) or not scope:
+                raise ApiError(400, "bad_request", "scope must be a non-empty string")
+            options["memory_scope"] = scope
+        if body.get("context") is not None:
+            options["context"] = body["context"]
+        return await self.run_agent(agent, options)
+
+    async def run_agent(self, agent: LabAgent[Any], options: dict[str, Any]) -> Response:
+        handle = agent.run(**options)
+        self.track(handle.run_id, handle, handle.result)
+        await self.started(handle.run_id, handle.result)
+        return JSONResponse(
+            {
+                "run_id": handle.run_id,
+                "scope": handle.memory_scope,
+                "stream": f"/api/runs/{handle.run_id}/stream",
+            },
+            status_code=202,
+        )
+
+    async def start_workflow_run(self, request: Request) -> Response:
+        workflow = self.workflow(request.path_params["workflow_id"])
+        body = await json_body(request)
+        _only(body, {"input", "run_id"})
+        run_id = body.get("run_id")
+        if run_id is not None and (not isinstance(run_id, str) or not run_id):
+            raise ApiError(400, "bad_request", "run_id must be a non-empty string")
+        if "input" not in body:
+            if run_id is None:
+                raise ApiError(
+                    400, "bad_request", f"workflow {workflow.id!r} needs an input to start a run"
+                )
+            if await self.runtime.workflow_store.get_run(run_id) is None:
+                raise ApiError(
+                    404,
+                    "not_found",
+                    f"there is no stored run {run_id!r} to resume; pass an input to start a "
+                    "new run under that id",
+                )
+            handle: WorkflowHandle[Any] = workflow.run(workflow_run_id=run_id)
+        else:
+            handle = workflow.run(body["input"], workflow_run_id=run_id)
+        self.track(handle.workflow_run_id, handle, handle.result)
+        await self.started(handle.workflow_run_id, handle.result)
+        return JSONResponse(
+            {
+                "run_id": handle.workflow_run_id,
+                "stream": f"/api/runs/{handle.workflow_run_id}/stream",
+            },
+            status_code=202,
+        )
+
+    # -- following and steering runs ---------------------------------------------------------
+
+    async def stream(self, request: Request) -> Response:
+        run_id = _run_id(request, "/stream")
+        after = _after(request)
+        store = self.runtime.run_store
+        if await store.get_run(run_id) is None:
+            if run_id not in self.handles:
+                raise ApiError(404, "not_found", f"there is no run {run_id!r}")
+            # Started here a moment ago: its record is being written.
+            await self.started(run_id, self.handles[run_id].result)
+            if await store.get_run(run_id) is None:
+                raise ApiError(404, "not_found", f"there is no run {run_id!r}")
+        return EventStream(self._messages(run_id, after))
+
+    async def _messages(self, run_id: str, after: int) -> AsyncIterator[bytes]:
+        try:
+            async for item in self.feed.follow(run_id, after=after):
+                if isinstance(item, RunEnd):
+                    yield sse_message(item.to_json(run_id), event="run_ended")
+                    return
+                event: RunEvent = item
+                yield sse_message(event, event=event["type"], id=event["seq"])
+        except Exception as exc:
+            # The client reconnects with Last-Event-ID and gets what it missed.
+            logger.exception("the stream of run %s failed", run_id)
+            kind = type(exc).__name__ if isinstance(exc, TetherError) else "internal_error"
+            yield sse_message(
+                {"error": {"type": kind, "message": f"the stream broke: {exc}"}}, event="error"
+            )
+
+    async def cancel(self, request: Request) -> Response:
+        run_id = _run_id(request, "/cancel")
+        handle = self.handles.get(run_id)
+        if handle is not None:
+            handle.cancel()
+            return JSONResponse({"run_id": run_id, "cancelling": True}, status_code=202)
+        info = await self.runtime.run_store.get_run(run_id)
+        if info is None:
+            raise ApiError(404, "not_found", f"there is no run {run_id!r}")
+        if info.status != "running":
+            raise ApiError(409, "run_ended", f"run {run_id!r} is not running (it is {info.status})")
+        cancels = getattr(self.runtime.run_store, "request_cancel", None)
+        if cancels is None:
+            raise ApiError(
+                409,
+                "not_here",
+                f"run {run_id!r} runs in another process and this run store cannot carry a "
+                "cancel request to it",
+            )
+        await cancels(run_id)
+        return JSONResponse({"run_id": run_id, "cancelling": True}, status_code=202)
+
+    # -- client messages ---------------------------------------------------------------------
+
+    async def client_message(self, request: Request) -> Response:
+        scope = _path_tail(request, "/client-messages", "/api/scopes/")
+        body = await json_body(request)
+        if "kind" in body:
+            message: Any = body
+            agent_id = None
+        else:
+            _only(body, {"message", "agent", "context", "tags"})
+            message = body.get("message")
+            agent_id = body.get("agent")
+            if not isinstance(message, dict):
+                raise ApiError(400, "bad_request", "message must be a client message object")
+        try:
+            runs = should_run_turn(message)
+            text = frame_client_message(message) if runs else None
+        except ClientMessageError as exc:
+            raise ApiError(400, "ClientMessageError", str(exc)) from None
+        if text is None:
+            # dataModelUpdate and ack: the caller applied it already; no turn, no model call.
+            return JSONResponse({"run_id": None, "scope": scope, "applied": True})
+        if agent_id is None:
+            agent_id = await self._scope_agent(scope)
+        if not isinstance(agent_id, str):
+            raise ApiError(400, "bad_request", "agent must be an agent id")
+        agent = self.agent(agent_id)
+        options: dict[str, Any] = {"memory_scope": scope, "user": text, "tags": _tags(body)}
+        if body.get("context") is not None:
+            options["context"] = body["context"]
+        return await self.run_agent(agent, options)
+
+    async def _scope_agent(self, scope: str) -> str:
+        """The agent whose prompt the scope pinned (a client message continues its turn)."""
+        first = await self.runtime.message_store.load(scope, start=0, end=1)
+        if first and first[0].get("role") == "system":
+            agent_id = first[0].get("agent_id")
+            if isinstance(agent_id, str):
+                return agent_id
+        raise ApiError(
+            400,
+            "bad_request",
+            f"memory scope {scope!r} has no pinned agent: name the agent with "
+            '{"agent": ID, "message": {...}}',
+        )
+
+
+# -- request helpers -------------------------------------------------------------------------
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object.
+
+    Raises:
+        ApiError: 415 for another content type, 400 for a body that is not a JSON object.
+    """
+    kind = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    if kind not in ("application/json", ""):
+        raise ApiError(415, "unsupported_media_type", f"send JSON (application/json), not {kind}")
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "bad_request", f"the body is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ApiError(400, "bad_request", "the body must be a JSON object")
+    return value
+
+
+def _only(body: Mapping[str, Any], keys: set[str]) -> None:
+    unknown = sorted(set(body) - keys)
+    if unknown:
+        raise ApiError(
+            400, "bad_request", f"unknown field(s) {unknown}; the fields are {sorted(keys)}"
+        )
+
+
+def _input_options(value: Any) -> dict[str, Any]:
+    """A run's `input`: a string is the user message; an object holds `user` and/or
+    `messages` (the lab's turn input)."""
+    if isinstance(value, str):
+        return {"user": value}
+    if isinstance(value, dict):
+        _only(value, {"user", "messages"})
+        options: dict[str, Any] = {}
+        if value.get("user") is not None:
+            if not isinstance(value["user"], str):
+                raise ApiError(400, "bad_request", "input.user must be a string")
+            options["user"] = value["user"]
+        if value.get("messages") is not None:
+            options["messages"] = value["messages"]
+        if options:
+            return options
+    raise ApiError(
+        400,
+        "bad_request",
+        'input must be the user message (a string) or {"user": str, "messages": [...]}',
+    )
+
+
+def _tags(body: Mapping[str, Any]) -> list[str]:
+    tags = body.get("tags")
+    if tags is None:
+        return []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ApiError(400, "bad_request", "tags must be a list of strings")
+    return tags
+
+
+def _path_tail(request: Request, suffix: str, prefix: str) -> str:
+    """The id between `prefix` and `suffix` in the request's raw path (percent-decoded once),
+    so that an id holding `/` (sent as %2F) is read whole."""
+    raw = request.scope.get("raw_path")
+    root = request.scope.get("root_path", "")
+    path = raw.decode("latin-1").split("?", 1)[0] if raw else request.url.path
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    if path.startswith(prefix) and path.endswith(suffix):
+        return unquote(path[len(prefix) : len(path) - len(suffix)])
+    value = request.path_params.get("scope") or request.path_params.get("run_id") or ""
+    return str(value)
+
+
+def _run_id(request: Request, suffix: str) -> str:
+    return _path_tail(request, suffix, "/api/runs/")
+
+
+def _after(request: Request) -> int:
+    """Where a stream resumes: `Last-Event-ID` (what a reconnecting EventSource sends), else
+    `?after=N`, else 0."""
+    raw = request.headers.get("last-event-id")
+    name = "Last-Event-ID"
+    if raw is None or not raw.strip():
+        raw = request.query_params.get("after")
+        name = "after"
+    if raw is None or not raw.strip():
+        return 0
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= _MAX_SEQ:
+        raise ApiError(
+            400, "bad_request", f"{name} must be an event number (0 or more), got {raw!r}"
+        )
+    return value
+
+
+async def handle_errors(call: Any, request: Request) -> Response:
+    try:
+        response: Response = await call(request)
+    except Exception as exc:
+        if not isinstance(exc, ApiError | TetherError):
+            logger.exception("%s %s failed", request.method, request.url.path)
+        return error_response(exc)
+    return response

@@ -1,0 +1,184 @@
+"""`create_app(runtime)`: the inspection UI and the run API as one ASGI app.
+
+The read-only pages and their JSON API are `tether.ui`'s, mounted as they are; this app adds the
+endpoints that start and steer runs (`_api.py`), the AG-UI endpoint (`_agui.py`) and the chat
+page. Around all of it, outermost first: security headers, the Host allow-list, CORS for the
+configured origins only, the request body limit, and the token gate (CORS sits outside the gate
+so that a browser's preflight, which never carries credentials, gets its answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp
+
+from ..lab import Registry, Runtime
+from ..ui import HostAllowList, TokenGate
+from ..ui import create_app as create_ui_app
+from ..ui._access import LOOPBACK_NAMES
+from ..ui._headers import SecurityHeaders
+from ._api import RunsApi, handle_errors
+from ._feed import RunFeed
+from ._limits import DEFAULT_MAX_BODY, BodyLimit
+
+__all__ = ["SHUTDOWN_GRACE", "create_app"]
+
+logger = logging.getLogger("tether.serve")
+
+SHUTDOWN_GRACE = 10.0
+"""Seconds a stopping server lets the runs it executes finish before it cancels them."""
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _guarded(call: Endpoint) -> Endpoint:
+    async def endpoint(request: Request) -> Response:
+        return await handle_errors(call, request)
+
+    return endpoint
+
+
+def create_app(
+    runtime: Runtime,
+    registry: Registry | None = None,
+    *,
+    allowed_hosts: Iterable[str] | None = None,
+    token: str | None = None,
+    cors_origins: Sequence[str] = (),
+    max_body: int = DEFAULT_MAX_BODY,
+    poll: float = 0.25,
+    shutdown_grace: float = SHUTDOWN_GRACE,
+) -> Starlette:
+    """The HTTP API and the inspection UI over `runtime`, as one ASGI app.
+
+    Args:
+        runtime: Whose agents, workflows and stores are served. It stays the caller's: the app
+            never closes it.
+        registry: The project's registry (`tether.lab.load_registry()`): the agents and
+            workflows it lists are the ones served. Without one, every agent and workflow the
+            runtime created.
+        allowed_hosts: The `Host` names the app answers (others get 400: DNS rebinding).
+            Default: the loopback names; `tether.ui.allowed_hosts(bind_host)` computes the set
+            for a server; `["*"]` turns the check off (behind a proxy that checks it).
+        token: When set, every request must carry it (`Authorization: Bearer`) or the cookie
+            a browser gets for it at `/login`.
+        cors_origins: Origins (``https://app.example.com``) whose pages may call the API from
+            a browser. None by default: no cross-origin access at all.
+        max_body: The largest request body accepted, in bytes (413 above).
+        poll: Seconds between two reads of the run store by a stream that follows a run
+            executing in another process.
+        shutdown_grace: Seconds the app lets its runs finish when the server stops, before it
+            cancels them.
+    """
+    if not isinstance(runtime, Runtime):
+        raise TypeError(f"create_app needs a tether.lab.Runtime, got {runtime!r:.80}")
+    if registry is not None and not isinstance(registry, Registry):
+        raise TypeError(f"registry must be a tether.lab.Registry, got {registry!r:.80}")
+    feed = RunFeed(runtime, poll=poll)
+    api = RunsApi(runtime, registry, feed)
+    # The pages answer every host and need no token here: this app checks both, once, outside.
+    pages = create_ui_app(runtime, registry, allowed_hosts=["*"], watch_registry=False)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Open the stores now: a bad store URL fails the server's start, not the first request.
+        _ = runtime.message_store, runtime.run_store, runtime.workflow_store
+        feed.open()
+        try:
+            yield
+        finally:
+            await _stop_runs(api, shutdown_grace)
+            feed.close()
+            if getattr(app.state, "owns_runtime", False):
+                # A `tether serve --workers N` worker built this runtime; it closes it.
+                await runtime.aclose()
+
+    routes: list[BaseRoute] = [
+        Route(
+            "/api/agents/{agent_id:path}/runs",
+            _guarded(api.start_agent_run),
+            methods=["POST"],
+        ),
+        Route(
+            "/api/workflows/{workflow_id:path}/runs",
+            _guarded(api.start_workflow_run),
+            methods=["POST"],
+        ),
+        Route("/api/runs/{run_id:path}/stream", _guarded(api.stream), methods=["GET"]),
+        Route("/api/runs/{run_id:path}/cancel", _guarded(api.cancel), methods=["POST"]),
+        Route(
+            "/api/scopes/{scope:path}/client-messages",
+            _guarded(api.client_message),
+            methods=["POST"],
+        ),
+        Mount("/", app=pages),
+    ]
+    app = _ServeApp(
+        frozenset(allowed_hosts) if allowed_hosts is not None else LOOPBACK_NAMES,
+        token,
+        tuple(cors_origins),
+        max_body,
+        routes=routes,
+        lifespan=lifespan,
+    )
+    app.state.api = api
+    app.state.feed = feed
+    return app
+
+
+class _ServeApp(Starlette):
+    """Starlette with the access checks outside its own middleware (see the module docstring)."""
+
+    def __init__(
+        self,
+        hosts: frozenset[str],
+        token: str | None,
+        origins: tuple[str, ...],
+        max_body: int,
+        **kwargs: Any,
+    ) -> None:
+        self._hosts = hosts
+        self._token = token
+        self._origins = origins
+        self._max_body = max_body
+        super().__init__(**kwargs)
+
+    def build_middleware_stack(self) -> ASGIApp:
+        app = super().build_middleware_stack()
+        if self._token:
+            app = TokenGate(app, self._token)
+        app = BodyLimit(app, self._max_body)
+        if self._origins:
+            app = CORSMiddleware(
+                app,
+                allow_origins=list(self._origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["authorization", "content-type", "last-event-id"],
+                allow_credentials=False,
+                max_age=600,
+            )
+        return SecurityHeaders(HostAllowList(app, self._hosts))
+
+
+async def _stop_runs(api: RunsApi, grace: float) -> None:
+    """Let the runs of this process finish for `grace` seconds, then cancel them (each is
+    recorded as cancelled; a workflow run can be resumed)."""
+    pending = [h.result for h in api.handles.values() if not h.result.done()]
+    if not pending:
+        return
+    _, late = await asyncio.wait(pending, timeout=grace)
+    for handle in list(api.handles.values()):
+        if not handle.result.done():
+            handle.cancel()
+    if late:
+        await asyncio.wait(late, timeout=grace)

@@ -1,0 +1,73 @@
+"""Errors as the API answers them: `{"error": {"type", "message"}}` with the status that fits.
+
+`type` is the tether exception's class name when one of ours says what went wrong (a client can
+match on `ScopeBusyError`, `WorkflowRunBusyError`, `ConfigError` ...), else a snake_case kind
+for what the HTTP layer found (`bad_request`, `not_found`, `payload_too_large` ...).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.responses import JSONResponse as _StarletteJSON
+
+from ..errors import (
+    ClientMessageError,
+    ConfigError,
+    DataError,
+    StoreError,
+    TetherError,
+    WorkflowError,
+    WorkflowInputError,
+)
+
+__all__ = ["ApiError", "JSONResponse", "api_error", "error_response"]
+
+
+class JSONResponse(_StarletteJSON):
+    """Compact JSON with `<`, `>` and `&` escaped (`\\u003c` ...): the same value, and no
+    markup a mis-sniffing client could act on."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return (
+            text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        ).encode("utf-8")
+
+
+class ApiError(Exception):
+    """Raised by a handler to answer with an error."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.message = message
+
+
+def api_error(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+
+
+def _status_of(exc: TetherError) -> int:
+    name = type(exc).__name__
+    if name in ("ScopeBusyError", "WorkflowRunBusyError"):
+        return 409
+    if isinstance(exc, ConfigError | DataError | ClientMessageError | WorkflowInputError):
+        return 400
+    if isinstance(exc, WorkflowError):
+        return 400
+    if isinstance(exc, StoreError):
+        return 503
+    return 500
+
+
+def error_response(exc: BaseException) -> JSONResponse:
+    """The answer for an exception a handler let through (ours by class; anything else is
+    a 500 whose details stay in the server's log)."""
+    if isinstance(exc, ApiError):
+        return api_error(exc.status, exc.kind, exc.message)
+    if isinstance(exc, TetherError):
+        return api_error(_status_of(exc), type(exc).__name__, str(exc))
+    return api_error(500, "internal_error", "the server failed; its log says why")

@@ -1,0 +1,243 @@
+"""Following a run: its stored events from a point on, then the new ones as they are committed.
+
+A stream is read from the RunStore, never from a worker's memory: a client that reconnects with
+`Last-Event-ID` — to this worker or another — gets every event after that number, none twice.
+What this process adds is speed: `RunFeed` is one runtime listener that hands each committed
+event (the recorder tells listeners only after the store took it, numbered with the store's
+sequence) to the streams of this process that follow its run, O(1) per event and stream. A run
+that runs in another process is followed by reading the store every `poll` seconds.
+
+A stream ends after the run's terminal event (`agent_finished`, `agent_failed`,
+`workflow_finished`, `workflow_failed`) when nothing follows it in the store, or when the run's
+status is final without one (cancelled before it started, or `interrupted`: its process died
+and its lease expired).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..lab import Runtime
+from ..stores.run_store import RunEvent, RunStore
+
+__all__ = ["TERMINAL_EVENTS", "RunEnd", "RunFeed"]
+
+TERMINAL_EVENTS: Final = frozenset(
+    {"agent_finished", "agent_failed", "workflow_finished", "workflow_failed"}
+)
+"""The events after which a run has nothing more to say (unless a workflow run is resumed)."""
+
+
+@dataclass(slots=True, frozen=True)
+class RunEnd:
+    """How a followed run ended: the last item `RunFeed.follow` yields."""
+
+    status: str
+    """``completed``, ``failed``, ``cancelled``, ``interrupted`` (its process died), or
+    ``missing`` (the run was deleted while followed)."""
+    error: str | None = None
+
+    def to_json(self, run_id: str) -> dict[str, Any]:
+        return {"run_id": run_id, "status": self.status, "error": self.error}
+
+
+def _end_of(event: RunEvent) -> RunEnd:
+    """The end a terminal event says (the status row is written just after it)."""
+    data = event["data"]
+    error = data.get("error")
+    message = f"{error.get('type')}: {error.get('message')}" if isinstance(error, dict) else None
+    kind = event["type"]
+    if kind in ("agent_finished", "workflow_finished"):
+        return RunEnd("completed")
+    if kind == "agent_failed":
+        return RunEnd("cancelled" if data.get("cancelled") else "failed", message)
+    status = data.get("status")
+    return RunEnd(status if status in ("failed", "cancelled") else "failed", message)
+
+
+class _Follower:
+    """One stream's inbox: live events of its run, in commit order."""
+
+    __slots__ = ("events", "wake")
+
+    def __init__(self) -> None:
+        self.events: list[RunEvent] = []
+        self.wake = asyncio.Event()
+
+    def push(self, event: RunEvent) -> None:
+        self.events.append(event)
+        self.wake.set()
+
+    def take(self) -> list[RunEvent]:
+        events, self.events = self.events, []
+        self.wake.clear()
+        return events
+
+
+class RunFeed:
+    """Committed run events of this process, handed to the streams that follow their runs.
+
+    Args:
+        runtime: Whose runs are followed (its listeners tell the feed of each committed event;
+            its run store is where streams read what they missed).
+        poll: Seconds between two reads of the store for a run that runs elsewhere.
+        local_check: Seconds between two status reads for a run of this process (a run whose
+            process keeps it alive ends with an event; this catches one that ended without).
+    """
+
+    def __init__(self, runtime: Runtime, *, poll: float = 0.25, local_check: float = 5.0) -> None:
+        self.runtime = runtime
+        self.poll = poll
+        self.local_check = local_check
+        self._followers: dict[str, set[_Follower]] = {}
+        self._local: set[str] = set()
+        """Runs executing in this process (started here, or seen emitting events here)."""
+        self._first: dict[str, asyncio.Future[RunEvent | None]] = {}
+        self._unsubscribe: Callable[[], None] | None = None
+
+    @property
+    def store(self) -> RunStore:
+        return self.runtime.run_store
+
+    def open(self) -> None:
+        """Start listening to the runtime (idempotent)."""
+        if self._unsubscribe is None:
+            self._unsubscribe = self.runtime.subscribe(self._on_event)
+
+    def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        for followers in self._followers.values():
+            for follower in followers:
+                follower.wake.set()
+
+    # -- the runtime's side ------------------------------------------------------------------
+
+    def _on_event(self, event: RunEvent) -> None:
+        run_id = event["run_id"]
+        if event["type"] in TERMINAL_EVENTS:
+            self._local.discard(run_id)
+        else:
+            self._local.add(run_id)
+        first = self._first.pop(run_id, None)
+        if first is not None and not first.done():
+            first.set_result(event)
+        followers = self._followers.get(run_id)
+        if followers:
+            for follower in followers:
+                follower.push(event)
+
+    def running_here(self, run_id: str) -> None:
+        """Mark a run this process is about to execute (its first event may come later)."""
+        self._local.add(run_id)
+
+    def ended_here(self, run_id: str) -> None:
+        """The run's task in this process is over, however it ended: wake its streams."""
+        self._local.discard(run_id)
+        first = self._first.pop(run_id, None)
+        if first is not None and not first.done():
+            first.set_result(None)
+        for follower in self._followers.get(run_id, ()):
+            follower.wake.set()
+
+    def first_event(self, run_id: str) -> asyncio.Future[RunEvent | None]:
+        """Resolves with the run's first committed event (None: its task ended without one).
+        Ask before the run starts."""
+        future = self._first.get(run_id)
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            self._first[run_id] = future
+        return future
+
+    def forget_first(self, run_id: str) -> None:
+        future = self._first.pop(run_id, None)
+        if future is not None and not future.done():
+            future.cancel()
+
+    # -- the streams' side -------------------------------------------------------------------
+
+    async def follow(self, run_id: str, *, after: int = 0) -> AsyncIterator[RunEvent | RunEnd]:
+        """The run's events with a sequence number above `after`, as they are committed; last,
+        how the run ended (a `RunEnd`).
+
+        The run must exist (check with `store.get_run` first).
+        """
+        follower = _Follower()
+        followers = self._followers.setdefault(run_id, set())
+        followers.add(follower)
+        store = self.store
+        last = after
+        checked = time.monotonic()
+        try:
+            # Subscribed first, read second: an event committed in between is in both, and
+            # the sequence number drops the copy.
+            pending = await store.events(run_id, after=last)
+            while True:
+                if pending:
+                    gap = False
+                    ended: RunEvent | None = None
+                    for event in pending:
+                        seq = event["seq"]
+                        if seq <= last:
+                            continue
+                        if seq != last + 1:
+                            # A live event beyond a gap (this stream fell behind the store):
+                            # the gap is read from the store, in order.
+                            gap = True
+                            break
+                        last = seq
+                        ended = event if event["type"] in TERMINAL_EVENTS else None
+                        yield event
+                    pending = []
+                    if gap:
+                        pending = await store.events(run_id, after=last)
+                        continue
+                    if ended is not None:
+                        # A terminal event: the end, unless more follows (a resumed run).
+                        pending = await store.events(run_id, after=last)
+                        if not pending:
+                            yield _end_of(ended)
+                            return
+                        continue
+                pending = follower.take()
+                if pending:
+                    continue
+                wait = self.local_check if run_id in self._local else self.poll
+                try:
+                    await asyncio.wait_for(follower.wake.wait(), wait)
+                except TimeoutError:
+                    pass
+                pending = follower.take()
+                if pending:
+                    continue
+                now = time.monotonic()
+                if run_id in self._local and now - checked < self.local_check:
+                    continue
+                checked = now
+                # Nothing came live: read the store (the run may run elsewhere, or have ended
+                # without a terminal event). Status first: a final status means every event
+                # was written before it.
+                info = await store.get_run(run_id)
+                pending = await store.events(run_id, after=last)
+                if pending:
+                    continue
+                if info is None:
+                    yield RunEnd("missing", f"run {run_id!r} is no longer stored")
+                    return
+                if info.status != "running" and run_id not in self._local:
+                    yield RunEnd(info.status, info.error)
+                    return
+        finally:
+            followers.discard(follower)
+            if not followers:
+                self._followers.pop(run_id, None)
+
+    @property
+    def streams(self) -> int:
+        """How many streams follow runs now."""
+        return sum(len(f) for f in self._followers.values())

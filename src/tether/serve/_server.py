@@ -1,0 +1,175 @@
+"""Serving the app with uvicorn: one process, or N worker processes sharing the port.
+
+With `workers > 1` every worker is its own process with its own runtime, loaded from the
+project's config (`worker_app` is the factory uvicorn calls in each): the workers share nothing
+but the store, so they must share one that several processes can use (PostgreSQL; a SQLite
+file works on one machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import uvicorn
+from starlette.applications import Starlette
+
+from ..errors import ConfigError
+from ..lab import Registry, Runtime, load_registry
+from ..ui import allowed_hosts, is_loopback
+from ._app import create_app
+from ._limits import DEFAULT_MAX_BODY
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "TOKEN_ENV", "ServeOptions", "aserve", "serve"]
+
+DEFAULT_HOST = "127.0.0.1"
+"""Loopback: anywhere else the server needs a token."""
+DEFAULT_PORT = 8700
+TOKEN_ENV = "TETHER_SERVE_TOKEN"
+"""The environment variable a token is read from when none is passed."""
+_WORKER_ENV = "TETHER_SERVE_WORKER"
+"""How the parent process hands a worker its options (JSON)."""
+
+
+@dataclass(slots=True)
+class ServeOptions:
+    """How a server is reached and what it accepts (see `tether serve --help`)."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    token: str | None = None
+    allowed_hosts: list[str] = field(default_factory=list)
+    """Host names answered besides the ones the server was started for."""
+    cors_origins: list[str] = field(default_factory=list)
+    max_body: int = DEFAULT_MAX_BODY
+    log_level: str = "info"
+
+    def checked(self) -> ServeOptions:
+        """These options with the token from the environment when none was given.
+
+        Raises:
+            ConfigError: a non-loopback host without a token.
+        """
+        token = self.token or os.environ.get(TOKEN_ENV) or None
+        if not is_loopback(self.host) and not token:
+            raise ConfigError(
+                f"serving on {self.host!r} (not loopback) lets the network start runs and read "
+                f"every stored conversation, so it needs a token: pass --token TOKEN or set "
+                f"{TOKEN_ENV}"
+            )
+        return ServeOptions(
+            host=self.host,
+            port=self.port,
+            token=token,
+            allowed_hosts=list(self.allowed_hosts),
+            cors_origins=list(self.cors_origins),
+            max_body=self.max_body,
+            log_level=self.log_level,
+        )
+
+
+def _app(runtime: Runtime, registry: Registry | None, options: ServeOptions) -> Starlette:
+    return create_app(
+        runtime,
+        registry,
+        allowed_hosts=allowed_hosts(options.host, options.allowed_hosts),
+        token=options.token,
+        cors_origins=options.cors_origins,
+        max_body=options.max_body,
+    )
+
+
+def _server(runtime: Runtime, registry: Registry | None, options: ServeOptions) -> uvicorn.Server:
+    options = options.checked()
+    config = uvicorn.Config(
+        _app(runtime, registry, options),
+        host=options.host,
+        port=options.port,
+        log_level=options.log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=30,
+    )
+    return uvicorn.Server(config)
+
+
+def serve(
+    runtime: Runtime,
+    *,
+    registry: Registry | None = None,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    allowed_host: Iterable[str] = (),
+    cors_origins: Sequence[str] = (),
+    max_body: int = DEFAULT_MAX_BODY,
+    log_level: str = "info",
+) -> None:
+    """Serve the API and the UI over `runtime` in this process until interrupted. Blocks;
+    call it outside an event loop (from async code, `await aserve(...)`).
+
+    Raises:
+        ConfigError: a non-loopback `host` without a token (or `TETHER_SERVE_TOKEN`).
+
+    The runtime stays the caller's: close it after `serve` returns.
+    """
+    options = ServeOptions(
+        host, port, token, list(allowed_host), list(cors_origins), max_body, log_level
+    )
+    _server(runtime, registry, options).run()
+
+
+async def aserve(
+    runtime: Runtime,
+    *,
+    registry: Registry | None = None,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    allowed_host: Iterable[str] = (),
+    cors_origins: Sequence[str] = (),
+    max_body: int = DEFAULT_MAX_BODY,
+    log_level: str = "info",
+) -> None:
+    """Like `serve`, inside the running event loop."""
+    options = ServeOptions(
+        host, port, token, list(allowed_host), list(cors_origins), max_body, log_level
+    )
+    await _server(runtime, registry, options).serve()
+
+
+def serve_workers(config: Path, store: str | None, options: ServeOptions, workers: int) -> None:
+    """Run `workers` processes serving the project at `config` on one port (uvicorn's
+    supervisor restarts a worker that dies). Blocks until interrupted."""
+    options = options.checked()
+    os.environ[_WORKER_ENV] = json.dumps(
+        {"config": str(config), "store": store, "options": asdict(options)}
+    )
+    uvicorn.run(
+        "tether.serve._server:worker_app",
+        factory=True,
+        host=options.host,
+        port=options.port,
+        workers=workers,
+        log_level=options.log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=30,
+    )
+
+
+def worker_app() -> Starlette:
+    """The app of one worker process: the project loaded from the parent's options, served
+    by a runtime the worker owns (closed when the worker stops)."""
+    raw = os.environ.get(_WORKER_ENV)
+    if not raw:
+        raise ConfigError(f"worker_app runs in a `tether serve --workers N` worker ({_WORKER_ENV})")
+    spec = json.loads(raw)
+    registry = load_registry(spec["config"])
+    if spec.get("store"):
+        registry.runtime.use_store(spec["store"])
+    options = ServeOptions(**spec["options"])
+    app = _app(registry.runtime, registry, options)
+    app.state.owns_runtime = True
+    return app

@@ -1,0 +1,123 @@
+"""Server-sent events as a plain ASGI response.
+
+One task writes the stream, one listens for the client going away, one sends a comment line when
+the stream has been quiet for `ping` seconds (proxies close idle connections, and a write is how
+a server learns that a client left); the first of the writer and the listener to finish cancels
+the others, so a stream whose client disconnected stops reading the store at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+__all__ = ["EventStream", "sse_message"]
+
+_HEADERS: list[tuple[bytes, bytes]] = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-store"),
+    # nginx and friends buffer responses unless told not to; an event stream must not wait.
+    (b"x-accel-buffering", b"no"),
+]
+
+
+def sse_message(data: Any, *, event: str | None = None, id: int | str | None = None) -> bytes:
+    """One SSE message: `id:`, `event:` and `data:` (the value as one line of JSON)."""
+    parts: list[str] = []
+    if id is not None:
+        parts.append(f"id: {id}\n")
+    if event is not None:
+        parts.append(f"event: {event}\n")
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    # JSON never holds a raw line break; a string payload could.
+    for line in text.splitlines() or [""]:
+        parts.append(f"data: {line}\n")
+    parts.append("\n")
+    return "".join(parts).encode("utf-8")
+
+
+class EventStream(Response):
+    """An ASGI response that sends what `messages` yields (encoded SSE messages) as
+    `text/event-stream`, with a `retry:` hint first and a comment line after `ping` quiet
+    seconds. `messages` is closed however the response ends."""
+
+    def __init__(
+        self,
+        messages: AsyncIterator[bytes],
+        *,
+        ping: float = 15.0,
+        retry_ms: int = 1000,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(status_code=200, media_type="text/event-stream")
+        self.messages = messages
+        self.ping = ping
+        self.retry_ms = retry_ms
+        self.sse_headers = [*_HEADERS]
+        for name, value in (headers or {}).items():
+            self.sse_headers.append((name.lower().encode("latin-1"), value.encode("latin-1")))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        lock = asyncio.Lock()
+        quiet = asyncio.Event()
+        gone = False
+
+        async def write(body: bytes) -> None:
+            nonlocal gone
+            async with lock:
+                try:
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                except OSError:
+                    gone = True
+                    raise
+
+        async def produce() -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": self.sse_headers})
+            await write(f"retry: {self.retry_ms}\n\n".encode("ascii"))
+            async for message in self.messages:
+                await write(message)
+                quiet.clear()
+
+        async def pinger() -> None:
+            while True:
+                quiet.set()
+                await asyncio.sleep(self.ping)
+                if quiet.is_set():
+                    await write(b": ping\n\n")
+
+        async def listen() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+
+        tasks = [
+            asyncio.ensure_future(produce()),
+            asyncio.ensure_future(listen()),
+        ]
+        ping_task = asyncio.ensure_future(pinger())
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (*tasks, ping_task):
+                task.cancel()
+            await asyncio.wait([*tasks, ping_task])
+            aclose = getattr(self.messages, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+        producer = tasks[0]
+        if producer in done and not producer.cancelled():
+            error = producer.exception()
+            if error is not None and not gone and not isinstance(error, OSError):
+                raise error
+            if not gone:
+                with contextlib.suppress(OSError):
+                    async with lock:
+                        await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -1,0 +1,155 @@
+"""A real `tether serve` process for the serve tests: a project on disk, the command started
+once per module on a free loopback port, and an SSE reader for its streams."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def write_project(root: Path) -> Path:
+    """A project directory whose tether.toml lists the test project's agents and workflows."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "project_app.py").write_text(
+        (HERE / "project_app.py").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    (root / "tether.toml").write_text(
+        'runtime = "project_app:runtime"\n'
+        'agents = ["project_app:chat"]\n'
+        'workflows = ["project_app:pipeline"]\n',
+        encoding="utf-8",
+    )
+    return root
+
+
+@dataclass
+class Server:
+    """A `tether serve` process."""
+
+    process: subprocess.Popen[bytes]
+    base: str
+    log: Path
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.base, headers=self.headers, timeout=30, **kwargs)
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies mid-whatever, as in a crash or power loss."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def start_server(
+    project: Path,
+    env: dict[str, str],
+    args: Sequence[str] = (),
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    headers: dict[str, str] | None = None,
+    wait_for: str = "/api/runs",
+) -> Server:
+    port = port or free_port()
+    log = project / f"server-{port}.log"
+    command = [
+        sys.executable,
+        "-c",
+        "from tether.cli import main; main()",
+        "--config",
+        str(project / "tether.toml"),
+        "serve",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *args,
+    ]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, cwd=project, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+        )
+    server = Server(process, f"http://127.0.0.1:{port}", log, dict(headers or {}))
+    deadline = time.monotonic() + 30
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited: {log.read_text(errors='replace')}")
+        try:
+            httpx.get(server.base + wait_for, headers=server.headers, timeout=2)
+            return server
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                server.kill()
+                raise RuntimeError(f"the server did not start: {log.read_text()}") from None
+            time.sleep(0.1)
+
+
+@dataclass
+class Message:
+    """One SSE message."""
+
+    event: str
+    data: Any
+    id: int | None
+
+
+def read_sse(response: httpx.Response) -> Iterator[Message]:
+    """The messages of an event stream as they arrive (comments and `retry:` skipped)."""
+    event: str | None = None
+    data: list[str] = []
+    ident: int | None = None
+    for line in response.iter_lines():
+        if line == "":
+            if data:
+                yield Message(event or "message", json.loads("\n".join(data)), ident)
+            event, data, ident = None, [], None
+        elif line.startswith(":"):
+            continue
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip(" "))
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("id:"):
+            ident = int(line[3:].strip())
+
+
+def stream_all(
+    client: httpx.Client, run_id: str, *, after: int | None = None, last_id: int | None = None
+) -> list[Message]:
+    """Every message of a run's stream up to its end."""
+    headers = {"Last-Event-ID": str(last_id)} if last_id is not None else {}
+    params = {"after": str(after)} if after is not None else {}
+    with client.stream(
+        "GET", f"/api/runs/{run_id}/stream", headers=headers, params=params
+    ) as response:
+        assert response.status_code == 200, response.read()
+        return list(read_sse(response))
