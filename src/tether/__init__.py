@@ -5,6 +5,7 @@ from tether import create_agent, prompt_layer, define_tool, reduce
 ```
 """
 
+from ._version import __version__ as __version__
 from .agent import Agent, TurnResult, create_agent
 from .client_messages import ClientMessage, frame_client_message, should_run_turn
 from .context import RunContext

@@ -9,16 +9,15 @@ can react to; `Tool.call()` never raises for a tool-shaped failure.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import re
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints, overload
 
-import fastjsonschema
-import jsonschema
 import pydantic
 
 from .context import RunContext
@@ -193,6 +192,8 @@ def _arity_takes_ctx(fn: Callable[..., Any]) -> bool:
 def _schema_checker(name: str, schema: dict[str, Any]) -> Callable[[Any], str | None]:
     if not isinstance(schema, dict):
         raise ToolDefinitionError(f"tool {name!r}: input_schema must be a JSON Schema object")
+    import jsonschema  # on first use: it costs more to import than the rest of the harness
+
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
@@ -200,71 +201,71 @@ def _schema_checker(name: str, schema: dict[str, Any]) -> Callable[[Any], str | 
         raise ToolDefinitionError(
             f"tool {name!r}: input_schema is not a valid JSON Schema: {exc.message}"
         ) from exc
-    validator = cls(schema)
-    fast: Callable[[Any], Any] = _raise_if_invalid(validator)
-    if cls in _FAST_DRAFTS or not _uses_newer_semantics(schema):
-        try:
-            # Compiled to Python once: ~1 µs a call where the interpreting validator takes ~35 µs.
-            fast = fastjsonschema.compile(schema, use_formats=False)
-        except Exception:  # a schema fastjsonschema cannot compile: the full validator decides
-            pass
+    # Built once per tool; a call costs one is_valid (the error is looked for only on failure).
+    validator = _ecma_patterns(cls)(schema)
+    is_valid = validator.is_valid
+    best_match = jsonschema.exceptions.best_match
 
     def check(value: Any) -> str | None:
-        try:
-            fast(value)
+        if is_valid(value):
             return None
-        except fastjsonschema.JsonSchemaException as exc:
-            fallback = str(exc)
-        err = jsonschema.exceptions.best_match(validator.iter_errors(value))
-        if err is None:
-            return fallback
+        err = best_match(validator.iter_errors(value))
+        if err is None:  # pragma: no cover - is_valid said no, so there is an error
+            return "does not match the schema"
         where = "/".join(str(p) for p in err.absolute_path)
         return f"{where}: {err.message}" if where else err.message
 
     return check
 
 
-_FAST_DRAFTS = (
-    jsonschema.Draft4Validator,
-    jsonschema.Draft6Validator,
-    jsonschema.Draft7Validator,
-)
-# What fastjsonschema (drafts 4 to 7) does not read the way Draft 2019-09 / 2020-12 do: keywords
-# it would ignore or apply, and annotation-free siblings of $ref (ignored before 2019-09).
-_NEWER_KEYWORDS = frozenset(
-    {
-        "prefixItems",
-        "dependentRequired",
-        "dependentSchemas",
-        "unevaluatedProperties",
-        "unevaluatedItems",
-        "minContains",
-        "maxContains",
-        "$dynamicRef",
-        "$dynamicAnchor",
-        "$recursiveRef",
-        "$recursiveAnchor",
-        "additionalItems",
-        "dependencies",
-    }
-)
-_ANNOTATIONS = frozenset(
-    {"$ref", "description", "title", "default", "examples", "$comment", "deprecated"}
-)
+_ECMA_CLASSES: dict[Any, Any] = {}
 
 
-def _uses_newer_semantics(schema: Any) -> bool:
-    """True when a 2019-09 / 2020-12 schema says something fastjsonschema would read otherwise
-    (conservative: a property merely named like one of those keywords counts too)."""
-    if isinstance(schema, dict):
-        if not _NEWER_KEYWORDS.isdisjoint(schema):
-            return True
-        if "$ref" in schema and not _ANNOTATIONS.issuperset(schema):
-            return True
-        return any(_uses_newer_semantics(v) for v in schema.values())
-    if isinstance(schema, list):
-        return any(_uses_newer_semantics(v) for v in schema)
-    return False
+def _ecma_patterns(cls: Any) -> Any:
+    """`cls` reading ``pattern`` as JSON Schema says, as an ECMA-262 regular expression, whose
+    ``$`` matches only at the very end (Python's also matches before a final newline, which
+    would let ``"abc\\n"`` through ``^[a-z]+$``)."""
+    extended = _ECMA_CLASSES.get(cls)
+    if extended is None:
+        import jsonschema
+
+        extended = jsonschema.validators.extend(cls, {"pattern": _pattern_keyword})
+        _ECMA_CLASSES[cls] = extended
+    return extended
+
+
+def _pattern_keyword(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if isinstance(instance, str) and isinstance(pattern, str):
+        regex = _ecma_regex(pattern)
+        if regex is not None and regex.search(instance) is None:
+            from jsonschema import ValidationError
+
+            yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@functools.lru_cache(maxsize=512)
+def _ecma_regex(pattern: str) -> re.Pattern[str] | None:
+    """`pattern` compiled with every unescaped ``$`` outside a character class read as ``\\Z``;
+    None when Python cannot compile it (the schema check refuses most such patterns)."""
+    out: list[str] = []
+    escaped = in_class = False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            out.append(r"\Z")
+            continue
+        out.append(char)
+    try:
+        return re.compile("".join(out))
+    except re.error:
+        return None
 
 
 def _boundary_checker(
@@ -277,6 +278,8 @@ def _boundary_checker(
     None and why."""
     if not isinstance(schema, dict):
         return None, "its input schema is not a JSON Schema object"
+    import jsonschema
+
     try:
         with warnings.catch_warnings():  # an unknown $schema warns, then reads as 2020-12
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -337,14 +340,6 @@ def _nullable(shape: Any) -> Any:
         return shape
     kinds = shape["type"] if isinstance(shape["type"], list) else [shape["type"]]
     return shape if "null" in kinds else {**shape, "type": [*kinds, "null"]}
-
-
-def _raise_if_invalid(validator: Any) -> Callable[[Any], None]:
-    def run(value: Any) -> None:
-        if not validator.is_valid(value):
-            raise fastjsonschema.JsonSchemaValueException("does not match the schema")
-
-    return run
 
 
 def _check_name(name: str) -> None:

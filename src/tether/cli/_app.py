@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from .._version import __version__
 from ._agents import agent_app
 from ._errors import EXIT_INTERRUPTED, EXIT_USAGE, error_json
 from ._eval import eval_app
@@ -43,6 +44,12 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tether {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
@@ -66,6 +73,16 @@ def _root(
             "postgresql://user:password@host/db. The runs commands then need no config at all.",
         ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            is_eager=True,
+            callback=_print_version,
+            help="Print tether's version and exit.",
+        ),
+    ] = False,
 ) -> None:
     ctx.obj = GlobalOptions(config=config, store=store)
 
