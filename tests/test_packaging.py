@@ -199,8 +199,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     ]
     wheelhouse = out / "wheelhouse"
     wheelhouse.mkdir()
-    for name in _closure(requires, {"lab"}):
-        _repack(name, wheelhouse)
+    for dist_name in _closure(requires, {"lab"}):
+        _repack(dist_name, wheelhouse)
     shutil.copy2(wheel, wheelhouse)
     return Built(wheel, sdist, wheelhouse, requires)
 

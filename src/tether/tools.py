@@ -229,7 +229,8 @@ def _ecma_patterns(cls: Any) -> Any:
     if extended is None:
         import jsonschema
 
-        extended = jsonschema.validators.extend(cls, {"pattern": _pattern_keyword})
+        extend: Any = jsonschema.validators.extend  # untyped in types-jsonschema
+        extended = extend(cls, {"pattern": _pattern_keyword})
         _ECMA_CLASSES[cls] = extended
     return extended
 
