@@ -30,6 +30,8 @@ def _last_user_text(request: ChatRequest) -> str | None:
 def reply(request: ChatRequest) -> ScriptTurn:
     text = _last_user_text(request)
     if text is None:
+        if "slowly" in str(request["messages"][-3]):
+            return {"text": [f"s{i} " for i in range(2000)]}
         return {"text": ["The ", "tool ", "answered."]}
     if text.startswith("words "):
         count = int(text.split()[1])

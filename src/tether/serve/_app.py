@@ -27,6 +27,7 @@ from ..ui import HostAllowList, TokenGate
 from ..ui import create_app as create_ui_app
 from ..ui._access import LOOPBACK_NAMES
 from ..ui._headers import SecurityHeaders
+from ._agui import AgUiApi
 from ._api import RunsApi, handle_errors
 from ._feed import RunFeed
 from ._limits import DEFAULT_MAX_BODY, BodyLimit
@@ -86,6 +87,7 @@ def create_app(
         raise TypeError(f"registry must be a tether.lab.Registry, got {registry!r:.80}")
     feed = RunFeed(runtime, poll=poll)
     api = RunsApi(runtime, registry, feed)
+    agui = AgUiApi(api)
     # The pages answer every host and need no token here: this app checks both, once, outside.
     pages = create_ui_app(runtime, registry, allowed_hosts=["*"], watch_registry=False)
 
@@ -109,6 +111,7 @@ def create_app(
             _guarded(api.start_agent_run),
             methods=["POST"],
         ),
+        Route("/api/agents/{agent_id:path}/ag-ui", _guarded(agui.run), methods=["POST"]),
         Route(
             "/api/workflows/{workflow_id:path}/runs",
             _guarded(api.start_workflow_run),

@@ -1,0 +1,495 @@
+"""`POST /api/agents/{agent_id}/ag-ui`: the AG-UI protocol over one episode.
+
+`RunAgentInput` in (validated with the `ag-ui-protocol` package's types), AG-UI events out as
+SSE. The rules:
+
+- `threadId` is the memory scope. The input carries the whole conversation as the client holds
+  it; only the messages the scope does not hold yet are appended. Stored messages are named
+  `tether-{i}` (`i` is the record's index in the scope, which never changes: scopes are append
+  only; a tool record's results are `tether-{i}.{k}`), so an input message with such an id is
+  held; a client that renamed the messages is matched by content on its leading messages.
+- Text streams as `TEXT_MESSAGE_START/CONTENT/END`, tool calls as `TOOL_CALL_START/ARGS/END`
+  (and the backend's results as `TOOL_CALL_RESULT`); a text message is always ended before a
+  tool call starts.
+- The input's `tools` are front-end tools, the client's to run: when the model calls one, the
+  turn stops before anything runs it, the call goes out as its events, and the run finishes
+  with the call pending (`RUN_FINISHED`, outcome `success` with `pendingToolCallIds`). The
+  client sends the result in its next run, as a tool message, which is appended with the
+  assistant message that made the call.
+- The run ends with `MESSAGES_SNAPSHOT` (the transcript as the client should now hold it),
+  `STATE_SNAPSHOT` (the input's `state` with the session-memory writes of the turn applied) and
+  `RUN_FINISHED`, or `RUN_ERROR`.
+
+The input's `context` and `forwardedProps` reach tools as `ctx.context`
+(``{"context": [...], "forwarded_props": ..., "state": ...}``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, cast
+
+try:
+    from ag_ui.core import (
+        AssistantMessage,
+        BaseEvent,
+        CustomEvent,
+        FunctionCall,
+        MessagesSnapshotEvent,
+        RunAgentInput,
+        RunErrorEvent,
+        RunFinishedEvent,
+        RunFinishedSuccessOutcome,
+        RunStartedEvent,
+        StateSnapshotEvent,
+        TextMessageContentEvent,
+        TextMessageEndEvent,
+        TextMessageStartEvent,
+        ToolCall,
+        ToolCallArgsEvent,
+        ToolCallEndEvent,
+        ToolCallResultEvent,
+        ToolCallStartEvent,
+        ToolMessage,
+        UserMessage,
+    )
+    from ag_ui.core import Message as AgUiMessage
+except ImportError as exc:  # pragma: no cover - the lab extra brings it
+    raise ImportError(
+        "the AG-UI endpoint needs the ag-ui-protocol package: pip install 'tether[lab]'"
+    ) from exc
+import pydantic
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..events import AgentEvent
+from ..lab import LabAgent, tool_provider
+from ..session import Message
+from ..stores.message_store import StoredRecord
+from ..tools import Tool, define_tool
+from ._api import RunsApi, json_body
+from ._errors import ApiError
+from ._sse import EventStream, sse_message
+
+__all__ = ["AgUiApi", "snapshot_messages"]
+
+_OUR_ID = re.compile(r"^tether-(\d+)(?:\.(\d+))?$")
+
+
+class AgUiApi:
+    """The AG-UI endpoint over the served agents."""
+
+    def __init__(self, runs: RunsApi) -> None:
+        self.runs = runs
+
+    async def run(self, request: Request) -> Response:
+        agent = self.runs.agent(request.path_params["agent_id"])
+        body = await json_body(request)
+        try:
+            run_input = RunAgentInput.model_validate(body)
+        except pydantic.ValidationError as exc:
+            raise ApiError(
+                400, "bad_request", f"the body is not an AG-UI RunAgentInput: {exc}"
+            ) from None
+        scope = run_input.thread_id
+        if not scope:
+            raise ApiError(400, "bad_request", "threadId must be a non-empty string")
+        stored = await self.runs.runtime.message_store.load(scope)
+        fresh, new = new_messages(stored, run_input.messages)
+        return EventStream(self._events(agent, run_input, stored, fresh, new))
+
+    async def _events(
+        self,
+        agent: LabAgent[Any],
+        run_input: RunAgentInput,
+        stored: list[StoredRecord],
+        fresh: list[Any],
+        new: list[Message],
+    ) -> AsyncIterator[bytes]:
+        thread, client_run = run_input.thread_id, run_input.run_id
+        yield _sse(RunStartedEvent(thread_id=thread, run_id=client_run))
+        state: dict[str, Any] = dict(run_input.state) if isinstance(run_input.state, dict) else {}
+        if not new:
+            # Nothing the scope does not hold: nothing to answer.
+            yield _sse(MessagesSnapshotEvent(messages=snapshot_messages(stored)))
+            yield _sse(StateSnapshotEvent(snapshot=state))
+            yield _sse(RunFinishedEvent(thread_id=thread, run_id=client_run))
+            return
+        holder: dict[str, Any] = {}
+        front = [
+            _front_end_tool(t.name, t.description, t.parameters, holder)
+            for t in (run_input.tools or [])
+        ]
+        options: dict[str, Any] = {
+            "memory_scope": thread,
+            "messages": new,
+            "tags": ["ag-ui"],
+            "context": {
+                "context": [c.model_dump(by_alias=True) for c in run_input.context or []],
+                "forwarded_props": run_input.forwarded_props,
+                "state": run_input.state,
+            },
+        }
+        if front:
+            options["tools"] = _with_tools(agent, front)
+        try:
+            handle = agent.stream(**options)
+        except Exception as exc:
+            yield _sse(RunErrorEvent(message=str(exc), code=type(exc).__name__))
+            return
+        holder["handle"] = handle
+        self.runs.track(handle.run_id, handle, handle.result)
+        yield _sse(CustomEvent(name="tether.run", value={"run_id": handle.run_id}))
+        out = _Translator({t.name for t in front})
+        async for event in handle.full_stream:
+            for message in out.translate(event):
+                yield _sse(message)
+            if event["type"] == "memory":
+                for key, value in event["patch"].items():
+                    if value is None:
+                        state.pop(key, None)
+                    else:
+                        state[key] = value
+        for message in out.close():
+            yield _sse(message)
+        await asyncio.wait([handle.result])
+        if not out.pending:
+            failure: BaseException | None = (
+                asyncio.CancelledError("the run was cancelled")
+                if handle.result.cancelled()
+                else handle.result.exception()
+            )
+            if failure is not None:
+                yield _sse(RunErrorEvent(message=str(failure), code=type(failure).__name__))
+                return
+        transcript = await self.runs.runtime.message_store.load(thread)
+        snapshot = snapshot_messages(transcript)
+        if out.pending:
+            # The turn stopped at the client's tools: the client keeps what was not stored
+            # (the call, and the new input when no step completed before it) and sends it back
+            # with the results.
+            if len(transcript) == len(stored):
+                snapshot.extend(fresh)
+            snapshot.append(out.pending_message())
+        yield _sse(MessagesSnapshotEvent(messages=snapshot))
+        yield _sse(StateSnapshotEvent(snapshot=state))
+        outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=out.pending or None)
+        yield _sse(RunFinishedEvent(thread_id=thread, run_id=client_run, outcome=outcome))
+
+
+def _sse(event: BaseEvent) -> bytes:
+    return sse_message(event.model_dump_json(by_alias=True), event=None)
+
+
+# -- the turn's events as AG-UI events -------------------------------------------------------
+
+
+class _Translator:
+    """Harness events in, AG-UI events out, with the protocol's ordering kept."""
+
+    def __init__(self, front_end: set[str]) -> None:
+        self.front_end = front_end
+        self.text_id: str | None = None
+        self.text = ""
+        self.message_id = _new_id()
+        """The assistant message of the current round (parent of its tool calls)."""
+        self.open_calls: dict[str, str] = {}
+        self.calls: list[tuple[str, str, Any]] = []
+        """The current round's calls (id, name, input), for a pending snapshot."""
+        self.round_text = ""
+        self.pending: list[str] = []
+
+    def _end_text(self) -> list[BaseEvent]:
+        if self.text_id is None:
+            return []
+        ended = TextMessageEndEvent(message_id=self.text_id)
+        self.text_id = None
+        return [ended]
+
+    def _start_call(self, call_id: str, name: str) -> list[BaseEvent]:
+        out = self._end_text()
+        if call_id not in self.open_calls:
+            self.open_calls[call_id] = name
+            out.append(
+                ToolCallStartEvent(
+                    tool_call_id=call_id, tool_call_name=name, parent_message_id=self.message_id
+                )
+            )
+        return out
+
+    def translate(self, agent_event: AgentEvent) -> list[BaseEvent]:
+        event: dict[str, Any] = cast(dict[str, Any], agent_event)  # read by its kind below
+        kind = event["type"]
+        if kind == "text":
+            delta = event["text"]
+            if not delta:
+                return []
+            out: list[BaseEvent] = []
+            if self.text_id is None:
+                self.text_id = self.message_id
+                out.append(TextMessageStartEvent(message_id=self.text_id, role="assistant"))
+            self.round_text += delta
+            out.append(TextMessageContentEvent(message_id=self.text_id, delta=delta))
+            return out
+        if kind == "tool_input_delta":
+            out = self._start_call(event["id"], event["name"])
+            if event["partial"]:
+                out.append(ToolCallArgsEvent(tool_call_id=event["id"], delta=event["partial"]))
+            return out
+        if kind == "tool_use":
+            call_id, name = event["id"], event["name"]
+            streamed = call_id in self.open_calls
+            out = self._start_call(call_id, name)
+            if not streamed:
+                out.append(
+                    ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(event["input"]))
+                )
+            out.append(ToolCallEndEvent(tool_call_id=call_id))
+            self.open_calls.pop(call_id, None)
+            self.calls.append((call_id, name, event["input"]))
+            if name in self.front_end:
+                self.pending.append(call_id)
+            return out
+        if kind == "tool_result":
+            if event["id"] in self.pending:
+                return []
+            output = event["output"]
+            return [
+                ToolCallResultEvent(
+                    message_id=_new_id(),
+                    tool_call_id=event["id"],
+                    content=output if isinstance(output, str) else json.dumps(output),
+                    role="tool",
+                )
+            ]
+        if kind in ("done", "error"):
+            return self._end_text()
+        if kind == "progress" and event["stage"] == "sent":
+            # A new model request: a new assistant message.
+            out = self._end_text()
+            self.message_id = _new_id()
+            self.calls = []
+            self.round_text = ""
+            return out
+        return []
+
+    def close(self) -> list[BaseEvent]:
+        """End whatever is open (a failed or stopped turn leaves nothing half-open)."""
+        out = self._end_text()
+        for call_id in list(self.open_calls):
+            out.append(ToolCallEndEvent(tool_call_id=call_id))
+        self.open_calls.clear()
+        return out
+
+    def pending_message(self) -> AssistantMessage:
+        """The assistant message that called the client's tools (not stored: the client sends
+        it back with the results)."""
+        return AssistantMessage(
+            id=self.message_id,
+            content=self.round_text or None,
+            tool_calls=[
+                ToolCall(id=cid, function=FunctionCall(name=name, arguments=json.dumps(args)))
+                for cid, name, args in self.calls
+            ],
+        )
+
+
+def _new_id() -> str:
+    return f"msg-{uuid.uuid4().hex}"
+
+
+# -- front-end tools -------------------------------------------------------------------------
+
+
+def _front_end_tool(name: str, description: str, parameters: Any, holder: dict[str, Any]) -> Tool:
+    """A tool the client runs: called, it stops the turn (the client gets the call)."""
+
+    async def execute(value: Any) -> str:
+        # The episode's task is cancelled here, inside the call: no result is made, so the
+        # round never completes and nothing of it is stored (an abort would let the call
+        # return a result first, and that result would be stored).
+        handle = holder.get("handle")
+        if handle is not None:
+            handle.result.cancel(f"waiting for the client to run its tool {name!r}")
+        await asyncio.Event().wait()
+        return ""  # pragma: no cover - the cancellation ends the wait
+
+    schema = parameters if isinstance(parameters, dict) else {"type": "object"}
+    return define_tool(name=name, description=description, input_schema=schema, execute=execute)
+
+
+def _with_tools(agent: LabAgent[Any], front: list[Tool]) -> Any:
+    """The agent's tools and the client's, as a run's `tools=`."""
+    own = agent.tools
+    if own is None:
+        return front
+    if isinstance(own, list):
+        return [*own, *front]
+    provider = own
+
+    async def get_tools(context: Any) -> list[Tool]:
+        tools: Any = provider.get_tools(context)
+        if inspect.isawaitable(tools):
+            tools = await tools
+        return [*tools, *front]
+
+    return tool_provider(get_tools)
+
+
+# -- messages --------------------------------------------------------------------------------
+
+
+def snapshot_messages(stored: Sequence[StoredRecord]) -> list[Any]:
+    """A scope's records as AG-UI messages, named `tether-{i}` by record index."""
+    out: list[Any] = []
+    for i, stored_record in enumerate(stored):
+        record: dict[str, Any] = cast(dict[str, Any], stored_record)  # read by role below
+        role = record.get("role")
+        content: list[Any] = list(record.get("content") or [])
+        if role == "user":
+            text = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+            out.append(UserMessage(id=f"tether-{i}", content=text))
+        elif role == "assistant":
+            text = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+            calls = [
+                ToolCall(
+                    id=p["id"],
+                    function=FunctionCall(name=p["name"], arguments=_arguments(p.get("input"))),
+                )
+                for p in content
+                if p.get("type") == "tool_call"
+            ]
+            out.append(
+                AssistantMessage(id=f"tether-{i}", content=text or None, tool_calls=calls or None)
+            )
+        elif role == "tool":
+            for k, part in enumerate(p for p in content if p.get("type") == "tool_result"):
+                output = part.get("output")
+                text = output if isinstance(output, str) else json.dumps(output)
+                out.append(
+                    ToolMessage(
+                        id=f"tether-{i}.{k}",
+                        tool_call_id=part["id"],
+                        content=text,
+                        error=text if part.get("is_error") else None,
+                    )
+                )
+    return out
+
+
+def _arguments(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _key(message: Any) -> tuple[Any, ...]:
+    """What identifies a message by content (for clients that renamed our messages)."""
+    role = message.role
+    if role == "user":
+        return ("user", _text(message.content))
+    if role == "assistant":
+        calls = tuple(c.id for c in message.tool_calls or ())
+        return ("assistant", message.content or "", calls)
+    if role == "tool":
+        return ("tool", message.tool_call_id)
+    return (role,)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for part in content or ():
+        if getattr(part, "type", None) != "text":
+            raise ApiError(
+                400,
+                "bad_request",
+                "only text parts are supported in user and tool messages, got a "
+                f"{getattr(part, 'type', '?')!r} part",
+            )
+        parts.append(part.text)
+    return "".join(parts)
+
+
+def new_messages(
+    stored: list[StoredRecord], given: Sequence[AgUiMessage]
+) -> tuple[list[Any], list[Message]]:
+    """The messages of an AG-UI input the scope does not hold yet: as the client sent them,
+    and as tether messages (system and developer messages dropped: the system prompt is the
+    agent's; a call without its result in the input dropped: it would dangle)."""
+    held_ids = set()
+    for message in given:
+        match = _OUR_ID.match(message.id)
+        if match and int(match.group(1)) < len(stored):
+            held_ids.add(message.id)
+    relevant = [m for m in given if m.role in ("user", "assistant", "tool")]
+    fresh = [m for m in relevant if m.id not in held_ids]
+    if not held_ids and stored:
+        # A client that did not keep our ids: its leading messages that match the stored
+        # transcript by content are held.
+        known = snapshot_messages(stored)
+        k = 0
+        while k < len(fresh) and k < len(known) and _key(fresh[k]) == _key(known[k]):
+            k += 1
+        fresh = fresh[k:]
+    names: dict[str, str] = {}
+    for stored_record in stored:
+        for part in cast(dict[str, Any], stored_record).get("content") or []:
+            if isinstance(part, dict) and part.get("type") == "tool_call":
+                names[part["id"]] = part["name"]
+    answered = {m.tool_call_id for m in fresh if m.role == "tool"}
+    out: list[dict[str, Any]] = []
+    for message in fresh:
+        if message.role == "user":
+            out.append(
+                {"role": "user", "content": [{"type": "text", "text": _text(message.content)}]}
+            )
+        elif message.role == "assistant":
+            parts: list[Any] = []
+            if message.content:
+                parts.append({"type": "text", "text": message.content})
+            for call in message.tool_calls or ():
+                if call.id not in answered:
+                    continue  # a call without a result would leave the transcript dangling
+                names[call.id] = call.function.name
+                parts.append(
+                    {
+                        "type": "tool_call",
+                        "id": call.id,
+                        "name": call.function.name,
+                        "input": _parse_arguments(call.function.arguments),
+                    }
+                )
+            if parts:
+                out.append({"role": "assistant", "content": parts})
+        elif message.role == "tool":
+            name = names.get(message.tool_call_id)
+            if name is None:
+                continue  # the result of a call nobody made
+            result = {
+                "type": "tool_result",
+                "id": message.tool_call_id,
+                "name": name,
+                "output": _text(message.content),
+                "is_error": message.error is not None,
+            }
+            if out and out[-1]["role"] == "tool":
+                out[-1]["content"].append(result)
+            else:
+                out.append({"role": "tool", "content": [result]})
+    # The lab checks each message's shape again when the run starts.
+    return fresh, cast(list[Message], out)
+
+
+def _parse_arguments(raw: str) -> Any:
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        raise ApiError(
+            400, "bad_request", f"a tool call's arguments are not JSON: {raw[:200]!r}"
+        ) from None
+    return value

@@ -1,0 +1,193 @@
+"""AG-UI over a real `tether serve` process: RunAgentInput in, AG-UI events out (each one
+validated with the ag-ui-protocol package's types), the thread as the memory scope, only new
+messages appended, front-end tools answered in the client's next run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pydantic
+import pytest
+from ag_ui.core import Event, EventType
+
+from .conftest import Server, read_sse, start_server, write_project
+
+EVENT = pydantic.TypeAdapter(Event)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = write_project(tmp_path_factory.mktemp("agui") / "project")
+    server = start_server(
+        root, {"TETHER_TEST_STORE": f"sqlite:///{root / 'tether.db'}", "TETHER_TEST_DELAY": "0"}
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(server: Server) -> Iterator[httpx.Client]:
+    with server.client() as client:
+        yield client
+
+
+def run(
+    client: httpx.Client, thread: str, messages: list[dict[str, Any]], **extra: Any
+) -> list[Any]:
+    body = {"threadId": thread, "runId": f"r-{len(messages)}", "messages": messages, **extra}
+    with client.stream("POST", "/api/agents/chat/ag-ui", json=body) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = [EVENT.validate_python(m.data) for m in read_sse(response)]
+    check_order(events)
+    return events
+
+
+def check_order(events: list[Any]) -> None:
+    """The protocol's ordering: started first, finished (or error) last, a text message ended
+    before a tool call starts, nothing left open."""
+    assert events[0].type == EventType.RUN_STARTED
+    assert events[-1].type in (EventType.RUN_FINISHED, EventType.RUN_ERROR)
+    text_open: str | None = None
+    calls_open: set[str] = set()
+    for event in events[1:-1]:
+        kind = event.type
+        if kind == EventType.TEXT_MESSAGE_START:
+            assert text_open is None
+            text_open = event.message_id
+        elif kind == EventType.TEXT_MESSAGE_CONTENT:
+            assert event.message_id == text_open and event.delta
+        elif kind == EventType.TEXT_MESSAGE_END:
+            assert event.message_id == text_open
+            text_open = None
+        elif kind == EventType.TOOL_CALL_START:
+            assert text_open is None, "text must end before a tool call starts"
+            calls_open.add(event.tool_call_id)
+        elif kind == EventType.TOOL_CALL_ARGS:
+            assert event.tool_call_id in calls_open
+        elif kind == EventType.TOOL_CALL_END:
+            calls_open.remove(event.tool_call_id)
+        assert kind not in (EventType.RUN_STARTED, EventType.RUN_FINISHED, EventType.RUN_ERROR)
+    assert text_open is None and not calls_open
+
+
+def of(events: list[Any], kind: EventType) -> list[Any]:
+    return [e for e in events if e.type == kind]
+
+
+def wire(messages: list[Any]) -> list[dict[str, Any]]:
+    return [m.model_dump(by_alias=True, mode="json") for m in messages]
+
+
+def stored_roles(client: httpx.Client, scope: str) -> list[str]:
+    turns = client.get(f"/api/scopes/{scope}").json()["turns"]
+    return [r["record"]["role"] for t in turns for r in t["records"]]
+
+
+def text_of(events: list[Any]) -> str:
+    return "".join(e.delta for e in of(events, EventType.TEXT_MESSAGE_CONTENT))
+
+
+def test_a_thread_is_a_scope_and_only_new_messages_are_appended(client: httpx.Client) -> None:
+    first = run(client, "thread-1", [{"id": "u1", "role": "user", "content": "hi"}])
+    assert text_of(first) == "Hello from turn 1."
+    (snapshot,) = of(first, EventType.MESSAGES_SNAPSHOT)
+    held = wire(snapshot.messages)
+    assert [(m["role"], m["id"]) for m in held] == [("user", "tether-1"), ("assistant", "tether-2")]
+    assert of(first, EventType.STATE_SNAPSHOT)[0].snapshot == {}
+    second = run(client, "thread-1", [*held, {"id": "u2", "role": "user", "content": "again"}])
+    assert text_of(second) == "Hello from turn 2."
+    (snapshot,) = of(second, EventType.MESSAGES_SNAPSHOT)
+    assert [m.role for m in snapshot.messages] == ["user", "assistant", "user", "assistant"]
+    scope = client.get("/api/scopes/thread-1").json()
+    assert scope["info"]["length"] == 5  # the pin, then two turns: nothing stored twice
+
+
+def test_a_client_that_renamed_the_messages_is_matched_by_content(client: httpx.Client) -> None:
+    first = run(client, "thread-2", [{"id": "a", "role": "user", "content": "hi"}])
+    answer = text_of(first)
+    messages = [
+        {"id": "a", "role": "user", "content": "hi"},
+        {"id": "b", "role": "assistant", "content": answer},
+        {"id": "c", "role": "user", "content": "again"},
+    ]
+    second = run(client, "thread-2", messages)
+    assert text_of(second) == "Hello from turn 2."
+    assert client.get("/api/scopes/thread-2").json()["info"]["length"] == 5
+
+
+def test_nothing_new_runs_nothing_and_sends_the_snapshots(client: httpx.Client) -> None:
+    first = run(client, "thread-3", [{"id": "u1", "role": "user", "content": "hi"}])
+    held = wire(of(first, EventType.MESSAGES_SNAPSHOT)[0].messages)
+    again = run(client, "thread-3", held)
+    assert [e.type for e in again] == [
+        EventType.RUN_STARTED,
+        EventType.MESSAGES_SNAPSHOT,
+        EventType.STATE_SNAPSHOT,
+        EventType.RUN_FINISHED,
+    ]
+
+
+def test_a_backend_tool_call_streams_after_the_text_ends(client: httpx.Client) -> None:
+    events = run(client, "thread-4", [{"id": "u1", "role": "user", "content": "tool please"}])
+    kinds = [e.type for e in events]
+    start = kinds.index(EventType.TOOL_CALL_START)
+    assert EventType.TEXT_MESSAGE_END in kinds[:start]
+    args = "".join(e.delta for e in of(events, EventType.TOOL_CALL_ARGS))
+    assert args == '{"q": "x"}'  # the provider's own fragments, as they streamed
+    (result,) = of(events, EventType.TOOL_CALL_RESULT)
+    assert result.content == "found tool please"
+    assert text_of(events).endswith("The tool answered.")
+    assert of(events, EventType.RUN_FINISHED)[0].outcome.pending_tool_call_ids is None
+
+
+def test_a_front_end_tool_goes_to_the_client_and_its_result_comes_back(
+    client: httpx.Client,
+) -> None:
+    tools = [
+        {
+            "name": "pick_color",
+            "description": "Ask the user to pick a color.",
+            "parameters": {"type": "object", "properties": {"hint": {"type": "string"}}},
+        }
+    ]
+    first = run(
+        client, "thread-5", [{"id": "u1", "role": "user", "content": "front end"}], tools=tools
+    )
+    (start,) = of(first, EventType.TOOL_CALL_START)
+    assert start.tool_call_name == "pick_color"
+    assert not of(first, EventType.TOOL_CALL_RESULT)  # the server never ran it
+    finished = of(first, EventType.RUN_FINISHED)[0]
+    assert finished.outcome.pending_tool_call_ids == [start.tool_call_id]
+    held = wire(of(first, EventType.MESSAGES_SNAPSHOT)[0].messages)
+    assert [m["role"] for m in held] == ["user", "assistant"]
+    assert held[1]["toolCalls"][0]["id"] == start.tool_call_id
+    result = {"id": "t1", "role": "tool", "toolCallId": start.tool_call_id, "content": "red"}
+    second = run(client, "thread-5", [*held, result], tools=tools)
+    assert text_of(second) == "The tool answered."
+    assert [m.role for m in of(second, EventType.MESSAGES_SNAPSHOT)[0].messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert stored_roles(client, "thread-5") == ["user", "assistant", "tool", "assistant"]
+
+
+def test_session_memory_goes_out_as_a_state_snapshot(client: httpx.Client) -> None:
+    events = run(
+        client,
+        "thread-6",
+        [{"id": "u1", "role": "user", "content": "remember blue"}],
+        state={"theme": "dark"},
+    )
+    (state,) = of(events, EventType.STATE_SNAPSHOT)
+    assert state.snapshot == {"theme": "dark", "fact": "remember blue"}
+
+
+def test_a_body_that_is_not_a_run_input_is_refused(client: httpx.Client) -> None:
+    response = client.post("/api/agents/chat/ag-ui", json={"threadId": "x"})
+    assert response.status_code == 400
+    assert "RunAgentInput" in response.json()["error"]["message"]
