@@ -6,15 +6,15 @@ without calling a tool, a bound is hit, or the turn is aborted. `stream_turn()` 
 
 1. **prepare** (`_Turn.prepare`): connect the integration sources and assemble the system
    prompt. A failure here raises out of the iteration before any event that changes the session;
-2. per round: **the request** (`_Turn.request`); **one model call streamed** (`_Call`, streamed
+2. per round: **the request** (`_Turn.begin_round`); **one model call streamed** (`_Call`, streamed
    by `stream_turn` itself: the per-chunk hot path, with its stream retries); **the round
    settled** (`_Turn.settle`: usage, the round's result, tool round or final); **the tools run**
    (`_Turn.run_tool`: guardrails, the tool, its result, the memory it asked for);
 3. **finish** (`_Turn.finish`): output guardrails, queued memory, `done`.
 
-`_Turn.drive()` runs the phases in order and hands its events out in batches, and the model call
-as a `_Call` for `stream_turn` to stream; so every event passes through one generator, and the
-phases cost nothing per streamed chunk.
+`_Turn.drive()` runs the phases in order and hands its events out in batches; after a batch that
+makes the round's `_Call` due, `stream_turn` streams the call. So every event passes through one
+generator, and the phases cost nothing per streamed chunk.
 
 The loop keeps its own view of the transcript by folding its own events with the same rules as
 `reduce()`, so what it sends on the next round is exactly what a caller's reduced Session holds.
@@ -140,9 +140,10 @@ async def stream_turn(
     event, after which the session is still a valid transcript.
 
     The phases run in `_Turn.drive()`; this frame yields their events and streams each model
-    call it hands out: the per-chunk path is this one loop, in the generator the caller
-    iterates (the abort scope's arm/disarm spelled out inline: a coroutine frame per chunk is
-    measurable here). Whatever ends an attempt is left on the call for the driver to judge.
+    call that comes due: the per-chunk path is one loop, in the generator the caller iterates
+    (with an abort signal, the abort scope's arm/disarm spelled out around each wait, since a
+    coroutine frame per chunk is measurable here; without one, a plain `async for`). Whatever
+    ends an attempt is left on the call for the driver to judge.
     """
     turn = _Turn(plan, session)
     scope = turn.scope
@@ -159,38 +160,33 @@ async def stream_turn(
                 it = call.open()
                 add_text = call.text.add
                 partial = call.partial
-                while True:
-                    if scope is not None:
-                        scope.arm()
+                if scope is None:  # nothing to interrupt: the plain loop is the fastest
+                    async for chunk in it:
+                        if chunk["type"] == "text":
+                            yield add_text(chunk["text"])
+                            if partial is not None and (parsed := partial.feed(call.text)):
+                                yield parsed
+                        elif (other := call.take(chunk)) is not None:
+                            yield other
+                    continue
+                while True:  # the same loop, each wait armed so an abort interrupts it
+                    scope.arm()
                     try:
                         chunk = await it.__anext__()
                     except StopAsyncIteration:
                         break
                     except asyncio.CancelledError:
-                        if scope is not None and scope.absorb():
+                        if scope.absorb():
                             raise scope.error() from None
                         raise
                     finally:
-                        if scope is not None:
-                            scope.disarm()
+                        scope.disarm()
                     if chunk["type"] == "text":
                         yield add_text(chunk["text"])
-                        if partial is not None:
-                            parsed = partial.feed(call.text)
-                            if parsed is not None:
-                                yield parsed
-                    elif chunk["type"] == "finish":
-                        call.finish = chunk
-                    else:
-                        other = call.take(chunk)
-                        if other is not None:
-                            yield other
-                if call.finish is None:
-                    raise LLMStreamError(
-                        "the provider stream ended without finishing the response", retryable=True
-                    )
-            except asyncio.CancelledError:
-                raise
+                        if partial is not None and (parsed := partial.feed(call.text)):
+                            yield parsed
+                    elif (other := call.take(chunk)) is not None:
+                        yield other
             except Exception as exc:  # an LLMError, an abort, or a client that raised
                 call.error = exc
             finally:
@@ -641,7 +637,7 @@ class _Call:
         return it
 
     def take(self, chunk: StreamChunk) -> AgentEvent | None:
-        """A chunk other than text and the finish: its event, if it has one."""
+        """A chunk other than text: its event, if it has one (the finish is kept)."""
         if chunk["type"] == "thinking":
             return {"type": "thinking", "text": chunk["text"]}
         if chunk["type"] == "tool_input_delta":
@@ -655,7 +651,9 @@ class _Call:
                 "partial": chunk["partial"],
                 "snapshot": snap,
             }
-        if chunk["type"] == "retry":
+        if chunk["type"] == "finish":
+            self.finish = chunk
+        elif chunk["type"] == "retry":
             tracer = self.turn.tracer
             if tracer is not None:
                 data: dict[str, Any] = {"round": self.turn.number}
@@ -664,11 +662,15 @@ class _Call:
         return None
 
     def outcome(self) -> list[AgentEvent]:
-        """After an attempt that failed: an abort is raised in the turn; when a retry is due,
+        """After an attempt that failed (or a stream that ended without its finish): an abort is
+        raised in the turn; when a retry is due,
         the event that replaces the dropped attempt's text; else the `error` that ends the turn
         (a client's non-LLMError wrapped in an LLMError)."""
         exc = self.error
-        assert exc is not None
+        if exc is None:  # the stream ended without finishing the response
+            exc = self.error = LLMStreamError(
+                "the provider stream ended without finishing the response", retryable=True
+            )
         self.finish = None
         if isinstance(exc, AbortedError):
             raise exc
