@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,12 +19,15 @@ from tether import (
     RunContext,
     Session,
     create_agent,
+    create_workflow,
     define_guardrail,
+    define_resource,
     define_tool,
 )
 from tether.errors import LLMStreamError
-from tether.otel import OtelSink
+from tether.otel import CAPTURE_CONTENT_ENV, OtelSink, provider_name_of
 from tether.testing import collect, script_client
+from tether.workflows import WorkflowContext
 
 WEATHER_SCHEMA = {
     "type": "object",
@@ -45,18 +49,6 @@ def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
     prov.add_span_processor(SimpleSpanProcessor(exporter))
     yield prov
     prov.shutdown()
-
-
-def tee(sink: OtelSink, records: list[Any]) -> Callable[[Any], None]:
-    def both(record: Any) -> None:
-        records.append(record)
-        sink(record)
-
-    return both
-
-
-def ns(seconds: float) -> int:
-    return int(seconds * 1_000_000_000)
 
 
 def weather_tool(**kwargs: Any) -> Any:
@@ -105,9 +97,8 @@ def test_importing_without_opentelemetry_names_the_extra_to_install(
 async def test_a_two_round_turn_with_one_tool_call_exports_the_genai_span_tree(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    records: list[Any] = []
     sink = OtelSink(provider, agent_name="forecaster", provider_name="anthropic")
-    agent = create_agent(llm=two_round_client(), tools=[weather_tool()], trace=tee(sink, records))
+    agent = create_agent(llm=two_round_client(), tools=[weather_tool()], trace=sink)
     session = Session(id="sess-1")
     events = await collect(agent, session, "Weather in Oslo?")
     assert events[-1]["type"] == "done"
@@ -143,7 +134,8 @@ async def test_a_two_round_turn_with_one_tool_call_exports_the_genai_span_tree(
         "gen_ai.usage.input_tokens": 280,
         "gen_ai.usage.output_tokens": 27,
         "gen_ai.usage.cache_read.input_tokens": 100,
-        "gen_ai.response.finish_reasons": ("end_turn",),
+        "gen_ai.response.finish_reasons": ("stop",),
+        "tether.stop_reason": "end_turn",
     }
     assert turn.status.status_code is StatusCode.UNSET
 
@@ -153,10 +145,12 @@ async def test_a_two_round_turn_with_one_tool_call_exports_the_genai_span_tree(
         "gen_ai.provider.name": "anthropic",
         "gen_ai.conversation.id": "sess-1",
         "gen_ai.request.model": "claude-sonnet-4-6",
-        "gen_ai.response.finish_reasons": ("tool_use",),
+        "gen_ai.response.finish_reasons": ("tool_calls",),
+        "tether.stop_reason": "tool_use",
         "gen_ai.usage.input_tokens": 120,
         "gen_ai.usage.output_tokens": 18,
         "tether.round": 1,
+        "tether.attempt": 1,
     }
     assert chat1.status.status_code is StatusCode.UNSET
 
@@ -166,11 +160,13 @@ async def test_a_two_round_turn_with_one_tool_call_exports_the_genai_span_tree(
         "gen_ai.provider.name": "anthropic",
         "gen_ai.conversation.id": "sess-1",
         "gen_ai.request.model": "claude-sonnet-4-6",
-        "gen_ai.response.finish_reasons": ("end_turn",),
+        "gen_ai.response.finish_reasons": ("stop",),
+        "tether.stop_reason": "end_turn",
         "gen_ai.usage.input_tokens": 160,
         "gen_ai.usage.output_tokens": 9,
         "gen_ai.usage.cache_read.input_tokens": 100,
         "tether.round": 2,
+        "tether.attempt": 1,
     }
 
     assert tool.kind is SpanKind.INTERNAL
@@ -197,36 +193,6 @@ async def test_a_two_round_turn_with_one_tool_call_exports_the_genai_span_tree(
     ]
     flat = repr([dict(s.attributes or {}) for s in spans])
     assert "Oslo" not in flat
-
-
-async def test_span_times_are_the_records_times(
-    provider: TracerProvider, exporter: InMemorySpanExporter
-) -> None:
-    records: list[Any] = []
-    sink = OtelSink(provider, agent_name="forecaster", provider_name="anthropic")
-    agent = create_agent(llm=two_round_client(), tools=[weather_tool()], trace=tee(sink, records))
-    await collect(agent, Session(), "Weather in Oslo?")
-    named = by_name(exporter.get_finished_spans())
-    [turn] = named["invoke_agent forecaster"]
-    chat1, chat2 = sorted(named["chat claude-sonnet-4-6"], key=lambda s: s.start_time or 0)
-    [tool] = named["execute_tool get_weather"]
-
-    def at(phase: str, nth: int = 0) -> Any:
-        return [r for r in records if r["phase"] == phase][nth]
-
-    assert turn.start_time == ns(at("prompt")["at"])
-    assert turn.end_time == ns(at("usage")["at"])
-    assert (chat1.start_time, chat1.end_time) == (ns(at("request")["at"]), ns(at("response")["at"]))
-    assert (chat2.start_time, chat2.end_time) == (
-        ns(at("request", 1)["at"]),
-        ns(at("response", 1)["at"]),
-    )
-    tool_record = at("tool")
-    assert tool.end_time == ns(tool_record["at"])
-    assert tool.start_time == ns(tool_record["at"] - tool_record["data"]["ms"] / 1000)
-    assert [e.timestamp for e in turn.events] == [
-        ns(r["at"]) for r in records if r["phase"] == "prompt"
-    ]
 
 
 async def test_the_turn_span_is_a_child_of_the_span_current_when_the_turn_began(
@@ -297,7 +263,9 @@ async def test_an_aborted_turn_ends_its_span_with_error_type_aborted(
     [turn] = named["invoke_agent"]
     assert turn.attributes is not None and turn.attributes["error.type"] == "AbortedError"
     assert turn.status.status_code is StatusCode.ERROR
-    assert "execute_tool slow" not in named  # it never finished, so it has no record
+    [tool] = named["execute_tool slow"]  # opened when the call started, ended by the abort
+    assert tool.attributes is not None and tool.attributes["error.type"] == "AbortedError"
+    assert tool.parent is not None and tool.parent.span_id == turn.context.span_id
 
 
 async def test_a_tool_error_result_sets_error_type_on_the_tool_span(
@@ -361,7 +329,7 @@ async def test_an_output_guardrail_denial_is_the_turns_finish_reason_and_an_even
     assert turn.attributes is not None
     assert turn.attributes["gen_ai.response.finish_reasons"] == ("guardrail_denied",)
     assert chat.attributes is not None
-    assert chat.attributes["gen_ai.response.finish_reasons"] == ("end_turn",)  # the model's own
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("stop",)  # the model's own
     assert ("tether.guardrail", "dlp") in [
         (e.name, (e.attributes or {}).get("tether.name")) for e in turn.events
     ]
@@ -392,70 +360,6 @@ async def test_workflow_records_made_while_a_tool_runs_are_events_on_its_span(
             },
         )
     ]
-
-
-async def test_a_turn_left_without_its_final_record_is_ended_by_the_next_turn_of_its_session(
-    provider: TracerProvider, exporter: InMemorySpanExporter
-) -> None:
-    client = script_client(
-        [
-            {"tool_use": [{"name": "get_weather", "input": {"city": "Oslo"}}]},
-            {"text": "second turn"},
-        ],
-        model="m",
-    )
-    agent = create_agent(llm=client, tools=[weather_tool()], trace=OtelSink(provider))
-    session = Session()
-    # the consumer stops after the first tool result: the loop never reaches its usage record
-    stream = agent.send(session, "go")
-    async for event in stream:
-        if event["type"] == "tool_result":
-            break
-    await stream.aclose()
-    assert exporter.get_finished_spans() == ()
-    await collect(agent, session, None)
-    turns = sorted(
-        by_name(exporter.get_finished_spans())["invoke_agent"], key=lambda s: s.start_time or 0
-    )
-    assert len(turns) == 2
-    assert turns[0].attributes is not None and turns[0].attributes["error.type"] == "_OTHER"
-    assert turns[0].status.status_code is StatusCode.ERROR
-    assert turns[1].status.status_code is StatusCode.UNSET
-    assert turns[0].context.trace_id != turns[1].context.trace_id
-
-
-async def test_end_open_turns_ends_what_is_still_waiting(
-    provider: TracerProvider, exporter: InMemorySpanExporter
-) -> None:
-    sink = OtelSink(provider)
-    sink(
-        {
-            "phase": "prompt",
-            "name": "assembled",
-            "at": 10.0,
-            "session_id": "s",
-            "data": {"round": 1},
-        }
-    )
-    sink(
-        {
-            "phase": "request",
-            "name": "chat",
-            "at": 10.5,
-            "session_id": "s",
-            "data": {"round": 1, "model": "m"},
-        }
-    )
-    assert exporter.get_finished_spans() == ()
-    sink.end_open_turns()
-    named = by_name(exporter.get_finished_spans())
-    [turn] = named["invoke_agent"]
-    [chat] = named["chat m"]
-    assert (turn.start_time, turn.end_time) == (ns(10.0), ns(10.5))
-    assert chat.attributes is not None and chat.attributes["error.type"] == "_OTHER"
-    assert turn.attributes is not None and turn.attributes["error.type"] == "_OTHER"
-    sink.end_open_turns()
-    assert len(exporter.get_finished_spans()) == 2
 
 
 async def test_each_turn_and_each_session_is_its_own_trace(
@@ -534,3 +438,217 @@ async def test_two_concurrent_turns_of_one_agent_export_two_separate_trees(
         chats = [s for s in children if s.name.startswith("chat")]
         assert {s.attributes["gen_ai.conversation.id"] for s in chats} == {sid}  # type: ignore[index]
         assert all(s.context.trace_id == outer.context.trace_id for s in [turn, *children])
+
+
+# -- live spans ------------------------------------------------------------------------------
+
+
+async def test_spans_are_live_and_a_span_opened_inside_a_tool_or_guardrail_is_its_child(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    app = provider.get_tracer("app")
+    seen_while_running: list[list[str]] = []
+
+    def lookup(value: Any) -> str:
+        # The turn is still running: its first model call has ended, the turn has not.
+        seen_while_running.append([s.name for s in exporter.get_finished_spans()])
+        with app.start_as_current_span("database query"):
+            return "4°C"
+
+    def audit(call: Any) -> None:
+        with app.start_as_current_span("audit check"):
+            return None
+
+    def style(value: Any) -> str:
+        with app.start_as_current_span("read style guide"):
+            return "Be brief."
+
+    agent = create_agent(
+        llm=two_round_client(),
+        tools=[define_tool(name="get_weather", input_schema=WEATHER_SCHEMA, execute=lookup)],
+        resources=[define_resource(name="style", get=style)],
+        guardrails=[define_guardrail(name="audit", tool_call=audit)],
+        trace=OtelSink(provider, agent_name="forecaster"),
+    )
+    await collect(agent, Session(), "Weather in Oslo?")
+    assert seen_while_running == [["read style guide", "chat claude-sonnet-4-6", "audit check"]]
+    named = by_name(exporter.get_finished_spans())
+    [turn] = named["invoke_agent forecaster"]
+    [tool] = named["execute_tool get_weather"]
+    [query] = named["database query"]
+    [audit_span] = named["audit check"]
+    [read] = named["read style guide"]
+    assert query.parent is not None and query.parent.span_id == tool.context.span_id
+    assert audit_span.parent is not None and audit_span.parent.span_id == tool.context.span_id
+    assert read.parent is not None and read.parent.span_id == turn.context.span_id
+    assert tool.parent is not None and tool.parent.span_id == turn.context.span_id
+    # nothing leaks: after the turn no tether span is current
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_the_provider_name_comes_from_the_adapter_or_the_model_string() -> None:
+    assert provider_name_of("anthropic:claude-sonnet-4-5") == "anthropic"
+    assert provider_name_of("gemini:gemini-2.5-flash") == "gcp.gemini"
+    assert provider_name_of("openai-responses:gpt-5") == "openai"
+    assert provider_name_of("claude-sonnet-4-5", "anthropic") == "anthropic"
+    assert provider_name_of("my-model") is None
+
+
+async def test_the_provider_name_is_inferred_per_call(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    client = script_client([{"text": "hi"}], model="gemini-2.5-flash")
+    client.provider = "gemini"  # type: ignore[attr-defined]  # what an adapter class says
+    agent = create_agent(llm=client, trace=OtelSink(provider))
+    await collect(agent, Session(), "hi")
+    for span in exporter.get_finished_spans():
+        assert span.attributes is not None
+        assert span.attributes["gen_ai.provider.name"] == "gcp.gemini"
+
+
+async def test_message_content_is_recorded_only_when_the_user_opts_in(
+    provider: TracerProvider, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(CAPTURE_CONTENT_ENV, raising=False)
+    agent = create_agent(
+        llm=two_round_client(),
+        system_prompt="You forecast.",
+        tools=[weather_tool()],
+        trace=OtelSink(provider),
+    )
+    await collect(agent, Session(), "Weather in Oslo?")
+    assert "Oslo" not in repr([dict(s.attributes or {}) for s in exporter.get_finished_spans()])
+    exporter.clear()
+
+    monkeypatch.setenv(CAPTURE_CONTENT_ENV, "true")
+    agent = create_agent(
+        llm=two_round_client(),
+        system_prompt="You forecast.",
+        tools=[weather_tool()],
+        trace=OtelSink(provider),
+    )
+    await collect(agent, Session(), "Weather in Oslo?")
+    named = by_name(exporter.get_finished_spans())
+    chat1, chat2 = sorted(named["chat claude-sonnet-4-6"], key=lambda s: s.start_time or 0)
+    [tool] = named["execute_tool get_weather"]
+    assert chat1.attributes is not None and chat2.attributes is not None
+    assert json.loads(str(chat1.attributes["gen_ai.input.messages"])) == [
+        {"role": "user", "parts": [{"type": "text", "content": "Weather in Oslo?"}]}
+    ]
+    assert json.loads(str(chat1.attributes["gen_ai.system_instructions"])) == [
+        {"type": "text", "content": "You forecast."}
+    ]
+    assert json.loads(str(chat1.attributes["gen_ai.output.messages"])) == [
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "text", "content": "Let me look."},
+                {
+                    "type": "tool_call",
+                    "id": "toolu_1",
+                    "name": "get_weather",
+                    "arguments": {"city": "Oslo"},
+                },
+            ],
+            "finish_reason": "tool_calls",
+        }
+    ]
+    second_input = json.loads(str(chat2.attributes["gen_ai.input.messages"]))
+    assert second_input[-1] == {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": "toolu_1", "response": "4°C in Oslo"}],
+    }
+    assert tool.attributes is not None
+    assert json.loads(str(tool.attributes["gen_ai.tool.call.arguments"])) == {"city": "Oslo"}
+    assert tool.attributes["gen_ai.tool.call.result"] == "4°C in Oslo"
+
+
+async def test_a_stream_dropped_early_ends_its_spans(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    client = script_client([{"text": ["one ", "two ", "three"]}], model="m")
+    agent = create_agent(llm=client, trace=OtelSink(provider))
+    stream = agent.send(Session(), "go")
+    async for event in stream:
+        if event["type"] == "text":
+            break  # mid-answer: the model call and the turn are open
+    assert exporter.get_finished_spans() == ()
+    await stream.aclose()
+    named = by_name(exporter.get_finished_spans())
+    [turn] = named["invoke_agent"]
+    [chat] = named["chat m"]
+    for span in (turn, chat):
+        assert span.attributes is not None and span.attributes["error.type"] == "_OTHER"
+        assert span.status.status_code is StatusCode.ERROR
+    assert chat.parent is not None and chat.parent.span_id == turn.context.span_id
+
+
+async def test_a_stream_retry_is_a_second_chat_span_of_the_round(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    client = script_client(
+        [{"text": "par", "error": LLMStreamError("reset", retryable=True)}, {"text": "whole"}],
+        model="m",
+    )
+    client.stream_retries = 1  # as a model config sets it
+    agent = create_agent(llm=client, trace=OtelSink(provider))
+    events = await collect(agent, Session(), "go")
+    assert events[-1]["type"] == "done"
+    first, second = sorted(
+        by_name(exporter.get_finished_spans())["chat m"], key=lambda s: s.start_time or 0
+    )
+    assert first.attributes is not None and first.attributes["error.type"] == "LLMStreamError"
+    assert (first.attributes["tether.round"], first.attributes["tether.attempt"]) == (1, 1)
+    assert second.attributes is not None and "error.type" not in second.attributes
+    assert (second.attributes["tether.round"], second.attributes["tether.attempt"]) == (1, 2)
+
+
+async def test_a_workflow_run_is_the_parent_of_its_steps_and_their_turns(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    sink = OtelSink(provider, agent_name="writer")
+    agent = create_agent(llm=script_client([{"text": "a draft"}], model="m"), trace=sink)
+
+    async def write(input: Any, ctx: WorkflowContext[Any]) -> str:
+        async def draft() -> str:
+            events = await collect(agent, Session(), str(input))
+            return str(events[-1]["text"])
+
+        return await ctx.step("draft", draft)
+
+    workflow = create_workflow("write", write)
+    assert await workflow.run("a poem", on_event=sink.workflow_events) == "a draft"
+    named = by_name(exporter.get_finished_spans())
+    [run] = named["workflow write"]
+    [step] = named["step draft"]
+    [turn] = named["invoke_agent writer"]
+    assert run.parent is None
+    assert step.parent is not None and step.parent.span_id == run.context.span_id
+    assert turn.parent is not None and turn.parent.span_id == step.context.span_id
+    assert run.attributes is not None and run.attributes["tether.workflow.id"] == "write"
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+async def test_a_lab_workflow_run_is_the_parent_of_its_episodes(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    from tether.lab import Runtime
+
+    sink = OtelSink(provider, agent_name="assistant")
+    lab = Runtime(defaults={"model": script_client([{"text": "hello"}], model="m"), "trace": sink})
+    assistant = lab.create_agent(id="assistant", system_prompt="Be brief.")
+    ask = lab.workflow_from_agent(assistant, id="ask")
+    try:
+        await ask.run("hi")
+    finally:
+        await lab.aclose()
+    named = by_name(exporter.get_finished_spans())
+    [run] = named["workflow ask"]
+    [turn] = named["invoke_agent assistant"]
+    ancestors = {s.context.span_id: s for s in exporter.get_finished_spans()}
+    parent = turn.parent
+    chain = []
+    while parent is not None:
+        chain.append(ancestors[parent.span_id].name)
+        parent = ancestors[parent.span_id].parent
+    assert chain[-1] == "workflow ask" and run.context.trace_id == turn.context.trace_id

@@ -55,6 +55,7 @@ from .llm.base import ChatRequest, FinishChunk, StreamChunk, SystemBlock
 from .session import Message, Session, fold
 from .signals import AbortScope
 from .stop import RoundResult, should_stop
+from .tracing import Span
 from .turn import Toolset, TurnPlan
 
 __all__ = ["finish_reason_of", "stream_turn"]
@@ -202,6 +203,7 @@ class _Turn:
 
     __slots__ = (
         "call",
+        "chat_span",
         "ctx",
         "memory_view",
         "messages",
@@ -209,6 +211,7 @@ class _Turn:
         "open_calls",
         "plan",
         "scope",
+        "span",
         "started",
         "tracer",
         "usage",
@@ -227,10 +230,34 @@ class _Turn:
         self.number = 0
         self.started = 0.0
         self.call = _Call(self)
+        self.span: Span | None = None
+        """The turn's live span, when the sink opens spans (`tracing.SpanSink`)."""
+        self.chat_span: Span | None = None
 
     def close(self) -> None:
         if self.scope is not None:
             self.scope.close()
+        if self.span is not None:  # the consumer stopped iterating before the turn ended
+            self.end_spans(_DROPPED)
+
+    def open_turn_span(self) -> None:
+        assert self.tracer is not None
+        client = self.plan.client
+        data = {"model": client.model, "provider": getattr(client, "provider", None)}
+        self.span = self.tracer.open_span("turn", "invoke_agent", data)
+
+    def end_chat_span(self, data: dict[str, Any]) -> None:
+        span, self.chat_span = self.chat_span, None
+        if span is not None and self.tracer is not None:
+            self.tracer.end_span(span, data)
+
+    def end_spans(self, data: dict[str, Any]) -> None:
+        """End the open model call's span (failed, with `data`) and the turn's, once."""
+        if self.chat_span is not None:
+            self.end_chat_span({"error_type": data.get("error_type", _DROPPED["error_type"])})
+        span, self.span = self.span, None
+        if span is not None and self.tracer is not None:
+            self.tracer.end_span(span, {**data, "usage": dict(self.usage)})
 
     def drain(self, out: list[AgentEvent]) -> list[AgentEvent]:
         """Append what sources, layers, tools and guardrails traced meanwhile, in order."""
@@ -248,8 +275,15 @@ class _Turn:
         (after a batch with `self.call.due` set, `stream_turn` streams it), the round settled
         and its tools run; finish. Events go out in batches (lists)."""
         call = self.call
+        if self.tracer is not None and self.tracer.spans is not None:
+            self.open_turn_span()
         try:
-            toolset, system = await self.prepare()
+            span = self.span
+            if span is None:
+                toolset, system = await self.prepare()
+            else:
+                with span:  # attached reads, prompt layers and MCP connects inside the turn
+                    toolset, system = await self.prepare()
             events = self.started_turn(text, system)
             while True:
                 events += self.begin_round(system, toolset)
@@ -278,9 +312,10 @@ class _Turn:
                     return
         except AbortedError as exc:
             yield self.aborted(exc)
-        except Exception:
+        except Exception as exc:
             # A fault the turn cannot degrade into (an MCP source that will not connect, an
             # attach read or a prompt layer that fails): what was traced reaches the stream.
+            self.end_spans({"error_type": type(exc).__name__})
             yield self.end_trace([], "turn:failed")
             raise
 
@@ -363,6 +398,13 @@ class _Turn:
             if call.attempt > 1:
                 data["attempt"] = call.attempt
             out.append(self.tracer.record("request", "chat", data))
+            if self.span is not None:
+                self.end_chat_span({"error_type": _DROPPED["error_type"]})  # never left open
+                client = self.plan.client
+                opened: dict[str, Any] = {"round": self.number, "attempt": call.attempt}
+                opened["model"] = client.model
+                opened.update(provider=getattr(client, "provider", None), request=call.request)
+                self.chat_span = self.tracer.open_span("chat", client.model, opened, self.span)
         return out
 
     def call_failed(self, exc: LLMError) -> list[AgentEvent]:
@@ -372,6 +414,7 @@ class _Turn:
             data.update(error=repr(exc), error_type=type(exc).__name__)
             out.append(self.tracer.record("response", "chat:failed", data))
             self.end_trace(out, "turn:failed")
+            self.end_spans({"error_type": type(exc).__name__})
         out.append({"type": "error", "error": exc})
         return out
 
@@ -398,6 +441,11 @@ class _Turn:
         text = "".join([p["text"] for p in content if p["type"] == "text"])
         step = RoundResult(text, calls, [], finish["stop_reason"], finish["usage"], content, reason)
         self.plan.rounds.append(step)
+        if self.chat_span is not None:
+            ended: dict[str, Any] = {"usage": finish["usage"]}
+            ended["stop_reason"] = finish["stop_reason"]
+            ended.update(finish_reason=reason, content=finish["content"])
+            self.end_chat_span(ended)
         return step
 
     def round_events(self, step: RoundResult) -> list[AgentEvent]:
@@ -452,10 +500,30 @@ class _Turn:
         """One call: guardrails, the tool, its record, its result and the memory it asked for."""
         started = time.perf_counter() if self.tracer is not None else 0.0
         scope = self.scope
-        if scope is None:
-            events, result = await self.call_tool(call, toolset)
+        span = None
+        if self.span is not None:
+            assert self.tracer is not None
+            opened = {"id": call["id"], "input": call["input"]}
+            span = self.tracer.open_span("tool", call["name"], opened, self.span)
+        if span is None:
+            if scope is None:
+                events, result = await self.call_tool(call, toolset)
+            else:
+                events, result = await scope.wait(self.call_tool(call, toolset))
         else:
-            events, result = await scope.wait(self.call_tool(call, toolset))
+            try:
+                with span:  # current inside the guardrails and the tool
+                    if scope is None:
+                        events, result = await self.call_tool(call, toolset)
+                    else:
+                        events, result = await scope.wait(self.call_tool(call, toolset))
+            except BaseException as exc:
+                assert self.tracer is not None
+                self.tracer.end_span(span, {"error_type": type(exc).__name__})
+                raise
+            assert self.tracer is not None
+            ended = {"is_error": result.get("is_error", False), "output": result["output"]}
+            self.tracer.end_span(span, ended)
         if self.tracer is not None:
             self.drain(events)
             data = {"id": call["id"], "ms": round((time.perf_counter() - started) * 1000, 3)}
@@ -527,7 +595,12 @@ class _Turn:
         )
         guard = final is not None
         if guard and self.plan.output_guards:
-            outcome = await self.wait(run_output_guards(self.plan.output_guards, text, self.ctx))
+            guards = run_output_guards(self.plan.output_guards, text, self.ctx)
+            if self.span is None:
+                outcome = await self.wait(guards)
+            else:
+                with self.span:
+                    outcome = await self.wait(guards)
             out.extend(outcome.events)
             if outcome.denied:
                 text, thinking, stop_reason, reason = "", [], "guardrail_denied", "guardrail_denied"
@@ -557,6 +630,8 @@ class _Turn:
             done["thinking"] = thinking
         fold(self.messages, self.memory_view, done)
         out.append(done)
+        if self.span is not None:
+            self.end_spans({"stop_reason": stop_reason, "finish_reason": reason, "text": text})
         return out
 
     def aborted(self, exc: AbortedError) -> list[AgentEvent]:
@@ -566,6 +641,7 @@ class _Turn:
             for c in self.open_calls
         ]
         self.end_trace(out, "turn:aborted")
+        self.end_spans({"error_type": type(exc).__name__})
         out.append({"type": "error", "error": exc})
         return out
 
@@ -681,6 +757,8 @@ class _Call:
             )
             wrapped.__cause__ = exc
             self.error = exc = wrapped
+        if self.turn.chat_span is not None:
+            self.turn.end_chat_span({"error_type": type(exc).__name__})
         if self.retrying():
             if self.text.parts:  # the dropped attempt's text is replaced, not kept
                 return [{"type": "text", "text": "", "snapshot": ""}]
@@ -695,6 +773,8 @@ class _Call:
 
 
 _NO_TEXT = TextBuffer()
+_DROPPED: dict[str, Any] = {"error_type": "_OTHER", "dropped": True}
+"""How spans end when the turn's consumer stopped iterating before the turn ended."""
 
 
 def _result(cid: str, name: str, output: str, is_error: bool = True) -> ToolResultEvent:

@@ -1,48 +1,53 @@
-"""OpenTelemetry bridge: a trace sink that turns tether's records into GenAI spans.
+"""OpenTelemetry bridge: live GenAI spans for turns, model calls, tool calls and workflows.
 
 ```python
 from tether import create_agent
 from tether.otel import OtelSink
 
-agent = create_agent(llm=..., trace=OtelSink(agent_name="support", provider_name="anthropic"))
+agent = create_agent(model="anthropic:claude-sonnet-4-5", trace=OtelSink(agent_name="support"))
 ```
 
 Needs the `otel` extra (``pip install 'tether[otel]'``); configure the tracer provider and
 exporter as you would for anything else, or pass `tracer_provider=`.
 
-Each turn becomes a span tree following the OpenTelemetry GenAI semantic conventions:
+Spans open as the turn runs (the sink is a `tether.tracing.SpanSink`), following the
+OpenTelemetry GenAI semantic conventions:
 
 ```
 invoke_agent {agent_name}        INTERNAL  the turn: conversation id, model, token totals
-├── chat {model}                 CLIENT    one per provider request: finish reasons, usage
-├── execute_tool {tool}          INTERNAL  one per tool execution: tool name, call id
+├── chat {model}                 CLIENT    one per provider call (and stream retry): usage,
+│                                          finish reasons, request settings
+├── execute_tool {tool}          INTERNAL  one per tool call: tool name, call id; current while
+│   └── (your spans)                       the tool and its guardrails run
 └── chat {model}                 CLIENT
 ```
 
-The sink sees records, not the turn itself, so it builds a turn's spans when the turn's last
-record (its `usage` record) arrives, with start and end times taken from the records' `at`
-(a tool span starts `ms` before its record). Consequences worth knowing:
+- The turn's span is a child of whatever span is current where the turn is iterated, and it is
+  current itself while the prompt is assembled (attached resources read, MCP servers
+  connected) and while the output guardrails run; a tool call's span is current inside the
+  tool and its guardrails, so a span you open there is its child.
+- ``gen_ai.provider.name`` comes from the adapter (``anthropic``, ``openai``, ``gcp.gemini``)
+  or the ``provider:`` of a model string; ``provider_name=`` overrides it.
+- Message content (the request's messages and system prompt, the answer, tool arguments and
+  results) is recorded only when you opt in, as the conventions say:
+  ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` (or `capture_content=True`).
+- A turn whose consumer stops iterating early ends its open spans with ``error.type=_OTHER``;
+  a failed provider call, an abort and a turn that cannot start end theirs with the error's type.
+- Guardrail decisions, ``ctx.trace()`` records, MCP connects and prompt assembly become span
+  events (``tether.<phase>``) on the innermost open span of the turn.
 
-- The turn span starts at its first `prompt` record: connecting integrations happens before it,
-  and `mcp` records made then go to whatever span is current, as span events.
-- Spans your own code opens inside a tool are not children of that tool's span (the record
-  arrives after the tool ran); they are children of the span current when the turn began.
-- A turn whose events stop without a final record (an exception escaped `send()`, or the
-  consumer stopped iterating) is ended with ``error.type="_OTHER"`` when the next turn of the
-  same session starts, or by `end_open_turns()`.
-- One session runs one turn at a time; records are grouped by their `session_id`.
-
-Guardrail decisions, `workflow` records (``ctx.trace()``) and prompt assembly become span events
-(``tether.<phase>``): on the tool span when made while that tool ran, on the turn span otherwise.
-No message content is recorded: the records carry none.
+Durable workflows: pass `workflow_events` as a recorder (``workflow.run(...,
+on_event=sink.workflow_events)``; a lab `Runtime` whose ``defaults`` trace with an OtelSink does
+it for every workflow): each run is a ``workflow {id}`` span, each executed step a ``step {name}``
+span current while the step runs, so the episodes and tool calls a step starts are its children.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 try:
@@ -56,8 +61,11 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
     ) from exc
 
 from .events import TraceRecord
+from .tracing import SpanKind as PhaseKind
+from .tracing import SpanSink
+from .workflows import WorkflowEvent
 
-__all__ = ["OtelSink"]
+__all__ = ["CAPTURE_CONTENT_ENV", "OtelSink", "provider_name_of"]
 
 # GenAI semantic convention attribute names (semantic-conventions-genai, development status).
 OPERATION_NAME = "gen_ai.operation.name"
@@ -69,7 +77,16 @@ FINISH_REASONS = "gen_ai.response.finish_reasons"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_TYPE = "gen_ai.tool.type"
+TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+TOOL_RESULT = "gen_ai.tool.call.result"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 ERROR_TYPE = "error.type"
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""The conventions' opt-in for message content: ``true`` (or ``span_only``,
+``span_and_event``) records it on the spans; unset or anything else records none."""
 
 #: tether's Usage keys -> GenAI usage attributes.
 USAGE_ATTRIBUTES: Mapping[str, str] = {
@@ -80,75 +97,85 @@ USAGE_ATTRIBUTES: Mapping[str, str] = {
     "reasoning_tokens": "gen_ai.usage.reasoning.output_tokens",
 }
 
+#: ModelSettings keys -> GenAI request attributes.
+SETTING_ATTRIBUTES: Mapping[str, str] = {
+    "temperature": "gen_ai.request.temperature",
+    "max_tokens": "gen_ai.request.max_tokens",
+    "top_p": "gen_ai.request.top_p",
+    "seed": "gen_ai.request.seed",
+    "stop": "gen_ai.request.stop_sequences",
+}
+
+_PROVIDERS = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "openai-responses": "openai",
+    "openai-chat": "openai",
+    "gemini": "gcp.gemini",
+    "google": "gcp.gemini",
+}
+"""tether's provider names -> the conventions' ``gen_ai.provider.name`` values."""
+
 #: error.type for what is not an exception: the semantic conventions' fallback, and ours.
 OTHER_ERROR = "_OTHER"
 TOOL_ERROR = "tool_error"
 GUARDRAIL_DENIED = "guardrail_denied"
 
-
-def _ns(seconds: float) -> int:
-    return int(seconds * 1_000_000_000)
-
-
-@dataclass(slots=True)
-class _Event:
-    name: str
-    at: float
-    attributes: dict[str, AttributeValue]
+_SPAN_RECORDS = frozenset({"request", "response", "usage"})
+"""Record phases the spans themselves stand for (not repeated as events)."""
 
 
-@dataclass(slots=True)
-class _Round:
-    number: int
-    start: float
-    model: str | None
-    end: float | None = None
-    stop_reason: str | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
-    error_type: str | None = None
-
-
-@dataclass(slots=True)
-class _ToolRun:
-    name: str
-    call_id: str | None
-    start: float
-    end: float
-    is_error: bool
-    events: list[_Event]
-    denied: bool
-
-
-@dataclass(slots=True)
-class _Turn:
-    parent: otel_context.Context
-    session_id: str | None
-    start: float
-    last: float
-    saw_prompt: bool = False
-    model: str | None = None
-    stop_reason: str | None = None
-    children: list[_Round | _ToolRun] = field(default_factory=list)
-    events: list[_Event] = field(default_factory=list)
-    pending: list[_Event] = field(default_factory=list)
-    """Events made while a tool runs, waiting for that tool's record."""
-    in_tools: bool = False
-
-    def open_round(self, number: int) -> _Round | None:
-        for child in reversed(self.children):
-            if isinstance(child, _Round):
-                return child if child.end is None and child.number == number else None
+def provider_name_of(model: str | None, provider: str | None = None) -> str | None:
+    """``gen_ai.provider.name`` for an adapter's `provider` or a ``"provider:model"`` string
+    (``"anthropic:claude-…"`` -> ``anthropic``, ``"gemini:…"`` -> ``gcp.gemini``); None when
+    neither says."""
+    if provider is None and model is not None and ":" in model:
+        provider = model.split(":", 1)[0]
+    if provider is None:
         return None
+    return _PROVIDERS.get(provider, provider)
+
+
+def _capture_from_env() -> bool:
+    value = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower()
+    return value in ("true", "1", "span_only", "span_and_event")
+
+
+class _Live:
+    """One open span: made current with ``with``, ended once."""
+
+    __slots__ = ("denied", "ended", "kind", "sink", "span", "tokens", "turn_key")
+
+    def __init__(self, sink: OtelSink, span: Span, kind: str, turn_key: str | None) -> None:
+        self.sink = sink
+        self.span = span
+        self.kind = kind
+        self.turn_key = turn_key
+        self.tokens: list[object] = []
+        self.ended = False
+        self.denied = False
+
+    def __enter__(self) -> _Live:
+        self.tokens.append(otel_context.attach(trace.set_span_in_context(self.span)))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        otel_context.detach(self.tokens.pop())  # type: ignore[arg-type]
+
+    def end(self, data: Mapping[str, Any]) -> None:
+        if not self.ended:
+            self.ended = True
+            self.sink._end(self, data)
 
 
 class OtelSink:
-    """A trace sink (``create_agent(trace=OtelSink(...))``) that exports each turn as GenAI spans.
+    """A trace sink (``create_agent(trace=OtelSink(...))``) that opens GenAI spans live.
 
     Args:
         tracer_provider: Where spans go; the global provider when None.
         agent_name: ``gen_ai.agent.name``, and the suffix of the ``invoke_agent`` span name.
-        provider_name: ``gen_ai.provider.name`` (``anthropic``, ``openai``, ``gcp.gemini``, …).
-            The conventions require it; the records do not carry it, so say it here.
+        provider_name: ``gen_ai.provider.name`` for every span; None infers it per model call.
+        capture_content: Record message content; None reads `CAPTURE_CONTENT_ENV`.
     """
 
     def __init__(
@@ -157,203 +184,186 @@ class OtelSink:
         *,
         agent_name: str | None = None,
         provider_name: str | None = None,
+        capture_content: bool | None = None,
     ) -> None:
         self._tracer = trace.get_tracer("tether.otel", tracer_provider=tracer_provider)
         self.agent_name = agent_name
         self.provider_name = provider_name
-        self._turns: dict[str | None, _Turn] = {}
+        self.capture_content = _capture_from_env() if capture_content is None else capture_content
+        self._open: dict[str | None, list[_Live]] = {}
+        """Per session: the turn's spans still open, innermost last (where events go)."""
+        self._workflow: dict[str, _Live] = {}
+        """Open workflow runs and steps, by run id and run id/step id."""
         self._lock = threading.Lock()
 
-    # -- the sink --------------------------------------------------------------------------
+    # -- records ---------------------------------------------------------------------------
 
     def __call__(self, record: TraceRecord) -> None:
+        phase = record["phase"]
+        if phase in _SPAN_RECORDS or (phase == "tool" and record["name"] != "result:truncated"):
+            return
+        attributes = _event_attributes(record)
         with self._lock:
-            self._take(record)
+            stack = self._open.get(record.get("session_id"))
+            target = stack[-1] if stack else None
+        if target is None:  # outside a turn (a ladder's record, a connect): the current span
+            trace.get_current_span().add_event(f"tether.{phase}", attributes)
+            return
+        target.span.add_event(f"tether.{phase}", attributes)
+        data = record.get("data") or {}
+        if phase == "guardrail" and data.get("action") == "deny" and target.kind == "tool":
+            target.denied = True
+
+    # -- live spans (tether.tracing.SpanSink) ------------------------------------------------
+
+    def open_span(
+        self,
+        kind: PhaseKind,
+        name: str,
+        data: Mapping[str, Any],
+        parent: Any,
+        session_id: str | None,
+    ) -> _Live:
+        if isinstance(parent, _Live):
+            context = trace.set_span_in_context(parent.span)
+        else:
+            context = otel_context.get_current()
+        attrs: dict[str, AttributeValue] = {}
+        if kind == "tool":
+            attrs.update({OPERATION_NAME: "execute_tool", TOOL_NAME: name, TOOL_TYPE: "function"})
+            if data.get("id") is not None:
+                attrs[TOOL_CALL_ID] = str(data["id"])
+            if self.capture_content and "input" in data:
+                attrs[TOOL_ARGUMENTS] = _json(data["input"])
+            span_name, span_kind = f"execute_tool {name}", SpanKind.INTERNAL
+        else:
+            model = data.get("model")
+            provider = self.provider_name or provider_name_of(model, data.get("provider"))
+            if provider is not None:
+                attrs[PROVIDER_NAME] = provider
+            if session_id is not None:
+                attrs[CONVERSATION_ID] = session_id
+            if model is not None:
+                attrs[REQUEST_MODEL] = str(model)
+            if kind == "turn":
+                attrs[OPERATION_NAME] = "invoke_agent"
+                if self.agent_name is not None:
+                    attrs[AGENT_NAME] = self.agent_name
+                span_name = f"invoke_agent {self.agent_name}" if self.agent_name else "invoke_agent"
+                span_kind = SpanKind.INTERNAL
+            else:
+                attrs[OPERATION_NAME] = "chat"
+                attrs["tether.round"] = int(data.get("round", 0))
+                attrs["tether.attempt"] = int(data.get("attempt", 1))
+                request = data.get("request") or {}
+                for key, attribute in SETTING_ATTRIBUTES.items():
+                    value = (request.get("settings") or {}).get(key)
+                    if isinstance(value, int | float | str) and not isinstance(value, bool):
+                        attrs[attribute] = value
+                    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+                        attrs[attribute] = list(value)
+                if self.capture_content and request:
+                    attrs[INPUT_MESSAGES] = _json(_messages(request.get("messages") or []))
+                    system = [{"type": "text", "content": b["text"]} for b in request["system"]]
+                    attrs[SYSTEM_INSTRUCTIONS] = _json(system)
+                span_name = f"chat {model}" if model else "chat"
+                span_kind = SpanKind.CLIENT
+        span = self._tracer.start_span(span_name, context=context, kind=span_kind, attributes=attrs)
+        live = _Live(self, span, kind, session_id)
+        with self._lock:
+            self._open.setdefault(session_id, []).append(live)
+        return live
+
+    def _end(self, live: _Live, data: Mapping[str, Any]) -> None:
+        with self._lock:
+            stack = self._open.get(live.turn_key)
+            if stack is not None and live in stack:
+                stack.remove(live)
+                if not stack:
+                    del self._open[live.turn_key]
+        span = live.span
+        usage = data.get("usage")
+        if isinstance(usage, Mapping):
+            _set_usage(span, usage)
+        reason = data.get("finish_reason")
+        if reason is not None:
+            span.set_attribute(FINISH_REASONS, [str(reason)])
+        if data.get("stop_reason") is not None:
+            span.set_attribute("tether.stop_reason", str(data["stop_reason"]))
+        if self.capture_content:
+            if live.kind == "chat" and "content" in data:
+                out = {"role": "assistant", "parts": _parts(data["content"])}
+                if reason is not None:
+                    out["finish_reason"] = str(reason)
+                span.set_attribute(OUTPUT_MESSAGES, _json([out]))
+            if live.kind == "tool" and "output" in data:
+                span.set_attribute(TOOL_RESULT, str(data["output"]))
+        error = data.get("error_type")
+        if error is not None:
+            what = (
+                "the turn's consumer stopped before it ended"
+                if data.get("dropped")
+                else f"{live.kind} failed: {error}"
+            )
+            _fail(span, str(error), what)
+        elif live.denied:
+            _fail(span, GUARDRAIL_DENIED, "a guardrail denied the call")
+        elif data.get("is_error"):
+            _fail(span, TOOL_ERROR, "the tool returned an error result")
+        span.end()
 
     def end_open_turns(self) -> None:
-        """End every turn still waiting for its final record, as incomplete (``_OTHER``)."""
+        """End every span still open, as incomplete (``_OTHER``)."""
         with self._lock:
-            turns, self._turns = self._turns, {}
-            for turn in turns.values():
-                self._export(turn, turn.last, OTHER_ERROR)
+            open_spans = [live for stack in self._open.values() for live in stack]
+        for live in reversed(open_spans):
+            live.end({"error_type": OTHER_ERROR, "dropped": True})
 
-    def _take(self, record: TraceRecord) -> None:
-        phase, name, at = record["phase"], record["name"], record["at"]
-        data = record.get("data") or {}
-        key = record.get("session_id")
-        turn = self._turns.get(key)
-        if phase in ("mcp", "workflow") and turn is None:
-            # Outside a turn (a connect before the first prompt, a ladder run): an event on
-            # whatever span the caller has open, a no-op when there is none.
-            trace.get_current_span().add_event(f"tether.{phase}", _event_attributes(record))
+    # -- durable workflows ------------------------------------------------------------------
+
+    def workflow_events(self, event: WorkflowEvent) -> None:
+        """A workflow recorder (`on_event=`): a span per run and per executed step, current
+        while it runs. Called in the run's own task, so what it makes current stays there."""
+        run_id = event["workflow_run_id"]
+        if event["type"] == "workflow_started":
+            attrs: dict[str, AttributeValue] = {
+                "tether.workflow.id": event["workflow_id"],
+                "tether.workflow.run_id": run_id,
+                "tether.workflow.attempt": event["attempt"],
+            }
+            span = self._tracer.start_span(f"workflow {event['workflow_id']}", attributes=attrs)
+            self._workflow[run_id] = _entered(_Live(self, span, "workflow", None))
+        elif event["type"] == "workflow_step_started":
+            attrs = {"tether.workflow.run_id": run_id, "tether.step.id": event["step_id"]}
+            span = self._tracer.start_span(f"step {event['step']}", attributes=attrs)
+            self._workflow[f"{run_id}/{event['step_id']}"] = _entered(
+                _Live(self, span, "step", None)
+            )
+        elif event["type"] == "workflow_step_finished":
+            if event["replayed"]:
+                attrs = {"tether.step.id": event["step_id"], "tether.step.replayed": True}
+                self._tracer.start_span(f"step {event['step']}", attributes=attrs).end()
+            else:
+                self._close(f"{run_id}/{event['step_id']}", None)
+        elif event["type"] == "workflow_step_failed":
+            self._close(f"{run_id}/{event['step_id']}", event["error"])
+        elif event["type"] == "workflow_finished":
+            self._close(run_id, None)
+        elif event["type"] == "workflow_failed":
+            self._close(run_id, event["error"])
+
+    def _close(self, key: str, error: Any) -> None:
+        live = self._workflow.pop(key, None)
+        if live is None:
             return
-        if phase == "prompt" and turn is not None and turn.saw_prompt:  # one per turn
-            self._export(self._turns.pop(key), turn.last, OTHER_ERROR)
-            turn = None
-        if turn is None:
-            turn = _Turn(otel_context.get_current(), key, at, at)
-            self._turns[key] = turn
-        turn.last = max(turn.last, at)
-        if phase == "prompt":
-            turn.saw_prompt = True
-            turn.in_tools = False
-            turn.events.extend(turn.pending)
-            turn.pending.clear()
-            turn.events.append(_Event("tether.prompt", at, _event_attributes(record)))
-        elif phase == "request":
-            number = int(data.get("round", 0))
-            model = data.get("model")
-            turn.model = turn.model or model
-            turn.children.append(_Round(number, at, model))
-            turn.in_tools = False
-            turn.events.extend(turn.pending)
-            turn.pending.clear()
-        elif phase == "response":
-            number = int(data.get("round", 0))
-            rnd = turn.open_round(number)
-            if rnd is None:  # the request record was not seen: start from the response's ms
-                rnd = _Round(number, at - float(data.get("ms", 0)) / 1000, data.get("model"))
-                turn.children.append(rnd)
-                turn.model = turn.model or rnd.model
-            rnd.end = at
-            if name.endswith(":failed"):
-                rnd.error_type = str(data.get("error_type") or OTHER_ERROR)
-            else:
-                rnd.stop_reason = data.get("stop_reason")
-                rnd.usage = dict(data.get("usage") or {})
-                turn.stop_reason = rnd.stop_reason
-                turn.in_tools = bool(data.get("tool_calls"))
-        elif phase == "tool":
-            ms = float(data.get("ms", 0))
-            events, turn.pending = turn.pending, []
-            denied = any(
-                e.name == "tether.guardrail" and e.attributes.get("tether.action") == "deny"
-                for e in events
-            )
-            turn.children.append(
-                _ToolRun(
-                    name,
-                    data.get("id"),
-                    at - ms / 1000,
-                    at,
-                    bool(data.get("is_error")),
-                    events,
-                    denied,
-                )
-            )
-        elif phase == "guardrail":
-            event = _Event("tether.guardrail", at, _event_attributes(record))
-            if data.get("target") == "tool_call":
-                turn.pending.append(event)
-            else:
-                turn.events.append(event)
-                if data.get("action") == "deny":
-                    turn.stop_reason = GUARDRAIL_DENIED
-        elif phase == "usage":
-            turn.events.extend(turn.pending)
-            turn.pending.clear()
-            del self._turns[key]
-            error: str | None = None
-            if name.endswith(":aborted"):
-                error = "AbortedError"
-            elif name.endswith(":failed"):
-                failed = [c for c in turn.children if isinstance(c, _Round) and c.error_type]
-                error = failed[-1].error_type if failed else OTHER_ERROR
-            self._export(turn, at, error, totals=data)
-        else:  # workflow and mcp records inside a turn
-            event = _Event(f"tether.{phase}", at, _event_attributes(record))
-            (turn.pending if turn.in_tools else turn.events).append(event)
+        if live.tokens:
+            live.__exit__()
+        live.end({"error_type": error.get("type", OTHER_ERROR)} if error else {})
 
-    # -- building the spans ------------------------------------------------------------------
 
-    def _export(
-        self,
-        turn: _Turn,
-        end: float,
-        error: str | None,
-        totals: Mapping[str, Any] | None = None,
-    ) -> None:
-        end = max(end, turn.last)
-        common: dict[str, AttributeValue] = {}
-        if self.provider_name is not None:
-            common[PROVIDER_NAME] = self.provider_name
-        if turn.session_id is not None:
-            common[CONVERSATION_ID] = turn.session_id
-        attrs: dict[str, AttributeValue] = {OPERATION_NAME: "invoke_agent", **common}
-        if self.agent_name is not None:
-            attrs[AGENT_NAME] = self.agent_name
-        if turn.model is not None:
-            attrs[REQUEST_MODEL] = turn.model
-        name = f"invoke_agent {self.agent_name}" if self.agent_name else "invoke_agent"
-        span = self._tracer.start_span(
-            name,
-            context=turn.parent,
-            kind=SpanKind.INTERNAL,
-            attributes=attrs,
-            start_time=_ns(turn.start),
-        )
-        inside = trace.set_span_in_context(span, turn.parent)
-        for child in turn.children:
-            if isinstance(child, _Round):
-                self._chat_span(child, inside, common, end)
-            else:
-                self._tool_span(child, inside)
-        for event in turn.events:
-            span.add_event(event.name, event.attributes, timestamp=_ns(event.at))
-        if totals:
-            _set_usage(span, totals)
-        if turn.stop_reason is not None:
-            span.set_attribute(FINISH_REASONS, [turn.stop_reason])
-        if error is not None:
-            _fail(span, error, "the turn ended without an answer")
-        span.end(end_time=_ns(end))
-
-    def _chat_span(
-        self,
-        rnd: _Round,
-        parent: otel_context.Context,
-        common: Mapping[str, AttributeValue],
-        turn_end: float,
-    ) -> None:
-        attrs: dict[str, AttributeValue] = {OPERATION_NAME: "chat", **common}
-        if rnd.model is not None:
-            attrs[REQUEST_MODEL] = rnd.model
-        attrs["tether.round"] = rnd.number
-        name = f"chat {rnd.model}" if rnd.model else "chat"
-        span = self._tracer.start_span(
-            name, context=parent, kind=SpanKind.CLIENT, attributes=attrs, start_time=_ns(rnd.start)
-        )
-        if rnd.stop_reason is not None:
-            span.set_attribute(FINISH_REASONS, [rnd.stop_reason])
-        _set_usage(span, rnd.usage)
-        if rnd.error_type is not None:
-            _fail(span, rnd.error_type, "the provider call failed")
-        elif rnd.end is None:
-            _fail(span, OTHER_ERROR, "the provider call did not finish")
-        span.end(end_time=_ns(rnd.end if rnd.end is not None else turn_end))
-
-    def _tool_span(self, run: _ToolRun, parent: otel_context.Context) -> None:
-        attrs: dict[str, AttributeValue] = {
-            OPERATION_NAME: "execute_tool",
-            TOOL_NAME: run.name,
-            TOOL_TYPE: "function",
-        }
-        if run.call_id is not None:
-            attrs[TOOL_CALL_ID] = run.call_id
-        span = self._tracer.start_span(
-            f"execute_tool {run.name}",
-            context=parent,
-            kind=SpanKind.INTERNAL,
-            attributes=attrs,
-            start_time=_ns(run.start),
-        )
-        for event in run.events:
-            span.add_event(event.name, event.attributes, timestamp=_ns(event.at))
-        if run.denied:
-            _fail(span, GUARDRAIL_DENIED, "a guardrail denied the call")
-        elif run.is_error:
-            _fail(span, TOOL_ERROR, "the tool returned an error result")
-        span.end(end_time=_ns(run.end))
+def _entered(live: _Live) -> _Live:
+    live.__enter__()
+    return live
 
 
 def _fail(span: Span, error_type: str, description: str) -> None:
@@ -366,6 +376,39 @@ def _set_usage(span: Span, usage: Mapping[str, Any]) -> None:
         value = usage.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             span.set_attribute(attribute, value)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
+def _parts(content: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Message parts in the conventions' shape."""
+    out: list[dict[str, Any]] = []
+    for part in content:
+        kind = part.get("type")
+        if kind == "text":
+            out.append({"type": "text", "content": part.get("text", "")})
+        elif kind == "thinking":
+            out.append({"type": "reasoning", "content": part.get("text", "")})
+        elif kind == "tool_call":
+            out.append(
+                {
+                    "type": "tool_call",
+                    "id": part.get("id"),
+                    "name": part.get("name"),
+                    "arguments": part.get("input"),
+                }
+            )
+        elif kind == "tool_result":
+            out.append(
+                {"type": "tool_call_response", "id": part.get("id"), "response": part.get("output")}
+            )
+    return out
+
+
+def _messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{"role": m.get("role"), "parts": _parts(m.get("content") or [])} for m in messages]
 
 
 def _event_attributes(record: TraceRecord) -> dict[str, AttributeValue]:
@@ -389,3 +432,6 @@ def _homogeneous(value: Any) -> bool:
         return False
     kinds = {type(v) for v in value}
     return len(kinds) == 1 and kinds <= {str, bool, int, float}
+
+
+_: type[SpanSink] = OtelSink  # OtelSink is a SpanSink (checked by mypy)

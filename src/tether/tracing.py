@@ -25,6 +25,12 @@ closed `TRACE_PHASES`:
 | `mcp`       | `connect` / `connect:failed`     | per source                                    |
 | `mcp`       | `reconnect` / `reconnect:failed` | a lost session re-established by a call       |
 
+A sink may also open **live spans** (`SpanSink`: `tether.otel.OtelSink` is one): besides the
+records, the loop tells it when a turn, each model call and each tool call start and end, and makes
+the tool's span current while the tool (and its guardrails) run, the turn's while the prompt is
+assembled (attached resources read) and the output guardrails run. A span is ended exactly once,
+also when the consumer stops iterating the turn early.
+
 A sink that raises warns (once per turn) and the turn goes on. A sink is a plain function, called
 as each record is made: an async one is refused (its coroutine would never run), and one that
 returns an awaitable anyway counts as a sink that failed. There is no exporter protocol:
@@ -39,19 +45,56 @@ import logging
 import sys
 import time
 import warnings
-from collections.abc import Callable
-from typing import Any, TypeAlias
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from .errors import ConfigError
 from .events import TraceEvent, TracePhase, TraceRecord
 
-__all__ = ["TraceSink", "Tracer", "console_sink", "logging_sink"]
+__all__ = ["Span", "SpanKind", "SpanSink", "TraceSink", "Tracer", "console_sink", "logging_sink"]
 
 TraceSink: TypeAlias = Callable[[TraceRecord], Any]
 """Receives every record as it is made, synchronously; its return value is ignored. To hand records
 to async code, queue them (``trace=queue.put_nowait``)."""
 
 logger = logging.getLogger("tether.trace")
+
+SpanKind: TypeAlias = Literal["turn", "chat", "tool"]
+"""What a live span covers: a whole turn, one model call (one attempt), one tool call."""
+
+
+class Span(Protocol):
+    """A span a `SpanSink` opened. ``with span:`` makes it current around work that yields no
+    events (the loop never holds it across a ``yield``); `end` closes it, once."""
+
+    def __enter__(self) -> object: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
+
+    def end(self, data: Mapping[str, Any]) -> None:
+        """End the span. `data` says how: ``error_type`` (a failure), ``usage``,
+        ``stop_reason``, ``finish_reason``, ``is_error``, ``output`` / ``content``."""
+        ...
+
+
+@runtime_checkable
+class SpanSink(Protocol):
+    """A trace sink that is also told, live, when phases start (see the module docstring)."""
+
+    def __call__(self, record: TraceRecord) -> Any: ...
+
+    def open_span(
+        self,
+        kind: SpanKind,
+        name: str,
+        data: Mapping[str, Any],
+        parent: Span | None,
+        session_id: str | None,
+    ) -> Span:
+        """Start a span. `parent` None: a child of whatever is current (a turn); `data`:
+        ``model``/``provider`` (turn, chat), ``round``, ``attempt``, ``request`` (chat), ``id``
+        and ``input`` (tool). Values are the loop's own: read them now, keep no reference."""
+        ...
 
 
 def console_sink(record: TraceRecord) -> None:
@@ -86,13 +129,45 @@ class Tracer:
     stream.
     """
 
-    __slots__ = ("_warned", "buffer", "session_id", "sink")
+    __slots__ = ("_warned", "buffer", "session_id", "sink", "spans")
 
     def __init__(self, sink: TraceSink, session_id: str | None = None) -> None:
         self.sink = sink
         self.session_id = session_id
         self.buffer: list[TraceEvent] = []
         self._warned = False
+        self.spans: SpanSink | None = sink if isinstance(sink, SpanSink) else None
+        """The sink, when it opens live spans; else None."""
+
+    def open_span(
+        self, kind: SpanKind, name: str, data: Mapping[str, Any], parent: Span | None = None
+    ) -> Span | None:
+        """A live span from the sink (None when it opens none, or failed to)."""
+        spans = self.spans
+        if spans is None:
+            return None
+        try:
+            return spans.open_span(kind, name, data, parent, self.session_id)
+        except Exception as exc:
+            self._warn(exc)
+            return None
+
+    def end_span(self, span: Span | None, data: Mapping[str, Any]) -> None:
+        if span is not None:
+            try:
+                span.end(data)
+            except Exception as exc:
+                self._warn(exc)
+
+    def _warn(self, exc: Exception) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"the trace sink {self.sink!r} raised {exc!r}; the turn goes on "
+                "(further failures of this turn are not reported)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def record(
         self,
@@ -116,14 +191,7 @@ class Tracer:
                     result.close()  # never awaited: close it rather than leak the warning
                 raise TypeError("it returned an awaitable, which is never awaited")
         except Exception as exc:  # a broken sink must not break the turn
-            if not self._warned:
-                self._warned = True
-                warnings.warn(
-                    f"the trace sink {self.sink!r} raised {exc!r}; the turn goes on "
-                    "(further failures of this turn are not reported)",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+            self._warn(exc)
         event: TraceEvent = {"type": "trace", "record": rec}
         if buffer:
             self.buffer.append(event)

@@ -405,7 +405,7 @@ class Runtime:
             id,
             run,
             store=self._lazy_workflow_store,
-            on_event=self._record_workflow_event,
+            on_event=self._workflow_recorder(),
         )
         self.workflows[id] = workflow
         return workflow
@@ -541,6 +541,24 @@ class Runtime:
             await asyncio.gather(*pending, return_exceptions=True)
 
     # -- recording workflow runs -------------------------------------------------------------
+
+    def _workflow_recorder(self) -> Callable[[WorkflowEvent], Awaitable[None]]:
+        """The run store's recorder, after the default trace sink's workflow spans when it has
+        them (`tether.otel.OtelSink.workflow_events`): a run and its steps are spans, current
+        while they run, so the episodes they start are their children in one trace."""
+        spans = getattr(self._defaults.trace, "workflow_events", None)
+        if not callable(spans):
+            return self._record_workflow_event
+        workflow_events: Callable[[WorkflowEvent], object] = spans
+
+        async def record(event: WorkflowEvent) -> None:
+            try:
+                workflow_events(event)
+            except Exception:
+                logger.exception("the trace sink could not take workflow event %s", event["type"])
+            await self._record_workflow_event(event)
+
+        return record
 
     async def _record_workflow_event(self, event: WorkflowEvent) -> None:
         # Recording must not decide whether a run succeeds: failures are logged, not raised.
