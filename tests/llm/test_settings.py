@@ -341,7 +341,7 @@ def test_anthropic_thinking_budget_and_the_output_limit() -> None:
         ({"tool_choice": "lookup"}, "tool_choice"),
     ]:
         with pytest.raises(ModelSettingError, match="extended thinking") as info:
-            body({**thinking, **extra})  # type: ignore[typeddict-item]
+            body({**thinking, **extra})
         assert (info.value.provider, info.value.key) == ("anthropic", key)
     assert body({**thinking, "temperature": 1, "top_p": 0.95})["temperature"] == 1
     # Effort and a structured answer share output_config.
