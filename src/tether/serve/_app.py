@@ -20,6 +20,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from ..lab import Registry, Runtime
@@ -29,6 +30,7 @@ from ..ui._access import LOOPBACK_NAMES
 from ..ui._headers import SecurityHeaders
 from ._agui import AgUiApi
 from ._api import RunsApi, handle_errors
+from ._chat import ChatPages
 from ._feed import RunFeed
 from ._limits import DEFAULT_MAX_BODY, BodyLimit
 
@@ -88,6 +90,7 @@ def create_app(
     feed = RunFeed(runtime, poll=poll)
     api = RunsApi(runtime, registry, feed)
     agui = AgUiApi(api)
+    chat = ChatPages(api)
     # The pages answer every host and need no token here: this app checks both, once, outside.
     pages = create_ui_app(runtime, registry, allowed_hosts=["*"], watch_registry=False)
 
@@ -124,6 +127,9 @@ def create_app(
             _guarded(api.client_message),
             methods=["POST"],
         ),
+        Route("/chat", chat.index, methods=["GET"]),
+        Route("/chat/{agent_id:path}", chat.chat, methods=["GET"]),
+        Mount("/chat-static", StaticFiles(packages=[("tether.serve", "static")])),
         Mount("/", app=pages),
     ]
     app = _ServeApp(

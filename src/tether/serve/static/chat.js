@@ -1,0 +1,232 @@
+// The chat page: start a run, follow its stream, cancel it. Everything from the server goes on
+// the page as text (textContent), never as markup.
+(() => {
+  "use strict";
+  const root = document.getElementById("chat");
+  if (!root) return;
+  const base = root.dataset.base;
+  const agent = root.dataset.agent;
+  let scope = root.dataset.scope || "";
+  const log = document.getElementById("chat-log");
+  const form = document.getElementById("chat-form");
+  const input = document.getElementById("chat-input");
+  const sendButton = document.getElementById("chat-send");
+  const cancelButton = document.getElementById("chat-cancel");
+  const statusLine = document.getElementById("chat-status");
+  const scopeLine = document.getElementById("chat-scope");
+  const scopeList = document.getElementById("chat-scope-list");
+  const newButton = document.getElementById("chat-new");
+
+  let source = null;
+  let runId = null;
+  let bubble = null;
+  const tools = new Map();
+
+  const path = (s) => encodeURIComponent(s);
+
+  function element(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function scrollDown() {
+    log.lastElementChild && log.lastElementChild.scrollIntoView({ block: "end" });
+  }
+
+  function addMessage(role, text) {
+    const item = element("li", "chat-msg chat-" + role);
+    item.appendChild(element("span", "chat-role", role === "user" ? "You" : agent));
+    const body = element("div", "chat-text", text || "");
+    item.appendChild(body);
+    log.appendChild(item);
+    scrollDown();
+    return body;
+  }
+
+  function addToolCall(id, name, args) {
+    const item = element("li", "chat-tool");
+    item.dataset.toolCallId = id;
+    item.appendChild(element("span", "chat-tool-name", "Tool call: " + name));
+    item.appendChild(element("pre", "chat-tool-input", JSON.stringify(args, null, 2)));
+    const result = element("pre", "chat-tool-result", "…");
+    item.appendChild(result);
+    log.appendChild(item);
+    tools.set(id, result);
+    scrollDown();
+  }
+
+  function setToolResult(id, output, isError) {
+    const result = tools.get(id);
+    if (!result) return;
+    result.textContent = typeof output === "string" ? output : JSON.stringify(output);
+    if (isError) result.classList.add("chat-error");
+  }
+
+  function addNote(kind, text) {
+    log.appendChild(element("li", "chat-note chat-" + kind, text));
+    scrollDown();
+  }
+
+  function setStatus(text) {
+    statusLine.textContent = text;
+  }
+
+  function setBusy(busy) {
+    sendButton.disabled = busy;
+    cancelButton.disabled = !busy;
+    root.dataset.busy = busy ? "1" : "";
+  }
+
+  function showScope() {
+    scopeLine.textContent = scope || "new";
+    const url = new URL(window.location.href);
+    if (scope) url.searchParams.set("scope", scope);
+    else url.searchParams.delete("scope");
+    window.history.replaceState(null, "", url);
+  }
+
+  function renderRecord(record) {
+    const parts = Array.isArray(record.content) ? record.content : [];
+    const text = parts.filter((p) => p.type === "text").map((p) => p.text).join("");
+    if (record.role === "user") {
+      addMessage("user", text);
+    } else if (record.role === "assistant") {
+      if (text) addMessage("assistant", text);
+      for (const p of parts) if (p.type === "tool_call") addToolCall(p.id, p.name, p.input);
+    } else if (record.role === "tool") {
+      for (const p of parts) if (p.type === "tool_result") setToolResult(p.id, p.output, p.is_error);
+    }
+  }
+
+  async function loadHistory() {
+    log.textContent = "";
+    tools.clear();
+    if (!scope) return;
+    const answer = await fetch(base + "/api/scopes/" + path(scope) + "?agent=" + path(agent));
+    if (!answer.ok) return;
+    const body = await answer.json();
+    const records = [];
+    for (const turn of body.turns || []) for (const r of turn.records || []) records.push(r);
+    records.sort((a, b) => a.index - b.index);
+    for (const r of records) renderRecord(r.record);
+  }
+
+  async function loadScopes() {
+    const answer = await fetch(base + "/api/scopes?limit=50");
+    if (!answer.ok) return;
+    const body = await answer.json();
+    scopeList.textContent = "";
+    for (const s of body.scopes || []) {
+      if (s.agent_id && s.agent_id !== agent) continue;
+      const item = element("li");
+      const link = element("a", s.scope === scope ? "chat-current" : "", s.title || s.scope);
+      link.href = base + "/chat/" + path(agent) + "?scope=" + path(s.scope);
+      link.addEventListener("click", (event) => {
+        event.preventDefault();
+        if (runId) return;
+        scope = s.scope;
+        showScope();
+        loadHistory();
+        loadScopes();
+      });
+      item.appendChild(link);
+      scopeList.appendChild(item);
+    }
+  }
+
+  function follow(id) {
+    runId = id;
+    bubble = null;
+    setBusy(true);
+    setStatus("Waiting for the model…");
+    source = new EventSource(base + "/api/runs/" + path(id) + "/stream");
+    const on = (kind, handler) =>
+      source.addEventListener(kind, (event) => handler(JSON.parse(event.data)));
+    on("model_call_started", () => setStatus("Thinking…"));
+    on("agent_text_delta", (e) => {
+      if (!bubble) bubble = addMessage("assistant", "");
+      bubble.textContent += e.data.text;
+      setStatus("Answering…");
+      scrollDown();
+    });
+    on("agent_tool_call", (e) => {
+      bubble = null;
+      addToolCall(e.data.id, e.data.name, e.data.input);
+      setStatus("Running " + e.data.name + "…");
+    });
+    on("agent_tool_result", (e) => setToolResult(e.data.id, e.data.output, e.data.is_error));
+    on("agent_warning", (e) => addNote("warning", e.data.message));
+    on("agent_failed", (e) => {
+      const error = e.data.error || {};
+      addNote(e.data.cancelled ? "cancelled" : "error",
+        e.data.cancelled ? "Cancelled." : (error.type || "Error") + ": " + (error.message || ""));
+    });
+    on("run_ended", (e) => {
+      source.close();
+      source = null;
+      runId = null;
+      setBusy(false);
+      setStatus(e.status === "completed" ? "" : "The run ended " + e.status + ".");
+      loadScopes();
+    });
+    source.addEventListener("error", (event) => {
+      // A message named "error" carries data; a lost connection does not (the browser
+      // reconnects by itself, with Last-Event-ID, and nothing is lost or repeated).
+      if (event.data) addNote("error", JSON.parse(event.data).error.message);
+      else if (source && source.readyState === EventSource.CONNECTING) setStatus("Reconnecting…");
+    });
+  }
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const text = input.value.trim();
+    if (!text || runId) return;
+    setBusy(true);
+    const body = { input: text };
+    if (scope) body.scope = scope;
+    const answer = await fetch(base + "/api/agents/" + path(agent) + "/runs", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const reply = await answer.json();
+    if (!answer.ok) {
+      setBusy(false);
+      addNote("error", reply.error ? reply.error.type + ": " + reply.error.message : "failed");
+      return;
+    }
+    input.value = "";
+    addMessage("user", text);
+    scope = reply.scope;
+    showScope();
+    follow(reply.run_id);
+  });
+
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+
+  cancelButton.addEventListener("click", async () => {
+    if (!runId) return;
+    setStatus("Cancelling…");
+    await fetch(base + "/api/runs/" + path(runId) + "/cancel", { method: "POST" });
+  });
+
+  newButton.addEventListener("click", () => {
+    if (runId) return;
+    scope = "";
+    showScope();
+    loadHistory();
+    loadScopes();
+    input.focus();
+  });
+
+  setBusy(false);
+  loadHistory();
+  loadScopes();
+})();
