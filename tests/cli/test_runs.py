@@ -26,12 +26,34 @@ def test_runs_list_newest_first_with_kind_name_status_and_scope(project: Project
     assert result.exit_code == 0, result.output
     rows = lines(result.stdout)
     assert rows[0].split() == [
-        "RUN", "ID", "KIND", "NAME", "STATUS", "STARTED", "TIME", "TOKENS", "COST", "SCOPE"
+        "RUN", "ID", "KIND", "NAME", "STATUS", "STARTED", "TIME", "MODEL", "TOKENS", "COST",
+        "SCOPE",
     ]  # fmt: skip
     assert rows[1].split()[:4] == ["w1", "workflow", "greet", "completed"]
     assert rows[1].split()[-1] == "-"
     assert rows[2].split()[:4] == [first, "agent", "echo", "completed"]
     assert rows[2].split()[-1] == "notes"
+    # The model column: the episode's model label; a workflow run has none.
+    model_at = rows[0].index("MODEL")
+    assert rows[1][model_at:].split()[0] == "-"
+    assert rows[2][model_at:].split()[0] not in ("-", "")
+    shown = project.invoke("runs", "show", first).stdout
+    assert "model" in shown
+
+
+def test_tables_align_wide_characters_by_display_width() -> None:
+    from rich.cells import cell_len
+
+    from tether.cli._render import table
+
+    drawn = table(("NAME", "STATUS"), [("天気予報", "ok"), ("weather", "ok"), ("\x1b[31mred", "x")])
+    header, *rows = drawn.splitlines()
+    column = cell_len(header[: header.index("STATUS")])
+    for row in rows:
+        name, status = row.rsplit(" ", 1)[0].rstrip(), row.rsplit(" ", 1)[1]
+        assert cell_len(name) + 2 <= column
+        assert cell_len(row) - cell_len(status) == column  # the second column starts aligned
+    assert "\x1b" not in drawn and "\\x1b[31mred" in drawn  # escaped, never interpreted
 
 
 def test_runs_list_and_show_give_tokens_and_cost(project: Project) -> None:

@@ -11,6 +11,7 @@ command's output: written as it is into a pipe or a file, and with control chara
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import sys
@@ -119,15 +120,23 @@ def json_error_excerpt(text: str, exc: json.JSONDecodeError) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Left-aligned columns two spaces apart, control characters escaped; the last column is
-    not padded."""
-    all_rows = [list(headers), *([clean(cell) for cell in r] for r in rows)]
-    widths = [max(len(r[i]) for r in all_rows) for i in range(len(headers))]
-    lines = []
-    for row in all_rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
+    """Columns drawn by rich, two spaces apart and aligned by display width (a wide character
+    takes two cells), control characters escaped, never wrapped; trailing spaces dropped."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    grid = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="", expand=False)
+    for header in headers:
+        grid.add_column(header, no_wrap=True, overflow="ignore")
+    for row in rows:
+        grid.add_row(*(Text(clean(cell)) for cell in row))
+    out = io.StringIO()
+    console = Console(
+        file=out, width=100_000, color_system=None, highlight=False, emoji=False, markup=False
+    )
+    console.print(grid, crop=False)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
 
 
 def key_values(pairs: Iterable[tuple[str, str]]) -> str:

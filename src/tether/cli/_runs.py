@@ -110,6 +110,7 @@ def list_runs(
             i.status,
             format_time(i.started_at),
             format_duration(i.started_at, i.ended_at),
+            clean(str(i.meta.get("model") or "-")),
             format_tokens(i.usage),
             format_cost(i.cost_usd),
             clean(i.memory_scope or "-"),
@@ -118,7 +119,18 @@ def list_runs(
     ]
     emit(
         table(
-            ("RUN ID", "KIND", "NAME", "STATUS", "STARTED", "TIME", "TOKENS", "COST", "SCOPE"),
+            (
+                "RUN ID",
+                "KIND",
+                "NAME",
+                "STATUS",
+                "STARTED",
+                "TIME",
+                "MODEL",
+                "TOKENS",
+                "COST",
+                "SCOPE",
+            ),
             rows,
         )
     )
