@@ -14,7 +14,15 @@ import pytest
 from tests.postgres_server import postgres_url
 
 from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
-from tether.stores import InMemoryRunStore, NewRunEvent, RunInfo, RunStore, SqliteRunStore
+from tether.stores import (
+    CANCEL_REQUESTED,
+    CancelRequests,
+    InMemoryRunStore,
+    NewRunEvent,
+    RunInfo,
+    RunStore,
+    SqliteRunStore,
+)
 from tether.stores.postgres import PostgresRunStore
 from tether.stores.sqlite import connect
 
@@ -308,3 +316,19 @@ async def test_run_totals_add_up_tokens_and_known_costs(store: RunStore) -> None
     assert researcher == RunTotals(1, 120, 30, 0.0021, 0)
     assert researcher.known_cost == 0.0021
     assert await store.run_totals(RunQuery(name="nobody")) == RunTotals()
+
+
+async def test_a_cancel_request_is_kept_with_a_running_run(store: RunStore) -> None:
+    assert isinstance(store, CancelRequests)
+    await store.start_run(agent_run("a"))
+    await store.start_run(agent_run("b"))
+    await store.start_run(agent_run("done"))
+    await store.finish_run("done", "completed")
+    assert await store.cancel_requests(["a", "b", "done", "never"]) == []
+    assert await store.request_cancel("a") is True
+    assert await store.request_cancel("done") is False  # nothing to cancel any more
+    assert await store.request_cancel("never") is False
+    assert await store.cancel_requests(["a", "b", "done", "never"]) == ["a"]
+    assert await store.cancel_requests([]) == []
+    info = await store.get_run("a")
+    assert info is not None and isinstance(info.meta[CANCEL_REQUESTED], float)

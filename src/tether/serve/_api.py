@@ -27,7 +27,7 @@ from starlette.responses import Response
 from ..client_messages import frame_client_message, should_run_turn
 from ..errors import ClientMessageError, TetherError
 from ..lab import LabAgent, Registry, Runtime
-from ..stores.run_store import RunEvent
+from ..stores.run_store import CancelRequests, RunEvent
 from ..workflows import Workflow, WorkflowHandle
 from ._errors import ApiError, JSONResponse, error_response
 from ._feed import RunEnd, RunFeed
@@ -213,15 +213,17 @@ class RunsApi:
             raise ApiError(404, "not_found", f"there is no run {run_id!r}")
         if info.status != "running":
             raise ApiError(409, "run_ended", f"run {run_id!r} is not running (it is {info.status})")
-        cancels = getattr(self.runtime.run_store, "request_cancel", None)
-        if cancels is None:
+        store = self.runtime.run_store
+        if not isinstance(store, CancelRequests):
             raise ApiError(
                 409,
                 "not_here",
                 f"run {run_id!r} runs in another process and this run store cannot carry a "
                 "cancel request to it",
             )
-        await cancels(run_id)
+        # The worker that executes the run finds the request on its next sweep.
+        if not await store.request_cancel(run_id):
+            raise ApiError(409, "run_ended", f"run {run_id!r} is not running any more")
         return JSONResponse({"run_id": run_id, "cancelling": True}, status_code=202)
 
     # -- client messages ---------------------------------------------------------------------

@@ -33,6 +33,7 @@ from ._api import RunsApi, handle_errors
 from ._chat import ChatPages
 from ._feed import RunFeed
 from ._limits import DEFAULT_MAX_BODY, BodyLimit
+from ._sweeper import SWEEP_EVERY, Sweeper
 
 __all__ = ["SHUTDOWN_GRACE", "create_app"]
 
@@ -61,6 +62,7 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     poll: float = 0.25,
     shutdown_grace: float = SHUTDOWN_GRACE,
+    sweep_every: float = SWEEP_EVERY,
 ) -> Starlette:
     """The HTTP API and the inspection UI over `runtime`, as one ASGI app.
 
@@ -82,6 +84,8 @@ def create_app(
             executing in another process.
         shutdown_grace: Seconds the app lets its runs finish when the server stops, before it
             cancels them.
+        sweep_every: Seconds between two looks for what other workers left to this one (cancel
+            requests for its runs).
     """
     if not isinstance(runtime, Runtime):
         raise TypeError(f"create_app needs a tether.lab.Runtime, got {runtime!r:.80}")
@@ -91,6 +95,7 @@ def create_app(
     api = RunsApi(runtime, registry, feed)
     agui = AgUiApi(api)
     chat = ChatPages(api)
+    sweeper = Sweeper(api, every=sweep_every)
     # The pages answer every host and need no token here: this app checks both, once, outside.
     pages = create_ui_app(runtime, registry, allowed_hosts=["*"], watch_registry=False)
 
@@ -99,9 +104,11 @@ def create_app(
         # Open the stores now: a bad store URL fails the server's start, not the first request.
         _ = runtime.message_store, runtime.run_store, runtime.workflow_store
         feed.open()
+        sweeper.start()
         try:
             yield
         finally:
+            await sweeper.aclose()
             await _stop_runs(api, shutdown_grace)
             feed.close()
             if getattr(app.state, "owns_runtime", False):

@@ -16,7 +16,17 @@ from __future__ import annotations
 
 from .memory import InMemoryMessageStore, InMemoryRunStore, InMemoryWorkflowStore
 from .message_store import MessageStore, ScopeInfo, StoredRecord, SystemRecord
-from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery, RunStore, RunTotals
+from .run_store import (
+    CANCEL_REQUESTED,
+    CancelRequests,
+    NewRunEvent,
+    RunEvent,
+    RunInfo,
+    RunPage,
+    RunQuery,
+    RunStore,
+    RunTotals,
+)
 from .sqlite import SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
 from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord, WorkflowStore
 
@@ -28,6 +38,8 @@ else:
     _HAVE_POSTGRES = True
 
 __all__ = [
+    "CANCEL_REQUESTED",
+    "CancelRequests",
     "InMemoryMessageStore",
     "InMemoryRunStore",
     "InMemoryWorkflowStore",

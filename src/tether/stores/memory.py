@@ -10,6 +10,7 @@ without the storage layer) and is re-exported here.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -36,7 +37,15 @@ from ._codecs import (
     totals_of,
 )
 from .message_store import ScopeInfo, StoredRecord
-from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery, RunTotals
+from .run_store import (
+    CANCEL_REQUESTED,
+    NewRunEvent,
+    RunEvent,
+    RunInfo,
+    RunPage,
+    RunQuery,
+    RunTotals,
+)
 from .workflow_store import RunStatus
 
 __all__ = ["InMemoryMessageStore", "InMemoryRunStore", "InMemoryWorkflowStore"]
@@ -195,6 +204,25 @@ class InMemoryRunStore:
                 raise StoreError(f"run {run_id!r} was never started")
             for column, value in values.items():
                 row[_COLUMN[column]] = value
+
+    async def request_cancel(self, run_id: str) -> bool:
+        with self._lock:
+            row = self._runs.get(run_id)
+            if row is None or row[_COLUMN["status"]] != "running":
+                return False
+            meta = json.loads(row[_COLUMN["meta"]])
+            meta[CANCEL_REQUESTED] = time.time()
+            row[_COLUMN["meta"]] = json.dumps(meta)
+            return True
+
+    async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
+        with self._lock:
+            return [
+                run_id
+                for run_id in run_ids
+                if (row := self._runs.get(run_id)) is not None
+                and CANCEL_REQUESTED in json.loads(row[_COLUMN["meta"]])
+            ]
 
     async def query_runs(
         self, query: RunQuery, *, limit: int = 50, cursor: str | None = None

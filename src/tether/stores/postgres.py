@@ -97,7 +97,15 @@ from ._codecs import (
 )
 from ._migrations import MigrationList
 from .message_store import ScopeInfo, StoredRecord
-from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery, RunTotals
+from .run_store import (
+    CANCEL_REQUESTED,
+    NewRunEvent,
+    RunEvent,
+    RunInfo,
+    RunPage,
+    RunQuery,
+    RunTotals,
+)
 from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord
 
 __all__ = [
@@ -913,6 +921,28 @@ class PostgresRunStore(PostgresBacked):
                 (*args, limit, offset),
             )
         return [run_info_from_row(row) for row in rows]
+
+    async def request_cancel(self, run_id: str) -> bool:
+        async with self._session() as conn:
+            row = await _one(
+                conn,
+                "UPDATE tether_runs SET meta ="
+                " (meta::jsonb || jsonb_build_object(%s::text, %s::float8))::text"
+                " WHERE run_id = %s AND status = 'running' RETURNING 1",
+                (CANCEL_REQUESTED, time.time(), run_id),
+            )
+        return row is not None
+
+    async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
+        if not run_ids:
+            return []
+        async with self._session() as conn:
+            rows = await _all(
+                conn,
+                "SELECT run_id FROM tether_runs WHERE run_id = ANY(%s) AND meta::jsonb ? %s",
+                (list(run_ids), CANCEL_REQUESTED),
+            )
+        return [str(r[0]) for r in rows]
 
     async def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
         async with self._session() as conn:

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from .workflow_store import RunStatus
 
 __all__ = [
+    "CANCEL_REQUESTED",
     "TEXT_LIMIT",
+    "CancelRequests",
     "NewRunEvent",
     "RunEvent",
     "RunInfo",
@@ -217,4 +219,24 @@ class RunStore(Protocol):
 
     async def aclose(self) -> None:
         """Release what the store opened itself; idempotent."""
+        ...
+
+
+CANCEL_REQUESTED = "cancel_requested_at"
+"""The `RunInfo.meta` key a cancel request sets (Unix time it was asked)."""
+
+
+@runtime_checkable
+class CancelRequests(Protocol):
+    """Cancel requests for runs that execute in another process (a `tether serve` worker other
+    than the one a client asked): the request is stored with the run (`RunInfo.meta`
+    `cancel_requested_at`), and the process executing the run asks for its runs' requests and
+    cancels them. The three built-in RunStores implement it."""
+
+    async def request_cancel(self, run_id: str) -> bool:
+        """Ask for the run to be cancelled. False when there is no such run still running."""
+        ...
+
+    async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
+        """Those of `run_ids` whose cancel was asked for (one read for all of them)."""
         ...

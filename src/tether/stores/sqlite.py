@@ -77,7 +77,15 @@ from ._codecs import (
 )
 from ._migrations import MigrationList
 from .message_store import ScopeInfo, StoredRecord
-from .run_store import NewRunEvent, RunEvent, RunInfo, RunPage, RunQuery, RunTotals
+from .run_store import (
+    CANCEL_REQUESTED,
+    NewRunEvent,
+    RunEvent,
+    RunInfo,
+    RunPage,
+    RunQuery,
+    RunTotals,
+)
 from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord
 
 __all__ = [
@@ -857,6 +865,34 @@ class SqliteRunStore(SqliteBacked):
 
         row = await self._run(op)
         return run_info_from_row(row) if row is not None else None
+
+    async def request_cancel(self, run_id: str) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            with transaction(conn):
+                row = conn.execute(
+                    "UPDATE tether_runs SET meta = json_set(meta, ?, ?)"
+                    " WHERE run_id = ? AND status = 'running' RETURNING 1",
+                    (f"$.{CANCEL_REQUESTED}", time.time(), run_id),
+                ).fetchone()
+            return row is not None
+
+        return await self._run(op)
+
+    async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
+        if not run_ids:
+            return []
+        ids = list(run_ids)
+
+        def op(conn: sqlite3.Connection) -> list[str]:
+            marks = ", ".join("?" * len(ids))
+            rows = conn.execute(
+                f"SELECT run_id FROM tether_runs WHERE run_id IN ({marks})"
+                " AND json_extract(meta, ?) IS NOT NULL",
+                (*ids, f"$.{CANCEL_REQUESTED}"),
+            ).fetchall()
+            return [str(r[0]) for r in rows]
+
+        return await self._run(op)
 
     async def list_runs(
         self,

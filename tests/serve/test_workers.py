@@ -1,0 +1,87 @@
+"""Two `tether serve` workers on one PostgreSQL database serve one set of conversations: a client
+that switches workers mid-stream gets every event once, a cancel sent to either worker stops the
+run wherever it executes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from tests.postgres_server import postgres_url
+
+from .conftest import Message, Server, read_sse, start_server, stream_all, write_project
+
+
+@dataclass
+class Workers:
+    a: Server
+    b: Server
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
+    url = postgres_url()
+    root = write_project(tmp_path_factory.mktemp("workers") / "project")
+    env = {"TETHER_TEST_STORE": url, "TETHER_TEST_DELAY": "0.01"}
+    a = start_server(root, env)
+    try:
+        b = start_server(root, env)
+    except BaseException:
+        a.stop()
+        raise
+    yield Workers(a, b)
+    a.stop()
+    b.stop()
+
+
+def ids(messages: list[Message]) -> list[int]:
+    return [m.id for m in messages if m.id is not None]
+
+
+def test_a_stream_switches_workers_mid_answer_without_loss_or_repeat(workers: Workers) -> None:
+    with workers.a.client() as a, workers.b.client() as b:
+        response = a.post("/api/agents/chat/runs", json={"input": "words 300"})
+        assert response.status_code == 202, response.text
+        run_id = response.json()["run_id"]
+        seen: list[Message] = []
+        with a.stream("GET", f"/api/runs/{run_id}/stream") as stream:
+            for message in read_sse(stream):
+                seen.append(message)
+                if sum(1 for m in seen if m.event == "agent_text_delta") == 20:
+                    break
+        # Worker B does not execute the run: it follows the shared store.
+        rest = stream_all(b, run_id, last_id=seen[-1].id)
+        both = ids(seen) + ids(rest)
+        assert both == list(range(1, len(both) + 1))
+        text = "".join(m.data["data"]["text"] for m in seen + rest if m.event == "agent_text_delta")
+        assert text == "".join(f"w{i} " for i in range(300))
+        assert rest[-1].data["status"] == "completed"
+        # And the whole stream, from either worker, is the same.
+        assert ids(stream_all(a, run_id)) == ids(stream_all(b, run_id)) == both
+
+
+def test_a_cancel_sent_to_the_other_worker_stops_the_run(workers: Workers) -> None:
+    with workers.a.client() as a, workers.b.client() as b:
+        run_id = a.post("/api/agents/chat/runs", json={"input": "words 5000"}).json()["run_id"]
+        with b.stream("GET", f"/api/runs/{run_id}/stream") as stream:
+            for message in read_sse(stream):
+                if message.event == "agent_text_delta":
+                    break
+        answer = b.post(f"/api/runs/{run_id}/cancel")
+        assert answer.status_code == 202, answer.text
+        tail = stream_all(b, run_id)
+        assert tail[-1].event == "run_ended" and tail[-1].data["status"] == "cancelled"
+        text = "".join(m.data["data"]["text"] for m in tail if m.event == "agent_text_delta")
+        assert "w4999" not in text
+        assert b.post(f"/api/runs/{run_id}/cancel").status_code == 409
+
+
+def test_a_workflow_run_started_on_one_worker_streams_from_the_other(workers: Workers) -> None:
+    with workers.a.client() as a, workers.b.client() as b:
+        response = a.post("/api/workflows/pipeline/runs", json={"input": "go"})
+        run_id = response.json()["run_id"]
+        messages = stream_all(b, run_id)
+        kinds = [m.event for m in messages]
+        assert kinds[0] == "workflow_started" and "workflow_finished" in kinds
+        assert messages[-1].data["status"] == "completed"
