@@ -27,7 +27,7 @@ from starlette.responses import Response
 from ..client_messages import frame_client_message, should_run_turn
 from ..errors import ClientMessageError, TetherError
 from ..lab import LabAgent, Registry, Runtime
-from ..stores.run_store import CancelRequests, RunEvent
+from ..stores.run_store import CancelRequests
 from ..workflows import Workflow, WorkflowHandle
 from ._errors import ApiError, JSONResponse, error_response
 from ._feed import RunEnd, RunFeed
@@ -192,8 +192,7 @@ class RunsApi:
                 if isinstance(item, RunEnd):
                     yield sse_message(item.to_json(run_id), event="run_ended")
                     return
-                event: RunEvent = item
-                yield sse_message(event, event=event["type"], id=event["seq"])
+                yield b"".join(sse_message(e, event=e["type"], id=e["seq"]) for e in item)
         except Exception as exc:
             # The client reconnects with Last-Event-ID and gets what it missed.
             logger.exception("the stream of run %s failed", run_id)

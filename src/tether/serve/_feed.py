@@ -161,9 +161,12 @@ class RunFeed:
 
     # -- the streams' side -------------------------------------------------------------------
 
-    async def follow(self, run_id: str, *, after: int = 0) -> AsyncIterator[RunEvent | RunEnd]:
-        """The run's events with a sequence number above `after`, as they are committed; last,
-        how the run ended (a `RunEnd`).
+    async def follow(
+        self, run_id: str, *, after: int = 0
+    ) -> AsyncIterator[list[RunEvent] | RunEnd]:
+        """The run's events with a sequence number above `after`, in order, in batches as they
+        are committed (what is there at once goes out in one write); last, how the run ended
+        (a `RunEnd`).
 
         The run must exist (check with `store.get_run` first).
         """
@@ -181,6 +184,7 @@ class RunFeed:
                 if pending:
                     gap = False
                     ended: RunEvent | None = None
+                    batch: list[RunEvent] = []
                     for event in pending:
                         seq = event["seq"]
                         if seq <= last:
@@ -192,8 +196,11 @@ class RunFeed:
                             break
                         last = seq
                         ended = event if event["type"] in TERMINAL_EVENTS else None
-                        yield event
+                        batch.append(event)
                     pending = []
+                    if batch:
+                        # What is there now goes out together (one write to the client).
+                        yield batch
                     if gap:
                         pending = await store.events(run_id, after=last)
                         continue

@@ -3,6 +3,12 @@
 - **Cancel requests.** A client may ask any worker to cancel a run that executes in another one:
   that worker stores the request with the run (`CancelRequests`), and the executing worker finds
   it here, every `every` seconds, in one read for all the runs it executes, and cancels them.
+- **Takeover.** A durable workflow run whose worker died (killed, its machine gone) reads back
+  as `interrupted` once its heartbeat lease expired. Every `takeover_every` seconds each worker
+  looks for such root runs of the workflows it serves and resumes them: the resume takes the
+  run's lease with one conditional update, so of several workers that try, exactly one runs it
+  (the others get `WorkflowRunBusyError` and leave it), and the journal skips the steps that
+  completed before the crash.
 """
 
 from __future__ import annotations
@@ -10,24 +16,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
+import time
 
-from ..stores.run_store import CancelRequests
+from ..stores.run_store import CancelRequests, RunQuery
 from ._api import RunsApi
 
-__all__ = ["SWEEP_EVERY", "Sweeper"]
+__all__ = ["SWEEP_EVERY", "TAKEOVER_EVERY", "Sweeper"]
 
 logger = logging.getLogger("tether.serve")
 
 SWEEP_EVERY = 0.5
-"""Seconds between two sweeps."""
+"""Seconds between two looks for cancel requests."""
+TAKEOVER_EVERY = 5.0
+"""Seconds between two looks for interrupted workflow runs (with some jitter, so that workers
+started together do not all look at once)."""
 
 
 class Sweeper:
     """The background task of one worker (see the module docstring)."""
 
-    def __init__(self, api: RunsApi, *, every: float = SWEEP_EVERY) -> None:
+    def __init__(
+        self,
+        api: RunsApi,
+        *,
+        every: float = SWEEP_EVERY,
+        takeover_every: float | None = TAKEOVER_EVERY,
+    ) -> None:
         self.api = api
         self.every = every
+        self.takeover_every = takeover_every
+        self._next_takeover = time.monotonic() + random.uniform(0, takeover_every or 0)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -52,7 +71,14 @@ class Sweeper:
                 logger.exception("a sweep failed; the next one tries again")
 
     async def sweep(self) -> None:
-        """One pass: cancel the runs of this worker that a client asked another to cancel."""
+        """One pass: cancel the runs of this worker that a client asked another to cancel;
+        when it is time, take over interrupted workflow runs."""
+        await self.cancel_requested()
+        if self.takeover_every is not None and time.monotonic() >= self._next_takeover:
+            self._next_takeover = time.monotonic() + self.takeover_every * random.uniform(0.8, 1.2)
+            await self.take_over()
+
+    async def cancel_requested(self) -> None:
         handles = self.api.handles
         store = self.api.runtime.run_store
         if handles and isinstance(store, CancelRequests):
@@ -61,3 +87,35 @@ class Sweeper:
                 if handle is not None:
                     logger.info("cancelling run %s, as a client asked", run_id)
                     handle.cancel()
+
+    async def take_over(self) -> list[str]:
+        """Resume the interrupted root runs of the served workflows; the ids this worker took."""
+        store = self.api.runtime.run_store
+        page = await store.query_runs(
+            RunQuery(kind="workflow", status="interrupted", roots_only=True), limit=20
+        )
+        served = self.api.workflows()
+        taken: list[str] = []
+        for info in page.runs:
+            workflow = served.get(info.name)
+            if workflow is None or info.run_id in self.api.handles:
+                continue
+            handle = workflow.run(workflow_run_id=info.run_id)
+            self.api.track(info.run_id, handle, handle.result)
+            try:
+                await self.api.started(info.run_id, handle.result)
+            except Exception as exc:
+                logger.info("not taking over workflow run %s: %s", info.run_id, exc)
+                continue
+            task = handle.result
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                # Another worker took it first (WorkflowRunBusyError), or it cannot resume.
+                logger.info("not taking over workflow run %s: %s", info.run_id, task.exception())
+                continue
+            logger.warning(
+                "took over workflow run %s of %s: its worker stopped renewing its lease",
+                info.run_id,
+                info.name,
+            )
+            taken.append(info.run_id)
+        return taken
