@@ -367,8 +367,9 @@ class Agent:
         Takes the same overrides as `send()`; `on_event` sees each event as it happens.
 
         Raises:
-            The error of an `error` event (an `LLMError`, `AbortedError`, …), after folding
-            what came before it; what `send()` raises before the turn starts.
+            TetherError: The error of an `error` event (an `LLMError`, `AbortedError`, …),
+                after folding what came before it; what `send()` raises before the turn
+                starts.
         """
         opts = _options(
             None,

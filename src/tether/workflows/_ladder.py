@@ -422,7 +422,7 @@ async def run_ladder(
         WorkflowError: the agent declares no workflow named `name`.
         AbortedError: `signal` was aborted (checked before each round).
         StepOutputError: inside a durable run, a round's result is not JSON-safe.
-        Whatever a step's `run`, `until`, `when` or the exit gate raised.
+        Exception: whatever a step's `run`, `until`, `when` or the exit gate raised.
     """
     if isinstance(name, LadderWorkflow):
         ladder = name
