@@ -12,6 +12,8 @@ from typing import Annotated, Any
 import jsonschema
 import pytest
 import uvicorn
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -725,3 +727,87 @@ def test_a_remote_optional_property_may_be_null_whatever_its_type_list_says() ->
     assert t.check_input({"s": "a", "n": None}) is None
     assert t.check_input({"s": "a", "n": "x"}) == "n: 'x' is not of type 'number', 'null'"
     assert t.check_input({"s": None}) == "s: None is not of type 'string', 'integer'"
+
+
+# -- the flat-schema fast path agrees with the validator -------------------------------------
+
+_FLAT_SCHEMAS = [
+    {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "description": "b"}},
+        "required": ["a", "b"],
+    },
+    {
+        "type": "object",
+        "properties": {
+            "q": {"type": "string"},
+            "n": {"type": "number"},
+            "ok": {"type": "boolean"},
+            "none": {"type": "null"},
+            "obj": {"type": "object"},
+            "list": {"type": "array"},
+        },
+        "required": ["q"],
+        "additionalProperties": False,
+    },
+    {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q", "extra"]},
+]
+_SCALAR = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3)
+)
+_JSON = st.recursive(
+    _SCALAR,
+    lambda inner: (
+        st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=2), inner, max_size=2)
+    ),
+    max_leaves=4,
+)
+_KEYS = ["a", "b", "q", "n", "ok", "none", "obj", "list", "extra", "x"]
+
+
+@pytest.mark.parametrize("schema", _FLAT_SCHEMAS)
+@settings(max_examples=400, deadline=None)
+@given(
+    value=st.dictionaries(st.sampled_from(_KEYS), _JSON, max_size=6)
+    | _JSON
+    | st.fixed_dictionaries(
+        {"q": st.text(max_size=2)}, optional={k: _JSON for k in _KEYS if k != "q"}
+    )
+)
+def test_a_flat_schema_checks_exactly_what_the_validator_checks(
+    schema: dict[str, Any], value: Any
+) -> None:
+    import jsonschema
+
+    t = define_tool(name="flat", input_schema=schema, execute=lambda i: "ok")
+    assert (t.check_input(value) is None) == jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ({"q": "x"}, True),
+        ({"q": "x", "n": 1}, True),
+        ({"q": "x", "n": 1.5}, True),
+        ({"q": "x", "n": True}, False),  # a bool is not a number
+        ({"q": "x", "ok": 1}, False),  # nor is an int a bool
+        ({"q": "x", "none": None, "obj": {}, "list": []}, True),
+        ({"q": "x", "obj": []}, False),
+        ({"q": "x", "list": {}}, False),
+        ({"q": "x", "x": 1}, False),  # no other properties
+        ({"n": 1}, False),  # q is required
+        ({"q": 1}, False),
+        ([], False),
+        ("q", False),
+    ],
+)
+def test_the_flat_fast_path_on_the_values_that_tell_types_apart(value: Any, valid: bool) -> None:
+    t = define_tool(name="flat", input_schema=_FLAT_SCHEMAS[1], execute=lambda i: "ok")
+    assert (t.check_input(value) is None) is valid
+
+
+def test_an_integer_property_takes_a_whole_float_as_the_validator_does() -> None:
+    t = define_tool(name="flat", input_schema=_FLAT_SCHEMAS[0], execute=lambda i: "ok")
+    assert t.check_input({"a": 1.0, "b": 2}) is None  # JSON Schema: 1.0 is an integer
+    assert t.check_input({"a": 1.5, "b": 2}) is not None
+    assert t.check_input({"a": True, "b": 2}) is not None

@@ -205,8 +205,11 @@ def _schema_checker(name: str, schema: dict[str, Any]) -> Callable[[Any], str | 
     validator = _ecma_patterns(cls)(schema)
     is_valid = validator.is_valid
     best_match = jsonschema.exceptions.best_match
+    surely_valid = _plain_object_check(schema)
 
     def check(value: Any) -> str | None:
+        if surely_valid is not None and surely_valid(value):
+            return None  # the common flat schema, checked without the interpreting validator
         if is_valid(value):
             return None
         err = best_match(validator.iter_errors(value))
@@ -216,6 +219,64 @@ def _schema_checker(name: str, schema: dict[str, Any]) -> Callable[[Any], str | 
         return f"{where}: {err.message}" if where else err.message
 
     return check
+
+
+_PLAIN_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: type(v) is str,
+    "boolean": lambda v: type(v) is bool,
+    "integer": lambda v: type(v) is int,
+    "number": lambda v: type(v) is int or type(v) is float,
+    "null": lambda v: v is None,
+    "object": lambda v: type(v) is dict,
+    "array": lambda v: type(v) is list,
+}
+_ANNOTATION_KEYS = frozenset({"description", "title", "default", "examples", "$comment"})
+_TOP_KEYS = _ANNOTATION_KEYS | {"type", "properties", "required", "additionalProperties", "$schema"}
+
+
+def _plain_object_check(schema: dict[str, Any]) -> Callable[[Any], bool] | None:
+    """For the schema most tools have (an object of typed properties, some required, maybe no
+    others allowed), a check that says True only for input the schema surely accepts; anything
+    else (False, or a schema outside that shape: None) goes to the full validator, which has
+    the last word. It accepts a subset of what the validator accepts (a 1.0 for an integer, for
+    one, is left to it)."""
+    if schema.get("type") != "object" or not _TOP_KEYS.issuperset(schema):
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if (
+        not isinstance(properties, dict)
+        or not isinstance(required, list)
+        or type(extra) is not bool
+    ):
+        return None
+    checks: dict[str, Callable[[Any], bool]] = {}
+    for key, sub in properties.items():
+        kind = sub.get("type") if isinstance(sub, dict) else None
+        if not isinstance(kind, str) or kind not in _PLAIN_TYPES:
+            return None
+        if not _ANNOTATION_KEYS.issuperset(k for k in sub if k != "type"):
+            return None
+        checks[key] = _PLAIN_TYPES[kind]
+    needed = tuple(required)
+
+    def surely_valid(value: Any) -> bool:
+        if type(value) is not dict:
+            return False
+        for key in needed:
+            if key not in value:
+                return False
+        for key, item in value.items():
+            test = checks.get(key)
+            if test is None:
+                if not extra:
+                    return False
+            elif not test(item):
+                return False
+        return True
+
+    return surely_valid
 
 
 _ECMA_CLASSES: dict[Any, Any] = {}
