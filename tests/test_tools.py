@@ -731,7 +731,7 @@ def test_a_remote_optional_property_may_be_null_whatever_its_type_list_says() ->
 
 # -- the flat-schema fast path agrees with the validator -------------------------------------
 
-_FLAT_SCHEMAS = [
+_FLAT_SCHEMAS: list[dict[str, Any]] = [
     {
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "description": "b"}},
