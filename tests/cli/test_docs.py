@@ -45,6 +45,7 @@ def test_the_docs_cover_every_command(cli_docs: ModuleType) -> None:
             "tether eval show",
             "tether eval compare",
             "tether eval list",
+            "tether chat",
             "tether ui",
             "tether serve",
         ]

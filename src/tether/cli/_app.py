@@ -10,6 +10,7 @@ import typer
 
 from .._version import __version__
 from ._agents import agent_app
+from ._chat import chat
 from ._errors import EXIT_INTERRUPTED, EXIT_USAGE, error_json
 from ._eval import eval_app
 from ._project import GlobalOptions
@@ -91,6 +92,7 @@ app.add_typer(agent_app, name="agent")
 app.add_typer(workflow_app, name="workflow")
 app.add_typer(runs_app, name="runs")
 app.add_typer(eval_app, name="eval")
+app.command("chat")(chat)
 app.command("ui")(ui)
 app.command("serve")(serve)
 

@@ -1,0 +1,421 @@
+"""`tether chat AGENT [--scope S]`: an interactive conversation with an agent on a memory scope.
+
+On a terminal it is a prompt with line editing and history (readline, kept in
+`.tether/chat_history`), the answer streamed and rendered as Markdown by rich; with stdin or
+stdout not a terminal it is plain text: each input line (or block) is a message, each answer is
+written as it streams. Either way:
+
+- a line ending in a backslash goes on on the next line; a line of three double quotes
+  (``\"\"\"``) opens a block that the next such line closes (multi-line messages);
+- Ctrl-C during an answer cancels that turn (the conversation keeps what was stored) and the
+  chat goes on; Ctrl-C at the prompt clears the line; Ctrl-D (end of input) leaves;
+- ``/new`` starts a new conversation, ``/scope`` says which one this is and ``/scope NAME``
+  moves to another, ``/exit`` leaves, ``/help`` lists them; ``//text`` sends ``/text``.
+
+The turns run on one event loop that lives as long as the chat (`asyncio.Runner`), so the
+runtime's stores and model clients are opened once; the prompt is read between turns, with the
+loop idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any, TextIO
+
+import typer
+
+from ..errors import ConfigError, MissingKeyError
+from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Runtime
+from ._agents import find_agent
+from ._errors import CommandLineError, ProjectError, reports_errors
+from ._interrupt import CtrlC
+from ._project import GlobalOptions, load_project, options_of, reach_stores
+from ._render import EpisodeRenderer, clean, clean_lines, emit_err
+
+__all__ = ["chat"]
+
+HELP = """\
+/new           start a new conversation
+/scope         show this conversation's scope; /scope NAME moves to NAME
+/exit          leave (so do Ctrl-D and /quit)
+/help          this list
+A line ending in \\ goes on; \"\"\" opens and closes a multi-line message.
+Ctrl-C cancels the answer being written; at the prompt it clears the line."""
+
+BLOCK = '"""'
+HISTORY = Path(".tether") / "chat_history"
+
+
+@reports_errors
+def chat(
+    ctx: typer.Context,
+    agent_id: Annotated[
+        str, typer.Argument(metavar="AGENT", help="The agent's id (see `tether agent list`).")
+    ],
+    scope: Annotated[
+        str | None,
+        typer.Option(
+            "--scope",
+            "-s",
+            metavar="SCOPE",
+            help="The conversation (memory scope) to continue or start. Omitted: a new one.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            metavar="PROVIDER:MODEL",
+            help="Chat on another model (e.g. openai:gpt-4o-mini); the agent's model config "
+            "still applies.",
+        ),
+    ] = None,
+) -> None:
+    """Chat with agent AGENT: each message is an episode on one memory scope.
+
+    On a terminal the answer streams as rendered Markdown; in a pipe, as plain text (each
+    input line is a message). A line ending in a backslash continues; a line of three
+    double quotes opens and closes a multi-line message. Ctrl-C cancels the answer being
+    written, not the chat; Ctrl-D leaves. Commands: /new, /scope [NAME], /exit, /help.
+    """
+    run_chat(ctx, agent_id, scope, model)
+
+
+def run_chat(ctx: typer.Context, agent_id: str, scope: str | None, model: str | None) -> None:
+    options = options_of(ctx)
+    if scope is not None and not scope.strip():
+        raise CommandLineError("--scope is empty", hint="Give a scope name, or omit --scope.")
+    if model is not None and ":" not in model:
+        raise CommandLineError(
+            f"--model {model!r} is not 'provider:model'", hint="e.g. --model openai:gpt-4o-mini."
+        )
+    registry = load_project(options)
+    agent = find_agent(registry, agent_id)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    session = ChatSession(registry.runtime, agent, options, scope=scope, model=model)
+    with asyncio.Runner() as runner, _restored_sigint():
+        runner.run(session.open())
+        try:
+            if interactive:
+                _interactive(runner, session)
+            else:
+                _piped(runner, session, sys.stdin)
+        finally:
+            runner.run(session.close())
+
+
+class ChatSession:
+    """The conversation: its agent, its scope (None until a new one has its first turn), and
+    the runtime the turns run on."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        agent: LabAgent[Any],
+        options: GlobalOptions,
+        *,
+        scope: str | None,
+        model: str | None,
+    ) -> None:
+        self.runtime = runtime
+        self.agent = agent
+        self.options = options
+        self.scope = scope
+        self.model = model
+
+    async def open(self) -> None:
+        await self.runtime.__aenter__()
+        await reach_stores(self.runtime, self.options)
+
+    async def close(self) -> None:
+        await self.runtime.__aexit__(None, None, None)
+
+    async def stored_messages(self) -> int:
+        if self.scope is None:
+            return 0
+        return await self.runtime.message_store.length(self.scope)
+
+    async def turn(self, text: str, show: Callable[[str], None], done: Callable[[], None]) -> None:
+        """One episode: `show` gets each text delta; Ctrl-C cancels it (and only it)."""
+        try:
+            handle: AgentStreamHandle[Any] = self.agent.stream(
+                user=text, memory_scope=self.scope, model=self.model
+            )
+        except MissingKeyError as exc:
+            raise ProjectError(
+                str(exc),
+                kind=type(exc).__name__,
+                hint=f"e.g. `export {exc.env_var.split(' or ')[0]}=...`, then chat again.",
+            ) from exc
+        except ConfigError as exc:
+            raise ProjectError(str(exc), kind=type(exc).__name__) from exc
+        self.scope = handle.memory_scope
+        tools = EpisodeRenderer(stream_text=False, show_tools=True)
+        outcome: AgentRunResult[Any] | BaseException
+
+        def interrupt() -> None:
+            tools.show_tools = False
+            handle.cancel("cancelled (Ctrl-C)")
+
+        with CtrlC(interrupt) as ctrl_c:
+            try:
+                async for event in handle.full_stream:
+                    if event["type"] == "text" and event["text"]:
+                        show(event["text"])
+                    else:
+                        tools(event)
+                outcome = await handle.result
+            except asyncio.CancelledError:
+                ctrl_c.cancelled()
+                outcome = await _outcome(handle)
+            except Exception as exc:
+                outcome = exc
+        # The turn is over: the next Ctrl-C is the prompt's again, not "exit at once".
+        _default_sigint()
+        done()
+        if ctrl_c.fired:
+            emit_err("(cancelled: what the turn stored stays in the conversation)")
+        elif isinstance(outcome, AgentRunResult):
+            if self.agent.output_schema is not None and outcome.output is not None:
+                show(_as_json(outcome.output))
+                done()
+        else:
+            emit_err(f"Error: the turn failed: {type(outcome).__name__}: {outcome}")
+
+
+async def _outcome(handle: AgentStreamHandle[Any]) -> AgentRunResult[Any] | BaseException:
+    try:
+        return await handle.result
+    except BaseException as exc:
+        return exc
+
+
+def _as_json(value: Any) -> str:
+    import pydantic_core
+
+    return pydantic_core.to_json(value, indent=2).decode()
+
+
+# -- the two front ends ----------------------------------------------------------------------
+
+
+def _piped(runner: asyncio.Runner, session: ChatSession, stream: TextIO) -> None:
+    """Plain text: every message read from `stream`, every answer written as it streams."""
+    out = sys.stdout
+
+    def show(text: str) -> None:
+        out.write(clean_lines(text) if out.isatty() else text)
+        out.flush()
+
+    def done() -> None:
+        out.write("\n")
+        out.flush()
+
+    for message in _messages(iter(stream.readline, "")):
+        action = _command(runner, session, message)
+        if action == "exit":
+            return
+        if action is None:
+            runner.run(session.turn(_unescaped(message), show, done))
+
+
+def _interactive(runner: asyncio.Runner, session: ChatSession) -> None:
+    """A prompt with history, and the answer rendered as Markdown as it streams."""
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    _load_history()
+    count = runner.run(session.stored_messages())
+    where = f"scope {session.scope} ({count} messages stored)" if session.scope else "a new scope"
+    emit_err(
+        f"Chatting with {session.agent.id} on {clean(where)}. /help for commands, Ctrl-D leaves."
+    )
+    while True:
+        try:
+            message = _read_message(lambda: input("you> "), lambda: input("...  "))
+        except KeyboardInterrupt:
+            sys.stdout.write("\n")
+            continue
+        except EOFError:
+            sys.stdout.write("\n")
+            break
+        if message is None:
+            continue
+        action = _command(runner, session, message)
+        if action == "exit":
+            break
+        if action == "done":
+            continue
+        message = _unescaped(message)
+        answer = _MarkdownAnswer(console)
+        try:
+            runner.run(session.turn(message, answer.show, answer.done))
+        finally:
+            answer.done()
+    _save_history()
+
+
+class _MarkdownAnswer:
+    """An answer drawn as Markdown while it streams (rich's Live redraws it in place), at most
+    ten times a second: parsing the whole answer on every delta would cost quadratic time."""
+
+    INTERVAL = 0.1
+
+    def __init__(self, console: Any) -> None:
+        from rich.live import Live
+
+        self._live = Live(console=console, auto_refresh=False, transient=False)
+        self._parts: list[str] = []
+        self._drawn = 0.0
+
+    def show(self, text: str) -> None:
+        if not self._parts:
+            self._live.start()
+        self._parts.append(text)
+        now = time.monotonic()
+        if now - self._drawn >= self.INTERVAL:
+            self._draw()
+            self._drawn = now
+
+    def done(self) -> None:
+        if self._parts:
+            self._draw()
+            self._live.stop()
+        self._parts = []
+        self._drawn = 0.0
+
+    def _draw(self) -> None:
+        from rich.markdown import Markdown
+
+        self._live.update(Markdown(clean_lines("".join(self._parts))), refresh=True)
+
+
+def _read_message(first: Callable[[], str], more: Callable[[], str]) -> str | None:
+    """One message from the prompt: continuation lines and blocks joined; None when empty."""
+    lines = list(_messages(_prompted(first, more), interactive=True))
+    return lines[0] if lines else None
+
+
+def _prompted(first: Callable[[], str], more: Callable[[], str]) -> Iterator[str]:
+    yield first() + "\n"
+    while True:
+        yield more() + "\n"
+
+
+def _messages(lines: Iterator[str], *, interactive: bool = False) -> Iterator[str]:
+    """Messages from input lines: a trailing backslash joins the next line, a `\"\"\"` line
+    opens and closes a block; empty messages are skipped. Interactive: stop after one message
+    (or after one empty line, which yields nothing)."""
+    pending: list[str] = []
+    in_block = False
+    for raw in lines:
+        line = raw.rstrip("\r\n")
+        if in_block:
+            if line.strip() == BLOCK:
+                in_block = False
+                text = "\n".join(pending)
+                pending = []
+                if text.strip():
+                    yield text
+                if interactive:
+                    return
+            else:
+                pending.append(line)
+            continue
+        if not pending and line.strip() == BLOCK:
+            in_block = True
+            continue
+        if line.endswith("\\"):
+            pending.append(line[:-1])
+            continue
+        pending.append(line)
+        text = "\n".join(pending)
+        pending = []
+        if text.strip():
+            yield text
+        if interactive:
+            return
+    text = "\n".join(pending)
+    if text.strip():
+        yield text
+
+
+def _command(runner: asyncio.Runner, session: ChatSession, message: str) -> str | None:
+    """Handle a slash command: "exit" to leave, "done" when handled, None for a message to
+    send (``//x`` is the message ``/x``)."""
+    stripped = message.strip()
+    if not stripped.startswith("/") or stripped.startswith("//"):
+        return None
+    name, _, arg = stripped.partition(" ")
+    arg = arg.strip()
+    if name in ("/exit", "/quit"):
+        return "exit"
+    if name == "/help":
+        emit_err(HELP)
+    elif name == "/new":
+        session.scope = None
+        emit_err("A new conversation: its scope is named when its first answer is stored.")
+    elif name == "/scope":
+        if arg:
+            session.scope = arg
+            count = runner.run(session.stored_messages())
+            emit_err(f"Now on scope {clean(arg)} ({count} messages stored).")
+        elif session.scope is None:
+            emit_err("A new conversation: no scope yet (it is named with the first answer).")
+        else:
+            emit_err(f"scope {clean(session.scope)}")
+    else:
+        emit_err(f"Unknown command {clean(name)}; /help lists them (//text sends /text).")
+    return "done"
+
+
+def _unescaped(message: str) -> str:
+    stripped = message.lstrip()
+    return stripped[1:] if stripped.startswith("//") else message
+
+
+# -- Ctrl-C and history ------------------------------------------------------------------------
+
+
+def _default_sigint() -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@contextlib.contextmanager
+def _restored_sigint() -> Iterator[None]:
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        yield
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _load_history() -> None:
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - no readline (Windows): no line editing history
+        return
+    with contextlib.suppress(OSError):
+        readline.read_history_file(HISTORY)
+
+
+def _save_history() -> None:
+    try:
+        import readline
+    except ImportError:  # pragma: no cover
+        return
+    with contextlib.suppress(OSError):
+        HISTORY.parent.mkdir(exist_ok=True)
+        readline.set_history_length(1000)
+        readline.write_history_file(HISTORY)
