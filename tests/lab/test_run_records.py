@@ -432,7 +432,7 @@ async def test_a_failed_write_of_events_fails_the_run_instead_of_leaving_a_gap()
 
 
 class FailingStartRunStore(InMemoryRunStore):
-    async def start_run(self, info: RunInfo) -> None:
+    async def start_run(self, info: RunInfo, **options: Any) -> None:
         raise StoreError("read-only database")
 
 

@@ -14,7 +14,9 @@ from tether.llm.base import ChatRequest
 from tether.testing import ScriptTurn, paced_client
 from tether.workflows import WorkflowContext
 
-runtime = Runtime(store=os.environ["TETHER_TEST_STORE"], version=False)
+# A short lease makes a killed worker's runs read as interrupted within seconds.
+_lease: dict[str, Any] = {"lease_ttl": float(os.environ["TETHER_TEST_LEASE_TTL"])} if os.environ.get("TETHER_TEST_LEASE_TTL") else {}  # fmt: skip
+runtime = Runtime(store=os.environ["TETHER_TEST_STORE"], version=False, **_lease)
 
 
 def _last_user_text(request: ChatRequest) -> str | None:

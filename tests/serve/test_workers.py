@@ -1,6 +1,7 @@
-"""Two `tether serve` workers on one PostgreSQL database serve one set of conversations: a client
-that switches workers mid-stream gets every event once, a cancel sent to either worker stops the
-run wherever it executes."""
+"""Several `tether serve` workers on one PostgreSQL database serve one set of conversations: a
+client that switches workers mid-stream gets every event once, a cancel sent to either worker
+stops the run wherever it executes, turns on one scope wait for each other across workers, and a
+worker killed with SIGKILL leaves its run interrupted and its durable workflow run to another."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .conftest import Message, Server, read_sse, start_server, stream_all, write
 class Workers:
     a: Server
     b: Server
+    url: str
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +32,7 @@ def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
     except BaseException:
         a.stop()
         raise
-    yield Workers(a, b)
+    yield Workers(a, b, url)
     a.stop()
     b.stop()
 

@@ -80,6 +80,16 @@ def serve(
             help="The largest request body accepted (413 above).",
         ),
     ] = 1_048_576,
+    takeover_every: Annotated[
+        float,
+        typer.Option(
+            "--takeover-every",
+            metavar="SECONDS",
+            min=0.1,
+            help="How often this server looks for durable workflow runs whose worker died "
+            "(interrupted) and resumes them.",
+        ),
+    ] = 5.0,
 ) -> None:
     """Serve the project's agents and workflows over HTTP until Ctrl-C.
 
@@ -113,6 +123,7 @@ def serve(
         allowed_hosts=list(allowed_host or ()),
         cors_origins=list(cors_origin or ()),
         max_body=max_body,
+        takeover_every=takeover_every,
     )
     registry = load_project(options)
     if workers > 1:
@@ -135,6 +146,7 @@ def serve(
             allowed_host=serve_options.allowed_hosts,
             cors_origins=serve_options.cors_origins,
             max_body=serve_options.max_body,
+            takeover_every=serve_options.takeover_every,
         )
     except KeyboardInterrupt:
         pass

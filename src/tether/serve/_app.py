@@ -33,7 +33,7 @@ from ._api import RunsApi, handle_errors
 from ._chat import ChatPages
 from ._feed import RunFeed
 from ._limits import DEFAULT_MAX_BODY, BodyLimit
-from ._sweeper import SWEEP_EVERY, Sweeper
+from ._sweeper import SWEEP_EVERY, TAKEOVER_EVERY, Sweeper
 
 __all__ = ["SHUTDOWN_GRACE", "create_app"]
 
@@ -63,6 +63,7 @@ def create_app(
     poll: float = 0.25,
     shutdown_grace: float = SHUTDOWN_GRACE,
     sweep_every: float = SWEEP_EVERY,
+    takeover_every: float | None = TAKEOVER_EVERY,
 ) -> Starlette:
     """The HTTP API and the inspection UI over `runtime`, as one ASGI app.
 
@@ -86,6 +87,8 @@ def create_app(
             cancels them.
         sweep_every: Seconds between two looks for what other workers left to this one (cancel
             requests for its runs).
+        takeover_every: Seconds between two looks for durable workflow runs whose worker died
+            (read back as interrupted) to resume here; None never takes one over.
     """
     if not isinstance(runtime, Runtime):
         raise TypeError(f"create_app needs a tether.lab.Runtime, got {runtime!r:.80}")
@@ -95,7 +98,7 @@ def create_app(
     api = RunsApi(runtime, registry, feed)
     agui = AgUiApi(api)
     chat = ChatPages(api)
-    sweeper = Sweeper(api, every=sweep_every)
+    sweeper = Sweeper(api, every=sweep_every, takeover_every=takeover_every)
     # The pages answer every host and need no token here: this app checks both, once, outside.
     pages = create_ui_app(runtime, registry, allowed_hosts=["*"], watch_registry=False)
 

@@ -22,6 +22,7 @@ from ..lab import Registry, Runtime, load_registry
 from ..ui import allowed_hosts, is_loopback
 from ._app import create_app
 from ._limits import DEFAULT_MAX_BODY
+from ._sweeper import TAKEOVER_EVERY
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "TOKEN_ENV", "ServeOptions", "aserve", "serve"]
 
@@ -46,6 +47,8 @@ class ServeOptions:
     cors_origins: list[str] = field(default_factory=list)
     max_body: int = DEFAULT_MAX_BODY
     log_level: str = "info"
+    takeover_every: float = TAKEOVER_EVERY
+    """Seconds between two looks for interrupted workflow runs to resume."""
 
     def checked(self) -> ServeOptions:
         """These options with the token from the environment when none was given.
@@ -68,6 +71,7 @@ class ServeOptions:
             cors_origins=list(self.cors_origins),
             max_body=self.max_body,
             log_level=self.log_level,
+            takeover_every=self.takeover_every,
         )
 
 
@@ -79,6 +83,7 @@ def _app(runtime: Runtime, registry: Registry | None, options: ServeOptions) -> 
         token=options.token,
         cors_origins=options.cors_origins,
         max_body=options.max_body,
+        takeover_every=options.takeover_every,
     )
 
 
@@ -106,6 +111,7 @@ def serve(
     cors_origins: Sequence[str] = (),
     max_body: int = DEFAULT_MAX_BODY,
     log_level: str = "info",
+    takeover_every: float = TAKEOVER_EVERY,
 ) -> None:
     """Serve the API and the UI over `runtime` in this process until interrupted. Blocks;
     call it outside an event loop (from async code, `await aserve(...)`).
@@ -116,7 +122,14 @@ def serve(
     The runtime stays the caller's: close it after `serve` returns.
     """
     options = ServeOptions(
-        host, port, token, list(allowed_host), list(cors_origins), max_body, log_level
+        host,
+        port,
+        token,
+        list(allowed_host),
+        list(cors_origins),
+        max_body,
+        log_level,
+        takeover_every,
     )
     _server(runtime, registry, options).run()
 
@@ -132,10 +145,18 @@ async def aserve(
     cors_origins: Sequence[str] = (),
     max_body: int = DEFAULT_MAX_BODY,
     log_level: str = "info",
+    takeover_every: float = TAKEOVER_EVERY,
 ) -> None:
     """Like `serve`, inside the running event loop."""
     options = ServeOptions(
-        host, port, token, list(allowed_host), list(cors_origins), max_body, log_level
+        host,
+        port,
+        token,
+        list(allowed_host),
+        list(cors_origins),
+        max_body,
+        log_level,
+        takeover_every,
     )
     await _server(runtime, registry, options).serve()
 
