@@ -445,3 +445,40 @@ async def test_a_run_whose_start_cannot_be_recorded_fails_before_the_model_is_ca
     assert client.calls == []
     assert await lab.message_store.load("s") == []
     await lab.aclose()
+
+
+class WriteCountingRunStore(InMemoryRunStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+        self.runs_per_write: list[int] = []
+
+    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        self.writes += 1
+        self.runs_per_write.append(1)
+        await asyncio.sleep(0.002)  # a database write takes a while
+        return await super().append_events(run_id, events)
+
+    async def append_events_many(
+        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
+    ) -> list[int]:
+        self.writes += 1
+        self.runs_per_write.append(len(batches))
+        await asyncio.sleep(0.002)
+        return await super().append_events_many(batches)
+
+
+async def test_the_events_of_runs_recording_at_once_share_their_writes() -> None:
+    runs = WriteCountingRunStore()
+    lab = Runtime(store="memory", run_store=runs, version=False)
+    agent = lab.create_agent(id="a", model=scripted(*[{"text": ["a ", "b ", "c"]}] * 50))
+    results = await asyncio.gather(*(agent.run(user=f"q{i}").result for i in range(50)))
+    for result in results:
+        events = await runs.events(result.run_id)
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        assert events[-1]["type"] == "agent_finished"
+    total_batches = sum(runs.runs_per_write)
+    # Every run wrote a few batches; most of them went to the store together with others'.
+    assert runs.writes < total_batches / 5
+    assert max(runs.runs_per_write) > 10
+    await lab.aclose()

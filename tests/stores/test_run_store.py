@@ -18,6 +18,7 @@ from tether.stores import (
     CANCEL_REQUESTED,
     CancelRequests,
     InMemoryRunStore,
+    ManyAppends,
     NewRunEvent,
     RunInfo,
     RunStore,
@@ -332,3 +333,25 @@ async def test_a_cancel_request_is_kept_with_a_running_run(store: RunStore) -> N
     assert await store.cancel_requests([]) == []
     info = await store.get_run("a")
     assert info is not None and isinstance(info.meta[CANCEL_REQUESTED], float)
+
+
+async def test_appends_of_many_runs_go_in_one_write(store: RunStore) -> None:
+    assert isinstance(store, ManyAppends)
+    await store.start_run(agent_run("a"))
+    await store.start_run(agent_run("b"))
+    await store.append_events("a", [ev("x")])
+    lasts = await store.append_events_many([("a", [ev("y"), ev("z")]), ("b", [ev("w")])])
+    assert lasts == [3, 1]
+    assert [(e["seq"], e["type"]) for e in await store.events("a")] == [
+        (1, "x"),
+        (2, "y"),
+        (3, "z"),
+    ]
+    assert [(e["seq"], e["type"]) for e in await store.events("b")] == [(1, "w")]
+    # One unknown run: nothing of the write is stored.
+    with pytest.raises(StoreError, match="never started"):
+        await store.append_events_many([("a", [ev("lost")]), ("never", [ev("lost")])])
+    assert len(await store.events("a")) == 3
+    with pytest.raises(NotJSONSafeError):
+        await store.append_events_many([("b", [ev("bad", value=object())])])
+    assert len(await store.events("b")) == 1

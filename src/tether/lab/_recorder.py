@@ -39,6 +39,7 @@ import json
 import logging
 import re
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from decimal import Decimal
@@ -47,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 from ..errors import ConfigError, StoreError
 from ..events import Usage
 from ..llm.base import ChatRequest, LLMClient, StreamChunk
-from ..stores.run_store import NewRunEvent, RunEvent, RunInfo, RunStore
+from ..stores.run_store import ManyAppends, NewRunEvent, RunEvent, RunInfo, RunStore
 from ..stores.workflow_store import RunStatus
 
 if TYPE_CHECKING:
@@ -278,7 +279,7 @@ class RunRecorder:
             if not self._started or self._failed:
                 continue
             try:
-                last = await self.store.append_events(self.run_id, batch)
+                last = await _batcher(self.store).append(self.run_id, batch)
             except Exception as exc:
                 self._failed = True
                 self.write_error = exc
@@ -354,6 +355,86 @@ class RunRecorder:
                 logger.exception("could not record the end of run %s", self.run_id)
         if cancelled is not None:
             raise cancelled
+
+
+class EventBatcher:
+    """The appends of all the runs recording to one store, written together.
+
+    Each run's recorder sends one batch at a time and waits for it (so a run's events stay in
+    order); the batches of different runs that wait at the same moment go to the store in one
+    `append_events_many` (one transaction, one commit) when the store offers it (a lone batch
+    is an ordinary `append_events`). A server with
+    hundreds of runs streaming at once then makes a few writes per moment, not one per run. A
+    write that fails is retried run by run, so one run's bad batch fails that run alone.
+    """
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self._many = store if isinstance(store, ManyAppends) else None
+        self._pending: list[tuple[str, Sequence[NewRunEvent], asyncio.Future[int]]] = []
+        self._task: asyncio.Task[None] | None = None
+        self.loop = asyncio.get_running_loop()
+
+    async def append(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        """Append `events` to `run_id` with whatever else is pending; the last one's seq."""
+        if self._many is None:
+            return await self.store.append_events(run_id, events)
+        future: asyncio.Future[int] = self.loop.create_future()
+        self._pending.append((run_id, events, future))
+        if self._task is None or self._task.done():
+            self._task = self.loop.create_task(self._write(), name="tether-lab:run-events")
+        return await future
+
+    async def _write(self) -> None:
+        many = self._many
+        assert many is not None
+        while self._pending:
+            batch, self._pending = self._pending, []
+            if len(batch) == 1:
+                run_id, events, future = batch[0]
+                try:
+                    _settle(future, await self.store.append_events(run_id, events))
+                except Exception as exc:
+                    _settle(future, exc)
+                continue
+            try:
+                lasts = await many.append_events_many([(r, e) for r, e, _ in batch])
+            except Exception:
+                # One run's batch may be the bad one: each run gets its own answer.
+                for run_id, events, future in batch:
+                    try:
+                        last = await self.store.append_events(run_id, events)
+                    except Exception as error:
+                        _settle(future, error)
+                    else:
+                        _settle(future, last)
+                continue
+            for (_, _, future), last in zip(batch, lasts, strict=True):
+                _settle(future, last)
+
+
+def _settle(future: asyncio.Future[int], outcome: int | BaseException) -> None:
+    if future.done():
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
+_BATCHERS: weakref.WeakKeyDictionary[Any, EventBatcher] = weakref.WeakKeyDictionary()
+
+
+def _batcher(store: RunStore) -> EventBatcher:
+    """The batcher of `store` in the running event loop."""
+    batcher = _BATCHERS.get(store)
+    if batcher is None or batcher.loop is not asyncio.get_running_loop():
+        batcher = EventBatcher(store)
+        try:
+            _BATCHERS[store] = batcher
+        except TypeError:  # a store that takes no weak reference: a batcher per call
+            pass
+    return batcher
 
 
 # -- model calls -----------------------------------------------------------------------------

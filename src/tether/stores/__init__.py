@@ -19,6 +19,7 @@ from .message_store import MessageStore, ScopeInfo, StoredRecord, SystemRecord
 from .run_store import (
     CANCEL_REQUESTED,
     CancelRequests,
+    ManyAppends,
     NewRunEvent,
     RunEvent,
     RunInfo,
@@ -43,6 +44,7 @@ __all__ = [
     "InMemoryMessageStore",
     "InMemoryRunStore",
     "InMemoryWorkflowStore",
+    "ManyAppends",
     "MessageStore",
     "NewRunEvent",
     "PostgresMessageStore",

@@ -180,6 +180,21 @@ class InMemoryRunStore:
             log.extend(encoded)
             return len(log)
 
+    async def append_events_many(
+        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
+    ) -> list[int]:
+        encoded = [(run_id, encode_events(run_id, events)) for run_id, events in batches]
+        with self._lock:
+            for run_id, _ in encoded:
+                if run_id not in self._events:
+                    raise StoreError(f"run {run_id!r} was never started")
+            lasts = []
+            for run_id, rows in encoded:
+                log = self._events[run_id]
+                log.extend(rows)
+                lasts.append(len(log))
+            return lasts
+
     async def finish_run(
         self,
         run_id: str,

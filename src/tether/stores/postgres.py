@@ -796,6 +796,16 @@ SELECT event_count FROM bumped
 """
 
 
+def _append_params(run_id: str, encoded: Sequence[tuple[str, float, str]]) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "n": len(encoded),
+        "types": [kind for kind, _, _ in encoded],
+        "ats": [at for _, at, _ in encoded],
+        "datas": [raw for _, _, raw in encoded],
+    }
+
+
 _START_RUN = f"""
 WITH created AS (
     INSERT INTO tether_runs ({RUN_INFO_COLUMNS})
@@ -829,18 +839,29 @@ class PostgresRunStore(PostgresBacked):
 
     async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
         encoded = encode_events(run_id, events)
-        params = {
-            "run_id": run_id,
-            "n": len(encoded),
-            "types": [kind for kind, _, _ in encoded],
-            "ats": [at for _, at, _ in encoded],
-            "datas": [raw for _, _, raw in encoded],
-        }
         async with self._session() as conn:
-            row = await _one(conn, _APPEND_EVENTS, params)
+            row = await _one(conn, _APPEND_EVENTS, _append_params(run_id, encoded))
         if row is None:
             raise StoreError(f"run {run_id!r} was never started")
         return int(row[0])
+
+    async def append_events_many(
+        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
+    ) -> list[int]:
+        params = [
+            _append_params(run_id, encode_events(run_id, events)) for run_id, events in batches
+        ]
+        lasts: list[int] = []
+        # One connection, one transaction, the statements pipelined: one commit for them all.
+        async with self._session(atomic=True) as conn:
+            async with conn.pipeline():
+                cursors = [await _exec(conn, _APPEND_EVENTS, p) for p in params]
+            for cur, p in zip(cursors, params, strict=True):
+                row = await cur.fetchone()
+                if row is None:
+                    raise StoreError(f"run {p['run_id']!r} was never started")
+                lasts.append(int(row[0]))
+        return lasts
 
     async def finish_run(
         self,

@@ -23,6 +23,7 @@ __all__ = [
     "CANCEL_REQUESTED",
     "TEXT_LIMIT",
     "CancelRequests",
+    "ManyAppends",
     "NewRunEvent",
     "RunEvent",
     "RunInfo",
@@ -239,4 +240,23 @@ class CancelRequests(Protocol):
 
     async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
         """Those of `run_ids` whose cancel was asked for (one read for all of them)."""
+        ...
+
+
+@runtime_checkable
+class ManyAppends(Protocol):
+    """Appends of many runs in one write: what a store offers so that the events of many runs
+    running at once (a server's) cost one transaction, not one each. The three built-in
+    RunStores implement it; the run recorder uses it when the store has it."""
+
+    async def append_events_many(
+        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
+    ) -> list[int]:
+        """`append_events` for each (run id, events), atomically together; the seq of each
+        batch's last event, in order. At most one batch per run.
+
+        Raises:
+            StoreError: a run does not exist; nothing is written.
+            NotJSONSafeError: an event's data would not survive JSON; nothing is written.
+        """
         ...

@@ -767,26 +767,35 @@ class SqliteRunStore(SqliteBacked):
         await self._run(op)
 
     async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
-        encoded = encode_events(run_id, events)
+        (last,) = await self.append_events_many([(run_id, events)])
+        return last
 
-        def op(conn: sqlite3.Connection) -> int:
+    async def append_events_many(
+        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
+    ) -> list[int]:
+        encoded = [(run_id, encode_events(run_id, events)) for run_id, events in batches]
+
+        def op(conn: sqlite3.Connection) -> list[int]:
+            lasts: list[int] = []
             with transaction(conn):
-                row = conn.execute(
-                    "SELECT event_count FROM tether_runs WHERE run_id = ?", (run_id,)
-                ).fetchone()
-                if row is None:
-                    raise StoreError(f"run {run_id!r} was never started")
-                base = int(row[0])
-                conn.executemany(
-                    "INSERT INTO tether_run_events (run_id, seq, type, at, data)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    [(run_id, base + i + 1, k, at, raw) for i, (k, at, raw) in enumerate(encoded)],
-                )
-                total = base + len(encoded)
-                conn.execute(
-                    "UPDATE tether_runs SET event_count = ? WHERE run_id = ?", (total, run_id)
-                )
-                return total
+                for run_id, rows in encoded:
+                    row = conn.execute(
+                        "SELECT event_count FROM tether_runs WHERE run_id = ?", (run_id,)
+                    ).fetchone()
+                    if row is None:
+                        raise StoreError(f"run {run_id!r} was never started")
+                    base = int(row[0])
+                    conn.executemany(
+                        "INSERT INTO tether_run_events (run_id, seq, type, at, data)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        [(run_id, base + i + 1, k, at, raw) for i, (k, at, raw) in enumerate(rows)],
+                    )
+                    total = base + len(rows)
+                    conn.execute(
+                        "UPDATE tether_runs SET event_count = ? WHERE run_id = ?", (total, run_id)
+                    )
+                    lasts.append(total)
+            return lasts
 
         return await self._run(op)
 
