@@ -111,7 +111,7 @@ class MissingKeyError(ConfigError):
     def __init__(self, provider: str, env_var: str) -> None:
         super().__init__(
             f"no API key for {provider}: set {env_var} in the environment "
-            f"or pass llm={{'api_key': ...}}"
+            f"or pass model={{'model': ..., 'api_key': ...}}"
         )
         self.provider = provider
         self.env_var = env_var

@@ -196,7 +196,7 @@ def test_a_missing_provider_key_says_which_variable_to_set(project: Project) -> 
     assert result.exit_code == EXIT_PROJECT
     assert result.stderr.splitlines()[0] == (
         "Error: MissingKeyError: no API key for openai: set OPENAI_API_KEY in the environment "
-        "or pass llm={'api_key': ...}"
+        "or pass model={'model': ..., 'api_key': ...}"
     )
     assert "export OPENAI_API_KEY=" in result.stderr
 

@@ -267,7 +267,7 @@ def response_error(provider: str, status: int, raw: bytes, *, env_var: str | Non
     text = f"{provider} returned {status}: {detail}"
     # Gemini answers a key it does not accept with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
     if status in (401, 403) or (status == 400 and "API_KEY_INVALID" in words):
-        hint = f"check {env_var} or llm={{'api_key': ...}}" if env_var else "check the API key"
+        hint = f"check {env_var} or model={{'model': ..., 'api_key': ...}}" if env_var else "check the API key"
         return AuthenticationError(
             f"{text} ({hint})", status=status, body=body, provider=provider, retryable=False
         )
