@@ -99,3 +99,42 @@ def test_an_override_prices_a_private_model() -> None:
 def test_bad_overrides_are_config_errors(overrides: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         check_overrides(overrides)
+
+
+def test_reasoning_tokens_are_inside_output_tokens_and_counted_once() -> None:
+    # Every adapter counts reasoning inside output_tokens (Gemini's thoughts added in), and
+    # reasoning_tokens only says how many of them were reasoning: it adds nothing to the price.
+    price = list_price("gemini-2.5-flash", "google")
+    with_reasoning = {"input_tokens": 500, "output_tokens": 900, "reasoning_tokens": 700}
+    got = cost(with_reasoning, "gemini:gemini-2.5-flash")  # type: ignore[arg-type]
+    assert got == (500 * rate(price.input_mtok) + 900 * rate(price.output_mtok)) / 1_000_000
+    assert got == cost({"input_tokens": 500, "output_tokens": 900}, "gemini:gemini-2.5-flash")
+
+
+def test_a_gemini_answer_prices_its_thoughts_as_output() -> None:
+    # Gemini reports thoughts apart from the answer's tokens; the adapter adds them to
+    # output_tokens, which is what genai-prices prices (thinking is billed as output).
+    import json
+
+    from tether.llm._sse import ServerSentEvent
+    from tether.llm.gemini import GeminiStream
+
+    stream = GeminiStream()
+    body = {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": "hi"}]}, "finishReason": "STOP"}
+        ],
+        "usageMetadata": {
+            "promptTokenCount": 500,
+            "candidatesTokenCount": 200,
+            "thoughtsTokenCount": 700,
+        },
+    }
+    stream.handle(ServerSentEvent("message", json.dumps(body)))
+    usage = stream.usage()
+    assert usage == {"input_tokens": 500, "output_tokens": 900, "reasoning_tokens": 700}
+    price = list_price("gemini-2.5-flash", "google")
+    assert (
+        cost(usage, "gemini:gemini-2.5-flash")
+        == (500 * rate(price.input_mtok) + 900 * rate(price.output_mtok)) / 1_000_000
+    )
