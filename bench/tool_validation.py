@@ -9,6 +9,12 @@ import timeit
 
 from tether import define_tool
 
+FLAT = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+    "required": ["city"],
+}
+"""What most tools declare: typed properties, some required (checked without jsonschema)."""
 SIMPLE = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
@@ -36,6 +42,8 @@ NESTED = {
     "required": ["query"],
 }
 CASES = [
+    ("flat, valid", FLAT, {"city": "Oslo", "days": 3}),
+    ("flat, invalid", FLAT, {"city": 3}),
     ("simple, valid", SIMPLE, {"city": "Oslo", "days": 3}),
     ("simple, invalid", SIMPLE, {"city": 3}),
     (
