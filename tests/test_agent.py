@@ -16,6 +16,7 @@ import pytest
 from tether import (
     Agent,
     ConfigError,
+    ModelSettingError,
     PromptLayer,
     RoundResult,
     Session,
@@ -171,6 +172,25 @@ def test_a_bad_run_setting_fails_before_anything_runs() -> None:
     with pytest.raises(ConfigError, match="unknown setting 'temp'"):
         agent.send(session, "x", settings={"temp": 1})  # type: ignore[arg-type]
     assert client.calls == [] and session.messages == []
+
+
+def test_a_setting_the_provider_cannot_honour_is_refused_when_the_agent_is_defined(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    with pytest.raises(ModelSettingError, match="anthropic cannot honour the model setting 'seed'"):
+        create_agent(model="anthropic:claude-sonnet-4-6", settings={"seed": 7})
+    lookup = define_tool(
+        name="lookup", description="d", input_schema={"type": "object"}, execute=lambda a: "x"
+    )
+    with pytest.raises(ModelSettingError, match=r"'nope'.*neither"):
+        create_agent(
+            model="anthropic:claude-sonnet-4-6", tools=[lookup], settings={"tool_choice": "nope"}
+        )
+    agent = create_agent(
+        model="anthropic:claude-sonnet-4-6", tools=[lookup], settings={"tool_choice": "lookup"}
+    )
+    assert agent.settings == {"tool_choice": "lookup"}
 
 
 # -- limits ------------------------------------------------------------------------------

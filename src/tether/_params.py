@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeVar, cast
 
 from .errors import ConfigError, ModelSettingError
-from .llm import LLMClient
+from .llm import REASONING_TAKES, SETTING_KEYS, LLMClient, setting_problem
 from .llm.base import ModelSettings
 from .prompt import PromptLayer, prompt_layer
 
@@ -26,16 +26,8 @@ __all__ = [
 
 T = TypeVar("T")
 
-SETTINGS_KEYS: Final = (
-    "temperature",
-    "max_tokens",
-    "top_p",
-    "stop",
-    "seed",
-    "tool_choice",
-    "parallel_tool_calls",
-    "reasoning",
-)
+SETTINGS_KEYS: Final = SETTING_KEYS
+"""Every key of `ModelSettings` (`tether.llm.SETTING_KEYS`)."""
 
 
 def _got(value: object) -> str:
@@ -124,74 +116,27 @@ def check_limit(param: str, value: Any) -> int | None:
     return value
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-_REASONING = "{'effort': 'low'|'medium'|'high'} or {'budget_tokens': int >= 0}"
-
-
-def _reasoning(param: str, value: Any) -> None:
-    if isinstance(value, Mapping) and len(value) == 1:
-        ((key, inner),) = value.items()
-        if key == "effort" and inner in ("low", "medium", "high"):
-            return
-        if key == "budget_tokens" and _int(inner) and inner >= 0:
-            return
-    raise ModelSettingError(
-        f"{param}['reasoning'] takes {_REASONING}; got {_got(value)}", key="reasoning"
-    )
-
-
-_CHECKS: dict[str, tuple[Any, str]] = {
-    "temperature": (lambda v: _number(v) and v >= 0, "a number >= 0"),
-    "max_tokens": (lambda v: _int(v) and v > 0, "an integer >= 1"),
-    "top_p": (lambda v: _number(v) and v >= 0, "a number >= 0"),
-    "stop": (
-        lambda v: (
-            isinstance(v, list | tuple) and bool(v) and all(isinstance(s, str) and s for s in v)
-        ),
-        "a non-empty list of non-empty strings",
-    ),
-    "seed": (_int, "an integer"),
-    "tool_choice": (
-        lambda v: isinstance(v, str) and bool(v),
-        "'auto', 'none', 'required' or a tool's name",
-    ),
-    "parallel_tool_calls": (lambda v: isinstance(v, bool), "True or False"),
-}
-
-
 def check_settings(param: str, value: Any) -> ModelSettings:
-    """Model settings checked key by key (an unknown key or a wrong type is a
-    ModelSettingError, a ConfigError, naming the parameter and the key); returns a copy."""
+    """Model settings checked key by key by `tether.llm`'s rules (an unknown key or a wrong type
+    is a ModelSettingError, a ConfigError, naming the parameter and the key); returns a copy."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise bad(param, value, f"a dict of model settings ({', '.join(SETTINGS_KEYS)})")
     out: dict[str, Any] = {}
     for key, item in value.items():
-        if key == "reasoning":
-            _reasoning(param, item)
-            out[key] = dict(item)
-            continue
-        check = _CHECKS.get(key)
-        if check is None:
+        if key not in SETTINGS_KEYS:
             raise ModelSettingError(
                 f"{param}= has an unknown setting {key!r}; the settings are "
                 f"{', '.join(SETTINGS_KEYS)} (use the model config's extra_body for anything "
                 "provider-specific)",
                 key=str(key),
             )
-        if not check[0](item):
-            raise ModelSettingError(
-                f"{param}['{key}'] takes {check[1]}; got {_got(item)}", key=str(key)
-            )
-        out[key] = list(item) if key == "stop" else item
+        problem = setting_problem(key, item)
+        if problem is not None:
+            takes = REASONING_TAKES if key == "reasoning" else problem[1]
+            raise ModelSettingError(f"{param}['{key}'] takes {takes}; got {_got(item)}", key=key)
+        out[key] = list(item) if key == "stop" else dict(item) if key == "reasoning" else item
     return cast(ModelSettings, out)
 
 

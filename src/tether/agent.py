@@ -195,6 +195,8 @@ class Agent:
             self.workflows[name] = w
         self.settings: ModelSettings = check_settings("settings", settings)
         """The agent's model settings (a run's overlay them key by key)."""
+        if self._owns_client:
+            self._validate_settings_for_client()
         self.max_tool_rounds = check_max_tool_rounds(max_tool_rounds)
         self.stop_when: tuple[StopCondition, ...] = _stop_conditions("stop_when", stop_when)
         self.max_tool_result_chars = check_limit("max_tool_result_chars", max_tool_result_chars)
@@ -209,6 +211,19 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent(model={self.client.model!r})"
+
+    def _validate_settings_for_client(self) -> None:
+        """Refuse now, not at the first turn, settings the client built from the model string or
+        config cannot honour (`seed` on Anthropic, say). A `tool_choice` naming a tool only an
+        integration may bring is left for the request to judge."""
+        validate = getattr(self.client, "validate_settings", None)
+        if validate is None or not self.settings:
+            return
+        names = [t.name for t in self.toolbox.tools]
+        settings = dict(self.settings)
+        if self.toolbox.sources and settings.get("tool_choice") not in (*names, None):
+            settings.pop("tool_choice")
+        validate(settings, tools=names)
 
     # -- parts -------------------------------------------------------------------------------
 

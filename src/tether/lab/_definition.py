@@ -24,10 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias, TypedDict, cast
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelSettingError
 from ..guardrails import Guardrail
 from ..integrations import IntegrationSource
-from ..llm import LLMClient
+from ..llm import REASONING_TAKES, SETTING_KEYS, LLMClient, setting_problem
 from ..llm.base import ModelSettings
 from ..prompt import PromptLayer, prompt_layer
 from ..resources import Resource
@@ -88,7 +88,7 @@ MODEL_CONFIG_KEYS: Final = frozenset(
 )
 """The keys of a model-config dict (an adapter may take more: they are passed on to it)."""
 
-SETTINGS_KEYS: Final = frozenset(ModelSettings.__optional_keys__ | ModelSettings.__required_keys__)
+SETTINGS_KEYS: Final = frozenset(SETTING_KEYS)
 """The keys of `settings=`."""
 
 AGENT_KEYS: Final = (
@@ -287,7 +287,13 @@ def check_settings(value: Any, where: str) -> ModelSettings | None:
                 f"{_where(where)}settings has an unknown key {key!r}{hint}; the settings are "
                 f"{', '.join(sorted(SETTINGS_KEYS))}"
             )
-    return cast(ModelSettings, dict(value))  # its keys are checked just above
+        problem = setting_problem(key, value[key])
+        if problem is not None:
+            takes = REASONING_TAKES if key == "reasoning" else problem[1]
+            raise ModelSettingError(
+                f"{_where(where)}settings[{key!r}] takes {takes}; got {_got(value[key])}", key=key
+            )
+    return cast(ModelSettings, dict(value))  # checked just above by tether.llm's rules
 
 
 def merge_settings(layers: Sequence[ModelSettings | None]) -> ModelSettings | None:

@@ -7,7 +7,7 @@ from typing import Any as _Any
 
 from ..errors import ConfigError as _ConfigError
 from ..errors import UnknownProviderError as _UnknownProviderError
-from ._settings import SETTING_KEYS, check_settings
+from ._settings import REASONING_TAKES, SETTING_KEYS, check_settings, setting_problem
 from .base import (
     ChatRequest,
     FinishChunk,
@@ -26,6 +26,7 @@ from .base import (
 __all__ = [
     "CONFIG_KEYS",
     "PROVIDERS",
+    "REASONING_TAKES",
     "SETTING_KEYS",
     "ChatRequest",
     "FinishChunk",
@@ -41,6 +42,7 @@ __all__ = [
     "ToolSpec",
     "check_settings",
     "client_from_config",
+    "setting_problem",
 ]
 
 #: provider prefix -> "module:Class" of its adapter, imported on first use.

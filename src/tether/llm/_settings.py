@@ -8,13 +8,21 @@ for anything provider-specific (it is merged after the settings, so it wins).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ModelSettingError
 from .base import ChatRequest
 
-__all__ = ["EFFORTS", "SETTING_KEYS", "check_settings", "forced_tool", "unsupported"]
+__all__ = [
+    "EFFORTS",
+    "REASONING_TAKES",
+    "SETTING_KEYS",
+    "check_settings",
+    "forced_tool",
+    "setting_problem",
+    "unsupported",
+]
 
 SETTING_KEYS = (
     "temperature",
@@ -40,10 +48,54 @@ def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _bad(key: str, value: Any, takes: str) -> ModelSettingError:
-    return ModelSettingError(
-        f"settings[{key!r}] takes {takes}, got {value!r:.80}", key=key, provider=None
-    )
+_Rule = tuple[Callable[[Any], bool], str]
+
+_RULES: dict[str, _Rule] = {
+    "temperature": (lambda v: _number(v) and v >= 0, "a number >= 0"),
+    "max_tokens": (lambda v: _int(v) and v >= 1, "a positive int"),
+    "top_p": (lambda v: _number(v) and v >= 0, "a number >= 0"),
+    "stop": (
+        lambda v: (
+            isinstance(v, list | tuple) and bool(v) and all(isinstance(s, str) and s for s in v)
+        ),
+        "a non-empty list of non-empty strings",
+    ),
+    "seed": (_int, "an int"),
+    "tool_choice": (
+        lambda v: isinstance(v, str) and bool(v),
+        "'auto', 'none', 'required' or a tool's name",
+    ),
+    "parallel_tool_calls": (lambda v: isinstance(v, bool), "a bool"),
+}
+
+REASONING_TAKES = "{'effort': 'low' | 'medium' | 'high'} or {'budget_tokens': int >= 0}"
+"""What the `reasoning` setting takes, for error messages."""
+
+
+def setting_problem(key: str, value: Any) -> tuple[str, str, Any] | None:
+    """What is wrong with `value` for the known setting `key`: the key it concerns (dotted for a
+    nested one, ``reasoning.effort``), what that takes, and the offending value; None when it is
+    right. The one source of the settings' rules: callers word the error for their parameter."""
+    if key == "reasoning":
+        return _reasoning_problem(value)
+    test, takes = _RULES[key]
+    return None if test(value) else (key, takes, value)
+
+
+def _reasoning_problem(value: Any) -> tuple[str, str, Any] | None:
+    if not isinstance(value, Mapping) or len(value) != 1:
+        return ("reasoning", f"exactly one of {REASONING_TAKES}", value)
+    ((key, inner),) = value.items()
+    if key == "effort":
+        return (
+            None
+            if inner in EFFORTS
+            else ("reasoning.effort", f"one of {', '.join(EFFORTS)}", inner)
+        )
+    if key == "budget_tokens":
+        ok = _int(inner) and inner >= 0
+        return None if ok else ("reasoning.budget_tokens", "an int >= 0", inner)
+    return ("reasoning", REASONING_TAKES, value)
 
 
 def check_settings(settings: Mapping[str, Any]) -> None:
@@ -55,49 +107,19 @@ def check_settings(settings: Mapping[str, Any]) -> None:
                 "(anything provider-specific goes in the model config's extra_body)",
                 key=str(key),
             )
-        if key in ("temperature", "top_p"):
-            if not _number(value) or value < 0:
-                raise _bad(key, value, "a number >= 0")
-        elif key in ("max_tokens", "seed"):
-            if not _int(value) or (key == "max_tokens" and value < 1):
-                raise _bad(key, value, "a positive int" if key == "max_tokens" else "an int")
-        elif key == "stop":
-            if (
-                not isinstance(value, list | tuple)
-                or not value
-                or not all(isinstance(s, str) and s for s in value)
-            ):
-                raise _bad(key, value, "a non-empty list of non-empty strings")
-        elif key == "tool_choice":
-            if not isinstance(value, str) or not value:
-                raise _bad(key, value, "'auto', 'none', 'required' or a tool's name")
-        elif key == "parallel_tool_calls":
-            if not isinstance(value, bool):
-                raise _bad(key, value, "a bool")
-        else:
-            _check_reasoning(value)
-
-
-def _check_reasoning(value: Any) -> None:
-    takes = "{'effort': 'low' | 'medium' | 'high'} or {'budget_tokens': int >= 0}"
-    if not isinstance(value, Mapping) or len(value) != 1:
-        raise _bad("reasoning", value, f"exactly one of {takes}")
-    ((key, inner),) = value.items()
-    if key == "effort":
-        if inner not in EFFORTS:
+        problem = setting_problem(key, value)
+        if problem is None:
+            continue
+        path, takes, got = problem
+        if "." not in path:
             raise ModelSettingError(
-                f"settings['reasoning']['effort'] takes one of {', '.join(EFFORTS)}, got "
-                f"{inner!r:.40} (a provider's other levels go in extra_body)",
-                key="reasoning.effort",
+                f"settings[{key!r}] takes {takes}, got {got!r:.80}", key=key, provider=None
             )
-    elif key == "budget_tokens":
-        if not _int(inner) or inner < 0:
-            raise ModelSettingError(
-                f"settings['reasoning']['budget_tokens'] takes an int >= 0, got {inner!r:.40}",
-                key="reasoning.budget_tokens",
-            )
-    else:
-        raise _bad("reasoning", value, takes)
+        outer, inner = path.split(".")
+        hint = " (a provider's other levels go in extra_body)" if inner == "effort" else ""
+        raise ModelSettingError(
+            f"settings[{outer!r}][{inner!r}] takes {takes}, got {got!r:.40}{hint}", key=path
+        )
 
 
 def unsupported(provider: str, key: str, why: str) -> ModelSettingError:
