@@ -36,6 +36,7 @@ from .errors import (
     NotJSONSafeError,
     RateLimitError,
     RegistryError,
+    ScopeBusyError,
     SessionFormatError,
     StepOutputError,
     StoreCorruptError,
@@ -47,6 +48,7 @@ from .errors import (
     UnknownProviderError,
     WorkflowError,
     WorkflowInputError,
+    WorkflowRunBusyError,
 )
 from .events import (
     PROGRESS_STAGES,
@@ -118,6 +120,7 @@ __all__ = [
     "Resource",
     "RoundResult",
     "RunContext",
+    "ScopeBusyError",
     "Session",
     "SessionFormatError",
     "StepOutputError",
@@ -141,6 +144,7 @@ __all__ = [
     "UnknownProviderError",
     "WorkflowError",
     "WorkflowInputError",
+    "WorkflowRunBusyError",
     "create_agent",
     "create_workflow",
     "define_guardrail",

@@ -33,12 +33,14 @@ TetherError
 │   └── McpCallError             one MCP request failed (the model sees an is_error result)
 ├── WorkflowError                a workflow could not run (unknown name, bad step)
 │   ├── StepOutputError          a durable step returned something that is not JSON-safe
-│   └── WorkflowInputError       a run's input is not what the workflow takes (start anew)
+│   ├── WorkflowInputError       a run's input is not what the workflow takes (start anew)
+│   └── WorkflowRunBusyError     another live process runs that workflow run (.run_id, .holder)
 ├── StoreError                   a message / workflow / run store failed
 ├── ToolError                    raised inside a tool: its message goes to the model as the
 │                                call's error result (the turn goes on)
 ├── AgentRunError                a lab episode failed
 │   ├── NoObjectGeneratedError   structured output did not produce a valid object (.text)
+│   ├── ScopeBusyError           its memory scope stayed held by another episode (.scope, .holder)
 │   └── TemplateError            a system-prompt template could not render
 └── AbortedError                 the turn was aborted through its signal (control, not a fault)
 ```
@@ -75,6 +77,7 @@ __all__ = [
     "NotJSONSafeError",
     "RateLimitError",
     "RegistryError",
+    "ScopeBusyError",
     "SessionFormatError",
     "StepOutputError",
     "StoreCorruptError",
@@ -86,6 +89,7 @@ __all__ = [
     "UnknownProviderError",
     "WorkflowError",
     "WorkflowInputError",
+    "WorkflowRunBusyError",
 ]
 
 
@@ -315,6 +319,20 @@ class WorkflowInputError(WorkflowError):
     would fail the same way, so start a new run with the right input instead."""
 
 
+class WorkflowRunBusyError(WorkflowError):
+    """Another process (or another task of this one) holds the workflow run's lease: it is
+    running the run now, so this one may not. `holder` names it; `expires_at` is when its lease
+    ends (Unix time) if it stops renewing it — a holder that died releases the run then."""
+
+    def __init__(
+        self, message: str, *, run_id: str, holder: str | None, expires_at: float | None
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.holder = holder
+        self.expires_at = expires_at
+
+
 class StepOutputError(WorkflowError, NotJSONSafeError):
     """A durable step returned a value that cannot be journaled."""
 
@@ -348,6 +366,18 @@ class NoObjectGeneratedError(AgentRunError):
     def __init__(self, message: str, *, text: str) -> None:
         super().__init__(message)
         self.text = text
+
+
+class ScopeBusyError(AgentRunError):
+    """An episode could not take its memory scope: another episode held it for longer than
+    `scope_lock_timeout`, or the episode was started from inside a run that already holds the
+    scope (an agent tool running an episode on its own scope would wait for itself). `holder`
+    names the holder when it is known."""
+
+    def __init__(self, message: str, *, scope: str, holder: str | None = None) -> None:
+        super().__init__(message)
+        self.scope = scope
+        self.holder = holder
 
 
 class TemplateError(AgentRunError, ConfigError):

@@ -17,6 +17,9 @@ from tether.stores.sqlite import (
     m001_create_message_tables,
     m001_create_run_tables,
     m001_create_workflow_tables,
+    message_migrations,
+    run_migrations,
+    workflow_migrations,
 )
 
 TABLES = {
@@ -150,13 +153,9 @@ async def test_a_file_written_with_the_old_table_names_is_migrated_and_keeps_eve
     old_view = conn.execute(
         "SELECT store, name FROM _tether_migrations WHERE store = 'runs' ORDER BY rowid"
     ).fetchall()
-    assert old_view == [
-        ("runs", "m001_create_run_tables"),
-        ("runs", "m002_run_cost_text_and_filters"),
-        ("runs", "m003_tether_run_table_names"),
-        ("runs", "m004_runs_by_parent_and_time"),
-    ]
-    assert conn.execute(f"SELECT count(*) FROM {MIGRATIONS_TABLE}").fetchone() == (8,)
+    assert old_view == [("runs", name) for name in run_migrations.names]
+    declared = message_migrations.names + run_migrations.names + workflow_migrations.names
+    assert conn.execute(f"SELECT count(*) FROM {MIGRATIONS_TABLE}").fetchone() == (len(declared),)
     for store in (messages, runs, workflows):
         await store.aclose()
     conn.close()

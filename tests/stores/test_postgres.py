@@ -360,22 +360,14 @@ async def test_each_store_records_its_schema_as_named_migrations(
     url: str, admin: Connection
 ) -> None:
     stores = [PostgresMessageStore(url), PostgresRunStore(url), PostgresWorkflowStore(url)]
-    assert [await s.migrate() for s in stores] == [
-        ["m001_create_message_tables"],
-        [
-            "m001_create_run_tables",
-            "m002_run_cost_text_and_filters",
-            "m003_runs_by_parent_and_time",
-        ],
-        ["m001_create_workflow_tables"],
-    ]
+    lists = [message_migrations, run_migrations, workflow_migrations]
+    assert [await s.migrate() for s in stores] == [m.names for m in lists]
+    assert message_migrations.names[0] == "m001_create_message_tables"
+    assert run_migrations.names[:2] == ["m001_create_run_tables", "m002_run_cost_text_and_filters"]
+    assert workflow_migrations.names[0] == "m001_create_workflow_tables"
     assert [await s.migrate() for s in stores] == [[], [], []]
     assert await rows(admin, f"SELECT store, name FROM {MIGRATIONS_TABLE} ORDER BY id") == [
-        ("messages", "m001_create_message_tables"),
-        ("runs", "m001_create_run_tables"),
-        ("runs", "m002_run_cost_text_and_filters"),
-        ("runs", "m003_runs_by_parent_and_time"),
-        ("workflow", "m001_create_workflow_tables"),
+        (m.store, name) for m in lists for name in m.names
     ]
     assert await message_migrations.applied(admin) == message_migrations.names
     assert await run_migrations.applied(admin) == run_migrations.names
@@ -391,8 +383,9 @@ async def test_connections_racing_to_migrate_a_fresh_schema_apply_each_migration
 ) -> None:
     stores = [PostgresWorkflowStore(url) for _ in range(6)]
     applied = await asyncio.gather(*(s.migrate() for s in stores))
-    assert sorted(applied) == [[]] * 5 + [["m001_create_workflow_tables"]]
-    assert await rows(admin, f"SELECT count(*) FROM {MIGRATIONS_TABLE}") == [(1,)]
+    assert sorted(applied) == [[]] * 5 + [workflow_migrations.names]
+    names = len(workflow_migrations.names)
+    assert await rows(admin, f"SELECT count(*) FROM {MIGRATIONS_TABLE}") == [(names,)]
     for s in stores:
         await s.aclose()
 

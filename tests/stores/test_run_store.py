@@ -6,6 +6,7 @@ Adding an implementation is one line in STORES: a name and a factory taking pyte
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -302,6 +303,7 @@ async def test_cost_usage_and_texts_are_kept(store: RunStore) -> None:
     assert long is not None and len(long.input_text) == 2000
 
 
+<<<<<<< HEAD
 async def test_run_totals_add_up_tokens_and_known_costs(store: RunStore) -> None:
     from tether.stores.run_store import RunQuery, RunTotals
 
@@ -355,3 +357,53 @@ async def test_appends_of_many_runs_go_in_one_write(store: RunStore) -> None:
     with pytest.raises(NotJSONSafeError):
         await store.append_events_many([("b", [ev("bad", value=object())])])
     assert len(await store.events("b")) == 1
+=======
+# -- heartbeat leases: runs whose process died ---------------------------------------------------
+
+
+async def statuses(store: RunStore) -> dict[str, str]:
+    return {i.run_id: i.status for i in await store.list_runs()}
+
+
+async def test_a_running_run_whose_lease_expired_reads_interrupted(store: RunStore) -> None:
+    await store.start_run(agent_run("dies"), lease_ttl=0.3)
+    await store.start_run(agent_run("lives", started_at=2.0), lease_ttl=0.3)
+    await store.start_run(agent_run("unleased", started_at=3.0))
+    await store.start_run(agent_run("stopped", started_at=4.0), lease_ttl=0.3)
+    info = await store.get_run("dies")
+    assert info is not None and info.status == "running"
+    assert info.lease_expires_at is not None and info.lease_expires_at > time.time()
+    await store.finish_run("stopped", "cancelled")  # Ctrl-C: stays cancelled
+    for _ in range(4):
+        await asyncio.sleep(0.1)
+        await store.renew_leases(["lives", "nope", "stopped"], lease_ttl=0.3)
+    # Computed when read, the same in every read.
+    assert await statuses(store) == {
+        "dies": "interrupted",
+        "lives": "running",
+        "unleased": "running",
+        "stopped": "cancelled",
+    }
+    dead = await store.get_run("dies")
+    assert dead is not None and dead.status == "interrupted" and dead.ended_at is None
+    assert await ids(store, status="interrupted") == ["dies"]
+    assert await ids(store, status="running") == ["unleased", "lives"]
+    assert await ids(store, status="cancelled") == ["stopped"]
+    ended = await store.get_run("stopped")
+    assert ended is not None and ended.lease_expires_at is None
+
+
+async def test_a_resumed_run_takes_a_new_lease_and_an_ended_one_drops_it(store: RunStore) -> None:
+    await store.start_run(agent_run("wf"), lease_ttl=0.2)
+    await asyncio.sleep(0.3)
+    assert await statuses(store) == {"wf": "interrupted"}
+    await store.finish_run("wf", "running", lease_ttl=30)  # resumed elsewhere
+    assert await statuses(store) == {"wf": "running"}
+    await store.finish_run("wf", "completed")
+    info = await store.get_run("wf")
+    assert info is not None and (info.status, info.lease_expires_at) == ("completed", None)
+    # An ended run is never renewed back to life.
+    await store.renew_leases(["wf"], lease_ttl=30)
+    info = await store.get_run("wf")
+    assert info is not None and info.lease_expires_at is None
+>>>>>>> a71fad1 (Leases for running runs. WorkflowStore: a RunLease (owner, ttl) taken at create/start_attempt, renewed for the whole tree, released at finish; a takeover is one conditional update (of N concurrent owners exactly one wins; WorkflowRunBusyError names the holder). RunStore: start_run(lease_ttl=), renew_leases, finish_run clears it. Both read a running run past its lease as 'interrupted' (by the database's clock: the server's now() on PostgreSQL). The engine: a root run's heartbeat renews every ttl/6, nested runs share the root's lease, a second resume fails at once or waits (lease_wait=), a holder that lost its lease stops. Tests on memory, SQLite and PostgreSQL, with SIGKILLed and racing processes)

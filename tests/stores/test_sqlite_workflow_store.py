@@ -28,7 +28,8 @@ async def test_runs_and_steps_survive_reopening(tmp_path: Path) -> None:
 
 async def test_the_schema_is_recorded_as_named_migrations(tmp_path: Path) -> None:
     async with SqliteWorkflowStore.open(tmp_path / "wf.db") as store:
-        assert workflow_migrations.applied(store._conn) == [
+        assert workflow_migrations.applied(store._conn) == workflow_migrations.names
+        assert workflow_migrations.names[:2] == [
             "m001_create_workflow_tables",
             "m002_tether_workflow_table_names",
         ]

@@ -6,7 +6,9 @@ on the same storage, and how to damage a stored record (for the corruption rules
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +18,8 @@ import psycopg
 import pytest
 from tests.postgres_server import postgres_url
 
-from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
-from tether.stores import InMemoryWorkflowStore, SqliteWorkflowStore, WorkflowStore
+from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError, WorkflowRunBusyError
+from tether.stores import InMemoryWorkflowStore, RunLease, SqliteWorkflowStore, WorkflowStore
 from tether.stores._codecs import RUN_COLUMNS, STEP_COLUMNS
 from tether.stores.postgres import PostgresWorkflowStore
 from tether.stores.sqlite import connect
@@ -335,3 +337,141 @@ def test_sqlite_store_on_a_caller_connection_leaves_it_open(tmp_path: Path) -> N
     asyncio.run(store.aclose())
     assert conn.execute("SELECT COUNT(*) FROM tether_workflow_runs").fetchone() == (0,)
     conn.close()
+
+
+# -- leases: who runs a run, and taking over one whose holder died -------------------------------
+
+
+def _another(store: WorkflowStore, tmp_path: Path) -> WorkflowStore:
+    """A second handle on the same storage, as another process would open it."""
+    if isinstance(store, SqliteWorkflowStore):
+        return SqliteWorkflowStore.open(tmp_path / "wf.db")
+    if isinstance(store, PostgresWorkflowStore):
+        assert store._conninfo is not None
+        return PostgresWorkflowStore(store._conninfo)
+    return store
+
+
+A, B = RunLease("host-a:1:aaaa", 30.0), RunLease("host-b:2:bbbb", 30.0)
+
+
+async def test_a_run_held_by_a_live_lease_is_not_taken_over(store: WorkflowStore) -> None:
+    created = await store.create_run(run_id="r", workflow_id="wf", input=1, lease=A)
+    assert created.lease_owner == A.owner and created.status == "running"
+    assert created.lease_expires_at is not None
+    assert 25 < created.lease_expires_at - time.time() <= 31
+    with pytest.raises(WorkflowRunBusyError) as busy:
+        await store.start_attempt("r", lease=B)
+    assert busy.value.run_id == "r" and busy.value.holder == A.owner
+    assert A.owner in str(busy.value) and "lease ends in" in str(busy.value)
+    assert busy.value.expires_at == pytest.approx(created.lease_expires_at, abs=1)
+    after = await store.get_run("r")
+    assert after is not None and (after.attempts, after.lease_owner) == (1, A.owner)
+    # The holder itself may start it again (a restart in the same execution).
+    again = await store.start_attempt("r", lease=A)
+    assert (again.attempts, again.lease_owner) == (2, A.owner)
+
+
+async def test_an_ended_run_is_free_for_anyone(store: WorkflowStore) -> None:
+    await store.create_run(run_id="r", workflow_id="wf", input=1, lease=A)
+    failed = await store.finish_run("r", status="failed", error={"type": "E", "message": "x"})
+    assert (failed.lease_owner, failed.lease_expires_at) == (None, None)
+    taken = await store.start_attempt("r", lease=B)
+    assert (taken.status, taken.attempts, taken.lease_owner) == ("running", 2, B.owner)
+
+
+async def test_an_expired_lease_reads_interrupted_and_the_run_may_be_taken_over(
+    store: WorkflowStore,
+) -> None:
+    short = RunLease(A.owner, 0.2)
+    await store.create_run(run_id="root", workflow_id="wf", input=1, lease=short)
+    await store.create_run(
+        run_id="child",
+        workflow_id="inner",
+        input=2,
+        parent_run_id="root",
+        root_run_id="root",
+        lease=short,
+    )
+    await store.create_run(run_id="done", workflow_id="wf", input=3, root_run_id="root")
+    await store.finish_run("done", status="completed", output=3)
+    await asyncio.sleep(0.3)
+    root = await store.get_run("root")
+    assert root is not None and root.status == "interrupted"
+    assert {r.run_id: r.status for r in await store.list_runs()} == {
+        "root": "interrupted",
+        "child": "interrupted",
+        "done": "completed",
+    }
+    taken = await store.start_attempt("root", lease=B)
+    assert (taken.status, taken.lease_owner) == ("running", B.owner)
+    # The runs nested in it that were still running pass to the new holder with it.
+    child = await store.get_run("child")
+    assert child is not None and (child.status, child.lease_owner) == ("running", B.owner)
+    done = await store.get_run("done")
+    assert done is not None and done.lease_owner is None
+    # The old holder finds out: it may neither renew nor finish what is not its any more.
+    assert await store.renew_lease("root", short) is False
+    with pytest.raises(WorkflowRunBusyError, match=B.owner):
+        await store.finish_run(
+            "root", status="failed", error={"type": "E", "message": "x"}, lease=short
+        )
+    assert (await store.get_run("root")).status == "running"  # type: ignore[union-attr]
+
+
+async def test_renewing_a_lease_extends_the_whole_tree_it_holds(store: WorkflowStore) -> None:
+    short = RunLease(A.owner, 0.4)
+    await store.create_run(run_id="root", workflow_id="wf", input=1, lease=short)
+    await store.create_run(
+        run_id="child",
+        workflow_id="inner",
+        input=2,
+        parent_run_id="root",
+        root_run_id="root",
+        lease=short,
+    )
+    for _ in range(5):
+        await asyncio.sleep(0.15)
+        assert await store.renew_lease("root", short) is True
+    assert {r.run_id: r.status for r in await store.list_runs()} == {
+        "root": "running",
+        "child": "running",
+    }
+    finished = await store.finish_run("root", status="completed", output=1, lease=short)
+    assert finished.lease_owner is None
+    assert await store.renew_lease("root", short) is False  # an ended run is not held
+
+
+async def test_a_run_created_without_a_lease_never_reads_interrupted(store: WorkflowStore) -> None:
+    await store.create_run(run_id="r", workflow_id="wf", input=1)
+    await asyncio.sleep(0.05)
+    run = await store.get_run("r")
+    assert run is not None and (run.status, run.lease_owner) == ("running", None)
+    assert (await store.start_attempt("r", lease=B)).lease_owner == B.owner
+
+
+async def test_of_many_owners_taking_over_one_run_at_once_exactly_one_gets_it(
+    store: WorkflowStore, tmp_path: Path
+) -> None:
+    await store.create_run(run_id="r", workflow_id="wf", input=1, lease=RunLease(A.owner, 0.1))
+    await asyncio.sleep(0.2)
+    handles = [_another(store, tmp_path) for _ in range(6)]
+    owners = [RunLease(f"host:{n}:x", 30.0) for n in range(6)]
+
+    async def take(handle: WorkflowStore, lease: RunLease) -> str | None:
+        try:
+            await handle.start_attempt("r", lease=lease)
+        except WorkflowRunBusyError as exc:
+            return exc.holder
+        return None
+
+    holders = await asyncio.gather(*(take(h, o) for h, o in zip(handles, owners, strict=True)))
+    winners = [o.owner for o, h in zip(owners, holders, strict=True) if h is None]
+    assert len(winners) == 1
+    # Every loser was told who won.
+    assert all(h == winners[0] for h in holders if h is not None)
+    run = await store.get_run("r")
+    assert run is not None and (run.lease_owner, run.attempts) == (winners[0], 2)
+    for handle in handles:
+        if handle is not store:
+            await handle.aclose()

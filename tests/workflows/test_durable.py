@@ -223,8 +223,8 @@ class SlowWritesStore(InMemoryWorkflowStore):
         await self._slowly()
         return record
 
-    async def start_attempt(self, run_id: str) -> Any:
-        record = await super().start_attempt(run_id)
+    async def start_attempt(self, run_id: str, **kw: Any) -> Any:
+        record = await super().start_attempt(run_id, **kw)
         await self._slowly()
         return record
 

@@ -29,7 +29,7 @@ from .run_store import (
     RunTotals,
 )
 from .sqlite import SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
-from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord, WorkflowStore
+from .workflow_store import RunLease, RunStatus, StepRecord, WorkflowRunRecord, WorkflowStore
 
 try:
     from .postgres import PostgresMessageStore, PostgresRunStore, PostgresWorkflowStore
@@ -52,6 +52,7 @@ __all__ = [
     "PostgresWorkflowStore",
     "RunEvent",
     "RunInfo",
+    "RunLease",
     "RunPage",
     "RunQuery",
     "RunStatus",

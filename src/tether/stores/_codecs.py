@@ -23,9 +23,11 @@ from ..workflows._store import (
     RUN_COLUMNS,
     RUN_STATUSES,
     STEP_COLUMNS,
+    busy_error,
     check_finish,
     encode_json,
     run_from_row,
+    run_select,
     step_from_row,
 )
 from .message_store import StoredRecord
@@ -41,11 +43,12 @@ from .run_store import (
 
 __all__ = [
     "LAST_INDEX",
-    "QUERY_COLUMNS",
+    "NOW_SQL",
     "RUN_COLUMNS",
     "RUN_INFO_COLUMNS",
     "SCOPE_COLUMNS",
     "STEP_COLUMNS",
+    "busy_error",
     "check_finish",
     "check_run_info",
     "check_run_status",
@@ -67,8 +70,10 @@ __all__ = [
     "query_where",
     "run_from_row",
     "run_info_from_row",
+    "run_info_select",
     "run_matches",
     "run_page",
+    "run_select",
     "run_tags",
     "step_from_row",
     "title_like",
@@ -161,8 +166,24 @@ RUN_INFO_COLUMNS: Final = (
 """The columns of a run summary row, in the order `encode_run_info` writes them and
 `run_info_from_row` reads them."""
 
-QUERY_COLUMNS: Final = ", ".join(f"r.{c.strip()}" for c in RUN_INFO_COLUMNS.split(","))
-"""RUN_INFO_COLUMNS of a runs table aliased `r` (the alias `query_where` writes for)."""
+NOW_SQL: Final = {
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+    "postgres": "extract(epoch from clock_timestamp())::float8",
+}
+"""The database's clock in Unix seconds, per dialect: leases are taken, renewed and judged
+expired by it (for PostgreSQL the server's, the one clock every worker shares)."""
+
+
+def run_info_select(dialect: str, alias: str = "") -> str:
+    """The SELECT list of a run summary: RUN_INFO_COLUMNS, with a running run whose lease
+    expired read as "interrupted", then `lease_expires_at` (what `run_info_from_row` reads)."""
+    prefix = f"{alias}." if alias else ""
+    columns = [f"{prefix}{c.strip()}" for c in RUN_INFO_COLUMNS.split(",")]
+    columns[3] = (
+        f"CASE WHEN {prefix}status = 'running' AND {prefix}lease_expires_at < {NOW_SQL[dialect]}"
+        f" THEN 'interrupted' ELSE {prefix}status END"
+    )
+    return ", ".join([*columns, f"{prefix}lease_expires_at"])
 
 
 def cut_text(text: str | None) -> str:
@@ -211,8 +232,9 @@ def run_tags(info: RunInfo) -> list[str]:
 
 
 def run_info_from_row(row: Sequence[Any]) -> RunInfo:
+    """A run summary from a row of `run_info_select` (the lease's end last)."""
     run_id, kind, name, status, started, ended, tags, scope, wf, step, error, meta = row[:12]
-    usage, cost, input_text, output_text = row[12:16]
+    usage, cost, input_text, output_text, lease_expires_at = row[12:17]
     try:
         tag_list = json.loads(tags)
         meta_dict = json.loads(meta)
@@ -236,6 +258,7 @@ def run_info_from_row(row: Sequence[Any]) -> RunInfo:
         cost_usd=cost,
         input_text=input_text,
         output_text=output_text,
+        lease_expires_at=lease_expires_at,
     )
 
 
@@ -359,11 +382,21 @@ def query_where(query: RunQuery, ph: str, dialect: str) -> tuple[list[str], list
     SQLite or PostgreSQL dialect. Column names are ours, never a caller's."""
     conds: list[str] = []
     args: list[Any] = []
-    for column in ("kind", "name", "status", "memory_scope", "workflow_run_id"):
+    for column in ("kind", "name", "memory_scope", "workflow_run_id"):
         value = getattr(query, column)
         if value is not None:
             conds.append(f"r.{column} = {ph}")
             args.append(value)
+    if query.status is not None:
+        # "interrupted" is never stored: it is a running run whose lease expired.
+        now = NOW_SQL[dialect]
+        stored = "running" if query.status == "interrupted" else query.status
+        conds.append(f"r.status = {ph}")
+        args.append(stored)
+        if query.status == "interrupted":
+            conds.append(f"r.lease_expires_at < {now}")
+        elif query.status == "running":
+            conds.append(f"(r.lease_expires_at IS NULL OR r.lease_expires_at >= {now})")
     if query.since is not None:
         conds.append(f"r.started_at >= {ph}")
         args.append(query.since)
@@ -397,7 +430,7 @@ def query_where(query: RunQuery, ph: str, dialect: str) -> tuple[list[str], list
 
 
 def run_page(rows: Sequence[Sequence[Any]], limit: int) -> RunPage:
-    """A page of `query_runs` from up to `limit + 1` rows of RUN_INFO_COLUMNS and each row's
+    """A page of `query_runs` from up to `limit + 1` rows of `run_info_select` and each row's
     order key last (the one extra row only says there is a next page)."""
     more = len(rows) > limit
     rows = rows[:limit]

@@ -147,8 +147,19 @@ class InMemoryMessageStore:
 
 # -- RunStore --------------------------------------------------------------------------------
 
-# Indexes into a run summary row (RUN_INFO_COLUMNS order).
-_COLUMN = {name.strip(): i for i, name in enumerate(RUN_INFO_COLUMNS.split(","))}
+# Indexes into a run summary row: RUN_INFO_COLUMNS, then the lease's end.
+_COLUMN = {
+    name.strip(): i for i, name in enumerate([*RUN_INFO_COLUMNS.split(","), "lease_expires_at"])
+}
+_STATUS, _LEASE = _COLUMN["status"], _COLUMN["lease_expires_at"]
+
+
+def _read(row: list[Any], now: float) -> list[Any]:
+    """A copy of a run summary row as read: running past its lease is "interrupted"."""
+    row = list(row)
+    if row[_STATUS] == "running" and row[_LEASE] is not None and row[_LEASE] < now:
+        row[_STATUS] = "interrupted"
+    return row
 
 
 class InMemoryRunStore:
@@ -162,8 +173,8 @@ class InMemoryRunStore:
         self._events: dict[str, list[tuple[str, float, str]]] = {}
         self._lock = threading.Lock()
 
-    async def start_run(self, info: RunInfo) -> None:
-        row = list(encode_run_info(info))
+    async def start_run(self, info: RunInfo, *, lease_ttl: float | None = None) -> None:
+        row = [*encode_run_info(info), None if lease_ttl is None else time.time() + lease_ttl]
         with self._lock:
             if info.run_id in self._runs:
                 raise StoreError(f"run {info.run_id!r} already exists")
@@ -205,6 +216,7 @@ class InMemoryRunStore:
         output_text: str | None = None,
         usage: dict[str, int] | None = None,
         cost_usd: float | None = None,
+        lease_ttl: float | None = None,
     ) -> None:
         check_run_status(status)
         values = {
@@ -212,6 +224,9 @@ class InMemoryRunStore:
             "ended_at": end_time(status, ended_at),
             "error": error,
             **finish_values(output_text, usage, cost_usd),
+            "lease_expires_at": (
+                time.time() + lease_ttl if status == "running" and lease_ttl is not None else None
+            ),
         }
         with self._lock:
             row = self._runs.get(run_id)
@@ -239,12 +254,21 @@ class InMemoryRunStore:
                 and CANCEL_REQUESTED in json.loads(row[_COLUMN["meta"]])
             ]
 
+    async def renew_leases(self, run_ids: Sequence[str], *, lease_ttl: float) -> None:
+        expires = time.time() + lease_ttl
+        with self._lock:
+            for run_id in run_ids:
+                row = self._runs.get(run_id)
+                if row is not None and row[_STATUS] == "running":
+                    row[_LEASE] = expires
+
     async def query_runs(
         self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
     ) -> RunPage:
         after = decode_cursor(cursor) if cursor is not None else None
+        now = time.time()
         with self._lock:
-            ordered = [(list(row), self._order[run_id]) for run_id, row in self._runs.items()]
+            ordered = [(_read(row, now), self._order[run_id]) for run_id, row in self._runs.items()]
         started = _COLUMN["started_at"]
         ordered.sort(key=lambda pair: (pair[0][started], pair[1]), reverse=True)
         picked: list[tuple[RunInfo, int]] = []
@@ -273,7 +297,7 @@ class InMemoryRunStore:
     async def get_run(self, run_id: str) -> RunInfo | None:
         with self._lock:
             row = self._runs.get(run_id)
-            row = None if row is None else list(row)
+            row = None if row is None else _read(row, time.time())
         return run_info_from_row(row) if row is not None else None
 
     async def list_runs(
@@ -287,9 +311,10 @@ class InMemoryRunStore:
     ) -> list[RunInfo]:
         filters = {"kind": kind, "workflow_run_id": workflow_run_id, "memory_scope": memory_scope}
         wanted = [(_COLUMN[c], v) for c, v in filters.items() if v is not None]
+        now = time.time()
         with self._lock:
             picked = [
-                list(row)
+                _read(row, now)
                 for row in reversed(self._runs.values())
                 if all(row[i] == v for i, v in wanted)
             ]

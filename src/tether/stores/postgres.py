@@ -63,14 +63,15 @@ except ImportError as exc:  # pragma: no cover - only without the extra
         "tether's PostgreSQL stores need psycopg 3 and psycopg_pool: pip install 'tether[postgres]'"
     ) from exc
 
-from ..errors import ConfigError, StoreError
+from ..errors import ConfigError, StoreError, WorkflowRunBusyError
 from ._codecs import (
     LAST_INDEX,
-    QUERY_COLUMNS,
+    NOW_SQL,
     RUN_COLUMNS,
     RUN_INFO_COLUMNS,
     SCOPE_COLUMNS,
     STEP_COLUMNS,
+    busy_error,
     check_finish,
     check_run_status,
     check_title,
@@ -87,7 +88,9 @@ from ._codecs import (
     query_where,
     run_from_row,
     run_info_from_row,
+    run_info_select,
     run_page,
+    run_select,
     run_tags,
     step_from_row,
     title_like,
@@ -106,7 +109,7 @@ from .run_store import (
     RunQuery,
     RunTotals,
 )
-from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord
+from .workflow_store import RunLease, RunStatus, StepRecord, WorkflowRunRecord
 
 __all__ = [
     "MIGRATIONS_TABLE",
@@ -142,6 +145,14 @@ MIGRATIONS_TABLE: Final = "tether_migrations"
 PostgresMigration: TypeAlias = Callable[["psycopg.AsyncConnection[Any]"], Awaitable[None]]
 """One schema change: an async function named `mNNN_what_changed` that runs its statements on
 `conn` inside the migration transaction (it must not commit)."""
+
+
+_NOW: Final = NOW_SQL["postgres"]
+"""The server's clock in Unix seconds: leases are set and judged by it, so the workers of one
+database agree on when a lease ends whatever their own clocks say."""
+
+_RUN_SELECT: Final = run_info_select("postgres")
+_RUN_SELECT_R: Final = run_info_select("postgres", "r")
 
 
 # pg_advisory_xact_lock key for migrations ("tetherMg"): one database-wide key, held only for
@@ -778,6 +789,12 @@ async def m003_runs_by_parent_and_time(conn: Connection) -> None:
     )
 
 
+@run_migrations
+async def m004_run_leases(conn: Connection) -> None:
+    # A running run's heartbeat lease: past it, the run reads as interrupted.
+    await _exec(conn, "ALTER TABLE tether_runs ADD COLUMN lease_expires_at DOUBLE PRECISION")
+
+
 # One statement, like a message append: the run row's count is bumped (and row-locked) and the
 # events are numbered after the old count. No row means the run was never started.
 _APPEND_EVENTS = """
@@ -808,8 +825,8 @@ def _append_params(run_id: str, encoded: Sequence[tuple[str, float, str]]) -> di
 
 _START_RUN = f"""
 WITH created AS (
-    INSERT INTO tether_runs ({RUN_INFO_COLUMNS})
-    VALUES ({", ".join(f"%(v{i})s" for i in range(16))})
+    INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at)
+    VALUES ({", ".join(f"%(v{i})s" for i in range(16))}, {_NOW} + %(ttl)s::float8)
     ON CONFLICT (run_id) DO NOTHING
     RETURNING run_id
 ), tagged AS (
@@ -826,14 +843,11 @@ class PostgresRunStore(PostgresBacked):
     _migrations = run_migrations
     _kind = "run store"
 
-    async def start_run(self, info: RunInfo) -> None:
+    async def start_run(self, info: RunInfo, *, lease_ttl: float | None = None) -> None:
         values = encode_run_info(info)
+        params = {f"v{i}": value for i, value in enumerate(values)}
         async with self._session() as conn:
-            row = await _one(
-                conn,
-                _START_RUN,
-                {**{f"v{i}": value for i, value in enumerate(values)}, "tags": run_tags(info)},
-            )
+            row = await _one(conn, _START_RUN, {**params, "tags": run_tags(info), "ttl": lease_ttl})
         if row is None:
             raise StoreError(f"run {info.run_id!r} already exists")
 
@@ -873,16 +887,19 @@ class PostgresRunStore(PostgresBacked):
         output_text: str | None = None,
         usage: dict[str, int] | None = None,
         cost_usd: float | None = None,
+        lease_ttl: float | None = None,
     ) -> None:
         check_run_status(status)
         end = end_time(status, ended_at)
         extra = finish_values(output_text, usage, cost_usd)
+        ttl = lease_ttl if status == "running" else None
         async with self._session() as conn:
             row = await _one(
                 conn,
                 f"UPDATE tether_runs SET status = %s, ended_at = %s, error = %s"
-                f"{finish_sets('%s', extra)} WHERE run_id = %s RETURNING 1",
-                (status, end, error, *extra.values(), run_id),
+                f"{finish_sets('%s', extra)}, lease_expires_at = {_NOW} + %s::float8"
+                " WHERE run_id = %s RETURNING 1",
+                (status, end, error, *extra.values(), ttl, run_id),
             )
         if row is None:
             raise StoreError(f"run {run_id!r} was never started")
@@ -897,6 +914,17 @@ class PostgresRunStore(PostgresBacked):
         assert row is not None
         return totals_from_row(row)
 
+    async def renew_leases(self, run_ids: Sequence[str], *, lease_ttl: float) -> None:
+        if not run_ids:
+            return
+        async with self._session() as conn:
+            await _exec(
+                conn,
+                f"UPDATE tether_runs SET lease_expires_at = {_NOW} + %s"
+                " WHERE status = 'running' AND run_id = ANY(%s::text[])",
+                (lease_ttl, list(run_ids)),
+            )
+
     async def query_runs(
         self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
     ) -> RunPage:
@@ -909,7 +937,7 @@ class PostgresRunStore(PostgresBacked):
         async with self._session() as conn:
             rows = await _all(
                 conn,
-                f"SELECT {QUERY_COLUMNS}, r.id FROM tether_runs r{where}"
+                f"SELECT {_RUN_SELECT_R}, r.id FROM tether_runs r{where}"
                 " ORDER BY r.started_at DESC, r.id DESC LIMIT %s",
                 (*args, limit + 1),
             )
@@ -918,7 +946,7 @@ class PostgresRunStore(PostgresBacked):
     async def get_run(self, run_id: str) -> RunInfo | None:
         async with self._session() as conn:
             row = await _one(
-                conn, f"SELECT {RUN_INFO_COLUMNS} FROM tether_runs WHERE run_id = %s", (run_id,)
+                conn, f"SELECT {_RUN_SELECT} FROM tether_runs WHERE run_id = %s", (run_id,)
             )
         return run_info_from_row(row) if row is not None else None
 
@@ -937,7 +965,7 @@ class PostgresRunStore(PostgresBacked):
         async with self._session() as conn:
             rows = await _all(
                 conn,
-                f"SELECT {RUN_INFO_COLUMNS} FROM tether_runs{clause}"
+                f"SELECT {_RUN_SELECT} FROM tether_runs{clause}"
                 " ORDER BY started_at DESC, id DESC LIMIT %s OFFSET %s",
                 (*args, limit, offset),
             )
@@ -1021,13 +1049,49 @@ async def m001_create_workflow_tables(conn: Connection) -> None:
     )
 
 
+@workflow_migrations
+async def m002_workflow_run_leases(conn: Connection) -> None:
+    # Who holds a running run, and until when: past it, the run reads as interrupted and may
+    # be taken over.
+    await _exec(
+        conn,
+        "ALTER TABLE tether_workflow_runs ADD COLUMN lease_owner TEXT,"
+        " ADD COLUMN lease_expires_at DOUBLE PRECISION",
+    )
+
+
+_WORKFLOW_RUN_SELECT: Final = run_select(_NOW)
+
+# The takeover is one conditional update: it matches only a run that is free (not running,
+# held by nobody, held by this owner already, or held past its lease), and a concurrent
+# takeover waits on the row lock, then finds the run taken. The runs nested in it that are still
+# marked running pass to the same owner in the same statement.
+_TAKE_OVER = f"""
+WITH taken AS (
+    UPDATE tether_workflow_runs SET status = 'running', attempts = attempts + 1,
+        updated_at = %(now)s, lease_owner = %(owner)s,
+        lease_expires_at = {_NOW} + %(ttl)s::float8
+    WHERE run_id = %(run_id)s AND (%(owner)s::text IS NULL OR status <> 'running'
+        OR lease_owner IS NULL OR lease_owner = %(owner)s OR lease_expires_at < {_NOW})
+    RETURNING {_WORKFLOW_RUN_SELECT}
+), tree AS (
+    UPDATE tether_workflow_runs AS c SET lease_owner = %(owner)s,
+        lease_expires_at = {_NOW} + %(ttl)s::float8
+    FROM taken
+    WHERE %(owner)s::text IS NOT NULL AND c.root_run_id = taken.root_run_id
+        AND c.status = 'running' AND c.run_id <> %(run_id)s
+)
+SELECT * FROM taken
+"""
+
+
 class PostgresWorkflowStore(PostgresBacked):
     """A WorkflowStore in PostgreSQL: one row per run, one row per completed step.
 
     `append_step` row-locks the run (`FOR NO KEY UPDATE`) before it looks for the step and
     numbers it after the run's last one (read through the `(run_id, seq)` index): writers on
     other connections queue, the first output of a step wins, and the cost does not grow with
-    the journal.
+    the journal. Leases are set and judged by the server's clock.
     """
 
     _migrations = workflow_migrations
@@ -1042,6 +1106,7 @@ class PostgresWorkflowStore(PostgresBacked):
         parent_run_id: str | None = None,
         root_run_id: str | None = None,
         parent_step_id: str | None = None,
+        lease: RunLease | None = None,
     ) -> WorkflowRunRecord:
         encoded = encode_json(input, "input")
         now = time.time()
@@ -1049,8 +1114,9 @@ class PostgresWorkflowStore(PostgresBacked):
             row = await _one(
                 conn,
                 f"INSERT INTO tether_workflow_runs ({RUN_COLUMNS})"
-                " VALUES (%s, %s, 'running', %s, NULL, NULL, %s, %s, %s, 1, %s, %s)"
-                f" ON CONFLICT (run_id) DO NOTHING RETURNING {RUN_COLUMNS}",
+                " VALUES (%s, %s, 'running', %s, NULL, NULL, %s, %s, %s, 1, %s, %s, %s,"
+                f" {_NOW} + %s::float8)"
+                f" ON CONFLICT (run_id) DO NOTHING RETURNING {_WORKFLOW_RUN_SELECT}",
                 (
                     run_id,
                     workflow_id,
@@ -1060,6 +1126,8 @@ class PostgresWorkflowStore(PostgresBacked):
                     parent_step_id,
                     now,
                     now,
+                    None if lease is None else lease.owner,
+                    None if lease is None else lease.ttl,
                 ),
             )
         if row is None:
@@ -1070,22 +1138,56 @@ class PostgresWorkflowStore(PostgresBacked):
         async with self._session() as conn:
             row = await _one(
                 conn,
-                f"SELECT {RUN_COLUMNS} FROM tether_workflow_runs WHERE run_id = %s",
+                f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs WHERE run_id = %s",
                 (run_id,),
             )
         return None if row is None else run_from_row(row)
 
-    async def start_attempt(self, run_id: str) -> WorkflowRunRecord:
+    async def _holder(self, conn: Connection, run_id: str) -> WorkflowRunBusyError:
+        held = await _one(
+            conn,
+            "SELECT lease_owner, lease_expires_at FROM tether_workflow_runs WHERE run_id = %s",
+            (run_id,),
+        )
+        if held is None:
+            raise StoreError(f"no workflow run {run_id!r}")
+        return busy_error(run_id, held[0], held[1])
+
+    async def start_attempt(
+        self, run_id: str, *, lease: RunLease | None = None
+    ) -> WorkflowRunRecord:
+        params = {
+            "run_id": run_id,
+            "now": time.time(),
+            "owner": None if lease is None else lease.owner,
+            "ttl": None if lease is None else lease.ttl,
+        }
+        async with self._session() as conn:
+            row = await _one(conn, _TAKE_OVER, params)
+            if row is None:
+                raise await self._holder(conn, run_id)
+        return run_from_row(row)
+
+    async def renew_lease(self, run_id: str, lease: RunLease) -> bool:
         async with self._session() as conn:
             row = await _one(
                 conn,
-                "UPDATE tether_workflow_runs SET status = 'running', attempts = attempts + 1,"
-                f" updated_at = %s WHERE run_id = %s RETURNING {RUN_COLUMNS}",
-                (time.time(), run_id),
+                f"""
+                WITH held AS (
+                    SELECT root_run_id FROM tether_workflow_runs
+                    WHERE run_id = %(run_id)s AND status = 'running' AND lease_owner = %(owner)s
+                ), renewed AS (
+                    UPDATE tether_workflow_runs AS t
+                    SET lease_expires_at = {_NOW} + %(ttl)s::float8
+                    FROM held
+                    WHERE t.root_run_id = held.root_run_id AND t.lease_owner = %(owner)s
+                        AND t.status = 'running'
+                )
+                SELECT count(*) FROM held
+                """,
+                {"run_id": run_id, "owner": lease.owner, "ttl": lease.ttl},
             )
-        if row is None:
-            raise StoreError(f"no workflow run {run_id!r}")
-        return run_from_row(row)
+        return row is not None and int(row[0]) > 0
 
     async def finish_run(
         self,
@@ -1094,17 +1196,22 @@ class PostgresWorkflowStore(PostgresBacked):
         status: Literal["completed", "failed", "cancelled"],
         output: Any = None,
         error: dict[str, Any] | None = None,
+        lease: RunLease | None = None,
     ) -> WorkflowRunRecord:
         out, err = check_finish(status, error, output)
+        owner = None if lease is None else lease.owner
         async with self._session() as conn:
             row = await _one(
                 conn,
                 "UPDATE tether_workflow_runs SET status = %s, output = %s, error = %s,"
-                f" updated_at = %s WHERE run_id = %s RETURNING {RUN_COLUMNS}",
-                (status, out, err, time.time(), run_id),
+                " updated_at = %s, lease_owner = NULL, lease_expires_at = NULL"
+                " WHERE run_id = %s"
+                " AND (%s::text IS NULL OR lease_owner IS NULL OR lease_owner = %s)"
+                f" RETURNING {_WORKFLOW_RUN_SELECT}",
+                (status, out, err, time.time(), run_id, owner, owner),
             )
-        if row is None:
-            raise StoreError(f"no workflow run {run_id!r}")
+            if row is None:
+                raise await self._holder(conn, run_id)
         return run_from_row(row)
 
     async def list_runs(
@@ -1119,7 +1226,8 @@ class PostgresWorkflowStore(PostgresBacked):
             # LIMIT NULL is no limit.
             rows = await _all(
                 conn,
-                f"SELECT {RUN_COLUMNS} FROM tether_workflow_runs{clause} ORDER BY id DESC LIMIT %s",
+                f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs{clause}"
+                " ORDER BY id DESC LIMIT %s",
                 (*params, limit),
             )
         return [run_from_row(row) for row in rows]

@@ -6,6 +6,12 @@ status, tags, the memory scope and workflow it belongs to) and an ordered list o
 `agent_failed`, `agent_warning`, and the workflow engine's own). The store numbers each run's
 events from 1, so a reader can tail a live run with `events(run_id, after=last_seq)`.
 
+A writer that keeps a heartbeat starts a run with a lease (`start_run(info, lease_ttl=30)`) and
+renews it (`renew_leases`) while the run goes on. A run still marked running whose lease expired
+reads back as `"interrupted"` (its process was killed, or its machine lost power) — computed when
+read, in `get_run`, `list_runs` and `query_runs` alike; a run stopped with Ctrl-C stays
+`"cancelled"`.
+
 Three implementations pass one contract suite (`tests/stores/test_run_store.py`):
 `InMemoryRunStore` (`tether.stores.memory`), `SqliteRunStore` (`tether.stores.sqlite`) and
 `PostgresRunStore` (`tether.stores.postgres`).
@@ -68,6 +74,10 @@ class RunInfo:
     """The run's input as plain text, cut at `TEXT_LIMIT` characters (searched by `q`)."""
     output_text: str = ""
     """Its output as plain text, cut the same way, set when it ends."""
+    lease_expires_at: float | None = None
+    """While it runs: when its heartbeat lease ends unless renewed (Unix time, by the store's
+    clock). A run still "running" past it reads back as "interrupted": its process died.
+    None for a run started without a lease, which never reads as interrupted."""
 
 
 TEXT_LIMIT = 2000
@@ -150,12 +160,19 @@ class RunEvent(TypedDict):
 class RunStore(Protocol):
     """Run summaries and their ordered events."""
 
-    async def start_run(self, info: RunInfo) -> None:
-        """Create the summary of a new run.
+    async def start_run(self, info: RunInfo, *, lease_ttl: float | None = None) -> None:
+        """Create the summary of a new run. With `lease_ttl`, the run holds a heartbeat lease
+        of that many seconds (by the store's clock; `info.lease_expires_at` is ignored) that the
+        writer keeps renewing with `renew_leases` while the run goes on.
 
         Raises:
             StoreError: a run with that id already exists.
         """
+        ...
+
+    async def renew_leases(self, run_ids: Sequence[str], *, lease_ttl: float) -> None:
+        """Extend the leases of those of `run_ids` that still run to `lease_ttl` seconds from
+        now (one write for all of them; unknown or ended runs are skipped)."""
         ...
 
     async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
@@ -177,9 +194,11 @@ class RunStore(Protocol):
         output_text: str | None = None,
         usage: dict[str, int] | None = None,
         cost_usd: float | None = None,
+        lease_ttl: float | None = None,
     ) -> None:
-        """Set the final status of a run (and why, for a failure). Setting "running" again
-        (a resumed workflow run) clears the end time. `output_text`, `usage` and `cost_usd`
+        """Set the final status of a run (and why, for a failure), releasing its lease. Setting
+        "running" again (a resumed workflow run) clears the end time and, with `lease_ttl`,
+        takes a new lease. `output_text`, `usage` and `cost_usd`
         are set when given (an output is cut at `TEXT_LIMIT` characters)."""
         ...
 

@@ -46,11 +46,12 @@ from typing import Any, Literal, Self, TypeVar
 from ..errors import StoreError
 from ._codecs import (
     LAST_INDEX,
-    QUERY_COLUMNS,
+    NOW_SQL,
     RUN_COLUMNS,
     RUN_INFO_COLUMNS,
     SCOPE_COLUMNS,
     STEP_COLUMNS,
+    busy_error,
     check_finish,
     check_run_status,
     check_title,
@@ -67,7 +68,9 @@ from ._codecs import (
     query_where,
     run_from_row,
     run_info_from_row,
+    run_info_select,
     run_page,
+    run_select,
     run_tags,
     step_from_row,
     title_like,
@@ -86,7 +89,7 @@ from .run_store import (
     RunQuery,
     RunTotals,
 )
-from .workflow_store import RunStatus, StepRecord, WorkflowRunRecord
+from .workflow_store import RunLease, RunStatus, StepRecord, WorkflowRunRecord
 
 __all__ = [
     "MIGRATIONS_TABLE",
@@ -332,6 +335,9 @@ def _is_closed(conn: sqlite3.Connection) -> bool:
         return True
     return False
 
+
+_NOW = NOW_SQL["sqlite"]
+"""SQLite's clock (the machine's) in Unix seconds: what leases are set and judged by."""
 
 _DEFAULT_WAIT = 30.0
 """Seconds a store waits for another process's write lock on a connection that set none."""
@@ -728,6 +734,16 @@ def m004_runs_by_parent_and_time(conn: sqlite3.Connection) -> None:
     )
 
 
+@run_migrations
+def m005_run_leases(conn: sqlite3.Connection) -> None:
+    """A running run's heartbeat lease: past it, the run reads as interrupted."""
+    conn.execute("ALTER TABLE tether_runs ADD COLUMN lease_expires_at REAL")
+
+
+_RUN_SELECT = run_info_select("sqlite")
+_RUN_SELECT_R = run_info_select("sqlite", "r")
+
+
 class SqliteRunStore(SqliteBacked):
     """A RunStore in SQLite. Takes its connection from the caller and migrates on construction;
     `SqliteRunStore.open(path)` opens (and later closes) its own."""
@@ -741,7 +757,7 @@ class SqliteRunStore(SqliteBacked):
         """Open (creating if needed) the database at `path` with a connection of its own."""
         return cls(connect(path), owns=True)
 
-    async def start_run(self, info: RunInfo) -> None:
+    async def start_run(self, info: RunInfo, *, lease_ttl: float | None = None) -> None:
         row = encode_run_info(info)
         tags = run_tags(info)
 
@@ -749,9 +765,10 @@ class SqliteRunStore(SqliteBacked):
             with transaction(conn):
                 try:
                     cur = conn.execute(
-                        f"INSERT INTO tether_runs ({RUN_INFO_COLUMNS})"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        row,
+                        f"INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                        f" {_NOW} + ?)",
+                        (*row, lease_ttl),
                     )
                 except sqlite3.IntegrityError as exc:
                     raise StoreError(f"run {info.run_id!r} already exists") from exc
@@ -809,18 +826,20 @@ class SqliteRunStore(SqliteBacked):
         output_text: str | None = None,
         usage: dict[str, int] | None = None,
         cost_usd: float | None = None,
+        lease_ttl: float | None = None,
     ) -> None:
         check_run_status(status)
         end = end_time(status, ended_at)
         extra = finish_values(output_text, usage, cost_usd)
+        ttl = lease_ttl if status == "running" else None
 
         def op(conn: sqlite3.Connection) -> None:
             with transaction(conn):
                 row = conn.execute(
                     f"UPDATE tether_runs SET status = ?, ended_at = ?, error = ?"
-                    f"{finish_sets('?', extra)} WHERE run_id = ?"
+                    f"{finish_sets('?', extra)}, lease_expires_at = {_NOW} + ? WHERE run_id = ?"
                     " RETURNING rowid, input_text, output_text",
-                    (status, end, error, *extra.values(), run_id),
+                    (status, end, error, *extra.values(), ttl, run_id),
                 ).fetchone()
                 if row is None:
                     raise StoreError(f"run {run_id!r} was never started")
@@ -845,6 +864,20 @@ class SqliteRunStore(SqliteBacked):
 
         return totals_from_row(await self._run(op))
 
+    async def renew_leases(self, run_ids: Sequence[str], *, lease_ttl: float) -> None:
+        if not run_ids:
+            return
+        marks = ", ".join("?" * len(run_ids))
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                f"UPDATE tether_runs SET lease_expires_at = {_NOW} + ?"
+                f" WHERE status = 'running' AND run_id IN ({marks})",
+                (lease_ttl, *run_ids),
+            )
+
+        await self._run(op)
+
     async def query_runs(
         self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
     ) -> RunPage:
@@ -857,7 +890,7 @@ class SqliteRunStore(SqliteBacked):
 
         def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(
-                f"SELECT {QUERY_COLUMNS}, r.rowid FROM tether_runs r{where}"
+                f"SELECT {_RUN_SELECT_R}, r.rowid FROM tether_runs r{where}"
                 " ORDER BY r.started_at DESC, r.rowid DESC LIMIT ?",
                 (*args, limit + 1),
             ).fetchall()
@@ -868,7 +901,7 @@ class SqliteRunStore(SqliteBacked):
     async def get_run(self, run_id: str) -> RunInfo | None:
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             row: tuple[Any, ...] | None = conn.execute(
-                f"SELECT {RUN_INFO_COLUMNS} FROM tether_runs WHERE run_id = ?", (run_id,)
+                f"SELECT {_RUN_SELECT} FROM tether_runs WHERE run_id = ?", (run_id,)
             ).fetchone()
             return row
 
@@ -918,7 +951,7 @@ class SqliteRunStore(SqliteBacked):
 
         def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(
-                f"SELECT {RUN_INFO_COLUMNS} FROM tether_runs{clause}"
+                f"SELECT {_RUN_SELECT} FROM tether_runs{clause}"
                 " ORDER BY started_at DESC, rowid DESC LIMIT ? OFFSET ?",
                 (*args, limit, offset),
             ).fetchall()
@@ -987,6 +1020,17 @@ def m002_tether_workflow_table_names(conn: sqlite3.Connection) -> None:
         )
 
 
+@workflow_migrations
+def m003_workflow_run_leases(conn: sqlite3.Connection) -> None:
+    """Who holds a running run, and until when: past it, the run reads as interrupted and may
+    be taken over."""
+    conn.execute("ALTER TABLE tether_workflow_runs ADD COLUMN lease_owner TEXT")
+    conn.execute("ALTER TABLE tether_workflow_runs ADD COLUMN lease_expires_at REAL")
+
+
+_WORKFLOW_RUN_SELECT = run_select(_NOW)
+
+
 class SqliteWorkflowStore(SqliteBacked):
     """A WorkflowStore in SQLite: one row per run, one row per completed step.
 
@@ -997,7 +1041,8 @@ class SqliteWorkflowStore(SqliteBacked):
     connection shared with the other stores never mixes their transactions.
     Each append is one `BEGIN IMMEDIATE` transaction, so several processes may journal into one
     file; a step's sequence number comes from the `(run_id, seq)` index, so an append costs the
-    same at step 10 and step 10,000.
+    same at step 10 and step 10,000. A takeover (`start_attempt` with a lease) is a conditional
+    update under the same write lock, so of two processes only one gets the run.
     """
 
     def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
@@ -1012,7 +1057,8 @@ class SqliteWorkflowStore(SqliteBacked):
     @staticmethod
     def _row(conn: sqlite3.Connection, run_id: str) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = conn.execute(
-            f"SELECT {RUN_COLUMNS} FROM tether_workflow_runs WHERE run_id = ?", (run_id,)
+            f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs WHERE run_id = ?",
+            (run_id,),
         ).fetchone()
         return row
 
@@ -1025,6 +1071,7 @@ class SqliteWorkflowStore(SqliteBacked):
         parent_run_id: str | None = None,
         root_run_id: str | None = None,
         parent_step_id: str | None = None,
+        lease: RunLease | None = None,
     ) -> WorkflowRunRecord:
         encoded = encode_json(input, "input")
         now = time.time()
@@ -1034,7 +1081,8 @@ class SqliteWorkflowStore(SqliteBacked):
                 with transaction(conn):
                     conn.execute(
                         f"INSERT INTO tether_workflow_runs ({RUN_COLUMNS})"
-                        " VALUES (?, ?, 'running', ?, NULL, NULL, ?, ?, ?, 1, ?, ?)",
+                        " VALUES (?, ?, 'running', ?, NULL, NULL, ?, ?, ?, 1, ?, ?, ?,"
+                        f" {_NOW} + ?)",
                         (
                             run_id,
                             workflow_id,
@@ -1044,6 +1092,8 @@ class SqliteWorkflowStore(SqliteBacked):
                             parent_step_id,
                             now,
                             now,
+                            None if lease is None else lease.owner,
+                            None if lease is None else lease.ttl,
                         ),
                     )
             except sqlite3.IntegrityError as exc:
@@ -1056,17 +1106,61 @@ class SqliteWorkflowStore(SqliteBacked):
         row = await self._run(lambda conn: self._row(conn, run_id))
         return None if row is None else run_from_row(row)
 
-    async def start_attempt(self, run_id: str) -> WorkflowRunRecord:
+    async def start_attempt(
+        self, run_id: str, *, lease: RunLease | None = None
+    ) -> WorkflowRunRecord:
+        owner = None if lease is None else lease.owner
+        ttl = None if lease is None else lease.ttl
+
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             with transaction(conn):
-                conn.execute(
+                # The conditional update is the takeover: it matches only a run that is free.
+                taken = conn.execute(
                     "UPDATE tether_workflow_runs SET status = 'running', attempts = attempts + 1,"
-                    " updated_at = ? WHERE run_id = ?",
-                    (time.time(), run_id),
-                )
+                    f" updated_at = ?, lease_owner = ?, lease_expires_at = {_NOW} + ?"
+                    " WHERE run_id = ? AND (? IS NULL OR status <> 'running'"
+                    f" OR lease_owner IS NULL OR lease_owner = ? OR lease_expires_at < {_NOW})"
+                    " RETURNING root_run_id",
+                    (time.time(), owner, ttl, run_id, owner, owner),
+                ).fetchone()
+                if taken is None:
+                    held = conn.execute(
+                        "SELECT lease_owner, lease_expires_at FROM tether_workflow_runs"
+                        " WHERE run_id = ?",
+                        (run_id,),
+                    ).fetchone()
+                    if held is None:
+                        return None
+                    raise busy_error(run_id, held[0], held[1])
+                if lease is not None:
+                    conn.execute(
+                        f"UPDATE tether_workflow_runs SET lease_owner = ?,"
+                        f" lease_expires_at = {_NOW} + ?"
+                        " WHERE root_run_id = ? AND status = 'running' AND run_id <> ?",
+                        (owner, ttl, taken[0], run_id),
+                    )
                 return self._row(conn, run_id)
 
         return run_from_row(_found(await self._run(op), run_id))
+
+    async def renew_lease(self, run_id: str, lease: RunLease) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            with transaction(conn):
+                held = conn.execute(
+                    "SELECT root_run_id FROM tether_workflow_runs"
+                    " WHERE run_id = ? AND status = 'running' AND lease_owner = ?",
+                    (run_id, lease.owner),
+                ).fetchone()
+                if held is None:
+                    return False
+                conn.execute(
+                    f"UPDATE tether_workflow_runs SET lease_expires_at = {_NOW} + ?"
+                    " WHERE root_run_id = ? AND lease_owner = ? AND status = 'running'",
+                    (lease.ttl, held[0], lease.owner),
+                )
+                return True
+
+        return await self._run(op)
 
     async def finish_run(
         self,
@@ -1075,16 +1169,28 @@ class SqliteWorkflowStore(SqliteBacked):
         status: Literal["completed", "failed", "cancelled"],
         output: Any = None,
         error: dict[str, Any] | None = None,
+        lease: RunLease | None = None,
     ) -> WorkflowRunRecord:
         out, err = check_finish(status, error, output)
+        owner = None if lease is None else lease.owner
 
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             with transaction(conn):
-                conn.execute(
+                done = conn.execute(
                     "UPDATE tether_workflow_runs SET status = ?, output = ?, error = ?,"
-                    " updated_at = ? WHERE run_id = ?",
-                    (status, out, err, time.time(), run_id),
-                )
+                    " updated_at = ?, lease_owner = NULL, lease_expires_at = NULL"
+                    " WHERE run_id = ? AND (? IS NULL OR lease_owner IS NULL OR lease_owner = ?)"
+                    " RETURNING 1",
+                    (status, out, err, time.time(), run_id, owner, owner),
+                ).fetchone()
+                if done is None:
+                    held = conn.execute(
+                        "SELECT lease_owner, lease_expires_at FROM tether_workflow_runs"
+                        " WHERE run_id = ?",
+                        (run_id,),
+                    ).fetchone()
+                    if held is not None:
+                        raise busy_error(run_id, held[0], held[1])
                 return self._row(conn, run_id)
 
         return run_from_row(_found(await self._run(op), run_id))
@@ -1097,7 +1203,7 @@ class SqliteWorkflowStore(SqliteBacked):
         limit: int | None = None,
     ) -> list[WorkflowRunRecord]:
         clause, params = where_equal("?", workflow_id=workflow_id, root_run_id=root_run_id)
-        sql = f"SELECT {RUN_COLUMNS} FROM tether_workflow_runs{clause} ORDER BY rowid DESC"
+        sql = f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs{clause} ORDER BY rowid DESC"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)

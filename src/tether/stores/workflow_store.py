@@ -8,7 +8,9 @@ implementation is in `tether.stores.memory`, the others in `tether.stores.sqlite
 
 from ..workflows._store import (
     FINISHED_STATUSES,
+    READ_STATUSES,
     RUN_STATUSES,
+    RunLease,
     RunStatus,
     StepRecord,
     WorkflowRunRecord,
@@ -18,7 +20,9 @@ from ..workflows._store import (
 
 __all__ = [
     "FINISHED_STATUSES",
+    "READ_STATUSES",
     "RUN_STATUSES",
+    "RunLease",
     "RunStatus",
     "StepRecord",
     "WorkflowRunRecord",

@@ -16,9 +16,15 @@ that the parent leaves unfinished is cancelled when the parent's body ends, and 
 records its own end only after the child has recorded its cancellation. `isolated=True` starts a
 separate root run instead (same store and recorders, its own tree, a fresh id).
 
-Nothing stops two processes from resuming the same run at once; both would execute its
-unfinished steps, and the journal keeps the first output written for each, so they agree on
-what every step returned.
+A running run holds a lease in the store (`RunLease`), renewed on a heartbeat (every sixth of
+`lease_ttl`, 30 s by default) by the process running it; the runs nested in it share the lease
+of their root. A process that dies stops renewing: its run reads as "interrupted" once the
+lease expires, and may then be resumed — by any process, taking the run over with one
+conditional update of the lease. Of two processes resuming the same run at once, exactly one
+gets it; the other fails at once with `WorkflowRunBusyError` naming the holder (or, with
+`lease_wait=`, waits that long for the lease first). So a step never runs twice while its
+holder is alive. A holder that finds its lease taken over (it stalled past the lease) stops the
+run with `WorkflowRunBusyError` instead of finishing it over the new holder's head.
 
 The active run and step are kept in context variables, so code running inside a step — an agent
 run, a tool — reads them with `current_run()` / `current_step()` without being handed them.
@@ -29,23 +35,26 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import os
+import socket
 import time
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from .._json import check_json_safe, dumps
-from ..errors import NotJSONSafeError, StepOutputError, WorkflowError
+from ..errors import NotJSONSafeError, StepOutputError, WorkflowError, WorkflowRunBusyError
 from ._events import WorkflowEvent, WorkflowEventHandler
-from ._store import InMemoryWorkflowStore, WorkflowRunRecord, WorkflowStore
+from ._store import InMemoryWorkflowStore, RunLease, WorkflowRunRecord, WorkflowStore
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
 
 __all__ = [
+    "LEASE_TTL",
     "StepLink",
     "Workflow",
     "WorkflowContext",
@@ -53,7 +62,18 @@ __all__ = [
     "create_workflow",
     "current_run",
     "current_step",
+    "lease_owner",
 ]
+
+LEASE_TTL = 30.0
+"""Seconds a run's lease lasts unless renewed; the heartbeat renews it every sixth of that."""
+
+
+def lease_owner() -> str:
+    """A new owner name for a lease: `host:pid:token`, unique per execution, and saying where
+    the holder runs for the messages that name it."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -141,6 +161,7 @@ class WorkflowContext(Generic[In]):
         record: WorkflowRunRecord,
         store: WorkflowStore,
         recorders: _Recorders,
+        lease: RunLease,
     ) -> None:
         self.workflow_id = workflow_id
         """The workflow's id (what `create_workflow` was given)."""
@@ -156,6 +177,8 @@ class WorkflowContext(Generic[In]):
         """1 on the first try, 2 on the first resume, …"""
         self.store = store
         """The WorkflowStore journaling this run (nested runs share it)."""
+        self.lease = lease
+        """The lease this run (and its whole tree) is held by while it runs."""
         self._recorders = recorders
         self._step_counts: dict[str, int] = {}
         self._child_counts: dict[str, int] = {}
@@ -313,6 +336,7 @@ class Workflow(Generic[In, Out]):
         *,
         store: WorkflowStore | None = None,
         on_event: WorkflowEventHandler | None = None,
+        lease_ttl: float = LEASE_TTL,
     ) -> None:
         if not isinstance(id, str) or not id:
             raise WorkflowError(f"a workflow id must be a non-empty string, got {id!r}")
@@ -323,6 +347,10 @@ class Workflow(Generic[In, Out]):
         self.store = store
         """The default store of this workflow's root runs (None: the process-wide in-memory one)."""
         self.on_event = on_event
+        if not isinstance(lease_ttl, int | float) or not lease_ttl > 0:
+            raise WorkflowError(f"workflow {id!r}: lease_ttl must be a positive number of seconds")
+        self.lease_ttl = float(lease_ttl)
+        """Seconds a run's lease lasts unless its heartbeat renews it (every sixth of it)."""
 
     def __repr__(self) -> str:
         return f"Workflow({self.id!r})"
@@ -336,6 +364,7 @@ class Workflow(Generic[In, Out]):
         store: WorkflowStore | None = None,
         on_event: WorkflowEventHandler | None = None,
         signal: AbortSignal | None = None,
+        lease_wait: float = 0.0,
     ) -> WorkflowHandle[Out]:
         """Start (or resume) a run in a new task and return its handle at once.
 
@@ -350,6 +379,9 @@ class Workflow(Generic[In, Out]):
             on_event: A recorder for this run, in addition to the workflow's and the enclosing
                 run's.
             signal: Aborting it cancels the run.
+            lease_wait: When another live process holds the run (it is running it now), wait
+                up to this many seconds for its lease (it ends, or it expires because that
+                process died) before failing with `WorkflowRunBusyError`. 0: fail at once.
 
         Raises:
             NotJSONSafeError: `input` is not JSON-safe (raised here, before anything starts).
@@ -399,6 +431,7 @@ class Workflow(Generic[In, Out]):
                 parent_step=parent_step,
                 store=chosen,
                 recorders=_Recorders(handlers),
+                lease_wait=lease_wait,
             )
         )
         if parent is not None:
@@ -421,19 +454,36 @@ class Workflow(Generic[In, Out]):
         parent: WorkflowContext[Any] | None,
         parent_step: str | None,
         store: WorkflowStore,
+        lease: RunLease,
+        lease_wait: float,
     ) -> WorkflowRunRecord:
-        """The run to execute, created or started again (a completed run is returned as is)."""
-        record, created = await self._load(
-            run_id,
-            input,
-            explicit_id=explicit_id,
-            parent=parent,
-            parent_step=parent_step,
-            store=store,
-        )
-        if created or record.status == "completed":
-            return record
-        return await store.start_attempt(run_id)
+        """The run to execute, created or taken over (a completed run is returned as is).
+
+        Raises:
+            WorkflowRunBusyError: another owner holds a live lease on the run, and it did not
+                end within `lease_wait` seconds.
+        """
+        deadline = time.monotonic() + max(lease_wait, 0.0)
+        while True:
+            record, created = await self._load(
+                run_id,
+                input,
+                explicit_id=explicit_id,
+                parent=parent,
+                parent_step=parent_step,
+                store=store,
+                lease=lease,
+            )
+            if created or record.status == "completed":
+                return record
+            try:
+                return await store.start_attempt(run_id, lease=lease)
+            except WorkflowRunBusyError as busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                # The holder renews its lease every sixth of its length: look again as often.
+                await asyncio.sleep(min(left, self.lease_ttl / 6, _poll(busy)))
 
     async def _load(
         self,
@@ -444,6 +494,7 @@ class Workflow(Generic[In, Out]):
         parent: WorkflowContext[Any] | None,
         parent_step: str | None,
         store: WorkflowStore,
+        lease: RunLease,
     ) -> tuple[WorkflowRunRecord, bool]:
         """The run to execute, and whether it was created just now."""
         existing = await store.get_run(run_id)
@@ -462,6 +513,7 @@ class Workflow(Generic[In, Out]):
                 parent_run_id=parent.workflow_run_id if parent else None,
                 root_run_id=parent.root_run_id if parent else None,
                 parent_step_id=parent_step,
+                lease=lease,
             )
             return created, True
         if existing.workflow_id != self.id:
@@ -485,7 +537,10 @@ class Workflow(Generic[In, Out]):
         parent_step: str | None,
         store: WorkflowStore,
         recorders: _Recorders,
+        lease_wait: float = 0.0,
     ) -> Out:
+        # A nested run is held by its root's lease; a root run takes a lease of its own.
+        lease = parent.lease if parent is not None else RunLease(lease_owner(), self.lease_ttl)
         opening = asyncio.ensure_future(
             self._open(
                 run_id,
@@ -494,6 +549,8 @@ class Workflow(Generic[In, Out]):
                 parent=parent,
                 parent_step=parent_step,
                 store=store,
+                lease=lease,
+                lease_wait=lease_wait,
             )
         )
         try:
@@ -506,14 +563,15 @@ class Workflow(Generic[In, Out]):
             if not opening.cancelled() and opening.exception() is None:
                 opened = opening.result()
             if opened is not None and opened.status == "running":
-                await store.finish_run(run_id, status="cancelled", error=_error(exc))
+                await store.finish_run(run_id, status="cancelled", error=_error(exc), lease=lease)
             raise
         record = opening.result()
         if record.status == "completed":
             return cast("Out", record.output)
         ctx: WorkflowContext[In] = WorkflowContext(
-            workflow_id=self.id, record=record, store=store, recorders=recorders
+            workflow_id=self.id, record=record, store=store, recorders=recorders, lease=lease
         )
+        heartbeat = _Heartbeat(store, run_id, lease) if parent is None else None
         run_token = _current_run.set(ctx)
         step_token = _current_step.set(None)
         try:
@@ -524,20 +582,116 @@ class Workflow(Generic[In, Out]):
                 finally:
                     await ctx._end_children()
                 check_json_safe(output, "output")
-                done = await store.finish_run(run_id, status="completed", output=output)
+                if heartbeat is not None:
+                    heartbeat.check()
+                done = await store.finish_run(
+                    run_id, status="completed", output=output, lease=lease
+                )
             except asyncio.CancelledError as exc:
-                await store.finish_run(run_id, status="cancelled", error=_error(exc))
+                lost = heartbeat.taken_over(exc) if heartbeat is not None else None
+                if lost is not None:
+                    # Not ours to finish any more: the new holder runs it now.
+                    await ctx._emit("workflow_failed", status="failed", error=_error(lost))
+                    raise lost from None
+                await _finish_as(store, run_id, "cancelled", exc, lease)
                 await ctx._emit("workflow_failed", status="cancelled", error=_error(exc))
                 raise
+            except WorkflowRunBusyError as exc:
+                # Taken over meanwhile (found on the last renewal or by the final write).
+                await ctx._emit("workflow_failed", status="failed", error=_error(exc))
+                raise
             except Exception as exc:
-                await store.finish_run(run_id, status="failed", error=_error(exc))
+                await _finish_as(store, run_id, "failed", exc, lease)
                 await ctx._emit("workflow_failed", status="failed", error=_error(exc))
                 raise
             await ctx._emit("workflow_finished", output=done.output)
             return cast("Out", done.output)
         finally:
+            if heartbeat is not None:
+                await heartbeat.stop()
             _current_step.reset(step_token)
             _current_run.reset(run_token)
+
+
+def _poll(busy: WorkflowRunBusyError) -> float:
+    """How long to sleep before looking at a busy run again: until its lease would end, at
+    least a tenth of a second."""
+    if busy.expires_at is None:
+        return 0.1
+    return max(busy.expires_at - time.time(), 0.1)
+
+
+async def _finish_as(
+    store: WorkflowStore,
+    run_id: str,
+    status: Literal["failed", "cancelled"],
+    exc: BaseException,
+    lease: RunLease,
+) -> None:
+    """Record how the run ended, unless another owner took it over meanwhile (then the run
+    is theirs, and what ended here is only this attempt)."""
+    try:
+        await store.finish_run(run_id, status=status, error=_error(exc), lease=lease)
+    except WorkflowRunBusyError:
+        pass
+
+
+class _Heartbeat:
+    """Renews a root run's lease (and so its tree's) every sixth of its length while the run
+    goes on. When a renewal finds the run taken over — this process stalled past its lease and
+    another took the run — it cancels the run: a step must not run twice at once."""
+
+    def __init__(self, store: WorkflowStore, run_id: str, lease: RunLease) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._lease = lease
+        self._run = asyncio.current_task()
+        self._lost: WorkflowRunBusyError | None = None
+        self._task = asyncio.get_running_loop().create_task(
+            self._beat(), name=f"tether-workflow-lease:{run_id}"
+        )
+
+    async def _beat(self) -> None:
+        interval = self._lease.ttl / 6
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                held = await self._store.renew_lease(self._run_id, self._lease)
+            except Exception:
+                # A store that cannot be reached now may be reachable at the next beat; the
+                # lease lasts six of them.
+                continue
+            if not held:
+                record = await self._store.get_run(self._run_id)
+                self._lost = WorkflowRunBusyError(
+                    f"workflow run {self._run_id!r} lost its lease: "
+                    f"{record.lease_owner if record else 'another process'} took it over after "
+                    "this process stopped renewing it for longer than the lease lasts",
+                    run_id=self._run_id,
+                    holder=record.lease_owner if record else None,
+                    expires_at=record.lease_expires_at if record else None,
+                )
+                if self._run is not None:
+                    self._run.cancel()
+                return
+
+    def check(self) -> None:
+        """Raise the takeover a renewal found, if one did."""
+        if self._lost is not None:
+            raise self._lost
+
+    def taken_over(self, cancelled: asyncio.CancelledError) -> WorkflowRunBusyError | None:
+        """The takeover, when that is why the run was cancelled (the cancellation is taken
+        back: the run ends with the takeover instead)."""
+        if self._lost is None:
+            return None
+        if self._run is not None:
+            self._run.uncancel()
+        return self._lost
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        await asyncio.wait([self._task])
 
 
 def create_workflow(
@@ -546,6 +700,7 @@ def create_workflow(
     *,
     store: WorkflowStore | None = None,
     on_event: WorkflowEventHandler | None = None,
+    lease_ttl: float = LEASE_TTL,
 ) -> Workflow[In, Out]:
     """Declare a durable workflow.
 
@@ -565,5 +720,8 @@ def create_workflow(
         run: `async def run(input, ctx)`; its return value is the run's output (JSON-safe).
         store: Default WorkflowStore for this workflow's root runs.
         on_event: A recorder that receives every run event of every run of this workflow.
+        lease_ttl: Seconds a run's lease lasts unless its heartbeat renews it (every sixth of
+            it): how long after its process died a run reads as interrupted and may be resumed
+            elsewhere.
     """
-    return Workflow(id, run, store=store, on_event=on_event)
+    return Workflow(id, run, store=store, on_event=on_event, lease_ttl=lease_ttl)

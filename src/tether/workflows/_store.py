@@ -6,6 +6,13 @@ its id within the run and its JSON-safe output. Steps are only ever appended; a 
 journaled at most once per run, and the first output written for it wins — so two processes that
 race to finish the same step agree on its output.
 
+A running run carries a lease (`RunLease`: an owner and how long a renewal lasts) that its
+executor renews on a heartbeat. A run still marked running whose lease expired is read back as
+`"interrupted"` — its process died — and only then (or once it has ended) may another owner take
+it over, which `start_attempt(run_id, lease=...)` does as one conditional write: of two processes
+resuming the same run, exactly one gets it. Expiry is judged by the store's clock (the database
+server's, for PostgreSQL).
+
 Every implementation passes the contract suite in `tests/stores/test_workflow_store_contract.py`.
 """
 
@@ -18,28 +25,48 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from .._json import check_json_safe, dumps
-from ..errors import StoreCorruptError, StoreError
+from ..errors import StoreCorruptError, StoreError, WorkflowRunBusyError
 
 __all__ = [
     "FINISHED_STATUSES",
+    "READ_STATUSES",
     "RUN_COLUMNS",
     "RUN_STATUSES",
     "STEP_COLUMNS",
     "InMemoryWorkflowStore",
+    "RunLease",
     "RunStatus",
     "StepRecord",
     "WorkflowRunRecord",
     "WorkflowStore",
+    "busy_error",
     "check_finish",
     "encode_json",
     "parse_run_error",
     "run_from_row",
+    "run_select",
     "step_from_row",
 ]
 
-RunStatus: TypeAlias = Literal["running", "completed", "failed", "cancelled"]
+RunStatus: TypeAlias = Literal["running", "completed", "failed", "cancelled", "interrupted"]
+"""How a run stands. `"interrupted"` is never written: it is how a run still marked running
+reads once its lease expired (the process running it died)."""
 RUN_STATUSES: Final[tuple[RunStatus, ...]] = ("running", "completed", "failed", "cancelled")
+"""The statuses a store writes."""
+READ_STATUSES: Final[tuple[RunStatus, ...]] = (*RUN_STATUSES, "interrupted")
+"""The statuses a store reads back."""
 FINISHED_STATUSES: Final[frozenset[str]] = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(frozen=True, slots=True)
+class RunLease:
+    """Who holds a running run, and for how long each renewal of the hold lasts."""
+
+    owner: str
+    """Unique per execution; says where it runs (`host:pid:token`), for the messages that name
+    the holder."""
+    ttl: float
+    """Seconds the lease lasts after it is taken or renewed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +94,10 @@ class WorkflowRunRecord:
     """Unix time in seconds."""
     updated_at: float = 0.0
     """Unix time in seconds."""
+    lease_owner: str | None = None
+    """Who holds (or last held) the run while it runs; None once it ended."""
+    lease_expires_at: float | None = None
+    """When that hold ends unless it is renewed (Unix time, by the store's clock)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +132,10 @@ class WorkflowStore(Protocol):
         parent_run_id: str | None = None,
         root_run_id: str | None = None,
         parent_step_id: str | None = None,
+        lease: RunLease | None = None,
     ) -> WorkflowRunRecord:
-        """Store a new run with status "running". `root_run_id` defaults to `run_id`.
+        """Store a new run with status "running", held by `lease` if given. `root_run_id`
+        defaults to `run_id`.
 
         Raises StoreError when `run_id` is already taken.
         """
@@ -112,8 +145,26 @@ class WorkflowStore(Protocol):
         """The run, or None when there is no such run."""
         ...
 
-    async def start_attempt(self, run_id: str) -> WorkflowRunRecord:
-        """Mark an existing run "running" again and count one more attempt (a resume)."""
+    async def start_attempt(
+        self, run_id: str, *, lease: RunLease | None = None
+    ) -> WorkflowRunRecord:
+        """Mark an existing run "running" again and count one more attempt (a resume).
+
+        With `lease`, this is a takeover, done as one conditional write: it succeeds only when
+        the run is not running, or nobody holds it, or `lease.owner` already does, or the
+        holder's lease expired; then the runs nested in it that are still marked running pass
+        to the same owner (one tree, one holder).
+
+        Raises:
+            WorkflowRunBusyError: another owner holds a live lease on the run (nothing written).
+            StoreError: there is no such run.
+        """
+        ...
+
+    async def renew_lease(self, run_id: str, lease: RunLease) -> bool:
+        """Extend `lease` on the run and on the running runs of its tree it holds, to `ttl`
+        seconds from now; False (and nothing renewed) when the run is no longer held by
+        `lease.owner` (another owner took it over, or it ended)."""
         ...
 
     async def finish_run(
@@ -123,8 +174,14 @@ class WorkflowStore(Protocol):
         status: Literal["completed", "failed", "cancelled"],
         output: Any = None,
         error: dict[str, Any] | None = None,
+        lease: RunLease | None = None,
     ) -> WorkflowRunRecord:
-        """Record how a run ended."""
+        """Record how a run ended, and release its lease.
+
+        Raises:
+            WorkflowRunBusyError: `lease` is given and another owner took the run over meanwhile
+                (nothing written: the run is theirs now).
+        """
         ...
 
     async def list_runs(
@@ -171,9 +228,36 @@ def parse_run_error(exc: BaseException) -> dict[str, Any]:
 
 RUN_COLUMNS: Final = (
     "run_id, workflow_id, status, input, output, error, parent_run_id, root_run_id,"
-    " parent_step_id, attempts, created_at, updated_at"
+    " parent_step_id, attempts, created_at, updated_at, lease_owner, lease_expires_at"
 )
 """The columns of a run row, in the order `run_from_row` reads them."""
+
+
+def run_select(now: str) -> str:
+    """RUN_COLUMNS for a SELECT that reads a running run whose lease expired as
+    "interrupted"; `now` is the SQL for the database's clock in Unix seconds."""
+    status = (
+        f"CASE WHEN status = 'running' AND lease_expires_at < {now}"
+        " THEN 'interrupted' ELSE status END"
+    )
+    return RUN_COLUMNS.replace("status", status, 1)
+
+
+def busy_error(run_id: str, holder: str | None, expires_at: float | None) -> WorkflowRunBusyError:
+    """The error for a run another owner holds, naming it and when its lease ends."""
+    left = ""
+    if expires_at is not None:
+        left = (
+            f"; its lease ends in {max(expires_at - time.time(), 0):.0f} s unless it is "
+            "renewed, so a holder that died releases the run then"
+        )
+    return WorkflowRunBusyError(
+        f"workflow run {run_id!r} is being run by {holder or 'another process'}{left}",
+        run_id=run_id,
+        holder=holder,
+        expires_at=expires_at,
+    )
+
 
 STEP_COLUMNS: Final = "run_id, step_id, name, seq, output, created_at"
 """The columns of a step row, in the order `step_from_row` reads them."""
@@ -195,7 +279,7 @@ def _decode(text: Any, where: str) -> Any:
 
 
 def _check_status(status: Any, where: str) -> RunStatus:
-    if status not in RUN_STATUSES:
+    if status not in READ_STATUSES:
         raise StoreCorruptError(f"{where}: unknown status {status!r}")
     return cast(RunStatus, status)
 
@@ -226,6 +310,8 @@ def run_from_row(row: Sequence[Any]) -> WorkflowRunRecord:
         attempts=row[9],
         created_at=row[10],
         updated_at=row[11],
+        lease_owner=row[12],
+        lease_expires_at=row[13],
     )
 
 
@@ -251,8 +337,18 @@ def check_finish(status: str, error: dict[str, Any] | None, output: Any) -> tupl
 
 # -- in-memory -------------------------------------------------------------------------------
 
-# Indexes into a run row (RUN_COLUMNS order) that the in-memory store updates.
-_STATUS, _OUTPUT, _ERROR, _ATTEMPTS, _UPDATED = 2, 4, 5, 9, 11
+# Indexes into a run row (RUN_COLUMNS order) that the in-memory store reads or updates.
+_STATUS, _OUTPUT, _ERROR, _ROOT, _ATTEMPTS, _UPDATED, _OWNER, _EXPIRES = 2, 4, 5, 7, 9, 11, 12, 13
+
+
+def _holds(row: list[Any], owner: str, now: float) -> bool:
+    """Whether `owner` may take the run of `row` (it is free, or already theirs)."""
+    return (
+        row[_STATUS] != "running"
+        or row[_OWNER] is None
+        or row[_OWNER] == owner
+        or row[_EXPIRES] < now
+    )
 
 
 class InMemoryWorkflowStore:
@@ -281,6 +377,12 @@ class InMemoryWorkflowStore:
             raise StoreError(f"no workflow run {run_id!r}")
         return row
 
+    @staticmethod
+    def _read(row: list[Any]) -> WorkflowRunRecord:
+        if row[_STATUS] == "running" and row[_EXPIRES] is not None and row[_EXPIRES] < time.time():
+            row = [*row[:_STATUS], "interrupted", *row[_STATUS + 1 :]]
+        return run_from_row(row)
+
     async def create_run(
         self,
         *,
@@ -290,6 +392,7 @@ class InMemoryWorkflowStore:
         parent_run_id: str | None = None,
         root_run_id: str | None = None,
         parent_step_id: str | None = None,
+        lease: RunLease | None = None,
     ) -> WorkflowRunRecord:
         self._live()
         encoded = encode_json(input, "input")
@@ -309,22 +412,46 @@ class InMemoryWorkflowStore:
             1,
             now,
             now,
+            None if lease is None else lease.owner,
+            None if lease is None else now + lease.ttl,
         ]
         self._runs[run_id] = row
         self._steps[run_id] = {}
-        return run_from_row(row)
+        return self._read(row)
 
     async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
         self._live()
         row = self._runs.get(run_id)
-        return None if row is None else run_from_row(row)
+        return None if row is None else self._read(row)
 
-    async def start_attempt(self, run_id: str) -> WorkflowRunRecord:
+    async def start_attempt(
+        self, run_id: str, *, lease: RunLease | None = None
+    ) -> WorkflowRunRecord:
         row = self._get(run_id)
+        now = time.time()
+        if lease is not None:
+            if not _holds(row, lease.owner, now):
+                raise busy_error(run_id, row[_OWNER], row[_EXPIRES])
+            for other in self._runs.values():
+                if other is not row and other[_ROOT] == row[_ROOT] and other[_STATUS] == "running":
+                    other[_OWNER], other[_EXPIRES] = lease.owner, now + lease.ttl
         row[_STATUS] = "running"
         row[_ATTEMPTS] += 1
-        row[_UPDATED] = time.time()
-        return run_from_row(row)
+        row[_UPDATED] = now
+        row[_OWNER] = None if lease is None else lease.owner
+        row[_EXPIRES] = None if lease is None else now + lease.ttl
+        return self._read(row)
+
+    async def renew_lease(self, run_id: str, lease: RunLease) -> bool:
+        row = self._get(run_id)
+        if row[_STATUS] != "running" or row[_OWNER] != lease.owner:
+            return False
+        expires = time.time() + lease.ttl
+        for other in self._runs.values():
+            mine = other[_ROOT] == row[_ROOT] and other[_OWNER] == lease.owner
+            if mine and other[_STATUS] == "running":
+                other[_EXPIRES] = expires
+        return True
 
     async def finish_run(
         self,
@@ -333,12 +460,17 @@ class InMemoryWorkflowStore:
         status: Literal["completed", "failed", "cancelled"],
         output: Any = None,
         error: dict[str, Any] | None = None,
+        lease: RunLease | None = None,
     ) -> WorkflowRunRecord:
         row = self._get(run_id)
-        row[_OUTPUT], row[_ERROR] = check_finish(status, error, output)
+        out, err = check_finish(status, error, output)
+        if lease is not None and row[_OWNER] not in (None, lease.owner):
+            raise busy_error(run_id, row[_OWNER], row[_EXPIRES])
+        row[_OUTPUT], row[_ERROR] = out, err
         row[_STATUS] = status
         row[_UPDATED] = time.time()
-        return run_from_row(row)
+        row[_OWNER] = row[_EXPIRES] = None
+        return self._read(row)
 
     async def list_runs(
         self,
@@ -352,11 +484,11 @@ class InMemoryWorkflowStore:
         for row in reversed(self._runs.values()):
             if workflow_id is not None and row[1] != workflow_id:
                 continue
-            if root_run_id is not None and row[7] != root_run_id:
+            if root_run_id is not None and row[_ROOT] != root_run_id:
                 continue
             if limit is not None and len(out) >= limit:
                 break
-            out.append(run_from_row(row))
+            out.append(self._read(row))
         return out
 
     async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
