@@ -17,7 +17,13 @@ from tests.helpers import assistant, text_of, user
 from tests.postgres_server import postgres_url
 
 from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
-from tether.stores import InMemoryMessageStore, MessageStore, SqliteMessageStore, StoredRecord
+from tether.stores import (
+    InMemoryMessageStore,
+    MessageStore,
+    ScopeLeases,
+    SqliteMessageStore,
+    StoredRecord,
+)
 from tether.stores.postgres import PostgresMessageStore
 from tether.stores.sqlite import connect
 
@@ -312,3 +318,40 @@ async def test_scopes_filter_by_title(store: MessageStore) -> None:
     assert [s.scope for s in await store.scopes(title="_done_")] == ["c"]
     assert await store.scopes(title="%") == [s for s in await store.scopes() if s.scope == "c"]
     assert await store.scopes(title="nothing") == []
+
+
+# -- scope leases --------------------------------------------------------------------------------
+
+
+async def test_a_scope_lease_is_held_by_one_owner_until_released_or_expired(
+    store: MessageStore,
+) -> None:
+    assert isinstance(store, ScopeLeases)
+    assert await store.acquire_scope("s", "a", ttl=30) is None
+    assert await store.acquire_scope("s", "a", ttl=30) is None  # the holder again: still held
+    assert await store.acquire_scope("s", "b", ttl=30) == "a"
+    assert await store.acquire_scope("other", "b", ttl=30) is None  # scopes are separate
+    assert await store.renew_scope("s", "a", ttl=30) is True
+    assert await store.renew_scope("s", "b", ttl=30) is False
+    await store.release_scope("s", "b")  # not b's: nothing happens
+    assert await store.acquire_scope("s", "b", ttl=30) == "a"
+    await store.release_scope("s", "a")
+    assert await store.acquire_scope("s", "b", ttl=30) is None
+    # An owner that stops renewing loses the scope once its lease expired.
+    assert await store.acquire_scope("short", "dead", ttl=0.2) is None
+    assert await store.acquire_scope("short", "c", ttl=30) == "dead"
+    await asyncio.sleep(0.3)
+    assert await store.acquire_scope("short", "c", ttl=30) is None
+    assert await store.renew_scope("short", "dead", ttl=30) is False
+    # A lease is not a record: the scope has no records and no info.
+    assert await store.length("s") == 0 and await store.info("s") is None
+
+
+async def test_of_many_owners_taking_one_scope_at_once_exactly_one_gets_it(
+    store: MessageStore,
+) -> None:
+    assert isinstance(store, ScopeLeases)
+    results = await asyncio.gather(*(store.acquire_scope("s", f"o{n}", ttl=30) for n in range(8)))
+    winners = [f"o{n}" for n, holder in enumerate(results) if holder is None]
+    assert len(winners) == 1
+    assert {holder for holder in results if holder is not None} == set(winners)

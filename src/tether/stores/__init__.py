@@ -15,7 +15,7 @@ of `__all__`, and using one says what to install. SQLite's own plumbing (`connec
 from __future__ import annotations
 
 from .memory import InMemoryMessageStore, InMemoryRunStore, InMemoryWorkflowStore
-from .message_store import MessageStore, ScopeInfo, StoredRecord, SystemRecord
+from .message_store import MessageStore, ScopeInfo, ScopeLeases, StoredRecord, SystemRecord
 from .run_store import (
     CANCEL_REQUESTED,
     CancelRequests,
@@ -59,6 +59,7 @@ __all__ = [
     "RunStore",
     "RunTotals",
     "ScopeInfo",
+    "ScopeLeases",
     "SqliteMessageStore",
     "SqliteRunStore",
     "SqliteWorkflowStore",

@@ -22,6 +22,7 @@ from ..workflows._store import InMemoryWorkflowStore
 from ._codecs import (
     RUN_INFO_COLUMNS,
     check_run_status,
+    check_scope,
     check_title,
     decode_cursor,
     decode_event,
@@ -70,6 +71,8 @@ class InMemoryMessageStore:
 
     def __init__(self) -> None:
         self._scopes: dict[str, _Scope] = {}
+        self._leases: dict[str, tuple[str, float]] = {}
+        """scope -> (owner, expiry): `ScopeLeases` (which episode may write the scope now)."""
         self._lock = threading.Lock()
 
     def _entry(self, scope: str, now: float) -> _Scope:
@@ -140,6 +143,30 @@ class InMemoryMessageStore:
     async def delete(self, scope: str) -> None:
         with self._lock:
             self._scopes.pop(scope, None)
+
+    async def acquire_scope(self, scope: str, owner: str, *, ttl: float) -> str | None:
+        check_scope(scope)
+        now = time.time()
+        with self._lock:
+            held = self._leases.get(scope)
+            if held is not None and held[0] != owner and held[1] >= now:
+                return held[0]
+            self._leases[scope] = (owner, now + ttl)
+            return None
+
+    async def renew_scope(self, scope: str, owner: str, *, ttl: float) -> bool:
+        with self._lock:
+            held = self._leases.get(scope)
+            if held is None or held[0] != owner:
+                return False
+            self._leases[scope] = (owner, time.time() + ttl)
+            return True
+
+    async def release_scope(self, scope: str, owner: str) -> None:
+        with self._lock:
+            held = self._leases.get(scope)
+            if held is not None and held[0] == owner:
+                del self._leases[scope]
 
     async def aclose(self) -> None:
         return None

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, NotRequired, Protocol, TypeAlias, TypedDict
+from typing import Literal, NotRequired, Protocol, TypeAlias, TypedDict, runtime_checkable
 
 from ..events import TextPart
 from ..session import Message
 
-__all__ = ["MessageStore", "ScopeInfo", "StoredRecord", "SystemRecord"]
+__all__ = ["MessageStore", "ScopeInfo", "ScopeLeases", "StoredRecord", "SystemRecord"]
 
 
 class SystemRecord(TypedDict):
@@ -111,4 +111,32 @@ class MessageStore(Protocol):
 
     async def aclose(self) -> None:
         """Release what the store opened itself; idempotent."""
+        ...
+
+
+@runtime_checkable
+class ScopeLeases(Protocol):
+    """Scope leases: which episode may write a scope now, across processes and machines.
+
+    A lease is a row (scope, owner, expiry) taken and renewed in short transactions — never a
+    transaction or a connection held across a model call — and judged by the store's clock
+    (the server's, for PostgreSQL). An owner that dies stops renewing; its lease expires and
+    the next episode takes the scope. The lab's episode runner takes the lease of its scope
+    around load, run and commit (`tether.lab`), so turns on one scope run one after another.
+    The three built-in MessageStores implement it; a MessageStore without it gets the
+    in-process lock only.
+    """
+
+    async def acquire_scope(self, scope: str, owner: str, *, ttl: float) -> str | None:
+        """Take the lease on `scope` for `owner`, for `ttl` seconds, unless another owner
+        holds a lease that has not expired. None when `owner` holds it now; else the holder."""
+        ...
+
+    async def renew_scope(self, scope: str, owner: str, *, ttl: float) -> bool:
+        """Extend `owner`'s lease on `scope` to `ttl` seconds from now; False when `owner`
+        no longer holds it (it expired and another owner took it)."""
+        ...
+
+    async def release_scope(self, scope: str, owner: str) -> None:
+        """Give the lease up, if `owner` still holds it."""
         ...

@@ -74,6 +74,7 @@ from ._codecs import (
     busy_error,
     check_finish,
     check_run_status,
+    check_scope,
     check_title,
     decode_cursor,
     decode_event,
@@ -584,6 +585,29 @@ async def m001_create_message_tables(conn: Connection) -> None:
     )
 
 
+@message_migrations
+async def m002_scope_leases(conn: Connection) -> None:
+    # Which episode may write a scope now (`ScopeLeases`).
+    await _exec(
+        conn,
+        "CREATE TABLE tether_scope_leases ("
+        " scope TEXT PRIMARY KEY,"
+        " owner TEXT NOT NULL,"
+        " expires_at DOUBLE PRECISION NOT NULL)",
+    )
+
+
+# Taking a scope lease is one statement: the upsert updates only a lease that is this owner's or
+# expired; a concurrent taker waits on the row lock and then finds it taken.
+_ACQUIRE_SCOPE = f"""
+INSERT INTO tether_scope_leases AS l (scope, owner, expires_at)
+VALUES (%(scope)s, %(owner)s, {_NOW} + %(ttl)s::float8)
+ON CONFLICT (scope) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+WHERE l.owner = EXCLUDED.owner OR l.expires_at < {_NOW}
+RETURNING owner
+"""
+
+
 # One statement: bump the scope's length (creating the row, or row-locking it until commit) and
 # insert the records numbered after the old length.
 _APPEND = """
@@ -698,6 +722,36 @@ class PostgresMessageStore(PostgresBacked):
         async with self._session() as conn:
             # The records go with the scope row (ON DELETE CASCADE), in the same statement.
             await _exec(conn, "DELETE FROM tether_message_scopes WHERE scope = %s", (scope,))
+
+    async def acquire_scope(self, scope: str, owner: str, *, ttl: float) -> str | None:
+        check_scope(scope)
+        async with self._session() as conn:
+            taken = await _one(conn, _ACQUIRE_SCOPE, {"scope": scope, "owner": owner, "ttl": ttl})
+            if taken is not None:
+                return None
+            row = await _one(
+                conn, "SELECT owner FROM tether_scope_leases WHERE scope = %s", (scope,)
+            )
+        # Released between the two statements: nobody holds it, so try again soon.
+        return str(row[0]) if row is not None else "an episode that just finished"
+
+    async def renew_scope(self, scope: str, owner: str, *, ttl: float) -> bool:
+        async with self._session() as conn:
+            row = await _one(
+                conn,
+                f"UPDATE tether_scope_leases SET expires_at = {_NOW} + %s"
+                " WHERE scope = %s AND owner = %s RETURNING 1",
+                (ttl, scope, owner),
+            )
+        return row is not None
+
+    async def release_scope(self, scope: str, owner: str) -> None:
+        async with self._session() as conn:
+            await _exec(
+                conn,
+                "DELETE FROM tether_scope_leases WHERE scope = %s AND owner = %s",
+                (scope, owner),
+            )
 
 
 # -- RunStore --------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ from ._codecs import (
     busy_error,
     check_finish,
     check_run_status,
+    check_scope,
     check_title,
     decode_cursor,
     decode_event,
@@ -491,6 +492,17 @@ def m002_tether_message_table_names(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX tether_message_scopes_updated ON tether_message_scopes (updated_at)")
 
 
+@message_migrations
+def m003_scope_leases(conn: sqlite3.Connection) -> None:
+    """Which episode may write a scope now (`ScopeLeases`)."""
+    conn.execute(
+        "CREATE TABLE tether_scope_leases ("
+        " scope TEXT PRIMARY KEY,"
+        " owner TEXT NOT NULL,"
+        " expires_at REAL NOT NULL) WITHOUT ROWID"
+    )
+
+
 def _rename(conn: sqlite3.Connection, names: dict[str, str]) -> None:
     for old, new in names.items():
         conn.execute(f"ALTER TABLE {old} RENAME TO {new}")
@@ -621,6 +633,48 @@ class SqliteMessageStore(SqliteBacked):
             with transaction(conn):
                 conn.execute("DELETE FROM tether_messages WHERE scope = ?", (scope,))
                 conn.execute("DELETE FROM tether_message_scopes WHERE scope = ?", (scope,))
+
+        await self._run(op)
+
+    async def acquire_scope(self, scope: str, owner: str, *, ttl: float) -> str | None:
+        check_scope(scope)
+
+        def op(conn: sqlite3.Connection) -> str | None:
+            with transaction(conn):
+                taken = conn.execute(
+                    "INSERT INTO tether_scope_leases (scope, owner, expires_at)"
+                    f" VALUES (?, ?, {_NOW} + ?) ON CONFLICT (scope) DO UPDATE"
+                    " SET owner = excluded.owner, expires_at = excluded.expires_at"
+                    " WHERE tether_scope_leases.owner = excluded.owner"
+                    f" OR tether_scope_leases.expires_at < {_NOW}"
+                    " RETURNING owner",
+                    (scope, owner, ttl),
+                ).fetchone()
+                if taken is not None:
+                    return None
+                row = conn.execute(
+                    "SELECT owner FROM tether_scope_leases WHERE scope = ?", (scope,)
+                ).fetchone()
+                return str(row[0])
+
+        return await self._run(op)
+
+    async def renew_scope(self, scope: str, owner: str, *, ttl: float) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                f"UPDATE tether_scope_leases SET expires_at = {_NOW} + ?"
+                " WHERE scope = ? AND owner = ?",
+                (ttl, scope, owner),
+            )
+            return cur.rowcount > 0
+
+        return await self._run(op)
+
+    async def release_scope(self, scope: str, owner: str) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "DELETE FROM tether_scope_leases WHERE scope = ? AND owner = ?", (scope, owner)
+            )
 
         await self._run(op)
 

@@ -1,0 +1,244 @@
+"""One writer per memory scope, and heartbeats for running runs.
+
+`ScopeLocks.hold(store, scope, run_id)` is what an episode runs its load, model calls and commits
+inside: an in-process `asyncio.Lock` per scope (episodes of this process queue on it in order),
+then the store's scope lease (`ScopeLeases`: a row taken in one short transaction), so episodes
+on one scope run one after another in this process and across processes and machines. Nothing
+holds a transaction or a connection across a model call; the lease is renewed by the runtime's
+heartbeat and expires if its process dies. Waiting is bounded by `scope_lock_timeout`, then the
+episode fails with `ScopeBusyError` naming the scope and the holder. An episode started from
+inside a run that already holds its scope (an agent tool running an episode on its own scope)
+fails at once with it: waiting would be waiting for itself.
+
+`Heartbeat` is one task per runtime that renews, every sixth of `lease_ttl`, every lease the
+runtime holds: the scope leases of running episodes and the run leases of running episodes and
+workflow runs in the RunStore (one write per store per beat). A run whose process died stops
+being renewed and reads as "interrupted" once its lease expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
+
+from ..errors import ScopeBusyError
+from ..stores.message_store import MessageStore, ScopeLeases
+from ..stores.run_store import RunStore
+
+__all__ = ["LEASE_TTL", "SCOPE_LOCK_TIMEOUT", "Heartbeat", "ScopeHold", "ScopeLocks", "scope_owner"]
+
+logger = logging.getLogger("tether.lab")
+
+LEASE_TTL = 30.0
+"""Seconds a lease (a scope's, a run's) lasts unless renewed; renewed every sixth of that."""
+SCOPE_LOCK_TIMEOUT = 600.0
+"""Seconds an episode waits for its memory scope before `ScopeBusyError`."""
+
+_HELD: ContextVar[frozenset[tuple[int, str]]] = ContextVar(
+    "tether_held_scopes", default=frozenset()
+)
+"""The scopes (store id, scope) the running episode and the episodes around it hold."""
+
+
+def scope_owner(run_id: str) -> str:
+    """The owner name of an episode's scope lease: `host:pid:run_id` (unique per episode, and
+    saying where the holder runs)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{run_id}"
+
+
+class Heartbeat:
+    """Renews the leases a runtime holds while it holds them (see the module docstring)."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._runs: dict[int, tuple[RunStore, set[str]]] = {}
+        self._scopes: dict[tuple[int, str], tuple[ScopeLeases, str]] = {}
+        self._lost: set[tuple[int, str]] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def hold_run(self, store: RunStore, run_id: str) -> None:
+        """Renew the lease of `run_id` in `store` until `drop_run`."""
+        self._runs.setdefault(id(store), (store, set()))[1].add(run_id)
+        self._start()
+
+    def drop_run(self, store: RunStore, run_id: str) -> None:
+        held = self._runs.get(id(store))
+        if held is not None:
+            held[1].discard(run_id)
+            if not held[1]:
+                del self._runs[id(store)]
+
+    def hold_scope(self, store: ScopeLeases, scope: str, owner: str) -> None:
+        """Renew `owner`'s lease on `scope` until `drop_scope`."""
+        self._scopes[(id(store), scope)] = (store, owner)
+        self._start()
+
+    def drop_scope(self, store: ScopeLeases, scope: str) -> None:
+        self._scopes.pop((id(store), scope), None)
+        self._lost.discard((id(store), scope))
+
+    def lost_scope(self, store: ScopeLeases, scope: str) -> bool:
+        """Whether a renewal found the lease on `scope` taken by another owner."""
+        return (id(store), scope) in self._lost
+
+    def _start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._beat(), name="tether-lab:heartbeat"
+            )
+
+    async def _beat(self) -> None:
+        while self._runs or self._scopes:
+            await asyncio.sleep(self.ttl / 6)
+            await self.renew()
+
+    async def renew(self) -> None:
+        """Renew every lease held now (one beat)."""
+        for store, run_ids in list(self._runs.values()):
+            try:
+                await store.renew_leases(sorted(run_ids), lease_ttl=self.ttl)
+            except Exception:
+                # The lease lasts six beats: a store out of reach now may be back at the next.
+                logger.warning("could not renew the run leases", exc_info=True)
+        for key, (scopes, owner) in list(self._scopes.items()):
+            try:
+                held = await scopes.renew_scope(key[1], owner, ttl=self.ttl)
+            except Exception:
+                logger.warning("could not renew the lease of scope %r", key[1], exc_info=True)
+                continue
+            if not held and key in self._scopes:
+                logger.error(
+                    "the lease of memory scope %r was taken over: this process did not renew "
+                    "it for longer than it lasts",
+                    key[1],
+                )
+                self._lost.add(key)
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        self._runs.clear()
+        self._scopes.clear()
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+
+
+class ScopeHold:
+    """An episode's hold on its scope, for as long as the episode runs."""
+
+    __slots__ = ("_heartbeat", "_leases", "scope")
+
+    def __init__(self, scope: str, heartbeat: Heartbeat, leases: ScopeLeases | None) -> None:
+        self.scope = scope
+        self._heartbeat = heartbeat
+        self._leases = leases
+
+    def check(self) -> None:
+        """Raise ScopeBusyError when the scope's lease was taken over (this process did not
+        renew it for longer than it lasts, and another episode took the scope): what the
+        episode would write now could interleave with that episode's turn."""
+        if self._leases is not None and self._heartbeat.lost_scope(self._leases, self.scope):
+            raise ScopeBusyError(
+                f"memory scope {self.scope!r} was taken over by another episode while this one "
+                "ran (its lease was not renewed in time); nothing more of this episode is "
+                "stored",
+                scope=self.scope,
+            )
+
+
+class ScopeLocks:
+    """One writer per memory scope (see the module docstring)."""
+
+    def __init__(self, heartbeat: Heartbeat, *, timeout: float = SCOPE_LOCK_TIMEOUT) -> None:
+        self.heartbeat = heartbeat
+        self.timeout = timeout
+        self._locks: dict[tuple[int, str], tuple[asyncio.Lock, list[str]]] = {}
+        """(store id, scope) -> its lock, and the owners holding or waiting for it (the first
+        holds it)."""
+
+    @contextlib.asynccontextmanager
+    async def hold(self, store: MessageStore, scope: str, run_id: str) -> AsyncIterator[ScopeHold]:
+        """Hold `scope` of `store` for the block: wait for this process's other episodes on
+        it, then for its lease; give both back at the end, however the block ends.
+
+        Raises:
+            ScopeBusyError: the scope stayed held for `timeout` seconds, or the caller already
+                holds it (an episode inside an episode on the same scope).
+        """
+        key = (id(store), scope)
+        if key in _HELD.get():
+            raise ScopeBusyError(
+                f"memory scope {scope!r} is held by the run this episode was started from (an "
+                "agent tool or workflow step running an episode on the scope it is already "
+                "running on would wait for itself); give the inner episode a scope of its own",
+                scope=scope,
+            )
+        owner = scope_owner(run_id)
+        deadline = time.monotonic() + self.timeout
+        lock, queue = self._locks.setdefault(key, (asyncio.Lock(), []))
+        queue.append(owner)
+        try:
+            try:
+                await asyncio.wait_for(lock.acquire(), self.timeout)
+            except TimeoutError:
+                raise self._busy(scope, queue[0]) from None
+            try:
+                leases = store if isinstance(store, ScopeLeases) else None
+                if leases is not None:
+                    await self._lease(leases, scope, owner, deadline)
+                token = _HELD.set(_HELD.get() | {key})
+                try:
+                    yield ScopeHold(scope, self.heartbeat, leases)
+                finally:
+                    _HELD.reset(token)
+                    if leases is not None:
+                        self.heartbeat.drop_scope(leases, scope)
+                        await _release(leases, scope, owner)
+            finally:
+                lock.release()
+        finally:
+            queue.remove(owner)
+            if not queue:
+                self._locks.pop(key, None)
+
+    async def _lease(self, store: ScopeLeases, scope: str, owner: str, deadline: float) -> None:
+        """Take the scope's lease, polling while another process holds it."""
+        delay = 0.01
+        while True:
+            holder = await store.acquire_scope(scope, owner, ttl=self.heartbeat.ttl)
+            if holder is None:
+                self.heartbeat.hold_scope(store, scope, owner)
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._busy(scope, holder)
+            await asyncio.sleep(min(delay, left))
+            delay = min(delay * 2, 0.25)
+
+    def _busy(self, scope: str, holder: str) -> ScopeBusyError:
+        return ScopeBusyError(
+            f"memory scope {scope!r} stayed busy for {self.timeout:g} s (scope_lock_timeout): "
+            f"episode {holder} holds it. Try again when it is done, or raise "
+            "Runtime(scope_lock_timeout=...)",
+            scope=scope,
+            holder=holder,
+        )
+
+
+async def _release(store: ScopeLeases, scope: str, owner: str) -> None:
+    """Give the lease back even when the episode is being cancelled (the release is one short
+    write; if it fails, the lease expires on its own)."""
+    release = asyncio.ensure_future(store.release_scope(scope, owner))
+    try:
+        await asyncio.shield(release)
+    except asyncio.CancelledError:
+        await asyncio.wait([release])
+        raise
+    except Exception:
+        logger.warning("could not release the lease of scope %r", scope, exc_info=True)
