@@ -56,7 +56,8 @@ async def nap(args):
     return "ok"
 
 
-lab = Runtime(version="1.0", defaults={"model": script_client([answer] * 10000)})
+# A one-second lease: a case killed mid-run is resumed a second after its process died.
+lab = Runtime(version="1.0", defaults={"model": script_client([answer] * 10000)}, lease_ttl=1)
 answerer = lab.create_agent(id="answerer")
 sleeper = lab.create_agent(
     id="sleeper",

@@ -125,8 +125,8 @@ class SlowStartRunStore(InMemoryRunStore):
         super().__init__()
         self.written = asyncio.Event()
 
-    async def start_run(self, info: RunInfo) -> None:
-        await super().start_run(info)
+    async def start_run(self, info: RunInfo, *, lease_ttl: float | None = None) -> None:
+        await super().start_run(info, lease_ttl=lease_ttl)
         self.written.set()
         for _ in range(3):
             await asyncio.sleep(0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pydantic
@@ -14,8 +13,6 @@ from tests.helpers import texts
 
 from tether.errors import ConfigError, LLMError
 from tether.lab import ConversationTitleInput, ConversationTitleOutput, Runtime
-from tether.llm.base import ChatRequest, StreamChunk
-from tether.testing import ScriptClient
 from tether.workflows import Workflow, WorkflowContext
 
 from .conftest import scripted
@@ -93,41 +90,27 @@ async def test_follow_up_turns_do_not_rename_the_conversation(lab: Runtime) -> N
     assert await lab.message_store.get_title("notes") == "First"
 
 
-class MeetingClient(ScriptClient):
-    """Holds every request until `n` have arrived, so `n` episodes all load before any stores."""
-
-    def __init__(self, turns: list[Any], n: int) -> None:
-        super().__init__(turns)
-        self.waiting = n
-        self.met = asyncio.Event()
-
-    async def chat(self, request: ChatRequest) -> AsyncIterator[StreamChunk]:
-        self.waiting -= 1
-        if self.waiting <= 0:
-            self.met.set()
-        await self.met.wait()
-        async for chunk in super().chat(request):
-            yield chunk
-
-
-async def test_two_first_episodes_racing_on_a_new_scope_name_it_once(lab: Runtime) -> None:
+async def test_two_first_episodes_started_at_once_on_a_new_scope_name_it_once(
+    lab: Runtime,
+) -> None:
     names: list[str] = []
 
     async def count(input: Any, ctx: Any) -> Any:
         names.append(input["memory_scope"])
         return {"title": f"title {len(names)}"}
 
+    client = scripted({"text": "a"}, {"text": "b"})
     researcher = lab.create_agent(
-        id="researcher",
-        title_workflow=lab.create_workflow("count-titles", count),
-        model=MeetingClient([{"text": "a"}, {"text": "b"}], 2),
+        id="researcher", title_workflow=lab.create_workflow("count-titles", count), model=client
     )
     await asyncio.gather(
         researcher.run(memory_scope="notes", user="one").result,
         researcher.run(memory_scope="notes", user="two").result,
     )
     await lab.wait_idle()
-    # Both found the scope empty; only the one whose write started it is its first episode.
+    # Turns on one scope run one after another: the second found the scope started by the
+    # first (its request holds the first turn), so only the first is the scope's first episode.
+    assert len(client.calls[1]["messages"]) == 3
     assert names == ["notes"]
     assert await lab.message_store.get_title("notes") == "title 1"
 

@@ -29,6 +29,7 @@ TABLES = {
     "tether_run_events",
     "tether_run_tags",
     "tether_runs",
+    "tether_scope_leases",
     "tether_workflow_runs",
     "tether_workflow_steps",
 }

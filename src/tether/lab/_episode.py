@@ -52,13 +52,14 @@ from ..session import Message, Session, fold
 from ..signals import AbortController, AbortScope
 from ..stop import StepResult, StopCondition, step_count_is
 from ..stores.message_store import MessageStore, StoredRecord, SystemRecord
-from ..stores.run_store import RunInfo
+from ..stores.run_store import RunInfo, RunStore
 from ..tools import Tool
 from ..turn import TurnOptions
 from ..workflows import Workflow
 from ._definition import SystemPrompt
 from ._handles import AgentRunResult, _EventBuffer
 from ._host import AgentHost
+from ._leases import ScopeHold
 from ._output import JSON_REQUEST, NoMatch, OutputSpec, jsonable
 from ._recorder import RecordingLevel, RunRecorder
 from ._titles import first_success, in_title_workflow, start_title
@@ -216,6 +217,10 @@ class Episode:
         self.steps: list[StepResult] = []
         self.usage: dict[str, int] = {}
         self.recorder: RunRecorder | None = None
+        self._leased: RunStore | None = None
+        """The run store holding this run's lease, while the heartbeat renews it."""
+        self._hold: ScopeHold | None = None
+        """This episode's hold on its scope, while it has it."""
         self._tool_started: float | None = None
 
     @property
@@ -228,6 +233,8 @@ class Episode:
         try:
             return await self._run()
         finally:
+            if self._leased is not None:
+                self.host.heartbeat.drop_run(self._leased, self.run_id)
             # Stream readers end with the episode, however it ends.
             if self.buffer is not None:
                 self.buffer.close()
@@ -239,6 +246,7 @@ class Episode:
             self.host.listeners,
             level=self.agent.recording,
             prices=self.host.prices,
+            lease_ttl=self.host.heartbeat.ttl,
             info=RunInfo(
                 run_id=self.run_id,
                 kind="agent",
@@ -255,8 +263,13 @@ class Episode:
         )
         recorder.on_failure = self._recording_failed
         self.recorder = recorder
+        heartbeat = self.host.heartbeat
         try:
             await recorder.start()
+            # The run's lease is renewed while it runs: if this process dies, the run reads as
+            # interrupted instead of running forever.
+            self._leased = self.host.run_store
+            heartbeat.hold_run(self._leased, self.run_id)
             recorder.emit(
                 "agent_started",
                 {
@@ -329,7 +342,12 @@ class Episode:
         """Load, run and commit happen inside this block, and only there: the place where the
         scope is held for one episode (a scope lease is acquired on entry and released on
         exit), so that turns on one memory scope never interleave."""
-        yield
+        async with self.host.scopes.hold(self.store, self.scope, self.run_id) as hold:
+            self._hold = hold
+            try:
+                yield
+            finally:
+                self._hold = None
 
     async def _maybe_title(self) -> None:
         """Start the title workflow when this is the scope's first successful episode."""
@@ -650,6 +668,8 @@ class Episode:
             records.insert(0, self.pending_pin)
         if not records:
             return
+        if self._hold is not None:
+            self._hold.check()  # the scope is still this episode's
         length = await self._interruptible(lambda: self.store.append(self.scope, records))
         if self.first_index is None:
             self.first_index = length - len(records)

@@ -16,6 +16,7 @@ from ..llm import LLMClient, client_from_config
 from ..stores.message_store import MessageStore
 from ..stores.run_store import RunStore
 from ._definition import MODEL_CONFIG_KEYS, Definition
+from ._leases import Heartbeat, ScopeLocks
 from ._recorder import RunListener
 
 __all__ = ["AgentHost", "ClientPool", "TaskSet"]
@@ -130,6 +131,16 @@ class AgentHost(Protocol):
     @property
     def clients(self) -> ClientPool:
         """The LLM clients built from model configs."""
+        ...
+
+    @property
+    def scopes(self) -> ScopeLocks:
+        """One writer per memory scope: what an episode holds while it loads, runs, commits."""
+        ...
+
+    @property
+    def heartbeat(self) -> Heartbeat:
+        """Renews the leases of running runs and held scopes (`lease_ttl`: `heartbeat.ttl`)."""
         ...
 
     def provenance_tags(self) -> list[str]:

@@ -211,7 +211,13 @@ class ScopeLocks:
         """Take the scope's lease, polling while another process holds it."""
         delay = 0.01
         while True:
-            holder = await store.acquire_scope(scope, owner, ttl=self.heartbeat.ttl)
+            try:
+                holder = await store.acquire_scope(scope, owner, ttl=self.heartbeat.ttl)
+            except BaseException:
+                # Cancelled (or failed) after the server may have granted the lease: give it
+                # back rather than leave the scope held until the lease expires.
+                await _release(store, scope, owner)
+                raise
             if holder is None:
                 self.heartbeat.hold_scope(store, scope, owner)
                 return

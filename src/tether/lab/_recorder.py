@@ -118,6 +118,8 @@ class RunRecorder:
         prices: Price overrides for private models (`tether.pricing.PriceOverride` by model).
         on_failure: Called (once) with the error when a write of the run's events fails: the
             run must stop, since what it does next could no longer be recorded in order.
+        lease_ttl: Start the run with a heartbeat lease of that many seconds (the caller
+            renews it while the run goes on; a run whose process died reads as interrupted).
     """
 
     def __init__(
@@ -129,12 +131,15 @@ class RunRecorder:
         level: RecordingLevel = "metadata",
         prices: Mapping[str, Any] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
+        lease_ttl: float | None = None,
     ) -> None:
         self.store = store
         self.on_failure = on_failure
         self.write_error: BaseException | None = None
         """Why recording failed (the start, or a write of events), or None."""
         self.info = info
+        self.lease_ttl = lease_ttl
+        """The run's heartbeat lease (seconds), taken by `start()`; the caller renews it."""
         self.run_id = info.run_id
         self.level = level
         self.prices = prices
@@ -243,7 +248,7 @@ class RunRecorder:
         Cancelled meanwhile, it lets the summary's write finish before the cancellation goes
         on, so that `close()` can still record that the run was cancelled.
         """
-        write = asyncio.ensure_future(self.store.start_run(self.info))
+        write = asyncio.ensure_future(self.store.start_run(self.info, lease_ttl=self.lease_ttl))
         try:
             await asyncio.wait([write])  # wait() never cancels the write itself
         except asyncio.CancelledError:

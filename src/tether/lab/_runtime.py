@@ -43,6 +43,7 @@ from ._definition import (
     check_keys,
 )
 from ._host import ClientPool, TaskSet
+from ._leases import LEASE_TTL, SCOPE_LOCK_TIMEOUT, Heartbeat, ScopeLocks
 from ._output import jsonable
 from ._provenance import detect_commit, detect_version
 from ._recorder import RecordingLevel, RunListener, logger, notify
@@ -108,6 +109,12 @@ class Runtime:
         prices: Prices of models genai-prices does not know (private ones), in US dollars per
             million tokens: ``{"openai:my-model": {"input_mtok": 0.5, "output_mtok": 1.5}}``
             (see `tether.pricing.PriceOverride`); the `[prices]` table of `tether.toml` too.
+        scope_lock_timeout: Seconds an episode waits for its memory scope while other episodes
+            (of this process or another) run on it, before it fails with `ScopeBusyError`.
+            Default 600.
+        lease_ttl: Seconds a lease of this runtime lasts unless renewed (every sixth of it): a
+            memory scope's, a running run's, a workflow run's. How long after its process
+            died a run reads as "interrupted" and a scope or workflow run is free. Default 30.
     """
 
     def __init__(
@@ -121,6 +128,8 @@ class Runtime:
         version: bool | str = True,
         root: str | PathLike[str] | None = None,
         prices: Mapping[str, Any] | None = None,
+        scope_lock_timeout: float = SCOPE_LOCK_TIMEOUT,
+        lease_ttl: float = LEASE_TTL,
     ) -> None:
         if defaults is not None and not isinstance(defaults, Mapping):
             raise ConfigError(
@@ -147,6 +156,15 @@ class Runtime:
         self._episodes = TaskSet()
         self._background = TaskSet()
         self._lazy_workflow_store: Any = _LazyWorkflowStore(self)
+        for name, value in (("scope_lock_timeout", scope_lock_timeout), ("lease_ttl", lease_ttl)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ConfigError(
+                    f"Runtime({name}=...) must be a positive number of seconds, got {value!r}"
+                )
+        self.lease_ttl = float(lease_ttl)
+        """Seconds a lease of this runtime lasts unless renewed (renewed every sixth of it)."""
+        self._heartbeat = Heartbeat(self.lease_ttl)
+        self._scopes = ScopeLocks(self._heartbeat, timeout=float(scope_lock_timeout))
         self._closed = False
 
     def __repr__(self) -> str:
@@ -182,6 +200,16 @@ class Runtime:
     def background(self) -> TaskSet:
         """Title workflows running now (`wait_idle()` waits for them)."""
         return self._background
+
+    @property
+    def scopes(self) -> ScopeLocks:
+        """One writer per memory scope: what an episode holds while it loads, runs, commits."""
+        return self._scopes
+
+    @property
+    def heartbeat(self) -> Heartbeat:
+        """Renews the leases of this runtime's running runs and held scopes."""
+        return self._heartbeat
 
     @property
     def clients(self) -> ClientPool:
@@ -406,6 +434,7 @@ class Runtime:
             run,
             store=self._lazy_workflow_store,
             on_event=self._workflow_recorder(),
+            lease_ttl=self.lease_ttl,
         )
         self.workflows[id] = workflow
         return workflow
@@ -585,10 +614,16 @@ class Runtime:
                         workflow_run_id=event["parent_run_id"],
                         meta={"root_run_id": event["root_run_id"]},
                         input_text=_as_text(event.get("input")),
-                    )
+                    ),
+                    lease_ttl=self.lease_ttl,
                 )
             else:
-                await store.finish_run(run_id, "running")
+                await store.finish_run(run_id, "running", lease_ttl=self.lease_ttl)
+            # While it runs, the run's record is renewed with the runtime's other leases: if
+            # this process dies, `tether runs list` shows the run interrupted.
+            self._heartbeat.hold_run(store, run_id)
+        elif kind in ("workflow_finished", "workflow_failed"):
+            self._heartbeat.drop_run(store, run_id)
         seq = await store.append_events(run_id, [{"type": kind, "at": event["at"], "data": data}])
         notify(
             self._listeners,
@@ -670,6 +705,7 @@ class Runtime:
 
     async def _release(self) -> None:
         self._closed = True
+        await self._heartbeat.aclose()
         for agent in self._created:
             await agent.aclose()
         await self._clients.aclose()
