@@ -104,7 +104,7 @@ def test_a_process_killed_mid_turn_leaves_its_run_interrupted_and_the_scope_free
             stored = await lab.message_store.load("s")
             # The killed turn stored nothing; the next one is the scope's first.
             assert [r["role"] for r in stored] == ["system", "user", "assistant"]
-            assert stored[2]["content"][0]["text"] == "saw 1"  # type: ignore[typeddict-item]
+            assert stored[2]["content"][0]["text"] == "saw 1"
         finally:
             await lab.aclose()
 

@@ -303,7 +303,6 @@ async def test_cost_usage_and_texts_are_kept(store: RunStore) -> None:
     assert long is not None and len(long.input_text) == 2000
 
 
-<<<<<<< HEAD
 async def test_run_totals_add_up_tokens_and_known_costs(store: RunStore) -> None:
     from tether.stores.run_store import RunQuery, RunTotals
 
@@ -357,7 +356,8 @@ async def test_appends_of_many_runs_go_in_one_write(store: RunStore) -> None:
     with pytest.raises(NotJSONSafeError):
         await store.append_events_many([("b", [ev("bad", value=object())])])
     assert len(await store.events("b")) == 1
-=======
+
+
 # -- heartbeat leases: runs whose process died ---------------------------------------------------
 
 
@@ -406,4 +406,3 @@ async def test_a_resumed_run_takes_a_new_lease_and_an_ended_one_drops_it(store: 
     await store.renew_leases(["wf"], lease_ttl=30)
     info = await store.get_run("wf")
     assert info is not None and info.lease_expires_at is None
->>>>>>> a71fad1 (Leases for running runs. WorkflowStore: a RunLease (owner, ttl) taken at create/start_attempt, renewed for the whole tree, released at finish; a takeover is one conditional update (of N concurrent owners exactly one wins; WorkflowRunBusyError names the holder). RunStore: start_run(lease_ttl=), renew_leases, finish_run clears it. Both read a running run past its lease as 'interrupted' (by the database's clock: the server's now() on PostgreSQL). The engine: a root run's heartbeat renews every ttl/6, nested runs share the root's lease, a second resume fails at once or waits (lease_wait=), a holder that lost its lease stops. Tests on memory, SQLite and PostgreSQL, with SIGKILLed and racing processes)

@@ -58,7 +58,7 @@ async def test_a_resume_that_waits_for_the_lease_gets_the_stored_output() -> Non
     first = workflow.run(4)
     await asyncio.sleep(0.05)
     second = workflow.run(workflow_run_id=first.workflow_run_id, lease_wait=5)
-    assert await asyncio.gather(first.result, second.result) == [40, 40]
+    assert list(await asyncio.gather(first.result, second.result)) == [40, 40]
     assert calls == [4]
 
 
