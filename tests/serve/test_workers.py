@@ -87,3 +87,25 @@ def test_a_workflow_run_started_on_one_worker_streams_from_the_other(workers: Wo
         kinds = [m.event for m in messages]
         assert kinds[0] == "workflow_started" and "workflow_finished" in kinds
         assert messages[-1].data["status"] == "completed"
+
+
+def test_workers_started_together_share_one_port(
+    workers: Workers, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    root = write_project(tmp_path_factory.mktemp("pool") / "project")
+    server = start_server(root, {"TETHER_TEST_STORE": workers.url}, ["--workers", "2"])
+    try:
+        with server.client() as client:
+            run_ids = [
+                client.post("/api/agents/chat/runs", json={"input": f"words {n}"}).json()["run_id"]
+                for n in (3, 4, 5, 6)
+            ]
+            for run_id, n in zip(run_ids, (3, 4, 5, 6), strict=True):
+                messages = stream_all(client, run_id)
+                deltas = [m for m in messages if m.event == "agent_text_delta"]
+                assert len(deltas) == n and messages[-1].data["status"] == "completed"
+        # The supervisor and its two workers.
+        log = server.log.read_text()
+        assert log.count("Started server process") == 2
+    finally:
+        server.stop()
