@@ -634,7 +634,7 @@ async def test_a_lab_workflow_run_is_the_parent_of_its_episodes(
 ) -> None:
     from tether.lab import Runtime
 
-    sink = OtelSink(provider, agent_name="assistant")
+    sink = OtelSink(provider)  # one sink for the runtime: each agent's turns carry its id
     lab = Runtime(defaults={"model": script_client([{"text": "hello"}], model="m"), "trace": sink})
     assistant = lab.create_agent(id="assistant", system_prompt="Be brief.")
     ask = lab.workflow_from_agent(assistant, id="ask")
@@ -645,6 +645,8 @@ async def test_a_lab_workflow_run_is_the_parent_of_its_episodes(
     named = by_name(exporter.get_finished_spans())
     [run] = named["workflow ask"]
     [turn] = named["invoke_agent assistant"]
+    assert turn.attributes is not None and turn.attributes["gen_ai.agent.name"] == "assistant"
+    assert sink.agent_name is None  # the runtime's sink itself is left as it was
     ancestors = {s.context.span_id: s for s in exporter.get_finished_spans()}
     parent = turn.parent
     chain = []

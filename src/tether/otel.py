@@ -44,6 +44,7 @@ span current while the step runs, so the episodes and tool calls a step starts a
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import threading
@@ -195,6 +196,16 @@ class OtelSink:
         self._workflow: dict[str, _Live] = {}
         """Open workflow runs and steps, by run id and run id/step id."""
         self._lock = threading.Lock()
+
+    def for_agent(self, name: str) -> OtelSink:
+        """This sink for one agent: the same tracer and open spans, with `name` as
+        ``gen_ai.agent.name`` unless the sink already names an agent. A lab `Runtime` calls it
+        for each agent, so one sink in its ``defaults`` names every agent's turns by its id."""
+        if self.agent_name is not None:
+            return self
+        view = copy.copy(self)  # shares the open spans, the lock and the tracer
+        view.agent_name = name
+        return view
 
     # -- records ---------------------------------------------------------------------------
 

@@ -393,7 +393,7 @@ class LabAgent(Generic[T]):
                     if d.max_tool_result_chars is not None
                     else DEFAULT_MAX_TOOL_RESULT_CHARS
                 ),
-                trace=d.trace or False,
+                trace=_for_agent(d.trace, self.id) or False,
                 services=d.services,
                 on_tool_call=d.on_tool_call,
             )
@@ -707,3 +707,10 @@ def _run_model(kw: Mapping[str, Any]) -> ModelSpec | None:
     if model is not None and llm is not None:
         raise ConfigError("llm= is another name for model=; give only one of them")
     return check_model(model if model is not None else llm, "")
+
+
+def _for_agent(trace: Any, agent_id: str) -> Any:
+    """The agent's own view of a trace sink that names agents (`tether.otel.OtelSink`): one
+    sink in the runtime's defaults then names each agent's spans by its id."""
+    for_agent = getattr(trace, "for_agent", None)
+    return for_agent(agent_id) if callable(for_agent) else trace
