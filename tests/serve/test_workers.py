@@ -5,8 +5,10 @@ worker killed with SIGKILL leaves its run interrupted and its durable workflow r
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from tests.postgres_server import postgres_url
@@ -109,3 +111,91 @@ def test_workers_started_together_share_one_port(
         assert log.count("Started server process") == 2
     finally:
         server.stop()
+
+
+def test_turns_on_one_scope_are_serialized_across_workers(workers: Workers) -> None:
+    with workers.a.client() as a, workers.b.client() as b:
+        first = a.post("/api/agents/chat/runs", json={"input": "words 150", "scope": "shared"})
+        assert first.status_code == 202, first.text
+        # Started on the other worker while the first answer still streams.
+        second = b.post("/api/agents/chat/runs", json={"input": "hi", "scope": "shared"})
+        assert second.status_code == 202, second.text
+        done = stream_all(b, second.json()["run_id"])
+        # The second turn waited for the first to commit: its request held the first turn.
+        assert done[-2].event == "agent_finished"
+        assert done[-2].data["data"]["text"] == "Hello from turn 2."
+        assert stream_all(a, first.json()["run_id"])[-1].data["status"] == "completed"
+        scope = a.get("/api/scopes/shared").json()
+        assert scope["info"]["length"] == 5  # one pinned prompt, then two whole turns
+        roles = [r["record"]["role"] for t in scope["turns"] for r in t["records"]]
+        assert roles == ["user", "assistant", "user", "assistant"]
+
+
+@pytest.fixture
+def doomed(workers: Workers, tmp_path: Path) -> Iterator[Server]:
+    """A third worker on the same database, with a 2-second lease, to be killed."""
+    root = write_project(tmp_path / "project")
+    server = start_server(
+        root,
+        {
+            "TETHER_TEST_STORE": workers.url,
+            "TETHER_TEST_DELAY": "0.02",
+            "TETHER_TEST_LEASE_TTL": "2",
+            "TETHER_TEST_STEP_SECONDS": "1.5",
+        },
+        ["--takeover-every", "3600"],
+    )
+    yield server
+    server.kill()
+
+
+def test_a_worker_killed_mid_run_leaves_the_run_interrupted(
+    workers: Workers, doomed: Server
+) -> None:
+    with doomed.client() as c, workers.b.client() as b:
+        run_id = c.post("/api/agents/chat/runs", json={"input": "words 5000"}).json()["run_id"]
+        seen: list[Message] = []
+        with b.stream("GET", f"/api/runs/{run_id}/stream") as stream:
+            for message in read_sse(stream):
+                seen.append(message)
+                if message.event == "agent_text_delta":
+                    doomed.kill()  # SIGKILL: no cancel, no cleanup, no final status
+                    break
+        started = time.monotonic()
+        rest = stream_all(b, run_id, last_id=seen[-1].id)
+        assert rest[-1].event == "run_ended" and rest[-1].data["status"] == "interrupted"
+        assert time.monotonic() - started < 20
+        assert b.get(f"/api/runs/{run_id}").json()["run"]["status"] == "interrupted"
+        assert b.post(f"/api/runs/{run_id}/cancel").status_code == 409
+
+
+def test_a_durable_workflow_run_of_a_killed_worker_is_taken_over(
+    workers: Workers, doomed: Server
+) -> None:
+    with doomed.client() as c, workers.b.client() as b:
+        run_id = c.post("/api/workflows/pipeline/runs", json={"input": "go"}).json()["run_id"]
+        with b.stream("GET", f"/api/runs/{run_id}/stream") as stream:
+            for message in read_sse(stream):
+                if message.event == "workflow_step_finished":
+                    doomed.kill()  # after the first step was journaled
+                    break
+        killed_pid = doomed.process.pid
+        deadline = time.monotonic() + 60
+        while True:
+            status = b.get(f"/api/runs/{run_id}").json()["run"]["status"]
+            if status == "completed":
+                break
+            assert time.monotonic() < deadline, f"not taken over (status {status})"
+            time.sleep(0.5)
+        messages = stream_all(b, run_id)
+        finished = [m for m in messages if m.event == "workflow_finished"]
+        steps = finished[-1].data["data"]["output"]["steps"]
+        replayed = [
+            m.data["data"]["step"]
+            for m in messages
+            if m.event == "workflow_step_finished" and m.data["data"]["replayed"]
+        ]
+        assert replayed == ["fetch"]
+        # The step journaled before the kill is not run again; the rest ran on a live worker.
+        assert steps[0] == f"fetch:{killed_pid}"
+        assert not steps[-1].endswith(f":{killed_pid}")
