@@ -199,3 +199,13 @@ def test_a_durable_workflow_run_of_a_killed_worker_is_taken_over(
         # The step journaled before the kill is not run again; the rest ran on a live worker.
         assert steps[0] == f"fetch:{killed_pid}"
         assert not steps[-1].endswith(f":{killed_pid}")
+
+
+def test_resuming_a_workflow_run_another_worker_runs_is_a_conflict(workers: Workers) -> None:
+    with workers.a.client() as a, workers.b.client() as b:
+        run_id = a.post("/api/workflows/pipeline/runs", json={"input": "x"}).json()["run_id"]
+        again = b.post("/api/workflows/pipeline/runs", json={"run_id": run_id})
+        assert again.status_code == 409, again.text
+        error = again.json()["error"]
+        assert error["type"] == "WorkflowRunBusyError" and run_id in error["message"]
+        assert stream_all(b, run_id)[-1].data["status"] == "completed"

@@ -108,8 +108,10 @@ class RunsApi:
         if first.done() and not first.cancelled() and first.result() is not None:
             return
         if task.done() and not task.cancelled():
+            # It ended before storing an event: a resume of a run another worker holds, a run
+            # that cannot resume. (A completed run resumed ends with no event and no error.)
             error = task.exception()
-            if error is not None and await self.runtime.run_store.get_run(run_id) is None:
+            if error is not None:
                 raise error
 
     async def start_agent_run(self, request: Request) -> Response:
