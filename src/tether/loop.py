@@ -130,7 +130,8 @@ def _add_usage(total: Usage, usage: Usage) -> None:
         counts[key] = counts.get(key, 0) + value
 
 
-async def stream_turn(
+# C901 allowed: the turn loop, per-chunk hot path inline (bench/loop_overhead.py).
+async def stream_turn(  # noqa: C901
     plan: TurnPlan, session: Session, text: str | None
 ) -> AsyncGenerator[AgentEvent, None]:
     """Run one turn of `plan` on `session` (which it reads, never writes), yielding its events.

@@ -213,6 +213,10 @@ def _error_text(error: Any) -> str:
 
 def _summary(kind: str, data: Mapping[str, Any]) -> str:
     """One line saying what an event says; unknown kinds show their data."""
+    if kind.startswith("workflow_"):
+        return _workflow_summary(kind, data)
+    if kind.startswith("model_call_"):
+        return _model_call_summary(kind, data)
     get = data.get
     if kind == "agent_started":
         return f"agent={get('agent_id')} scope={get('memory_scope')} model={get('model')}"
@@ -229,6 +233,16 @@ def _summary(kind: str, data: Mapping[str, Any]) -> str:
         cost = get("cost_usd")
         priced = f" cost={format_cost(cost)}" if isinstance(cost, int | float) else ""
         return f"turns={get('turns')} usage: {shown}{priced} stop={get('stop_reason')}"
+    if kind == "agent_failed":
+        mark = " (cancelled)" if get("cancelled") else ""
+        return f"{_error_text(get('error'))}{mark}"
+    if kind == "agent_warning":
+        return f"{get('code')}: {get('message')}"
+    return compact(dict(data))
+
+
+def _model_call_summary(kind: str, data: Mapping[str, Any]) -> str:
+    get = data.get
     if kind == "model_call_started":
         return f"call {get('call')} to {get('model')}"
     if kind == "model_call_finished":
@@ -243,11 +257,11 @@ def _summary(kind: str, data: Mapping[str, Any]) -> str:
         )
     if kind == "model_call_failed":
         return f"call {get('call')} after {_ms(get('duration_s'))}: {_error_text(get('error'))}"
-    if kind == "agent_failed":
-        mark = " (cancelled)" if get("cancelled") else ""
-        return f"{_error_text(get('error'))}{mark}"
-    if kind == "agent_warning":
-        return f"{get('code')}: {get('message')}"
+    return compact(dict(data))
+
+
+def _workflow_summary(kind: str, data: Mapping[str, Any]) -> str:
+    get = data.get
     if kind == "workflow_started":
         return f"attempt {get('attempt')} input={compact(get('input'))}"
     if kind == "workflow_step_started":

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -271,14 +271,7 @@ def _case(
             f"unknown field (a case has {', '.join(_CASE_KEYS)})",
             str(unknown[0]),
         )
-    if "id" not in raw:
-        raise fail("every case needs an 'id' (a string)", "id")
-    case_id = raw["id"]
-    if isinstance(case_id, bool) or not isinstance(case_id, (str, int)):
-        raise fail(f"must be a string (or an integer), got {_kind(case_id)}", "id")
-    case_id = str(case_id)
-    if not case_id.strip():
-        raise fail("must not be empty", "id")
+    case_id = _case_id(raw, fail)
     if "input" not in raw:
         raise fail("every case needs an 'input' (a string or an object)", "input")
     value = raw["input"]
@@ -300,12 +293,7 @@ def _case(
         specs = []
     if not isinstance(specs, list):
         raise fail(f"must be a list of evaluator specs, got {_kind(specs)}", "evaluators")
-    evaluators = []
-    spec_lines = lines.child("evaluators") if lines is not None else None
-    for i, spec in enumerate(specs):
-        at: _Lines | int | None = spec_lines.child(i) if spec_lines is not None else line
-        name = f"evaluators[{i}]" if prefix is None else f"{prefix}.evaluators[{i}]"
-        evaluators.append(_evaluator(spec, where, at, name))
+    evaluators = _case_evaluators(specs, where, line, prefix, lines)
     return Case(
         id=case_id,
         input=json.loads(dumps(value)),
@@ -315,6 +303,32 @@ def _case(
         line=line if lines is None else lines.line,
         has_expected="expected" in raw,
     )
+
+
+def _case_id(raw: Mapping[Any, Any], fail: Callable[[str, str], DatasetError]) -> str:
+    """A case's id: a non-empty string (an integer is taken as its string)."""
+    if "id" not in raw:
+        raise fail("every case needs an 'id' (a string)", "id")
+    case_id = raw["id"]
+    if isinstance(case_id, bool) or not isinstance(case_id, (str, int)):
+        raise fail(f"must be a string (or an integer), got {_kind(case_id)}", "id")
+    case_id = str(case_id)
+    if not case_id.strip():
+        raise fail("must not be empty", "id")
+    return case_id
+
+
+def _case_evaluators(
+    specs: list[Any], where: str | None, line: int | None, prefix: str | None, lines: _Lines | None
+) -> list[Evaluator]:
+    """A case's evaluator specs, each checked where it lies in the file."""
+    evaluators = []
+    spec_lines = lines.child("evaluators") if lines is not None else None
+    for i, spec in enumerate(specs):
+        at: _Lines | int | None = spec_lines.child(i) if spec_lines is not None else line
+        name = f"evaluators[{i}]" if prefix is None else f"{prefix}.evaluators[{i}]"
+        evaluators.append(_evaluator(spec, where, at, name))
+    return evaluators
 
 
 def _evaluator(spec: Any, where: str | None, lines: _Lines | int | None, name: str) -> Evaluator:

@@ -267,7 +267,11 @@ def response_error(provider: str, status: int, raw: bytes, *, env_var: str | Non
     text = f"{provider} returned {status}: {detail}"
     # Gemini answers a key it does not accept with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
     if status in (401, 403) or (status == 400 and "API_KEY_INVALID" in words):
-        hint = f"check {env_var} or model={{'model': ..., 'api_key': ...}}" if env_var else "check the API key"
+        hint = (
+            f"check {env_var} or model={{'model': ..., 'api_key': ...}}"
+            if env_var
+            else "check the API key"
+        )
         return AuthenticationError(
             f"{text} ({hint})", status=status, body=body, provider=provider, retryable=False
         )
@@ -677,9 +681,15 @@ class HTTPAdapter:
                 provider=self.provider,
                 retryable=True,
             ) from exc
-        status = response.status_code
-        if status < 300:
+        if response.status_code < 300:
             return response
+        return await self._refused(response, attempt, retries_left)
+
+    async def _refused(
+        self, response: httpx.Response, attempt: int, retries_left: bool
+    ) -> tuple[float, str, LLMError]:
+        """A non-2xx answer: (wait, reason, error) for a retry the budget allows; else raises."""
+        status = response.status_code
         try:
             raw = await response.aread()
         except httpx.TransportError:
@@ -717,7 +727,7 @@ class HTTPAdapter:
             provider=self.provider,
         )
 
-    async def _read(
+    async def _read(  # noqa: C901  # the per-chunk read loop: kept inline, no call per event
         self, response: httpx.Response, loop: asyncio.AbstractEventLoop, total_at: float
     ) -> AsyncIterator[StreamChunk]:
         """The body's events through the parser, every read bounded by the idle deadline (reset

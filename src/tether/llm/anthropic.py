@@ -140,7 +140,8 @@ class AnthropicStream:
         self.stop_reason: str | None = None
         self.done = False
 
-    def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:
+    # C901 allowed: the SSE event state machine, run per event; no dispatch call per event.
+    def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:  # noqa: C901
         if event.event == "ping":
             return _NONE
         payload = loads(event.data)

@@ -102,18 +102,9 @@ def to_gemini_contents(messages: Sequence[Any]) -> list[dict[str, Any]]:
                 if part["text"]:
                     wire = {"text": part["text"]}
             elif kind == "tool_call":
-                call: dict[str, Any] = {"name": part["name"]}
-                value = part["input"]
-                call["args"] = value if isinstance(value, dict) else {}
-                if not part["id"].startswith(GENERATED_ID_PREFIX):
-                    call["id"] = part["id"]
-                wire = {"functionCall": call}
+                wire = _function_call(part)
             elif kind == "tool_result":
-                key = "error" if part.get("is_error") else "result"
-                response: dict[str, Any] = {"name": part["name"], "response": {key: part["output"]}}
-                if not part["id"].startswith(GENERATED_ID_PREFIX):
-                    response["id"] = part["id"]
-                wire = {"functionResponse": response}
+                wire = _function_response(part)
             if wire is None:
                 continue
             if pending is not None and "thoughtSignature" not in wire:
@@ -121,10 +112,7 @@ def to_gemini_contents(messages: Sequence[Any]) -> list[dict[str, Any]]:
                 pending = None
             parts.append(wire)
         if pending is not None:
-            if parts and "thoughtSignature" not in parts[-1]:
-                parts[-1]["thoughtSignature"] = pending
-            elif not parts:
-                parts.append({"text": "", "thoughtSignature": pending})
+            _keep_signature(parts, pending)
         if not parts:
             continue
         if contents and contents[-1]["role"] == role:
@@ -132,6 +120,31 @@ def to_gemini_contents(messages: Sequence[Any]) -> list[dict[str, Any]]:
         else:
             contents.append({"role": role, "parts": parts})
     return contents
+
+
+def _keep_signature(parts: list[dict[str, Any]], pending: str) -> None:
+    """A signature left over at a message's end goes on its last part (or an empty one)."""
+    if parts and "thoughtSignature" not in parts[-1]:
+        parts[-1]["thoughtSignature"] = pending
+    elif not parts:
+        parts.append({"text": "", "thoughtSignature": pending})
+
+
+def _function_call(part: Any) -> dict[str, Any]:
+    call: dict[str, Any] = {"name": part["name"]}
+    value = part["input"]
+    call["args"] = value if isinstance(value, dict) else {}
+    if not part["id"].startswith(GENERATED_ID_PREFIX):
+        call["id"] = part["id"]
+    return {"functionCall": call}
+
+
+def _function_response(part: Any) -> dict[str, Any]:
+    key = "error" if part.get("is_error") else "result"
+    response: dict[str, Any] = {"name": part["name"], "response": {key: part["output"]}}
+    if not part["id"].startswith(GENERATED_ID_PREFIX):
+        response["id"] = part["id"]
+    return {"functionResponse": response}
 
 
 class _Run:

@@ -421,26 +421,8 @@ def new_messages(
     """The messages of an AG-UI input the scope does not hold yet: as the client sent them,
     and as tether messages (system and developer messages dropped: the system prompt is the
     agent's; a call without its result in the input dropped: it would dangle)."""
-    held_ids = set()
-    for message in given:
-        match = _OUR_ID.match(message.id)
-        if match and int(match.group(1)) < len(stored):
-            held_ids.add(message.id)
-    relevant = [m for m in given if m.role in ("user", "assistant", "tool")]
-    fresh = [m for m in relevant if m.id not in held_ids]
-    if not held_ids and stored:
-        # A client that did not keep our ids: its leading messages that match the stored
-        # transcript by content are held.
-        known = snapshot_messages(stored)
-        k = 0
-        while k < len(fresh) and k < len(known) and _key(fresh[k]) == _key(known[k]):
-            k += 1
-        fresh = fresh[k:]
-    names: dict[str, str] = {}
-    for stored_record in stored:
-        for part in cast(dict[str, Any], stored_record).get("content") or []:
-            if isinstance(part, dict) and part.get("type") == "tool_call":
-                names[part["id"]] = part["name"]
+    fresh = _unheld(stored, given)
+    names = _call_names(stored)
     answered = {m.tool_call_id for m in fresh if m.role == "tool"}
     out: list[dict[str, Any]] = []
     for message in fresh:
@@ -483,6 +465,37 @@ def new_messages(
                 out.append({"role": "tool", "content": [result]})
     # The lab checks each message's shape again when the run starts.
     return fresh, cast(list[Message], out)
+
+
+def _unheld(stored: list[StoredRecord], given: Sequence[AgUiMessage]) -> list[Any]:
+    """The user, assistant and tool messages of `given` the scope does not hold yet: by our
+    ids, or (for a client that did not keep them) by matching the stored transcript's start."""
+    held_ids = set()
+    for message in given:
+        match = _OUR_ID.match(message.id)
+        if match and int(match.group(1)) < len(stored):
+            held_ids.add(message.id)
+    relevant = [m for m in given if m.role in ("user", "assistant", "tool")]
+    fresh = [m for m in relevant if m.id not in held_ids]
+    if not held_ids and stored:
+        # A client that did not keep our ids: its leading messages that match the stored
+        # transcript by content are held.
+        known = snapshot_messages(stored)
+        k = 0
+        while k < len(fresh) and k < len(known) and _key(fresh[k]) == _key(known[k]):
+            k += 1
+        fresh = fresh[k:]
+    return fresh
+
+
+def _call_names(stored: list[StoredRecord]) -> dict[str, str]:
+    """Tool name by call id for the calls in the stored transcript."""
+    names: dict[str, str] = {}
+    for stored_record in stored:
+        for part in cast(dict[str, Any], stored_record).get("content") or []:
+            if isinstance(part, dict) and part.get("type") == "tool_call":
+                names[part["id"]] = part["name"]
+    return names
 
 
 def _parse_arguments(raw: str) -> Any:

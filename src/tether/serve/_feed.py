@@ -182,21 +182,7 @@ class RunFeed:
             pending = await store.events(run_id, after=last)
             while True:
                 if pending:
-                    gap = False
-                    ended: RunEvent | None = None
-                    batch: list[RunEvent] = []
-                    for event in pending:
-                        seq = event["seq"]
-                        if seq <= last:
-                            continue
-                        if seq != last + 1:
-                            # A live event beyond a gap (this stream fell behind the store):
-                            # the gap is read from the store, in order.
-                            gap = True
-                            break
-                        last = seq
-                        ended = event if event["type"] in TERMINAL_EVENTS else None
-                        batch.append(event)
+                    batch, last, ended, gap = _next_in_order(pending, last)
                     pending = []
                     if batch:
                         # What is there now goes out together (one write to the client).
@@ -248,3 +234,24 @@ class RunFeed:
     def streams(self) -> int:
         """How many streams follow runs now."""
         return sum(len(f) for f in self._followers.values())
+
+
+def _next_in_order(
+    pending: list[RunEvent], last: int
+) -> tuple[list[RunEvent], int, RunEvent | None, bool]:
+    """The events of `pending` that follow `last` without a gap: (them, the new last sequence
+    number, the terminal event if the batch ends on one, whether a gap stopped it)."""
+    ended: RunEvent | None = None
+    batch: list[RunEvent] = []
+    for event in pending:
+        seq = event["seq"]
+        if seq <= last:
+            continue
+        if seq != last + 1:
+            # A live event beyond a gap (this stream fell behind the store): the gap is read
+            # from the store, in order.
+            return batch, last, ended, True
+        last = seq
+        ended = event if event["type"] in TERMINAL_EVENTS else None
+        batch.append(event)
+    return batch, last, ended, False

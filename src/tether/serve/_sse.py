@@ -114,10 +114,18 @@ class EventStream(Response):
                     await aclose()
         producer = tasks[0]
         if producer in done and not producer.cancelled():
-            error = producer.exception()
-            if error is not None and not gone and not isinstance(error, OSError):
-                raise error
-            if not gone:
-                with contextlib.suppress(OSError):
-                    async with lock:
-                        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await _finish(producer, gone, lock, send)
+
+
+async def _finish(
+    producer: asyncio.Future[None], gone: bool, lock: asyncio.Lock, send: Send
+) -> None:
+    """After the messages ran out: re-raise what broke them (unless the client left), else end
+    the body."""
+    error = producer.exception()
+    if error is not None and not gone and not isinstance(error, OSError):
+        raise error
+    if not gone:
+        with contextlib.suppress(OSError):
+            async with lock:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
