@@ -40,6 +40,7 @@ __all__ = [
     "format_usage",
     "json_error_excerpt",
     "key_values",
+    "resume_command",
     "run_to_json",
     "stdout_is_terminal",
     "table",
@@ -185,7 +186,18 @@ def run_to_json(info: RunInfo) -> dict[str, Any]:
         "meta": dict(info.meta),
         "usage": dict(info.usage),
         "cost_usd": info.cost_usd,
+        "lease_expires_at": info.lease_expires_at,
+        "resume": resume_command(info),
     }
+
+
+def resume_command(info: RunInfo) -> str | None:
+    """The command that resumes an interrupted root workflow run (its process died); None for
+    anything else: a nested run resumes with its root, and an episode is not resumed (what it
+    completed is stored; run the turn again)."""
+    if info.status != "interrupted" or info.kind != "workflow" or info.workflow_run_id:
+        return None
+    return f"tether workflow run {info.name} --run-id {info.run_id}"
 
 
 def format_cost(cost: float | None) -> str:

@@ -33,6 +33,7 @@ from ._render import (
     format_time,
     format_tokens,
     key_values,
+    resume_command,
     run_to_json,
     table,
 )
@@ -134,6 +135,13 @@ def list_runs(
             rows,
         )
     )
+    commands = [c for c in map(resume_command, infos) if c is not None]
+    if commands:
+        emit_err(
+            f"{len(commands)} interrupted workflow run(s) (their process died); resume with "
+            + ", ".join(f"`{clean(c)}`" for c in commands[:3])
+            + (" ..." if len(commands) > 3 else "")
+        )
 
 
 async def _list(
@@ -213,6 +221,17 @@ def show_run(
         pairs.append((clean(key), clean(str(value))))
     if info.error:
         pairs.append(("error", clean(info.error)))
+    if info.status == "interrupted":
+        # Its process died: the run stopped renewing its lease.
+        command = resume_command(info)
+        if command is not None:
+            what = f"; resume it with `{clean(command)}`"
+        elif info.kind == "workflow":
+            root = info.meta.get("root_run_id") or info.workflow_run_id
+            what = f"; resume its root run, {clean(str(root))}, and it resumes this one"
+        else:
+            what = "; what it completed is stored"
+        pairs.append(("interrupted", f"its process died mid-run{what}"))
     pairs.append(("tags", ", ".join(clean(t) for t in info.tags) or "-"))
     emit(key_values(pairs))
     if inside:

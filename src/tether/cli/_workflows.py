@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import RegistryError, WorkflowInputError
+from ..errors import RegistryError, WorkflowInputError, WorkflowRunBusyError
 from ..lab import Registry, Runtime
 from ..stores import WorkflowRunRecord
 from ..workflows import Workflow, WorkflowEvent
@@ -141,12 +141,24 @@ def run_workflow(
         bool,
         typer.Option("--json", help="Print the run id, status and output as one JSON object."),
     ] = False,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait",
+            metavar="SECONDS",
+            min=0,
+            help="When another live process runs the run --run-id names, wait up to SECONDS "
+            "for it (it ends, or its lease expires because it died) instead of exiting at once.",
+        ),
+    ] = 0.0,
 ) -> None:
     """Start a run of workflow ID, or resume one with --run-id.
 
     The run id goes to stderr as soon as the run starts, then step progress; the output is
-    printed on stdout (a string as is, anything else as JSON). A failed or interrupted
-    (Ctrl-C) run can be resumed with --run-id, except one that failed on its input.
+    printed on stdout (a string as is, anything else as JSON). A failed or cancelled (Ctrl-C)
+    run can be resumed with --run-id, except one that failed on its input; so can an
+    interrupted one (its process died: `tether runs list` says so once its lease expired).
+    A run another live process is running is not resumed: the command says who holds it.
     """
     options = options_of(ctx)
     if input_text is None and run_id is None:
@@ -171,7 +183,7 @@ def run_workflow(
         value = input_text
     else:
         value = parse_input(input_text)
-    run_async(_run(registry.runtime, workflow, options, value, run_id, as_json=as_json))
+    run_async(_run(registry.runtime, workflow, options, value, run_id, as_json=as_json, wait=wait))
 
 
 async def _resumable(
@@ -237,6 +249,7 @@ async def _run(
     run_id: str | None,
     *,
     as_json: bool,
+    wait: float = 0.0,
 ) -> None:
     async with runtime:
         await reach_stores(runtime, options)
@@ -248,9 +261,9 @@ async def _run(
                 _progress(event)
 
         if value is _UNSET:
-            handle = workflow.run(workflow_run_id=run_id, on_event=on_event)
+            handle = workflow.run(workflow_run_id=run_id, on_event=on_event, lease_wait=wait)
         else:
-            handle = workflow.run(value, workflow_run_id=run_id, on_event=on_event)
+            handle = workflow.run(value, workflow_run_id=run_id, on_event=on_event, lease_wait=wait)
         started = "resuming run" if record is not None else "run"
         emit_err(f"{started} {handle.workflow_run_id} of workflow {clean(workflow.id)}")
         task = handle.result
@@ -286,6 +299,16 @@ async def _run(
             raise Interrupted(
                 f"interrupted: run {rid} of workflow {workflow.id!r} was cancelled",
                 hint=f"Its completed steps are journaled; resume it with {resume}.",
+            )
+        if isinstance(failure, WorkflowRunBusyError):
+            raise RunFailedError(
+                f"run {rid} of workflow {workflow.id!r} is being run by another process: "
+                f"{failure.holder or 'unknown'}; nothing was run here",
+                kind=type(failure).__name__,
+                hint=f"Wait for it to finish (`tether runs show {rid}`), or add --wait SECONDS "
+                "to wait for it here. If that process died, its lease expires within the "
+                f"runtime's lease_ttl and the run shows as interrupted; then resume it with "
+                f"{resume}.",
             )
         if isinstance(failure, WorkflowInputError):
             raise RunFailedError(

@@ -29,8 +29,8 @@ from starlette.types import ASGIApp
 
 from ..errors import ConfigError, StoreCorruptError, StoreError
 from ..lab import Registry, Runtime
-from ..stores.run_store import RunQuery
-from ..stores.workflow_store import RUN_STATUSES
+from ..stores.run_store import RunInfo, RunQuery
+from ..stores.workflow_store import READ_STATUSES
 from ._access import LOOPBACK_NAMES, HostAllowList, TokenGate
 from ._experiments import experiment_routes
 from ._headers import SecurityHeaders
@@ -205,7 +205,7 @@ class _Pages:
                 "filters": filters,
                 "form": dict(request.query_params),
                 "names": sorted({*catalog.agents, *catalog.workflows}),
-                "statuses": RUN_STATUSES,
+                "statuses": READ_STATUSES,
                 "next_url": (
                     "?" + urlencode({**params, "cursor": next_cursor}) if next_cursor else None
                 ),
@@ -230,6 +230,7 @@ class _Pages:
             {
                 "view": view,
                 "run": view.info,
+                "resume": _resume(view.info),
                 "show_storage": request.query_params.get("storage") == "1",
                 "open_call": request.query_params.get("call"),
             },
@@ -539,8 +540,10 @@ def _time(request: Request, name: str) -> float | None:
 def _run_filters(request: Request) -> RunFilters:
     params = request.query_params
     status = params.get("status") or None
-    if status is not None and status not in RUN_STATUSES:
-        raise HTTPException(400, f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    if status is not None and status not in READ_STATUSES:
+        raise HTTPException(
+            400, f"status must be one of {', '.join(READ_STATUSES)}, got {status!r}"
+        )
 
     def text(name: str) -> str | None:
         value = (params.get(name) or "").strip()
@@ -708,3 +711,10 @@ def _redirect(to: str) -> Endpoint:
         return RedirectResponse(target, status_code=307)
 
     return endpoint
+
+
+def _resume(info: RunInfo) -> str | None:
+    """The command that resumes an interrupted root workflow run (its process died)."""
+    if info.status != "interrupted" or info.kind != "workflow" or info.workflow_run_id:
+        return None
+    return f"tether workflow run {info.name} --run-id {info.run_id}"

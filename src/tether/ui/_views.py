@@ -146,6 +146,7 @@ def run_json(info: RunInfo, now: float) -> dict[str, Any]:
         "step_id": info.step_id,
         "error": info.error,
         "meta": info.meta,
+        "lease_expires_at": info.lease_expires_at,
     }
 
 
