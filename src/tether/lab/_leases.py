@@ -88,10 +88,12 @@ class Heartbeat:
         return (id(store), scope) in self._lost
 
     def _start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(
-                self._beat(), name="tether-lab:heartbeat"
-            )
+        loop = asyncio.get_running_loop()
+        task = self._task
+        # A runtime may be used from one event loop after another (a command, then its
+        # teardown): the beat runs in the loop of the leases it renews.
+        if task is None or task.done() or task.get_loop() is not loop:
+            self._task = loop.create_task(self._beat(), name="tether-lab:heartbeat")
 
     async def _beat(self) -> None:
         while self._runs or self._scopes:
@@ -124,9 +126,14 @@ class Heartbeat:
         task, self._task = self._task, None
         self._runs.clear()
         self._scopes.clear()
-        if task is not None:
+        if task is None or task.done():
+            return
+        loop = task.get_loop()
+        if loop is asyncio.get_running_loop():
             task.cancel()
             await asyncio.wait([task])
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(task.cancel)
 
 
 class ScopeHold:
