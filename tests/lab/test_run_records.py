@@ -482,3 +482,40 @@ async def test_the_events_of_runs_recording_at_once_share_their_writes() -> None
     assert runs.writes < total_batches / 5
     assert max(runs.runs_per_write) > 10
     await lab.aclose()
+
+
+class OneBadRunStore(WriteCountingRunStore):
+    """A shared write fails whenever the doomed run is in it; alone, only its batch fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.doomed: str | None = None
+
+    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        if run_id == self.doomed and any(e["type"] == "agent_text_delta" for e in events):
+            raise StoreError("this run's disk is full")
+        return await super().append_events(run_id, events)
+
+    async def append_events_many(
+        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
+    ) -> list[int]:
+        if any(
+            r == self.doomed and any(e["type"] == "agent_text_delta" for e in events)
+            for r, events in batches
+        ):
+            raise StoreError("one run's batch is bad")
+        return await super().append_events_many(batches)
+
+
+async def test_a_bad_batch_in_a_shared_write_fails_only_its_run() -> None:
+    runs = OneBadRunStore()
+    lab = Runtime(store="memory", run_store=runs, version=False)
+    agent = lab.create_agent(id="a", model=scripted(*[{"text": ["a ", "b ", "c"]}] * 20))
+    handles = [agent.run(user=f"q{i}") for i in range(20)]
+    runs.doomed = handles[7].run_id
+    outcomes = await asyncio.gather(*(h.result for h in handles), return_exceptions=True)
+    assert isinstance(outcomes[7], StoreError)
+    assert all(not isinstance(o, BaseException) for i, o in enumerate(outcomes) if i != 7)
+    info = await runs.get_run(handles[7].run_id)
+    assert info is not None and info.status == "failed"
+    await lab.aclose()

@@ -432,13 +432,14 @@ _BATCHERS: weakref.WeakKeyDictionary[Any, EventBatcher] = weakref.WeakKeyDiction
 
 def _batcher(store: RunStore) -> EventBatcher:
     """The batcher of `store` in the running event loop."""
-    batcher = _BATCHERS.get(store)
+    try:
+        batcher = _BATCHERS.get(store)
+    except TypeError:  # an unhashable store, or one without weak references
+        return EventBatcher(store)
     if batcher is None or batcher.loop is not asyncio.get_running_loop():
         batcher = EventBatcher(store)
-        try:
+        with contextlib.suppress(TypeError):
             _BATCHERS[store] = batcher
-        except TypeError:  # a store that takes no weak reference: a batcher per call
-            pass
     return batcher
 
 
