@@ -3,12 +3,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ._errors import CommandLineError, ProjectError, reports_errors
-from ._project import load_project, locate_config, open_stores, options_of, run_async
+from ._project import (
+    absolute_store_url,
+    load_project,
+    locate_config,
+    open_stores,
+    options_of,
+    run_async,
+)
 
 __all__ = ["serve"]
 
@@ -129,8 +137,10 @@ def serve(
     if workers > 1:
         # Each worker loads the project itself; here it was loaded to report errors first.
         config = locate_config(options.config)
+        # A relative SQLite path means the current directory, as for every command.
+        store = absolute_store_url(options.store, Path.cwd()) if options.store else None
         try:
-            serve_workers(config, options.store, serve_options, workers)
+            serve_workers(config, store, serve_options, workers)
         except KeyboardInterrupt:
             pass
         return
