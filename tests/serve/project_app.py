@@ -45,6 +45,8 @@ def reply(request: ChatRequest) -> ScriptTurn:
         }
     if text.startswith("front"):
         return {"tool_use": [{"name": "pick_color", "input": {"hint": "warm"}}]}
+    if text.startswith("think"):
+        return {"thinking": "Pondering it.", "text": ["Thought ", "through."]}
     if text.startswith("remember"):
         return {"tool_use": [{"name": "note", "input": {"fact": text}}]}
     turns = sum(1 for m in request["messages"] if m["role"] == "user")

@@ -51,11 +51,20 @@ def check_order(events: list[Any]) -> None:
     assert events[0].type == EventType.RUN_STARTED
     assert events[-1].type in (EventType.RUN_FINISHED, EventType.RUN_ERROR)
     text_open: str | None = None
+    reasoning_open: str | None = None
     calls_open: set[str] = set()
     for event in events[1:-1]:
         kind = event.type
-        if kind == EventType.TEXT_MESSAGE_START:
-            assert text_open is None
+        if kind == EventType.REASONING_START:
+            assert reasoning_open is None and text_open is None
+            reasoning_open = event.message_id
+        elif kind == EventType.REASONING_MESSAGE_CONTENT:
+            assert event.message_id == reasoning_open and event.delta
+        elif kind == EventType.REASONING_END:
+            assert event.message_id == reasoning_open
+            reasoning_open = None
+        elif kind == EventType.TEXT_MESSAGE_START:
+            assert text_open is None and reasoning_open is None
             text_open = event.message_id
         elif kind == EventType.TEXT_MESSAGE_CONTENT:
             assert event.message_id == text_open and event.delta
@@ -64,13 +73,14 @@ def check_order(events: list[Any]) -> None:
             text_open = None
         elif kind == EventType.TOOL_CALL_START:
             assert text_open is None, "text must end before a tool call starts"
+            assert reasoning_open is None
             calls_open.add(event.tool_call_id)
         elif kind == EventType.TOOL_CALL_ARGS:
             assert event.tool_call_id in calls_open
         elif kind == EventType.TOOL_CALL_END:
             calls_open.remove(event.tool_call_id)
         assert kind not in (EventType.RUN_STARTED, EventType.RUN_FINISHED, EventType.RUN_ERROR)
-    assert text_open is None and not calls_open
+    assert text_open is None and reasoning_open is None and not calls_open
 
 
 def of(events: list[Any], kind: EventType) -> list[Any]:
@@ -191,3 +201,12 @@ def test_a_body_that_is_not_a_run_input_is_refused(client: httpx.Client) -> None
     response = client.post("/api/agents/chat/ag-ui", json={"threadId": "x"})
     assert response.status_code == 400
     assert "RunAgentInput" in response.json()["error"]["message"]
+
+
+def test_reasoning_streams_as_its_own_message_before_the_text(client: httpx.Client) -> None:
+    events = run(client, "thread-7", [{"id": "u1", "role": "user", "content": "think first"}])
+    kinds = [e.type for e in events]
+    assert kinds.index(EventType.REASONING_END) < kinds.index(EventType.TEXT_MESSAGE_START)
+    reasoning = "".join(e.delta for e in of(events, EventType.REASONING_MESSAGE_CONTENT))
+    assert reasoning == "Pondering it."
+    assert text_of(events) == "Thought through."

@@ -8,9 +8,9 @@ SSE. The rules:
   `tether-{i}` (`i` is the record's index in the scope, which never changes: scopes are append
   only; a tool record's results are `tether-{i}.{k}`), so an input message with such an id is
   held; a client that renamed the messages is matched by content on its leading messages.
-- Text streams as `TEXT_MESSAGE_START/CONTENT/END`, tool calls as `TOOL_CALL_START/ARGS/END`
-  (and the backend's results as `TOOL_CALL_RESULT`); a text message is always ended before a
-  tool call starts.
+- Text streams as `TEXT_MESSAGE_START/CONTENT/END`, the model's reasoning as `REASONING_*`,
+  tool calls as `TOOL_CALL_START/ARGS/END` (and the backend's results as `TOOL_CALL_RESULT`); a
+  text or reasoning message is always ended before a tool call starts.
 - The input's `tools` are front-end tools, the client's to run: when the model calls one, the
   turn stops before anything runs it, the call goes out as its events, and the run finishes
   with the call pending (`RUN_FINISHED`, outcome `success` with `pendingToolCallIds`). The
@@ -31,8 +31,8 @@ import inspect
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, cast
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, ClassVar, cast
 
 try:
     from ag_ui.core import (
@@ -41,6 +41,11 @@ try:
         CustomEvent,
         FunctionCall,
         MessagesSnapshotEvent,
+        ReasoningEndEvent,
+        ReasoningMessageContentEvent,
+        ReasoningMessageEndEvent,
+        ReasoningMessageStartEvent,
+        ReasoningStartEvent,
         RunAgentInput,
         RunErrorEvent,
         RunFinishedEvent,
@@ -195,6 +200,7 @@ class _Translator:
     def __init__(self, front_end: set[str]) -> None:
         self.front_end = front_end
         self.text_id: str | None = None
+        self.reasoning_id: str | None = None
         self.text = ""
         self.message_id = _new_id()
         """The assistant message of the current round (parent of its tool calls)."""
@@ -205,11 +211,18 @@ class _Translator:
         self.pending: list[str] = []
 
     def _end_text(self) -> list[BaseEvent]:
+        out = self._end_reasoning()
         if self.text_id is None:
-            return []
-        ended = TextMessageEndEvent(message_id=self.text_id)
+            return out
+        out.append(TextMessageEndEvent(message_id=self.text_id))
         self.text_id = None
-        return [ended]
+        return out
+
+    def _end_reasoning(self) -> list[BaseEvent]:
+        if self.reasoning_id is None:
+            return []
+        rid, self.reasoning_id = self.reasoning_id, None
+        return [ReasoningMessageEndEvent(message_id=rid), ReasoningEndEvent(message_id=rid)]
 
     def _start_call(self, call_id: str, name: str) -> list[BaseEvent]:
         out = self._end_text()
@@ -224,59 +237,89 @@ class _Translator:
 
     def translate(self, agent_event: AgentEvent) -> list[BaseEvent]:
         event: dict[str, Any] = cast(dict[str, Any], agent_event)  # read by its kind below
-        kind = event["type"]
-        if kind == "text":
-            delta = event["text"]
-            if not delta:
-                return []
-            out: list[BaseEvent] = []
-            if self.text_id is None:
-                self.text_id = self.message_id
-                out.append(TextMessageStartEvent(message_id=self.text_id, role="assistant"))
-            self.round_text += delta
-            out.append(TextMessageContentEvent(message_id=self.text_id, delta=delta))
-            return out
-        if kind == "tool_input_delta":
-            out = self._start_call(event["id"], event["name"])
-            if event["partial"]:
-                out.append(ToolCallArgsEvent(tool_call_id=event["id"], delta=event["partial"]))
-            return out
-        if kind == "tool_use":
-            call_id, name = event["id"], event["name"]
-            streamed = call_id in self.open_calls
-            out = self._start_call(call_id, name)
-            if not streamed:
-                out.append(
-                    ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(event["input"]))
-                )
-            out.append(ToolCallEndEvent(tool_call_id=call_id))
-            self.open_calls.pop(call_id, None)
-            self.calls.append((call_id, name, event["input"]))
-            if name in self.front_end:
-                self.pending.append(call_id)
-            return out
-        if kind == "tool_result":
-            if event["id"] in self.pending:
-                return []
-            output = event["output"]
-            return [
-                ToolCallResultEvent(
-                    message_id=_new_id(),
-                    tool_call_id=event["id"],
-                    content=output if isinstance(output, str) else json.dumps(output),
-                    role="tool",
-                )
-            ]
-        if kind in ("done", "error"):
-            return self._end_text()
-        if kind == "progress" and event["stage"] == "sent":
-            # A new model request: a new assistant message.
-            out = self._end_text()
-            self.message_id = _new_id()
-            self.calls = []
-            self.round_text = ""
-            return out
-        return []
+        handler = self._HANDLERS.get(event["type"])
+        return handler(self, event) if handler is not None else []
+
+    def _thinking(self, event: dict[str, Any]) -> list[BaseEvent]:
+        delta = event["text"]
+        if not delta:
+            return []
+        out: list[BaseEvent] = []
+        if self.reasoning_id is None:
+            out.extend(self._end_text())
+            self.reasoning_id = _new_id()
+            out.append(ReasoningStartEvent(message_id=self.reasoning_id))
+            out.append(ReasoningMessageStartEvent(message_id=self.reasoning_id, role="reasoning"))
+        out.append(ReasoningMessageContentEvent(message_id=self.reasoning_id, delta=delta))
+        return out
+
+    def _text(self, event: dict[str, Any]) -> list[BaseEvent]:
+        delta = event["text"]
+        if not delta:
+            return []
+        out = self._end_reasoning()
+        if self.text_id is None:
+            self.text_id = self.message_id
+            out.append(TextMessageStartEvent(message_id=self.text_id, role="assistant"))
+        self.round_text += delta
+        out.append(TextMessageContentEvent(message_id=self.text_id, delta=delta))
+        return out
+
+    def _tool_input_delta(self, event: dict[str, Any]) -> list[BaseEvent]:
+        out = self._start_call(event["id"], event["name"])
+        if event["partial"]:
+            out.append(ToolCallArgsEvent(tool_call_id=event["id"], delta=event["partial"]))
+        return out
+
+    def _tool_use(self, event: dict[str, Any]) -> list[BaseEvent]:
+        call_id, name = event["id"], event["name"]
+        streamed = call_id in self.open_calls
+        out = self._start_call(call_id, name)
+        if not streamed:
+            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(event["input"])))
+        out.append(ToolCallEndEvent(tool_call_id=call_id))
+        self.open_calls.pop(call_id, None)
+        self.calls.append((call_id, name, event["input"]))
+        if name in self.front_end:
+            self.pending.append(call_id)
+        return out
+
+    def _tool_result(self, event: dict[str, Any]) -> list[BaseEvent]:
+        if event["id"] in self.pending:
+            return []
+        output = event["output"]
+        return [
+            ToolCallResultEvent(
+                message_id=_new_id(),
+                tool_call_id=event["id"],
+                content=output if isinstance(output, str) else json.dumps(output),
+                role="tool",
+            )
+        ]
+
+    def _ended(self, event: dict[str, Any]) -> list[BaseEvent]:
+        return self._end_text()
+
+    def _progress(self, event: dict[str, Any]) -> list[BaseEvent]:
+        if event["stage"] != "sent":
+            return []
+        # A new model request: a new assistant message.
+        out = self._end_text()
+        self.message_id = _new_id()
+        self.calls = []
+        self.round_text = ""
+        return out
+
+    _HANDLERS: ClassVar[dict[str, Callable[[_Translator, dict[str, Any]], list[BaseEvent]]]] = {
+        "thinking": _thinking,
+        "text": _text,
+        "tool_input_delta": _tool_input_delta,
+        "tool_use": _tool_use,
+        "tool_result": _tool_result,
+        "done": _ended,
+        "error": _ended,
+        "progress": _progress,
+    }
 
     def close(self) -> list[BaseEvent]:
         """End whatever is open (a failed or stopped turn leaves nothing half-open)."""
