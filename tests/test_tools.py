@@ -607,6 +607,9 @@ def test_a_pattern_does_not_let_a_trailing_newline_through() -> None:
     literal = define_tool(name="d", input_schema=dollar, execute=lambda i: "ran")
     assert literal.check_input("$x$") is None
     assert literal.check_input("$x$\n") is not None
+    # `pattern` says nothing about values that are not strings.
+    untyped = define_tool(name="u", input_schema={"pattern": "^[a-z]+$"}, execute=lambda i: "ran")
+    assert untyped.check_input(5) is None
 
 
 def test_a_problem_names_its_path_and_one_at_the_root_names_none() -> None:
