@@ -241,6 +241,41 @@ def _progress(event: WorkflowEvent) -> None:
         emit_err(f"[{clean(where)}] {clean(event['step_id'])} failed: {reason}")
 
 
+def _failed(
+    workflow: Workflow[Any, Any], rid: str, failure: BaseException, *, interrupted: bool
+) -> Exception:
+    """The CLI error for a run that ended in `failure`, with what to do next."""
+    resume = f"`tether workflow run {workflow.id} --run-id {rid}`"
+    if interrupted:
+        return Interrupted(
+            f"interrupted: run {rid} of workflow {workflow.id!r} was cancelled",
+            hint=f"Its completed steps are journaled; resume it with {resume}.",
+        )
+    if isinstance(failure, WorkflowRunBusyError):
+        return RunFailedError(
+            f"run {rid} of workflow {workflow.id!r} is being run by another process: "
+            f"{failure.holder or 'unknown'}; nothing was run here",
+            kind=type(failure).__name__,
+            hint=f"Wait for it to finish (`tether runs show {rid}`), or add --wait SECONDS "
+            "to wait for it here. If that process died, its lease expires within the "
+            f"runtime's lease_ttl and the run shows as interrupted; then resume it with "
+            f"{resume}.",
+        )
+    if isinstance(failure, WorkflowInputError):
+        return RunFailedError(
+            f"run {rid} of workflow {workflow.id!r} failed on its input: {failure}",
+            kind=type(failure).__name__,
+            hint=f"Resuming it would fail the same way: start a new run with the input it "
+            f"takes, `tether workflow run {workflow.id} --input ...`.",
+        )
+    return RunFailedError(
+        f"run {rid} of workflow {workflow.id!r} failed: {failure}",
+        kind=type(failure).__name__,
+        hint=f"Its events: `tether runs show {rid}`. Once the cause is fixed, resume it "
+        f"(completed steps are not run again) with {resume}.",
+    )
+
+
 async def _run(
     runtime: Runtime,
     workflow: Workflow[Any, Any],
@@ -293,36 +328,8 @@ async def _run(
             except Exception as exc:
                 failure = exc
     rid = handle.workflow_run_id
-    resume = f"`tether workflow run {workflow.id} --run-id {rid}`"
     if failure is not None:
-        if ctrl_c.fired:
-            raise Interrupted(
-                f"interrupted: run {rid} of workflow {workflow.id!r} was cancelled",
-                hint=f"Its completed steps are journaled; resume it with {resume}.",
-            )
-        if isinstance(failure, WorkflowRunBusyError):
-            raise RunFailedError(
-                f"run {rid} of workflow {workflow.id!r} is being run by another process: "
-                f"{failure.holder or 'unknown'}; nothing was run here",
-                kind=type(failure).__name__,
-                hint=f"Wait for it to finish (`tether runs show {rid}`), or add --wait SECONDS "
-                "to wait for it here. If that process died, its lease expires within the "
-                f"runtime's lease_ttl and the run shows as interrupted; then resume it with "
-                f"{resume}.",
-            )
-        if isinstance(failure, WorkflowInputError):
-            raise RunFailedError(
-                f"run {rid} of workflow {workflow.id!r} failed on its input: {failure}",
-                kind=type(failure).__name__,
-                hint=f"Resuming it would fail the same way: start a new run with the input it "
-                f"takes, `tether workflow run {workflow.id} --input ...`.",
-            )
-        raise RunFailedError(
-            f"run {rid} of workflow {workflow.id!r} failed: {failure}",
-            kind=type(failure).__name__,
-            hint=f"Its events: `tether runs show {rid}`. Once the cause is fixed, resume it "
-            f"(completed steps are not run again) with {resume}.",
-        )
+        raise _failed(workflow, rid, failure, interrupted=ctrl_c.fired)
     already = record is not None and record.status == "completed"
     if as_json:
         emit_json(
