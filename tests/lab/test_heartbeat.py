@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tether.errors import ScopeBusyError
 from tether.lab import Runtime
 from tether.llm.base import ChatRequest
 from tether.stores import ScopeLeases
@@ -73,3 +74,24 @@ async def test_a_long_workflow_run_stays_running_in_both_stores(lab: Runtime) ->
     assert seen == [("running", "running")] * 5
     info = await lab.run_store.get_run(handle.workflow_run_id)
     assert info is not None and (info.status, info.lease_expires_at) == ("completed", None)
+
+
+async def test_an_episode_whose_scope_was_taken_over_stores_nothing_more(lab: Runtime) -> None:
+    store = lab.message_store
+    assert isinstance(store, ScopeLeases)
+
+    async def lost(scope: str, owner: str, *, ttl: float) -> bool:
+        return False  # as if another episode took the scope after this one stalled
+
+    store.renew_scope = lost  # type: ignore[method-assign]
+
+    async def gate(request: ChatRequest) -> None:
+        await asyncio.sleep(TTL)  # a beat passes inside the model call
+
+    agent = lab.create_agent(id="a", model=GatedClient([{"text": "late"}], gate))
+    handle = agent.run(memory_scope="s", user="hi")
+    with pytest.raises(ScopeBusyError, match="taken over by another episode"):
+        await handle.result
+    assert await store.load("s") == []
+    info = await lab.run_store.get_run(handle.run_id)
+    assert info is not None and info.status == "failed"

@@ -128,3 +128,29 @@ async def test_a_runtime_on_a_sqlite_file_has_one_writer_for_its_three_stores(
     conns = {id(s._conn) for s in stores}  # type: ignore[union-attr]
     assert len(conns) == 1
     await lab.aclose()
+
+
+async def test_episodes_of_a_runtime_on_one_file_never_wait_for_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.lab import Runtime
+    from tether.testing import script_client
+
+    waits: list[str] = []
+    next_delay = SqliteBacked._next_delay
+
+    def counted(self: SqliteBacked, *args: object) -> float:
+        waits.append(type(self).__name__)
+        return next_delay(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SqliteBacked, "_next_delay", counted)
+    lab = Runtime(store=f"sqlite:///{tmp_path / 'lab.db'}", version=False)
+    agent = lab.create_agent(id="a", model=script_client([{"text": "ok"}] * 30))
+    # Episodes on three scopes at once: run records, message appends and scope leases (taken,
+    # renewed, released) all go through the one writer of the file.
+    await asyncio.gather(
+        *(agent.run(memory_scope=f"s{i % 3}", user=str(i)).result for i in range(30))
+    )
+    assert waits == []
+    assert [await lab.message_store.length(f"s{k}") for k in range(3)] == [20, 20, 20]
+    await lab.aclose()
