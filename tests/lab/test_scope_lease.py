@@ -70,19 +70,20 @@ async def test_ten_episodes_at_once_on_a_new_scope_run_one_after_another(lab: Ru
 
 
 async def test_the_second_episode_waits_for_the_first_to_commit(lab: Runtime) -> None:
-    release = asyncio.Event()
+    release, calling = asyncio.Event(), asyncio.Event()
     started: list[int] = []
 
     async def gate(request: ChatRequest) -> None:
         started.append(len(request["messages"]))
         if len(started) == 1:
+            calling.set()
             await release.wait()
 
     agent = lab.create_agent(
         id="a", model=GatedClient([{"text": "first"}, {"text": "second"}], gate)
     )
     first = agent.run(memory_scope="s", user="one")
-    await asyncio.sleep(0.05)  # the first holds the scope, waiting for its model
+    await calling.wait()  # the first holds the scope, waiting for its model
     second = agent.run(memory_scope="s", user="two")
     await asyncio.sleep(0.3)
     assert started == [1] and not second.result.done()  # the second has not even loaded
@@ -122,15 +123,16 @@ async def test_an_episode_that_waits_too_long_fails_naming_the_scope_and_the_hol
     tmp_path: Path,
 ) -> None:
     lab = Runtime(store=f"sqlite:///{tmp_path / 'lab.db'}", version=False, scope_lock_timeout=0.3)
-    release = asyncio.Event()
+    release, calling = asyncio.Event(), asyncio.Event()
 
     async def gate(request: ChatRequest) -> None:
         if len(request["messages"]) == 1:
+            calling.set()
             await release.wait()
 
     agent = lab.create_agent(id="a", model=GatedClient([{"text": "slow"}, {"text": "x"}], gate))
     first = agent.run(memory_scope="busy", user="one")
-    await asyncio.sleep(0.05)
+    await calling.wait()
     started = time.monotonic()
     second = agent.run(memory_scope="busy", user="two")
     with pytest.raises(ScopeBusyError) as busy:
