@@ -161,6 +161,7 @@ class _Live:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        # The token attach() returned; OTel types it loosely across versions.
         otel_context.detach(self.tokens.pop())  # type: ignore[arg-type]
 
     def end(self, data: Mapping[str, Any]) -> None:

@@ -249,7 +249,7 @@ async def _run_agent(
         run_id=handle.run_id,
         kind="agent",
         latency_ms=latency,
-        usage=dict(episode.usage),  # type: ignore[arg-type]
+        usage=dict(episode.usage),  # type: ignore[arg-type]  # Usage holds ints only
         cost_usd=cost,
         cost_note=note,
         tool_calls=calls,

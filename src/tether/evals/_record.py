@@ -227,6 +227,7 @@ class ExperimentLog:
         if self._error is not None:
             raise self._error
         await self._flush()
+        # `status` is one of the store's final statuses; the store's type is narrower.
         await self.store.finish_run(self.run_id, status)  # type: ignore[arg-type]
 
 

@@ -308,6 +308,7 @@ def stream_error(provider: str, payload: Any, *, what: str = "error event") -> L
     )
 
 
+# The decoder's scanner is public in CPython but missing from typeshed.
 _scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
@@ -637,7 +638,7 @@ class HTTPAdapter:
                 finally:
                     if inside:
                         inside = False
-                        gate.release()  # type: ignore[union-attr]
+                        gate.release()  # type: ignore[union-attr]  # inside implies a gate
         except TimeoutError as exc:
             if sent and first_byte is not None and loop.time() < total_at:
                 raise DeadlineError(

@@ -40,7 +40,7 @@ class ServerSentEvent:
             return NotImplemented
         return (self.event, self.data, self.id) == (other.event, other.data, other.id)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value: unhashable
 
 
 class SSEDecoder:

@@ -124,7 +124,7 @@ def decode_record(scope: str, index: int, raw: str) -> StoredRecord:
         raise StoreCorruptError(f"scope {scope!r}, record {index}: not JSON: {exc}") from exc
     if not isinstance(value, dict) or not isinstance(value.get("role"), str):
         raise StoreCorruptError(f"scope {scope!r}, record {index}: not a message record")
-    return value  # type: ignore[return-value]
+    return value  # type: ignore[return-value]  # checked above: a dict with a str role
 
 
 def decode_records(scope: str, start: int, raws: Sequence[str]) -> list[StoredRecord]:
@@ -147,7 +147,7 @@ def decode_records(scope: str, start: int, raws: Sequence[str]) -> list[StoredRe
             and len(values) == len(raws)
             and all(isinstance(v, dict) and isinstance(v.get("role"), str) for v in values)
         ):
-            return values  # type: ignore[no-any-return]
+            return values  # type: ignore[no-any-return]  # each checked in the condition
     return [decode_record(scope, start + i, raw) for i, raw in enumerate(raws)]
 
 

@@ -66,7 +66,7 @@ def _image(
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])
-    md.validateLink = _allowed  # type: ignore[method-assign]
+    md.validateLink = _allowed  # type: ignore[method-assign]  # markdown-it's documented hook
     md.add_render_rule("link_open", _link_open)
     md.add_render_rule("image", _image)
     return md
