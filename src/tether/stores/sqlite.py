@@ -545,17 +545,21 @@ class SqliteMessageStore(SqliteBacked):
 
         def op(conn: sqlite3.Connection) -> int:
             with transaction(conn):
-                base = _ensure_scope(conn, scope, now)
+                # One upsert creates the scope row or bumps its length (as on PostgreSQL); the
+                # records go after the old length.
+                (total,) = conn.execute(
+                    "INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE"
+                    " SET length = s.length + excluded.length, updated_at = excluded.updated_at"
+                    " RETURNING length",
+                    (scope, len(encoded), now, now),
+                ).fetchone()
+                base = total - len(encoded)
                 conn.executemany(
                     "INSERT INTO tether_messages (scope, seq, record) VALUES (?, ?, ?)",
                     [(scope, base + i, raw) for i, raw in enumerate(encoded)],
                 )
-                total = base + len(encoded)
-                conn.execute(
-                    "UPDATE tether_message_scopes SET length = ?, updated_at = ? WHERE scope = ?",
-                    (total, now, scope),
-                )
-                return total
+                return int(total)
 
         return await self._run(op)
 
@@ -826,10 +830,11 @@ class SqliteRunStore(SqliteBacked):
                     )
                 except sqlite3.IntegrityError as exc:
                     raise StoreError(f"run {info.run_id!r} already exists") from exc
-                conn.executemany(
-                    "INSERT OR IGNORE INTO tether_run_tags (tag, run_id) VALUES (?, ?)",
-                    [(tag, info.run_id) for tag in tags],
-                )
+                if tags:
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO tether_run_tags (tag, run_id) VALUES (?, ?)",
+                        [(tag, info.run_id) for tag in tags],
+                    )
                 conn.execute(
                     "INSERT INTO tether_runs_fts (rowid, body) VALUES (?, ?)",
                     (cur.lastrowid, f"{row[-2]}\n{row[-1]}"),
@@ -850,20 +855,21 @@ class SqliteRunStore(SqliteBacked):
             lasts: list[int] = []
             with transaction(conn):
                 for run_id, rows in encoded:
+                    # The run row's count is bumped first (as on PostgreSQL): one statement says
+                    # where the events go, under the write lock this transaction holds.
                     row = conn.execute(
-                        "SELECT event_count FROM tether_runs WHERE run_id = ?", (run_id,)
+                        "UPDATE tether_runs SET event_count = event_count + ? WHERE run_id = ?"
+                        " RETURNING event_count",
+                        (len(rows), run_id),
                     ).fetchone()
                     if row is None:
                         raise StoreError(f"run {run_id!r} was never started")
-                    base = int(row[0])
+                    total = int(row[0])
+                    base = total - len(rows)
                     conn.executemany(
                         "INSERT INTO tether_run_events (run_id, seq, type, at, data)"
                         " VALUES (?, ?, ?, ?, ?)",
                         [(run_id, base + i + 1, k, at, raw) for i, (k, at, raw) in enumerate(rows)],
-                    )
-                    total = base + len(rows)
-                    conn.execute(
-                        "UPDATE tether_runs SET event_count = ? WHERE run_id = ?", (total, run_id)
                     )
                     lasts.append(total)
             return lasts
