@@ -71,6 +71,7 @@ def main() -> None:
     if args.pg:
         stores.append(("postgres", lambda _: args.pg))
     n, latency = args.episodes, args.latency
+    asyncio.run(batch("memory", 10, 0, one_scope=False))  # warm up (imports, first calls)
     print(f"{n} episodes, model latency {latency * 1e3:.0f} ms")
     for name, make in stores:
         for one_scope in (False, True):
