@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +241,37 @@ async def test_cancelling_aclose_ends_a_title_workflow_that_never_finishes(tmp_p
     assert title_run.status == "cancelled"
     assert await again.message_store.get_title("s") is None
     await again.aclose()
+
+
+class StepEventsLostRunStore(InMemoryRunStore):
+    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        if any(e["type"] == "workflow_step_finished" for e in events):
+            raise OSError("disk full")
+        return await super().append_events(run_id, events)
+
+
+async def test_a_workflow_event_the_run_store_cannot_take_fails_the_run() -> None:
+    lab = Runtime(store="memory", run_store=StepEventsLostRunStore(), version=False)
+    ran: list[str] = []
+
+    def step(name: str) -> Callable[[], Awaitable[str]]:
+        async def run() -> str:
+            ran.append(name)
+            return name
+
+        return run
+
+    async def flow(input: Any, ctx: WorkflowContext[Any]) -> str:
+        await ctx.step("one", step("one"))
+        await ctx.step("two", step("two"))
+        return "done"
+
+    handle = lab.create_workflow("flow", flow).run({})
+    with pytest.raises(StoreError, match="workflow_step_finished could not be recorded"):
+        await handle.result
+    assert ran == ["one"]  # nothing ran past the event that could not be recorded
+    record = await lab.workflow_store.get_run(handle.workflow_run_id)
+    assert record is not None and record.status == "failed"
+    info = await lab.run_store.get_run(handle.workflow_run_id)
+    assert info is not None and info.status == "failed"
+    await lab.aclose()

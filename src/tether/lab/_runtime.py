@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pydantic
 
 from ..context import RunContext
-from ..errors import ConfigError, WorkflowInputError
+from ..errors import ConfigError, StoreError, WorkflowInputError
 from ..guardrails import Guardrail
 from ..integrations import IntegrationSource
 from ..llm.base import ModelSettings
@@ -590,11 +590,19 @@ class Runtime:
         return record
 
     async def _record_workflow_event(self, event: WorkflowEvent) -> None:
-        # Recording must not decide whether a run succeeds: failures are logged, not raised.
+        # An event the run store could not take fails the run (StoreError: the engine lets it
+        # through), rather than leave a gap in what the run's stream shows. The run's end
+        # is the exception: the run has ended anyway, and its own outcome is kept.
         try:
             await self._write_workflow_event(event)
-        except Exception:
-            logger.exception("could not record workflow event %s", event.get("type"))
+        except Exception as exc:
+            kind = event.get("type")
+            logger.exception("could not record workflow event %s", kind)
+            if kind not in ("workflow_finished", "workflow_failed"):
+                raise StoreError(
+                    f"workflow run {event.get('workflow_run_id')} stopped: its event {kind} "
+                    f"could not be recorded ({type(exc).__name__}: {exc})"
+                ) from exc
 
     async def _write_workflow_event(self, event: WorkflowEvent) -> None:
         store = self.run_store

@@ -46,7 +46,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from .._json import check_json_safe, dumps
-from ..errors import NotJSONSafeError, StepOutputError, WorkflowError, WorkflowRunBusyError
+from ..errors import (
+    NotJSONSafeError,
+    StepOutputError,
+    StoreError,
+    WorkflowError,
+    WorkflowRunBusyError,
+)
 from ._events import WorkflowEvent, WorkflowEventHandler
 from ._store import InMemoryWorkflowStore, RunLease, WorkflowRunRecord, WorkflowStore
 
@@ -127,7 +133,8 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 class _Recorders:
-    """The recorders of one run tree; warns once per run when one raises."""
+    """The recorders of one run tree; warns once per run when one raises (a `StoreError`
+    fails the run instead)."""
 
     __slots__ = ("handlers", "warned")
 
@@ -141,6 +148,10 @@ class _Recorders:
                 result = handler(event)
                 if inspect.isawaitable(result):
                     await result
+            except StoreError:
+                # A recorder that could not store the event (the lab's run record): the run
+                # fails rather than go on with a gap in what that record's readers see.
+                raise
             except Exception as exc:
                 if not self.warned:
                     self.warned = True
