@@ -9,6 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tether.lab import Runtime
+from tether.testing import script_client
+from tether.ui import create_app as create_ui_app
+
 from .conftest import Message, Server, read_sse, start_server, stream_all, write_project
 
 
@@ -202,6 +206,20 @@ def test_malformed_and_oversized_bodies_are_refused(client: httpx.Client) -> Non
 def test_the_inspection_pages_are_served_beside_the_api(client: httpx.Client) -> None:
     page = client.get("/agents", headers={"accept": "text/html"})
     assert page.status_code == 200 and "chat" in page.text
+    assert '<a href="/chat">Chat</a>' in page.text
+    agent = client.get("/agents/chat", headers={"accept": "text/html"})
+    assert 'href="/chat/chat"' in agent.text
+
+
+async def test_the_read_only_ui_links_to_no_chat() -> None:
+    runtime = Runtime(store="memory", version=False)
+    runtime.create_agent(id="solo", model=script_client([]))
+    app = create_ui_app(runtime)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as ui:
+        page = await ui.get("/agents/solo")
+    assert page.status_code == 200 and "/chat" not in page.text
+    await runtime.aclose()
 
 
 def test_an_unexpected_host_is_refused(client: httpx.Client) -> None:

@@ -100,7 +100,9 @@ def create_app(
     chat = ChatPages(api)
     sweeper = Sweeper(api, every=sweep_every, takeover_every=takeover_every)
     # The pages answer every host and need no token here: this app checks both, once, outside.
-    pages = create_ui_app(runtime, registry, allowed_hosts=["*"], watch_registry=False)
+    pages = create_ui_app(
+        runtime, registry, allowed_hosts=["*"], watch_registry=False, chat_path="/chat"
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

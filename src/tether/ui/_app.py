@@ -155,7 +155,11 @@ def _path_id(request: Request, name: str) -> str:
 class _Pages:
     """The route handlers, sharing the runtime, the catalog and the template environment."""
 
-    def __init__(self, runtime: Runtime, registry: Registry | None, *, watch: bool) -> None:
+    def __init__(
+        self, runtime: Runtime, registry: Registry | None, *, watch: bool, chat: str | None
+    ) -> None:
+        self.chat = chat
+        """Where a chat page per agent is served (`tether serve`), or None."""
         self.runtime = runtime
         self.source = RegistrySource(registry, watch=watch)
         self.env = _environment()
@@ -177,6 +181,7 @@ class _Pages:
             now=time.time(),
             path=request.url.path,
             registry_error=self.source.error,
+            chat=self.chat,
             **context,
         )
         return HTMLResponse(html, status_code=status)
@@ -623,6 +628,7 @@ def create_app(
     allowed_hosts: Iterable[str] | None = None,
     token: str | None = None,
     watch_registry: bool = True,
+    chat_path: str | None = None,
 ) -> Starlette:
     """The inspection UI over `runtime`'s stores, as an ASGI app.
 
@@ -639,12 +645,14 @@ def create_app(
             a browser gets for it at `/login`.
         watch_registry: Reload a registry loaded from a config file when the project's files
             change (see `tether.ui._reload`).
+        chat_path: Where the app this one is mounted in serves a chat page per agent
+            (`tether serve`: ``"/chat"``): the pages link to it. None: no chat links.
     """
     if not isinstance(runtime, Runtime):
         raise TypeError(f"create_app needs a tether.lab.Runtime, got {runtime!r:.80}")
     if registry is not None and not isinstance(registry, Registry):
         raise TypeError(f"registry must be a tether.lab.Registry, got {registry!r:.80}")
-    pages = _Pages(runtime, registry, watch=watch_registry)
+    pages = _Pages(runtime, registry, watch=watch_registry, chat=chat_path)
     hosts = frozenset(allowed_hosts) if allowed_hosts is not None else LOOPBACK_NAMES
 
     @contextlib.asynccontextmanager
