@@ -519,3 +519,28 @@ async def test_a_bad_batch_in_a_shared_write_fails_only_its_run() -> None:
     info = await runs.get_run(handles[7].run_id)
     assert info is not None and info.status == "failed"
     await lab.aclose()
+
+
+class StuckRunStore(InMemoryRunStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing = asyncio.Event()
+
+    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        self.writing.set()
+        await asyncio.Event().wait()  # a write that never returns
+        raise AssertionError("unreachable")
+
+
+async def test_a_cancelled_writer_of_run_events_leaves_no_recorder_waiting() -> None:
+    # asyncio.run cancels every task when Ctrl-C stops it: the shared writer among them.
+    runs = StuckRunStore()
+    lab = Runtime(store="memory", run_store=runs, version=False)
+    agent = lab.create_agent(id="a", model=scripted({"text": "x"}))
+    handle = agent.run(user="q")
+    await runs.writing.wait()
+    (writer,) = [t for t in asyncio.all_tasks() if t.get_name() == "tether-lab:run-events"]
+    writer.cancel()
+    with pytest.raises(StoreError, match="stopped"):
+        await asyncio.wait_for(handle.result, 5)
+    await lab.aclose()

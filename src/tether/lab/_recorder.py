@@ -391,10 +391,26 @@ class EventBatcher:
         return await future
 
     async def _write(self) -> None:
+        batch: list[tuple[str, Sequence[NewRunEvent], asyncio.Future[int]]] = []
+        try:
+            await self._write_pending(batch)
+        except BaseException as exc:
+            # Cancelled, or interrupted (Ctrl-C lands in whatever task runs): no recorder may
+            # wait for an answer that will never come.
+            stopped = StoreError(f"the writer of run events stopped ({type(exc).__name__})")
+            for _, _, future in [*batch, *self._pending]:
+                _settle(future, stopped)
+            self._pending = []
+            raise
+
+    async def _write_pending(
+        self, batch: list[tuple[str, Sequence[NewRunEvent], asyncio.Future[int]]]
+    ) -> None:
         many = self._many
         assert many is not None
         while self._pending:
-            batch, self._pending = self._pending, []
+            batch[:] = self._pending
+            self._pending = []
             if len(batch) == 1:
                 run_id, events, future = batch[0]
                 try:
