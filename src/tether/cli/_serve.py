@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ._errors import CommandLineError, ProjectError, reports_errors
+from ._errors import ProjectError, reports_errors
 from ._project import (
     absolute_store_url,
     load_project,
@@ -17,6 +17,7 @@ from ._project import (
     options_of,
     run_async,
 )
+from ._ui import refuse_open_host
 
 __all__ = ["serve"]
 
@@ -107,12 +108,12 @@ def serve(
     browser: the inspection UI is served beside the API. Several workers (--workers, or
     several machines) on one PostgreSQL store serve one set of conversations.
     """
-    if not _is_loopback(host) and not token:
-        raise CommandLineError(
-            f"--host {host} is not loopback: anyone on the network could start runs and read "
-            "every stored conversation",
-            hint=f"Pass --token TOKEN (or set {TOKEN_ENV}); browsers log in once at /login.",
-        )
+    refuse_open_host(
+        host,
+        token,
+        exposure="anyone on the network could start runs and read every stored conversation",
+        token_env=TOKEN_ENV,
+    )
     options = options_of(ctx)
     try:
         from ..serve import ServeOptions
@@ -162,9 +163,3 @@ def serve(
         pass
     finally:
         run_async(runtime.aclose())
-
-
-def _is_loopback(host: str) -> bool:
-    from ._ui import _is_loopback as loopback
-
-    return loopback(host)

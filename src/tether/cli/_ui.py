@@ -69,12 +69,12 @@ def ui(
     is the way to stop the server: it exits 0. The project's registry is reloaded when its
     files change.
     """
-    if not _is_loopback(host) and not token:
-        raise CommandLineError(
-            f"--host {host} is not loopback: the UI would show every stored conversation to "
-            "the network without a login",
-            hint=f"Pass --token TOKEN (or set {TOKEN_ENV}); browsers log in once at /login.",
-        )
+    refuse_open_host(
+        host,
+        token,
+        exposure="the UI would show every stored conversation to the network without a login",
+        token_env=TOKEN_ENV,
+    )
     options = options_of(ctx)
     registry = load_project(options)
     # Imported here, not at the top: the rest of the CLI works without the UI's dependencies.
@@ -84,7 +84,7 @@ def ui(
         raise ProjectError(
             f"the inspection UI cannot be loaded: {exc}",
             kind=type(exc).__name__,
-            hint="Reinstall tether with its dependencies (pip install tether).",
+            hint="Install the lab extra: pip install 'tether[lab]'.",
         ) from exc
     runtime = registry.runtime
     try:
@@ -103,6 +103,15 @@ def ui(
     finally:
         # serve() leaves the runtime to its caller.
         run_async(runtime.aclose())
+
+
+def refuse_open_host(host: str, token: str | None, *, exposure: str, token_env: str) -> None:
+    """`tether ui` and `tether serve` bind a non-loopback address only with a token."""
+    if not _is_loopback(host) and not token:
+        raise CommandLineError(
+            f"--host {host} is not loopback: {exposure}",
+            hint=f"Pass --token TOKEN (or set {token_env}); browsers log in once at /login.",
+        )
 
 
 def _is_loopback(host: str) -> bool:
