@@ -10,35 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.browser import chromium, require_chromium
 
 from .conftest import Server, start_server, write_project
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+require_chromium()
 
-if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-    pytest.skip(
-        f"no {CHROMIUM} / {CHROMEDRIVER}: apt-get install chromium chromium-driver",
-        allow_module_level=True,
-    )
-
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1200,900",
-]
 
 
 @pytest.fixture(scope="module")
@@ -53,17 +33,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium')}")
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    try:
+    with chromium(tmp_path_factory.mktemp("chromium"), "--window-size=1200,900") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def wait(browser: WebDriver, condition: object, timeout: float = 15) -> None:

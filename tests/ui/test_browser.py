@@ -5,7 +5,6 @@ clicks and watches it. One server and one browser for the whole module."""
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import sqlite3
 import threading
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from tests.browser import chromium, require_chromium
 
 from tether import define_tool
 from tether.lab import Runtime
@@ -25,32 +25,12 @@ from tether.ui._serve import _server
 
 from .conftest import HOSTILE, World, populate
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+require_chromium()
 
-if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-    pytest.skip(
-        f"no {CHROMIUM} / {CHROMEDRIVER}: apt-get install chromium chromium-driver",
-        allow_module_level=True,
-    )
-
-from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 T = TypeVar("T")
 
@@ -114,18 +94,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium')}")
-    # The driver path is given, so Selenium never looks for (or downloads) a browser.
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    try:
+    with chromium(tmp_path_factory.mktemp("chromium")) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def no_alert(browser: WebDriver) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from tests.browser import CHROMEDRIVER, CHROMIUM, chromium
 
 from tether.evals import evaluate
 from tether.lab import Runtime
@@ -21,7 +22,7 @@ from tether.testing import script_client
 from tether.ui._serve import _server
 
 from .conftest import HOSTILE, assert_inert, client_for
-from .test_browser import CHROMEDRIVER, CHROMIUM, FLAGS, run_in_thread
+from .test_browser import run_in_thread
 
 NAME = f"base {HOSTILE}"
 """An experiment name with markup in it: shown as text, linked percent-encoded."""
@@ -124,20 +125,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-exp')}")
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    try:
+    with chromium(tmp_path_factory.mktemp("chromium-exp")) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @browser_only
