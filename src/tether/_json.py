@@ -17,14 +17,57 @@ def check_json_safe(value: Any, path: str) -> None:
     float, str (encodable as UTF-8), list, and dict with str keys. A tuple comes back a list,
     NaN is not JSON, and a datetime, set, bytes or class instance does not serialize at all.
     """
+    # The walk that names the path builds a string per value; most values are fine, so the
+    # path is only worked out once the quick walk has found something wrong.
+    if not _safe(value):
+        _explain(value, path)
+
+
+def _safe(value: Any) -> bool:
     t = type(value)
     if t is str:
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                # json.loads gives it back, but no UTF-8 file, database or wire can hold it.
-                raise NotJSONSafeError(path, "str with a lone surrogate") from None
+        return value.isascii() or _utf8(value)
+    if t is dict:
+        for k, item in value.items():
+            if type(k) is not str:
+                return False
+            ti = type(item)
+            if ti is str:
+                if not (item.isascii() or _utf8(item)):
+                    return False
+            elif not (ti is int or ti is bool or item is None) and not _safe(item):
+                return False
+        return True
+    if t is list:
+        for item in value:
+            ti = type(item)
+            if ti is str:
+                if not (item.isascii() or _utf8(item)):
+                    return False
+            elif not (ti is int or ti is bool or item is None) and not _safe(item):
+                return False
+        return True
+    if t is int or t is bool or value is None:
+        return True
+    if t is float:
+        return math.isfinite(value)
+    return False
+
+
+def _utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _explain(value: Any, path: str) -> None:
+    t = type(value)
+    if t is str:
+        if not _utf8(value):
+            # json.loads gives it back, but no UTF-8 file, database or wire can hold it.
+            raise NotJSONSafeError(path, "str with a lone surrogate")
         return
     if t is int or t is bool or value is None:
         return
@@ -34,13 +77,13 @@ def check_json_safe(value: Any, path: str) -> None:
         return
     if t is list:
         for i, item in enumerate(value):
-            check_json_safe(item, f"{path}[{i}]")
+            _explain(item, f"{path}[{i}]")
         return
     if t is dict:
         for k, item in value.items():
             if type(k) is not str:
                 raise NotJSONSafeError(f"{path}[{k!r}]", f"{type(k).__name__} key")
-            check_json_safe(item, f"{path}.{k}")
+            _explain(item, f"{path}.{k}")
         return
     raise NotJSONSafeError(path, type(value).__name__)
 

@@ -66,6 +66,9 @@ _DEFAULT_URLS = {
     "openai": "https://api.openai.com",
     "google": "https://generativelanguage.googleapis.com",
 }
+_UNKNOWN: set[tuple[str, str | None, str | None]] = set()
+"""(model, provider id, base URL) that genai-prices has no price for."""
+
 _OVERRIDE_KEYS = frozenset(PriceOverride.__annotations__)
 
 
@@ -162,6 +165,9 @@ def cost(
     provider_id = _PROVIDER_IDS.get(provider) if provider is not None else None
     if provider is not None and provider_id is None:
         return None  # a provider genai-prices has no name for
+    unknown = (name, provider_id, base_url)
+    if at is None and unknown in _UNKNOWN:
+        return None
     priced = genai_prices.Usage(
         input_tokens=usage.get("input_tokens", 0),
         output_tokens=usage.get("output_tokens", 0),
@@ -183,5 +189,9 @@ def cost(
                 priced, name, provider_id=provider_id, genai_request_timestamp=at
             )
     except LookupError:
+        # Looked up once: a model genai-prices does not know (a local or scripted one) stays
+        # unknown, and each of its calls would otherwise pay for a failed search.
+        if at is None and len(_UNKNOWN) < 1024:
+            _UNKNOWN.add(unknown)
         return None
     return result.total_price

@@ -533,14 +533,26 @@ class StuckRunStore(InMemoryRunStore):
 
 
 async def test_a_cancelled_writer_of_run_events_leaves_no_recorder_waiting() -> None:
-    # asyncio.run cancels every task when Ctrl-C stops it: the shared writer among them.
+    # asyncio.run cancels every task when Ctrl-C stops it: the writers among them. The first
+    # run's recorder writes its own batch (nothing else is being written); the second run's
+    # batch waits for that write and then goes with the shared writer.
     runs = StuckRunStore()
     lab = Runtime(store="memory", run_store=runs, version=False)
-    agent = lab.create_agent(id="a", model=scripted({"text": "x"}))
-    handle = agent.run(user="q")
+    agent = lab.create_agent(id="a", model=scripted({"text": "x"}, {"text": "y"}))
+    first = agent.run(user="q")
     await runs.writing.wait()
-    (writer,) = [t for t in asyncio.all_tasks() if t.get_name() == "tether-lab:run-events"]
-    writer.cancel()
+    (own,) = [t for t in asyncio.all_tasks() if t.get_name() == "tether-lab:run-recorder"]
+    second = agent.run(user="r")
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "tether-lab:run-events"]
+    own.cancel()
     with pytest.raises(StoreError, match="stopped"):
-        await asyncio.wait_for(handle.result, 5)
+        await asyncio.wait_for(first.result, 5)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    (shared,) = [t for t in asyncio.all_tasks() if t.get_name() == "tether-lab:run-events"]
+    shared.cancel()
+    with pytest.raises(StoreError, match="stopped"):
+        await asyncio.wait_for(second.result, 5)
     await lab.aclose()

@@ -246,8 +246,8 @@ def merge_models(layers: Sequence[ModelSpec | None], where: str) -> dict[str, An
     for spec in layers:
         if spec is None:
             continue
-        if isinstance(spec, LLMClient):
-            acc = spec
+        if not isinstance(spec, str | Mapping):
+            acc = spec  # check_model let only a client through (no Protocol check per turn)
             continue
         config = {"model": spec} if isinstance(spec, str) else dict(spec)
         if isinstance(acc, LLMClient) and "model" not in config:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import json
 import logging
 import time
@@ -34,6 +33,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypeVar, cast
 
+from .._json import copy_json
 from ..agent import Agent
 from ..errors import (
     AbortedError,
@@ -675,8 +675,8 @@ class Episode:
             self.first_index = length - len(records)
         self.committed = len(self.view)
         self.pending_pin = None
-        snapshot = copy.deepcopy(records)
-        self.new_messages.extend(copy.deepcopy(batch))
+        snapshot = copy_json(records)
+        self.new_messages.extend(copy_json(batch))
         assert self.recorder is not None
         self.recorder.emit(
             "agent_messages_committed",

@@ -26,6 +26,7 @@ import socket
 import time
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
+from typing import TypeGuard
 
 from ..errors import ScopeBusyError
 from ..stores.message_store import MessageStore, ScopeLeases
@@ -196,7 +197,7 @@ class ScopeLocks:
             except TimeoutError:
                 raise self._busy(scope, queue[0]) from None
             try:
-                leases = store if isinstance(store, ScopeLeases) else None
+                leases = store if _has_leases(store) else None
                 if leases is not None:
                     await self._lease(leases, scope, owner, deadline)
                 token = _HELD.set(_HELD.get() | {key})
@@ -255,3 +256,18 @@ async def _release(store: ScopeLeases, scope: str, owner: str) -> None:
         raise
     except Exception:
         logger.warning("could not release the lease of scope %r", scope, exc_info=True)
+
+
+_LEASES_BY_TYPE: dict[type, bool] = {}
+
+
+def _has_leases(store: object) -> TypeGuard[ScopeLeases]:
+    """`isinstance(store, ScopeLeases)`, worked out once per store class (a Protocol check
+    looks up each method every time, which a turn need not pay for)."""
+    kind = type(store)
+    known = _LEASES_BY_TYPE.get(kind)
+    if known is None:
+        known = isinstance(store, ScopeLeases)
+        if not hasattr(kind, "__getattr__"):  # a delegating wrapper answers per instance
+            _LEASES_BY_TYPE[kind] = known
+    return known

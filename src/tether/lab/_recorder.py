@@ -269,7 +269,9 @@ class RunRecorder:
             logger.error("could not record the start of run %s", self.run_id, exc_info=error)
             return
         self._started = True
-        self._writer = asyncio.get_running_loop().create_task(self._drain())
+        self._writer = asyncio.get_running_loop().create_task(
+            self._drain(), name="tether-lab:run-recorder"
+        )
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:
         """Record one event: listeners now, the store soon."""
@@ -286,15 +288,13 @@ class RunRecorder:
             try:
                 last = await _batcher(self.store).append(self.run_id, batch)
             except Exception as exc:
-                self._failed = True
-                self.write_error = exc
-                logger.exception("could not record events of run %s; the run fails", self.run_id)
-                if self.on_failure is not None:
-                    try:
-                        self.on_failure(exc)
-                    except Exception:
-                        logger.exception("on_failure of run %s raised", self.run_id)
+                self._fail(exc)
                 continue
+            except asyncio.CancelledError:
+                # The writer itself was cancelled (asyncio.run cancels every task on Ctrl-C):
+                # the batch may not be stored, so the run cannot count as recorded whole.
+                self._fail(StoreError("the writer of run events stopped (CancelledError)"))
+                raise
             if self._listeners:
                 # Told after the commit, numbered as stored: exactly what readers will find.
                 run_id = self.run_id
@@ -311,6 +311,16 @@ class RunRecorder:
                             "data": event["data"],
                         },
                     )
+
+    def _fail(self, exc: BaseException) -> None:
+        self._failed = True
+        self.write_error = exc
+        logger.error("could not record events of run %s; the run fails", self.run_id, exc_info=exc)
+        if self.on_failure is not None:
+            try:
+                self.on_failure(exc)
+            except Exception:
+                logger.exception("on_failure of run %s raised", self.run_id)
 
     async def _drain(self) -> None:
         while True:
@@ -339,7 +349,9 @@ class RunRecorder:
             try:
                 await asyncio.shield(writer)
             except asyncio.CancelledError as exc:
-                cancelled = exc
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    cancelled = exc  # this task is cancelled, not (only) the writer
                 await asyncio.wait([writer])
         await self._write()
         if self.write_error is not None and status != "cancelled":
@@ -366,7 +378,8 @@ class EventBatcher:
     """The appends of all the runs recording to one store, written together.
 
     Each run's recorder sends one batch at a time and waits for it (so a run's events stay in
-    order); the batches of different runs that wait at the same moment go to the store in one
+    order). When no write is under way, the caller writes its batch itself; the batches of
+    different runs that arrive during a write wait and then go to the store in one
     `append_events_many` (one transaction, one commit) when the store offers it (a lone batch
     is an ordinary `append_events`). A server with
     hundreds of runs streaming at once then makes a few writes per moment, not one per run. A
@@ -378,15 +391,28 @@ class EventBatcher:
         self._many = store if isinstance(store, ManyAppends) else None
         self._pending: list[tuple[str, Sequence[NewRunEvent], asyncio.Future[int]]] = []
         self._task: asyncio.Task[None] | None = None
+        self._busy = False
+        """A write is under way (the task's, or a caller's own)."""
         self.loop = asyncio.get_running_loop()
 
     async def append(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
         """Append `events` to `run_id` with whatever else is pending; the last one's seq."""
         if self._many is None:
             return await self.store.append_events(run_id, events)
+        idle = not self._busy and not self._pending and (self._task is None or self._task.done())
+        if idle:
+            # Nothing else to write it with: the caller writes its batch itself (no task to
+            # start and wait for); batches that come meanwhile wait and go together after it.
+            self._busy = True
+            try:
+                return await self.store.append_events(run_id, events)
+            finally:
+                self._busy = False
+                if self._pending:
+                    self._task = self.loop.create_task(self._write(), name="tether-lab:run-events")
         future: asyncio.Future[int] = self.loop.create_future()
         self._pending.append((run_id, events, future))
-        if self._task is None or self._task.done():
+        if not self._busy and (self._task is None or self._task.done()):
             self._task = self.loop.create_task(self._write(), name="tether-lab:run-events")
         return await future
 
@@ -411,27 +437,36 @@ class EventBatcher:
         while self._pending:
             batch[:] = self._pending
             self._pending = []
-            if len(batch) == 1:
-                run_id, events, future = batch[0]
-                try:
-                    _settle(future, await self.store.append_events(run_id, events))
-                except Exception as exc:
-                    _settle(future, exc)
-                continue
+            self._busy = True
             try:
-                lasts = await many.append_events_many([(r, e) for r, e, _ in batch])
-            except Exception:
-                # One run's batch may be the bad one: each run gets its own answer.
-                for run_id, events, future in batch:
-                    try:
-                        last = await self.store.append_events(run_id, events)
-                    except Exception as error:
-                        _settle(future, error)
-                    else:
-                        _settle(future, last)
-                continue
-            for (_, _, future), last in zip(batch, lasts, strict=True):
-                _settle(future, last)
+                await self._write_batch(many, batch)
+            finally:
+                self._busy = False
+
+    async def _write_batch(
+        self, many: ManyAppends, batch: list[tuple[str, Sequence[NewRunEvent], asyncio.Future[int]]]
+    ) -> None:
+        if len(batch) == 1:
+            run_id, events, future = batch[0]
+            try:
+                _settle(future, await self.store.append_events(run_id, events))
+            except Exception as exc:
+                _settle(future, exc)
+            return
+        try:
+            lasts = await many.append_events_many([(r, e) for r, e, _ in batch])
+        except Exception:
+            # One run's batch may be the bad one: each run gets its own answer.
+            for run_id, events, future in batch:
+                try:
+                    last = await self.store.append_events(run_id, events)
+                except Exception as error:
+                    _settle(future, error)
+                else:
+                    _settle(future, last)
+            return
+        for (_, _, future), last in zip(batch, lasts, strict=True):
+            _settle(future, last)
 
 
 def _settle(future: asyncio.Future[int], outcome: int | BaseException) -> None:

@@ -37,7 +37,7 @@ ToolsSpec: TypeAlias = ToolSet | Mapping[str, Tool] | ToolProvider
 
 def is_provider(value: object) -> TypeGuard[ToolProvider]:
     """True for a ToolProvider (a list that happens to have `get_tools` is still a list)."""
-    return isinstance(value, ToolProvider) and not isinstance(value, Sequence | Mapping)
+    return not isinstance(value, Sequence | Mapping) and isinstance(value, ToolProvider)
 
 
 class _FunctionProvider:
