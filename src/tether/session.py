@@ -113,7 +113,9 @@ class Session(dict[str, Any]):
         if not isinstance(messages, list):
             raise SessionFormatError("session.messages must be a list")
         for i, m in enumerate(messages):
-            _check_message(m, f"session.messages[{i}]")
+            problem = _message_problem(m)
+            if problem is not None:
+                raise SessionFormatError(f"session.messages[{i}]{problem}")
         memory = data.get("memory", {})
         if not isinstance(memory, dict):
             raise SessionFormatError("session.memory must be an object")
@@ -147,26 +149,36 @@ _PART_KEYS: dict[str, tuple[tuple[str, type | None], ...]] = {
 _OPTIONAL_STR = ("signature", "redacted")
 
 
-def _check_message(m: Any, path: str) -> None:
-    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "tool"):
-        raise SessionFormatError(f"{path}: a message needs role user, assistant or tool")
+_ROLES = ("user", "assistant", "tool")  # a tuple: an unhashable role is wrong, not an error
+
+
+def _message_problem(m: Any) -> str | None:
+    """What is wrong with message `m` (to follow its path in an error), or None.
+
+    A transcript is checked whole each time a session is loaded, so the common case (nothing
+    wrong) builds no strings."""
+    if not isinstance(m, dict) or m.get("role") not in _ROLES:
+        return ": a message needs role user, assistant or tool"
     content = m.get("content")
     if not isinstance(content, list):
-        raise SessionFormatError(f"{path}.content must be a list of parts")
+        return ".content must be a list of parts"
     for j, part in enumerate(content):
-        keys = _PART_KEYS.get(str(part.get("type"))) if isinstance(part, dict) else None
+        keys = None
+        if isinstance(part, dict):
+            t = part.get("type")
+            keys = _PART_KEYS.get(t if type(t) is str else str(t))
         if keys is None:
-            raise SessionFormatError(f"{path}.content[{j}]: unknown part {part!r:.80}")
+            return f".content[{j}]: unknown part {part!r:.80}"
         for k, kind in keys:
             if k not in part:
-                raise SessionFormatError(f"{path}.content[{j}]: {part['type']} part lacks {k!r}")
+                return f".content[{j}]: {part['type']} part lacks {k!r}"
             if kind is not None and type(part[k]) is not kind:
-                raise SessionFormatError(
-                    f"{path}.content[{j}].{k} must be {kind.__name__}, got {type(part[k]).__name__}"
-                )
-        for k in _OPTIONAL_STR:
-            if k in part and type(part[k]) is not str:
-                raise SessionFormatError(f"{path}.content[{j}].{k} must be str")
+                return f".content[{j}].{k} must be {kind.__name__}, got {type(part[k]).__name__}"
+        if "signature" in part or "redacted" in part:
+            for k in _OPTIONAL_STR:
+                if k in part and type(part[k]) is not str:
+                    return f".content[{j}].{k} must be str"
+    return None
 
 
 def remember(patch: dict[str, Any]) -> MemoryEvent:

@@ -290,8 +290,12 @@ async def _run(
         await reach_stores(runtime, options)
         record = await _resumable(workflow, run_id, value) if run_id is not None else None
         quiet = as_json
+        ran_here = False  # a run that had completed (before us, or while we waited) runs no step
 
         def on_event(event: WorkflowEvent) -> None:
+            nonlocal ran_here
+            if event["type"] == "workflow_started" and event["workflow_run_id"] == run_id:
+                ran_here = True
             if not quiet:
                 _progress(event)
 
@@ -330,7 +334,9 @@ async def _run(
     rid = handle.workflow_run_id
     if failure is not None:
         raise _failed(workflow, rid, failure, interrupted=ctrl_c.fired)
-    already = record is not None and record.status == "completed"
+    # Judged by what happened, not by the record read before a --wait: the holder may have
+    # completed the run while this process waited for its lease.
+    already = record is not None and not ran_here
     if as_json:
         emit_json(
             {

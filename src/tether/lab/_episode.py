@@ -675,8 +675,10 @@ class Episode:
             self.first_index = length - len(records)
         self.committed = len(self.view)
         self.pending_pin = None
+        # One copy for the run's record and the result: what the loop goes on doing with its
+        # own transcript cannot change either.
         snapshot = copy_json(records)
-        self.new_messages.extend(copy_json(batch))
+        self.new_messages.extend(snapshot[len(records) - len(batch) :])
         assert self.recorder is not None
         self.recorder.emit(
             "agent_messages_committed",

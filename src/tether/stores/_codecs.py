@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 import time
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 from typing import Any, Final
 
 from .._json import check_json_safe, dumps
@@ -137,7 +139,8 @@ def decode_records(scope: str, start: int, raws: Sequence[str]) -> list[StoredRe
     """
     if not raws:
         return []
-    if all(raw[:1] == "{" and raw[-1:] == "}" for raw in raws):
+    # The checks run in C (map over methods): a transcript is loaded whole on every turn.
+    if _objects(raws):
         try:
             values = json.loads("[" + ",".join(raws) + "]")
         except ValueError:
@@ -145,10 +148,24 @@ def decode_records(scope: str, start: int, raws: Sequence[str]) -> list[StoredRe
         if (
             values is not None
             and len(values) == len(raws)
-            and all(isinstance(v, dict) and isinstance(v.get("role"), str) for v in values)
+            and set(map(type, values)) == {dict}
+            and set(map(type, map(_ROLE, values))) == {str}
         ):
             return values  # type: ignore[no-any-return]  # each checked in the condition
     return [decode_record(scope, start + i, raw) for i, raw in enumerate(raws)]
+
+
+def _objects(raws: Sequence[str]) -> bool:
+    """Every text looks like one JSON object (starts with `{`, ends with `}`)."""
+    try:
+        return all(map(str.startswith, raws, repeat("{"))) and all(
+            map(str.endswith, raws, repeat("}"))
+        )
+    except TypeError:  # not text at all (a BLOB): parsed one by one, which says where
+        return False
+
+
+_ROLE = operator.methodcaller("get", "role")
 
 
 def check_title(scope: str, title: str) -> None:

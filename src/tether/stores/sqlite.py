@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
 from ..errors import StoreError
+from ._checkpoint import Checkpointer
 from ._codecs import (
     LAST_INDEX,
     NOW_SQL,
@@ -296,15 +297,50 @@ def _ensure_table(conn: sqlite3.Connection) -> None:
 
 class _Shared:
     """What every store on one connection shares: the thread lock around its use, how long to
-    wait for another process's write lock, and how many stores own the connection."""
+    wait for another process's write lock, how many stores own the connection, and (while one
+    does) the thread that checkpoints its WAL."""
 
-    __slots__ = ("conn", "lock", "owners", "wait")
+    __slots__ = ("checkpointer", "conn", "lock", "owners", "wait")
 
     def __init__(self, conn: sqlite3.Connection, wait: float) -> None:
         self.conn = conn
         self.lock = threading.Lock()
         self.wait = wait
         self.owners = 0
+        self.checkpointer: Checkpointer | None = None
+
+    def own(self) -> None:
+        """One more store owns the connection; the first takes its WAL checkpoints over (see
+        `tether.stores._checkpoint`)."""
+        self.owners += 1
+        if self.owners > 1 or self.checkpointer is not None:
+            return
+        with self.lock:
+            (mode,) = self.conn.execute("PRAGMA journal_mode").fetchone()
+            path = _file_of(self.conn)
+            if str(mode).lower() != "wal" or not path:
+                return
+            self.conn.execute("PRAGMA wal_autocheckpoint = 0")
+        self.checkpointer = Checkpointer(path)
+
+    def disown(self) -> bool:
+        """One store less owns the connection; True when it was the last (the caller closes
+        the connection)."""
+        self.owners -= 1
+        if self.owners > 0:
+            return False
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
+            self.checkpointer = None
+        return True
+
+
+def _file_of(conn: sqlite3.Connection) -> str:
+    """The file of the connection's main database ('' for an in-memory one)."""
+    for _, name, file in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main":
+            return str(file or "")
+    return ""
 
 
 _SHARED: dict[int, _Shared] = {}
@@ -386,12 +422,18 @@ class SqliteBacked:
         self._lock = self._shared.lock
         self._owns = owns
         if owns:
-            self._shared.owners += 1
+            try:
+                self._shared.own()
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite {type(exc).__name__}: {exc}") from exc
         self._closed = False
 
     def _attempt(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         if self._closed:
             raise StoreError("the store is closed")
+        checkpointer = self._shared.checkpointer
+        if checkpointer is not None:
+            checkpointer.wrote()
         with self._lock:
             try:
                 return fn(self._conn)
@@ -444,8 +486,7 @@ class SqliteBacked:
         if not self._owns:
             return
         with self._lock:
-            self._shared.owners -= 1
-            if self._shared.owners > 0:
+            if not self._shared.disown():
                 return
             with _SHARED_GUARD:
                 _SHARED.pop(id(self._conn), None)
