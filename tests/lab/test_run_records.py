@@ -556,3 +556,71 @@ async def test_a_cancelled_writer_of_run_events_leaves_no_recorder_waiting() -> 
     with pytest.raises(StoreError, match="stopped"):
         await asyncio.wait_for(second.result, 5)
     await lab.aclose()
+
+
+class WriteSizesRunStore(InMemoryRunStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[int] = []
+
+    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        self.writes.append(len(events))
+        return await super().append_events(run_id, events)
+
+    async def append_events_many(
+        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
+    ) -> list[int]:
+        self.writes.extend(len(events) for _, events in batches)
+        return await super().append_events_many(batches)
+
+
+async def test_a_short_turns_events_are_written_together_at_its_end() -> None:
+    runs = WriteSizesRunStore()
+    lab = Runtime(store="memory", run_store=runs, version=False)
+    add = define_tool(name="add", description="Add", execute=lambda v: v["a"] + v["b"])
+    client = scripted(
+        {"tool_use": [{"name": "add", "input": {"a": 1, "b": 2}}]}, {"text": ["3", "."]}
+    )
+    agent = lab.create_agent(id="calc", model=client, tools=[add])
+    result = await agent.run(user="1+2?").result
+    events = await runs.events(result.run_id)
+    assert len(events) == 12
+    assert runs.writes == [12]  # one write, not one per moment the episode yielded
+    await lab.aclose()
+
+
+async def test_events_of_a_run_that_goes_on_are_written_while_it_runs() -> None:
+    # The flush window bounds how long an event waits: a listener (a live page, an SSE
+    # client) sees the run's events while it still runs, not only when it ends.
+    runs = WriteSizesRunStore()
+    lab = Runtime(store="memory", run_store=runs, version=False)
+    live: list[RunEvent] = []
+    lab.subscribe(live.append)
+    seen = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(_: dict[str, Any]) -> str:
+        seen.set()
+        await release.wait()
+        return "done"
+
+    tool = define_tool(name="slow", description="Waits", execute=slow)
+    client = scripted({"tool_use": [{"name": "slow", "input": {}}]}, {"text": "ok"})
+    agent = lab.create_agent(id="a", model=client, tools=[tool])
+    handle = agent.run(user="go")
+    await seen.wait()
+    for _ in range(100):  # well past the 10 ms window
+        if any(e["type"] == "agent_tool_call" for e in live):
+            break
+        await asyncio.sleep(0.01)
+    assert [e["type"] for e in live][:4] == [
+        "agent_started",
+        "model_call_started",
+        "model_call_finished",
+        "agent_tool_call",
+    ]
+    assert not handle.result.done()
+    release.set()
+    await handle.result
+    assert len(runs.writes) >= 2
+    await lab.aclose()
