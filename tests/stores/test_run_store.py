@@ -252,6 +252,26 @@ async def test_query_runs_filters_each_field(store: RunStore) -> None:
     assert await ids(store, status="completed", tag="nightly", name="review") == ["w1"]
 
 
+async def test_a_run_started_by_a_tool_call_names_its_parent_and_is_no_root(
+    store: RunStore,
+) -> None:
+    await fill(store)
+    child = RunInfo("a5", "agent", "writer", "completed", 60.0, parent_run_id="a4",
+                    parent_tool_call_id="call_1", input_text="Called as a tool")  # fmt: skip
+    await store.start_run(child)
+    read = await store.get_run("a5")
+    assert read is not None
+    assert (read.parent_run_id, read.parent_tool_call_id) == ("a4", "call_1")
+    parent = await store.get_run("a4")
+    assert parent is not None and parent.parent_run_id is None
+    assert parent.parent_tool_call_id is None
+    assert await ids(store, parent_run_id="a4") == ["a5"]
+    assert await ids(store, parent_run_id="a1") == []
+    # Nested in an episode: not a root, like a run nested in a workflow run.
+    assert await ids(store, roots_only=True) == ["a4", "w1", "a2", "a1"]
+    assert "a5" in await ids(store, agents=("writer",), workflows=())
+
+
 async def test_query_runs_searches_inputs_and_outputs_by_word_prefix(store: RunStore) -> None:
     await fill(store)
     assert await ids(store, q="gene editing") == ["a3", "w1"]

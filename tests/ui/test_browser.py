@@ -217,6 +217,12 @@ def test_live_polling_stops_when_the_run_is_gone(site: Site, browser: WebDriver)
     browser.get(f"{site.url}/runs/{run_id}")
     assert browser.find_element(By.ID, "timeline").get_attribute("data-live-run") is not None
     with sqlite3.connect(site.db, isolation_level=None) as conn:
+        # Its search row too, as a store would: a later run may take the freed rowid.
+        conn.execute(
+            "DELETE FROM tether_runs_fts WHERE rowid ="
+            " (SELECT rowid FROM tether_runs WHERE run_id = ?)",
+            (run_id,),
+        )
         conn.execute("DELETE FROM tether_runs WHERE run_id = ?", (run_id,))
     WebDriverWait(browser, 30).until(
         lambda d: d.find_element(By.ID, "timeline").get_attribute("data-live-done") == "1"
@@ -266,3 +272,39 @@ def test_the_timeline_request_view_and_filters_in_the_browser(
     WebDriverWait(browser, 10).until(lambda d: "status=failed" in d.current_url)
     rows = browser.find_elements(By.CSS_SELECTOR, "tr.run-row")
     assert [r.get_attribute("data-run-id") for r in rows] == [site.world.failed]
+
+
+async def test_a_run_an_agent_tool_started_is_a_nested_bar_that_leads_there_and_back(
+    site: Site, browser: WebDriver
+) -> None:
+    runtime = site.runtime
+    helper = runtime.create_agent(id="nested-helper", model=script_client([{"text": "helped"}]))
+    boss = runtime.create_agent(
+        id="nested-boss",
+        tools=[runtime.tool_from_agent(helper)],
+        model=script_client(
+            [{"tool_use": [{"name": "nested-helper", "input": {"user": "x"}}]}, {"text": "ok"}]
+        ),
+    )
+    outer = await boss.run(user="delegate").result
+    [child] = [r for r in await runtime.run_store.list_runs(limit=500) if r.name == "nested-helper"]
+
+    def walk() -> tuple[list[str], str, str]:
+        browser.get(f"{site.url}/runs/{outer.run_id}")
+        bars = browser.find_elements(By.CSS_SELECTOR, "ol.waterfall li.bar")
+        kinds = [str(b.get_attribute("class")).split()[1] for b in bars]
+        nested = browser.find_element(By.CSS_SELECTOR, "ol.waterfall li.bar-run")
+        # Indented under the tool call's bar, and drawn (a positive width).
+        width = nested.find_element(By.CSS_SELECTOR, "rect.span").get_attribute("width")
+        assert width is not None and float(width) > 0
+        nested.find_element(By.TAG_NAME, "a").click()
+        WebDriverWait(browser, 10).until(lambda d: child.run_id in d.current_url)
+        child_url = browser.current_url
+        browser.find_element(By.CSS_SELECTOR, "dd.parent-run a").click()
+        WebDriverWait(browser, 10).until(lambda d: d.current_url.endswith(outer.run_id))
+        return kinds, child_url, browser.current_url
+
+    kinds, child_url, back = await asyncio.to_thread(walk)
+    assert kinds == ["bar-model", "bar-tool", "bar-run", "bar-model"]
+    assert child_url == f"{site.url}/runs/{child.run_id}"
+    assert back == f"{site.url}/runs/{outer.run_id}"

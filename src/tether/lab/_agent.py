@@ -28,6 +28,7 @@ from ..tools import Tool
 from ..tracing import TraceSink
 from ..turn import DEFAULT_MAX_TOOL_RESULT_CHARS
 from ..workflows import Workflow, current_step
+from ._callers import caller, current_workflow_run
 from ._definition import (
     AGENT_KEYS,
     ALIASES,
@@ -699,6 +700,7 @@ class LabAgent(Generic[T]):
             tags=merge_tags([*(tags or ()), *context_tags()], self.runtime.provenance_tags()),
             controller=AbortController(),
             buffer=buffer,
+            caller=caller(current_workflow_run()),
         )
 
 

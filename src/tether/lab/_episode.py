@@ -56,6 +56,7 @@ from ..stores.run_store import RunInfo, RunStore
 from ..tools import Tool
 from ..turn import TurnOptions
 from ..workflows import Workflow
+from ._callers import Caller, running_episode
 from ._definition import SystemPrompt
 from ._handles import AgentRunResult, _EventBuffer
 from ._host import AgentHost
@@ -186,6 +187,7 @@ class Episode:
         tags: list[str],
         controller: AbortController,
         buffer: _EventBuffer | None,
+        caller: Caller | None = None,
     ) -> None:
         self.host = host
         self.agent = agent
@@ -206,6 +208,8 @@ class Episode:
         self.tags = tags
         self.controller = controller
         self.buffer = buffer
+        self.caller = caller
+        """The episode whose tool call started this one, if any."""
         # Filled as the episode runs.
         self.view: list[Message] = []
         self.committed = 0
@@ -241,6 +245,7 @@ class Episode:
 
     async def _run(self) -> AgentRunResult[Any]:
         link = self.link
+        caller = self.caller
         recorder = RunRecorder(
             self.host.run_store,
             self.host.listeners,
@@ -257,6 +262,8 @@ class Episode:
                 memory_scope=self.scope,
                 workflow_run_id=link.workflow_run_id if link else None,
                 step_id=link.step_id if link else None,
+                parent_run_id=caller.run_id if caller else None,
+                parent_tool_call_id=caller.tool_call_id if caller else None,
                 meta={"model": self.model},
                 input_text=_input_text(self.new_input),
             ),
@@ -283,7 +290,7 @@ class Episode:
                 },
             )
             async with self._on_scope():
-                with recorder.recording(self.agent.harness):
+                with recorder.recording(self.agent.harness), running_episode(self.run_id):
                     result = await self._body(recorder)
         except BaseException as exc:
             failure = self._recording_error(exc)

@@ -34,6 +34,7 @@ from ..tools import Tool, define_tool
 from ..tracing import TraceSink
 from ..workflows import Workflow, WorkflowContext, WorkflowEvent, create_workflow, current_run
 from ._agent import LabAgent
+from ._callers import caller, tool_call
 from ._definition import (
     AGENT_KEYS,
     AgentDefaults,
@@ -487,7 +488,8 @@ class Runtime:
                 )
             options = dict(options)
             options.setdefault("context", ctx.context)
-            handle = agent.run(**options)
+            with tool_call(ctx.tool_call_id):
+                handle = agent.run(**options)
             remove = ctx.signal.add_callback(handle.cancel) if ctx.signal is not None else None
             try:
                 result = await handle.result
@@ -530,7 +532,8 @@ class Runtime:
                     run_input = await run_input
             else:
                 run_input = jsonable(args)
-            handle = workflow.run(run_input, signal=ctx.signal)
+            with tool_call(ctx.tool_call_id):
+                handle = workflow.run(run_input, signal=ctx.signal)
             return await handle.result
 
         return define_tool(
@@ -612,6 +615,9 @@ class Runtime:
         if kind == "workflow_started":
             existing = await store.get_run(run_id)
             if existing is None:
+                # Recorded in the run's own task, whose context it inherited from where it was
+                # started: the episode whose tool started it, if one did.
+                parent = caller(event["parent_run_id"])
                 await store.start_run(
                     RunInfo(
                         run_id=run_id,
@@ -620,6 +626,8 @@ class Runtime:
                         started_at=event["at"],
                         tags=list(context_tags()),
                         workflow_run_id=event["parent_run_id"],
+                        parent_run_id=parent.run_id if parent else None,
+                        parent_tool_call_id=parent.tool_call_id if parent else None,
                         meta={"root_run_id": event["root_run_id"]},
                         input_text=_as_text(event.get("input")),
                     ),

@@ -178,7 +178,8 @@ def check_title(scope: str, title: str) -> None:
 
 RUN_INFO_COLUMNS: Final = (
     "run_id, kind, name, status, started_at, ended_at, tags, memory_scope, workflow_run_id,"
-    " step_id, error, meta, usage, cost_usd, input_text, output_text"
+    " step_id, error, meta, usage, cost_usd, parent_run_id, parent_tool_call_id, input_text,"
+    " output_text"
 )
 """The columns of a run summary row, in the order `encode_run_info` writes them and
 `run_info_from_row` reads them."""
@@ -238,6 +239,8 @@ def encode_run_info(info: RunInfo) -> tuple[Any, ...]:
         encode_json(info.meta, "meta"),
         encode_json(info.usage, "usage"),
         info.cost_usd,
+        info.parent_run_id,
+        info.parent_tool_call_id,
         cut_text(info.input_text),
         cut_text(info.output_text),
     )
@@ -251,7 +254,7 @@ def run_tags(info: RunInfo) -> list[str]:
 def run_info_from_row(row: Sequence[Any]) -> RunInfo:
     """A run summary from a row of `run_info_select` (the lease's end last)."""
     run_id, kind, name, status, started, ended, tags, scope, wf, step, error, meta = row[:12]
-    usage, cost, input_text, output_text, lease_expires_at = row[12:17]
+    usage, cost, parent, parent_call, input_text, output_text, lease_expires_at = row[12:19]
     try:
         tag_list = json.loads(tags)
         meta_dict = json.loads(meta)
@@ -269,6 +272,8 @@ def run_info_from_row(row: Sequence[Any]) -> RunInfo:
         memory_scope=scope,
         workflow_run_id=wf,
         step_id=step,
+        parent_run_id=parent,
+        parent_tool_call_id=parent_call,
         error=error,
         meta=meta_dict,
         usage=usage_dict,
@@ -362,24 +367,29 @@ def decode_cursor(cursor: str) -> tuple[float, int]:
     return value
 
 
+_EQUAL_FIELDS: Final = (
+    "kind",
+    "name",
+    "status",
+    "memory_scope",
+    "workflow_run_id",
+    "parent_run_id",
+)
+"""The fields of a RunQuery a run matches by equality."""
+
+
 def run_matches(info: RunInfo, query: RunQuery) -> bool:
-    if query.kind is not None and info.kind != query.kind:
-        return False
-    if query.name is not None and info.name != query.name:
-        return False
-    if query.status is not None and info.status != query.status:
-        return False
+    for name in _EQUAL_FIELDS:
+        wanted = getattr(query, name)
+        if wanted is not None and getattr(info, name) != wanted:
+            return False
     if query.tag is not None and query.tag not in info.tags:
         return False
     if query.since is not None and info.started_at < query.since:
         return False
     if query.until is not None and info.started_at >= query.until:
         return False
-    if query.memory_scope is not None and info.memory_scope != query.memory_scope:
-        return False
-    if query.workflow_run_id is not None and info.workflow_run_id != query.workflow_run_id:
-        return False
-    if query.roots_only and info.workflow_run_id is not None:
+    if query.roots_only and (info.workflow_run_id is not None or info.parent_run_id is not None):
         return False
     if query.agents is not None or query.workflows is not None:
         if info.kind == "agent" and info.name not in (query.agents or ()):
@@ -399,7 +409,7 @@ def query_where(query: RunQuery, ph: str, dialect: str) -> tuple[list[str], list
     SQLite or PostgreSQL dialect. Column names are ours, never a caller's."""
     conds: list[str] = []
     args: list[Any] = []
-    for column in ("kind", "name", "memory_scope", "workflow_run_id"):
+    for column in ("kind", "name", "memory_scope", "workflow_run_id", "parent_run_id"):
         value = getattr(query, column)
         if value is not None:
             conds.append(f"r.{column} = {ph}")
@@ -421,7 +431,7 @@ def query_where(query: RunQuery, ph: str, dialect: str) -> tuple[list[str], list
         conds.append(f"r.started_at < {ph}")
         args.append(query.until)
     if query.roots_only:
-        conds.append("r.workflow_run_id IS NULL")
+        conds.append("r.workflow_run_id IS NULL AND r.parent_run_id IS NULL")
     if query.agents is not None or query.workflows is not None:
         parts = ["r.kind NOT IN ('agent', 'workflow')"]
         for kind, names in (("agent", query.agents or ()), ("workflow", query.workflows or ())):

@@ -849,6 +849,21 @@ async def m004_run_leases(conn: Connection) -> None:
     await _exec(conn, "ALTER TABLE tether_runs ADD COLUMN lease_expires_at DOUBLE PRECISION")
 
 
+@run_migrations
+async def m005_runs_started_by_tool_calls(conn: Connection) -> None:
+    # The episode (and its tool call) that started a run: an agent or workflow used as a tool.
+    # Its runs are read by parent, in time order, for its timeline.
+    await _exec(
+        conn,
+        "ALTER TABLE tether_runs ADD COLUMN parent_run_id TEXT,"
+        " ADD COLUMN parent_tool_call_id TEXT",
+    )
+    await _exec(
+        conn,
+        "CREATE INDEX tether_runs_parent_started ON tether_runs (parent_run_id, started_at, id)",
+    )
+
+
 # One statement, like a message append: the run row's count is bumped (and row-locked) and the
 # events are numbered after the old count. No row means the run was never started.
 _APPEND_EVENTS = """
@@ -880,7 +895,8 @@ def _append_params(run_id: str, encoded: Sequence[tuple[str, float, str]]) -> di
 _START_RUN = f"""
 WITH created AS (
     INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at)
-    VALUES ({", ".join(f"%(v{i})s" for i in range(16))}, {_NOW} + %(ttl)s::float8)
+    VALUES ({", ".join(f"%(v{i})s" for i in range(len(RUN_INFO_COLUMNS.split(","))))},
+        {_NOW} + %(ttl)s::float8)
     ON CONFLICT (run_id) DO NOTHING
     RETURNING run_id
 ), tagged AS (

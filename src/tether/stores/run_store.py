@@ -61,6 +61,12 @@ class RunInfo:
     """The workflow run an episode (or a nested workflow run) belongs to."""
     step_id: str | None = None
     """The workflow step it ran inside, if any."""
+    parent_run_id: str | None = None
+    """The episode that started this run from one of its tool calls (an agent or a workflow
+    used as a tool, or any episode or workflow run a tool starts), or None. A run nested in
+    a workflow run names that run in `workflow_run_id` instead."""
+    parent_tool_call_id: str | None = None
+    """The id of the parent's tool call that started this run, when known."""
     error: str | None = None
     """Why a failed run failed."""
     meta: dict[str, Any] = field(default_factory=dict)
@@ -103,8 +109,10 @@ class RunQuery:
     """Started before this Unix time."""
     memory_scope: str | None = None
     workflow_run_id: str | None = None
+    parent_run_id: str | None = None
+    """Runs an episode started from its tool calls (`RunInfo.parent_run_id`)."""
     roots_only: bool = False
-    """Only runs not nested in a workflow run."""
+    """Only runs nested in nothing: no workflow run and no parent episode."""
     agents: tuple[str, ...] | None = None
     """With `workflows`: only agent runs of these ids and workflow runs of those (runs of
     other kinds pass), as the UI's registry-listed runs."""

@@ -839,8 +839,20 @@ def m005_run_leases(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE tether_runs ADD COLUMN lease_expires_at REAL")
 
 
+@run_migrations
+def m006_runs_started_by_tool_calls(conn: sqlite3.Connection) -> None:
+    """The episode (and its tool call) that started a run: an agent or workflow used as a
+    tool. Its runs are read by parent, in time order, for its timeline."""
+    conn.execute("ALTER TABLE tether_runs ADD COLUMN parent_run_id TEXT")
+    conn.execute("ALTER TABLE tether_runs ADD COLUMN parent_tool_call_id TEXT")
+    conn.execute(
+        "CREATE INDEX tether_runs_parent_started ON tether_runs (parent_run_id, started_at)"
+    )
+
+
 _RUN_SELECT = run_info_select("sqlite")
 _RUN_SELECT_R = run_info_select("sqlite", "r")
+_RUN_MARKS = ", ".join("?" * len(RUN_INFO_COLUMNS.split(",")))
 
 
 class SqliteRunStore(SqliteBacked):
@@ -865,8 +877,7 @@ class SqliteRunStore(SqliteBacked):
                 try:
                     cur = conn.execute(
                         f"INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                        f" {_NOW} + ?)",
+                        f" VALUES ({_RUN_MARKS}, {_NOW} + ?)",
                         (*row, lease_ttl),
                     )
                 except sqlite3.IntegrityError as exc:

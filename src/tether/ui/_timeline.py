@@ -7,8 +7,9 @@ Bars come from the run's event timestamps (`at`, Unix seconds):
 - a tool call, from when it began to run (`agent_tool_result.started_at`; for runs recorded
   before that field, the call event) to its result;
 - a workflow step, from `workflow_step_started` to `workflow_step_finished` / `_failed`;
-- a nested run (an episode or workflow run inside a workflow run), from its summary's start to
-  its end.
+- a nested run (an episode or workflow run inside a workflow run, or one an episode's tool
+  started: an agent or workflow used as a tool), from its summary's start to its end. A run a
+  tool call started is drawn right under that tool call's bar, its own nested runs under it.
 
 Something still running ends at `now`, drawn as running. The total is the latest end minus the
 earliest start, never a sum of the bars (parallel work would be counted twice). Each bar links to
@@ -45,6 +46,10 @@ class Bar:
     """A nested run's id (the bar links to its page)."""
     detail: str = ""
     depth: int = 0
+    call_id: str | None = None
+    """A tool bar's tool call id; for a nested run, the tool call that started it (if any)."""
+    parent: str | None = None
+    """A nested run's parent: the episode that started it, else its workflow run."""
 
     @property
     def duration(self) -> float:
@@ -94,6 +99,7 @@ class Timeline:
                     "seq": b.seq,
                     "run_id": b.run_id,
                     "depth": b.depth,
+                    "tool_call_id": b.call_id,
                 }
                 for b in self.bars
             ],
@@ -145,10 +151,17 @@ def _tool_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
     for event in events:
         kind, data = event["type"], event["data"]
         if kind == "agent_tool_call":
+            call_id = data.get("id")
             bar = Bar(
-                "tool", f"tool {data.get('name')}", event["at"], now, "running", seq=event["seq"]
+                "tool",
+                f"tool {data.get('name')}",
+                event["at"],
+                now,
+                "running",
+                seq=event["seq"],
+                call_id=call_id if isinstance(call_id, str) else None,
             )
-            open_calls[data.get("id")] = bar
+            open_calls[call_id] = bar
             bars.append(bar)
         elif kind == "agent_tool_result":
             ended = open_calls.pop(data.get("id"), None)
@@ -191,6 +204,39 @@ def _step_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
     return bars
 
 
+def _under_tool_calls(bars: list[Bar], run_id: str) -> list[Bar]:
+    """`bars` (in start order) with each run a tool call of `run_id` started moved right under
+    that tool call's bar, followed by the runs nested in it."""
+    tools = {b.call_id: b for b in bars if b.kind == "tool" and b.call_id is not None}
+    if not tools:
+        return bars
+    under: dict[str, list[Bar]] = {}
+    owner: dict[str, str] = {}
+    """Nested run id -> the tool call id its block hangs under."""
+    rest: list[Bar] = []
+    for bar in bars:
+        call = None
+        if bar.kind == "run" and bar.run_id is not None:
+            if bar.parent == run_id and bar.call_id in tools:
+                call = bar.call_id
+            elif bar.parent is not None:
+                call = owner.get(bar.parent)
+        if call is None:
+            rest.append(bar)
+            continue
+        assert bar.run_id is not None
+        owner[bar.run_id] = call
+        under.setdefault(call, []).append(bar)
+    if not under:
+        return bars
+    out: list[Bar] = []
+    for bar in rest:
+        out.append(bar)
+        if bar.kind == "tool" and bar.call_id in under:
+            out.extend(under.pop(bar.call_id))
+    return out
+
+
 def build_timeline(
     info: RunInfo,
     events: Sequence[RunEvent],
@@ -217,9 +263,12 @@ def build_timeline(
                 else "error",
                 run_id=child.run_id,
                 depth=depth,
+                call_id=child.parent_tool_call_id,
+                parent=child.parent_run_id or child.workflow_run_id,
             )
         )
     bars.sort(key=lambda b: (b.start, b.depth))
+    bars = _under_tool_calls(bars, info.run_id)
     run_end = info.ended_at if info.ended_at is not None else now
     starts = [info.started_at, *(b.start for b in bars)] if info.started_at > 0 else []
     starts = starts or [b.start for b in bars] or [run_end]

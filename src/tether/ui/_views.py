@@ -108,7 +108,7 @@ class Catalog:
 
     def lists_run(self, info: RunInfo) -> bool:
         """A root run of a registered agent or workflow; nested runs show in their tree."""
-        if info.workflow_run_id is not None:
+        if info.workflow_run_id is not None or info.parent_run_id is not None:
             return False
         if info.kind == "workflow":
             return info.name in self.workflows
@@ -144,6 +144,8 @@ def run_json(info: RunInfo, now: float) -> dict[str, Any]:
         "memory_scope": info.memory_scope,
         "workflow_run_id": info.workflow_run_id,
         "step_id": info.step_id,
+        "parent_run_id": info.parent_run_id,
+        "parent_tool_call_id": info.parent_tool_call_id,
         "error": info.error,
         "meta": info.meta,
         "lease_expires_at": info.lease_expires_at,
@@ -482,6 +484,9 @@ async def _node(
     node = TreeNode(info, parent_step_id)
     seen.add(info.run_id)
     budget[0] -= 1
+    if info.kind == "agent":
+        await _called(runtime, node, depth, budget, seen)
+        return node
     if info.kind != "workflow":
         return node
     try:
@@ -525,6 +530,39 @@ async def _node(
     return node
 
 
+async def _called(
+    runtime: Runtime, node: TreeNode, depth: int, budget: list[int], seen: set[str]
+) -> None:
+    """The runs an episode's tools started (agents and workflows used as tools), oldest
+    first, as the node's nested runs."""
+    query = RunQuery(parent_run_id=node.info.run_id)
+    children: list[RunInfo] = []
+    cursor: str | None = None
+    while len(children) < _TREE_NODES:
+        try:
+            page = await _read(runtime.run_store.query_runs(query, limit=200, cursor=cursor))
+        except Unreadable as exc:
+            node.errors.append(str(exc))
+            break
+        children.extend(page.runs)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    if not children:
+        return
+    if depth >= _TREE_DEPTH:
+        node.truncated = True
+        return
+    children.reverse()
+    for child in children:
+        if child.run_id in seen:
+            continue
+        if budget[0] <= 0:
+            node.truncated = True
+            break
+        node.loose.append(await _node(runtime, child, None, depth + 1, budget, seen))
+
+
 @dataclass(slots=True)
 class RunView:
     """Everything the run page shows."""
@@ -543,6 +581,8 @@ class RunView:
     """How many internal `agent_messages_committed` rows the event list holds."""
     calls: dict[Any, dict[str, Any]] = field(default_factory=dict)
     """Model call number -> its `model_call_finished` / `_failed` data."""
+    caller: RunInfo | None = None
+    """The episode whose tool call started this run (`RunInfo.parent_run_id`), if readable."""
 
 
 def _nested(node: TreeNode | None, depth: int = 1) -> list[tuple[RunInfo, int]]:
@@ -579,8 +619,18 @@ async def build_run(catalog: Catalog, run_id: str) -> RunView | None:
             parent = await _read(runtime.run_store.get_run(info.workflow_run_id or ""))
         except Unreadable as exc:
             errors.append(str(exc))
+    caller = None
+    if info.parent_run_id is not None:
+        try:
+            caller = await _read(runtime.run_store.get_run(info.parent_run_id))
+        except Unreadable as exc:
+            errors.append(str(exc))
     workflow = None
     tree = None
+    if info.kind == "agent":
+        node = await build_tree(catalog, info)
+        # An episode shows a tree only when its tools started runs.
+        tree = node if node.loose or node.errors else None
     if info.kind == "workflow":
         try:
             record = await _read(runtime.workflow_store.get_run(run_id))
@@ -616,6 +666,7 @@ async def build_run(catalog: Catalog, run_id: str) -> RunView | None:
         timeline=build_timeline(info, events, _nested(tree), time.time()),
         storage_rows=sum(1 for e in events if e["type"] == "agent_messages_committed"),
         calls=calls,
+        caller=caller,
     )
 
 
