@@ -22,6 +22,7 @@ from tether.stores import (
     ManyAppends,
     NewRunEvent,
     RunInfo,
+    RunQuery,
     RunStore,
     SqliteRunStore,
 )
@@ -270,6 +271,30 @@ async def test_a_run_started_by_a_tool_call_names_its_parent_and_is_no_root(
     # Nested in an episode: not a root, like a run nested in a workflow run.
     assert await ids(store, roots_only=True) == ["a4", "w1", "a2", "a1"]
     assert "a5" in await ids(store, agents=("writer",), workflows=())
+
+
+async def test_a_failed_runs_traceback_is_kept_to_its_last_characters(store: RunStore) -> None:
+    from tether.stores.run_store import TRACEBACK_LIMIT
+
+    await store.start_run(agent_run("short"))
+    await store.start_run(agent_run("long"))
+    await store.start_run(agent_run("plain"))
+    await store.finish_run("short", "failed", error="E: x", traceback="Traceback\n  boom()\nE: x")
+    tail = "\n  in the_raising_function\nValueError: bad"
+    huge = "Traceback (most recent call last):\n" + "  frame\n" * 5000 + tail
+    await store.finish_run("long", "failed", error="ValueError: bad", traceback=huge)
+    await store.finish_run("plain", "failed", error="E: y")
+    short, long, plain = [await store.get_run(r) for r in ("short", "long", "plain")]
+    assert short is not None and short.traceback == "Traceback\n  boom()\nE: x"
+    assert long is not None and long.traceback is not None
+    assert len(long.traceback) == TRACEBACK_LIMIT and long.traceback.endswith(tail)
+    assert plain is not None and plain.traceback is None
+    # Listed runs carry it too; a run resumed ("running" again) drops it with the error.
+    page = await store.query_runs(RunQuery(status="failed"))
+    assert {r.run_id: r.traceback for r in page.runs}["short"] == short.traceback
+    await store.finish_run("short", "running")
+    again = await store.get_run("short")
+    assert again is not None and again.error is None and again.traceback is None
 
 
 async def test_query_runs_searches_inputs_and_outputs_by_word_prefix(store: RunStore) -> None:

@@ -31,6 +31,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from traceback import format_exception
 from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 from .._json import copy_json
@@ -52,7 +53,7 @@ from ..session import Message, Session, fold
 from ..signals import AbortController, AbortScope
 from ..stop import StepResult, StopCondition, step_count_is
 from ..stores.message_store import MessageStore, StoredRecord, SystemRecord
-from ..stores.run_store import RunInfo, RunStore
+from ..stores.run_store import TRACEBACK_LIMIT, RunInfo, RunStore
 from ..tools import Tool
 from ..turn import TurnOptions
 from ..workflows import Workflow
@@ -66,7 +67,14 @@ from ._recorder import RecordingLevel, RunRecorder
 from ._titles import first_success, in_title_workflow, start_title
 from ._tools import ToolProvider, resolve_tools
 
-__all__ = ["Episode", "SystemPromptConflict", "WorkflowLink", "pin_texts", "split_pin"]
+__all__ = [
+    "Episode",
+    "SystemPromptConflict",
+    "WorkflowLink",
+    "pin_texts",
+    "split_pin",
+    "traceback_text",
+]
 
 logger = logging.getLogger("tether.lab")
 
@@ -128,6 +136,12 @@ def _output_text(result: AgentRunResult[Any]) -> str:
         except (TypeError, ValueError):
             pass
     return str(result.text)[:4000]
+
+
+def traceback_text(exc: BaseException) -> str:
+    """Where `exc` was raised, formatted (with the exceptions it came from): the last
+    `TRACEBACK_LIMIT` characters, the frames nearest the failure."""
+    return "".join(format_exception(exc))[-TRACEBACK_LIMIT:]
 
 
 def _error_data(exc: BaseException) -> dict[str, Any]:
@@ -297,7 +311,9 @@ class Episode:
             if failure is not None:
                 # The run's record broke: the episode stopped for that, not by a cancel.
                 recorder.emit("agent_failed", {"error": _error_data(failure), "cancelled": False})
-                await recorder.close("failed", error=f"StoreError: {failure}")
+                await recorder.close(
+                    "failed", error=f"StoreError: {failure}", traceback=traceback_text(exc)
+                )
                 raise failure from exc
             cancelled = isinstance(exc, AbortedError | asyncio.CancelledError)
             data: dict[str, Any] = {"error": _error_data(exc), "cancelled": cancelled}
@@ -305,7 +321,10 @@ class Episode:
                 data["text"] = exc.text
             recorder.emit("agent_failed", data)
             await recorder.close(
-                "cancelled" if cancelled else "failed", error=f"{type(exc).__name__}: {exc}"
+                "cancelled" if cancelled else "failed",
+                error=f"{type(exc).__name__}: {exc}",
+                # Formatted only when a run fails: a cancel is no bug, and has no place to show.
+                traceback=None if cancelled else traceback_text(exc),
             )
             raise
         recorder.emit(

@@ -352,10 +352,15 @@ class RunRecorder:
                 return
 
     async def close(
-        self, status: RunStatus, *, error: str | None = None, output_text: str | None = None
+        self,
+        status: RunStatus,
+        *,
+        error: str | None = None,
+        output_text: str | None = None,
+        traceback: str | None = None,
     ) -> None:
         """Flush and record how the run ended (with its output as text, its token totals and
-        cost). Idempotent.
+        cost; a failure's error and traceback). Idempotent.
 
         Cancelled meanwhile, it still writes the final events and status (the run ended as
         `status` says), then lets the cancellation through.
@@ -391,6 +396,7 @@ class RunRecorder:
                     output_text=output_text,
                     usage=dict(self.usage) if self.usage else None,
                     cost_usd=self.cost_usd,
+                    traceback=traceback,
                 )
             except Exception:
                 logger.exception("could not record the end of run %s", self.run_id)

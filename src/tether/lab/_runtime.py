@@ -611,7 +611,8 @@ class Runtime:
         store = self.run_store
         kind = event["type"]
         run_id = event["workflow_run_id"]
-        data = {k: v for k, v in event.items() if k not in ("type", "at")}
+        # A failure's traceback is kept with the run's error, not in its events.
+        data = {k: v for k, v in event.items() if k not in ("type", "at", "traceback")}
         if kind == "workflow_started":
             existing = await store.get_run(run_id)
             if existing is None:
@@ -657,6 +658,7 @@ class Runtime:
                 "cancelled" if fields.get("status") == "cancelled" else "failed",
                 ended_at=event["at"],
                 error=f"{error.get('type')}: {error.get('message')}",
+                traceback=fields.get("traceback"),
             )
 
     # -- experiments -------------------------------------------------------------------------

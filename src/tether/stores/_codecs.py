@@ -35,6 +35,7 @@ from ..workflows._store import (
 from .message_store import StoredRecord
 from .run_store import (
     TEXT_LIMIT,
+    TRACEBACK_LIMIT,
     NewRunEvent,
     RunEvent,
     RunInfo,
@@ -57,6 +58,7 @@ __all__ = [
     "check_scope",
     "check_title",
     "cut_text",
+    "cut_traceback",
     "decode_cursor",
     "decode_event",
     "decode_record",
@@ -178,8 +180,8 @@ def check_title(scope: str, title: str) -> None:
 
 RUN_INFO_COLUMNS: Final = (
     "run_id, kind, name, status, started_at, ended_at, tags, memory_scope, workflow_run_id,"
-    " step_id, error, meta, usage, cost_usd, parent_run_id, parent_tool_call_id, input_text,"
-    " output_text"
+    " step_id, error, meta, usage, cost_usd, parent_run_id, parent_tool_call_id, traceback,"
+    " input_text, output_text"
 )
 """The columns of a run summary row, in the order `encode_run_info` writes them and
 `run_info_from_row` reads them."""
@@ -207,6 +209,13 @@ def run_info_select(dialect: str, alias: str = "") -> str:
 def cut_text(text: str | None) -> str:
     """A run's input or output text as it is kept: at most `TEXT_LIMIT` characters."""
     return (text or "")[:TEXT_LIMIT]
+
+
+def cut_traceback(text: str | None) -> str | None:
+    """A failed run's traceback as it is kept: its last `TRACEBACK_LIMIT` characters."""
+    if text is None or len(text) <= TRACEBACK_LIMIT:
+        return text
+    return text[-TRACEBACK_LIMIT:]
 
 
 def check_run_status(status: str) -> None:
@@ -241,6 +250,7 @@ def encode_run_info(info: RunInfo) -> tuple[Any, ...]:
         info.cost_usd,
         info.parent_run_id,
         info.parent_tool_call_id,
+        cut_traceback(info.traceback),
         cut_text(info.input_text),
         cut_text(info.output_text),
     )
@@ -254,7 +264,8 @@ def run_tags(info: RunInfo) -> list[str]:
 def run_info_from_row(row: Sequence[Any]) -> RunInfo:
     """A run summary from a row of `run_info_select` (the lease's end last)."""
     run_id, kind, name, status, started, ended, tags, scope, wf, step, error, meta = row[:12]
-    usage, cost, parent, parent_call, input_text, output_text, lease_expires_at = row[12:19]
+    usage, cost, parent, parent_call, traceback, input_text, output_text = row[12:19]
+    lease_expires_at = row[19]
     try:
         tag_list = json.loads(tags)
         meta_dict = json.loads(meta)
@@ -275,6 +286,7 @@ def run_info_from_row(row: Sequence[Any]) -> RunInfo:
         parent_run_id=parent,
         parent_tool_call_id=parent_call,
         error=error,
+        traceback=traceback,
         meta=meta_dict,
         usage=usage_dict,
         cost_usd=cost,
@@ -285,10 +297,15 @@ def run_info_from_row(row: Sequence[Any]) -> RunInfo:
 
 
 def finish_values(
-    output_text: str | None, usage: dict[str, int] | None, cost_usd: float | None
+    output_text: str | None,
+    usage: dict[str, int] | None,
+    cost_usd: float | None,
+    traceback: str | None = None,
 ) -> dict[str, Any]:
-    """The columns `finish_run` sets beside the status, and their stored values."""
-    values: dict[str, Any] = {}
+    """The columns `finish_run` sets beside the status, end time and error, and their stored
+    values: the traceback always (it goes with the error: None clears it), the rest when
+    given."""
+    values: dict[str, Any] = {"traceback": cut_traceback(traceback)}
     if output_text is not None:
         values["output_text"] = cut_text(output_text)
     if usage is not None:

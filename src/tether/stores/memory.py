@@ -244,13 +244,14 @@ class InMemoryRunStore:
         usage: dict[str, int] | None = None,
         cost_usd: float | None = None,
         lease_ttl: float | None = None,
+        traceback: str | None = None,
     ) -> None:
         check_run_status(status)
         values = {
             "status": status,
             "ended_at": end_time(status, ended_at),
             "error": error,
-            **finish_values(output_text, usage, cost_usd),
+            **finish_values(output_text, usage, cost_usd, traceback),
             "lease_expires_at": (
                 time.time() + lease_ttl if status == "running" and lease_ttl is not None else None
             ),

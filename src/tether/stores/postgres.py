@@ -864,6 +864,12 @@ async def m005_runs_started_by_tool_calls(conn: Connection) -> None:
     )
 
 
+@run_migrations
+async def m006_run_tracebacks(conn: Connection) -> None:
+    # Where a failed run failed: its traceback, beside the error.
+    await _exec(conn, "ALTER TABLE tether_runs ADD COLUMN traceback TEXT")
+
+
 # One statement, like a message append: the run row's count is bumped (and row-locked) and the
 # events are numbered after the old count. No row means the run was never started.
 _APPEND_EVENTS = """
@@ -958,10 +964,11 @@ class PostgresRunStore(PostgresBacked):
         usage: dict[str, int] | None = None,
         cost_usd: float | None = None,
         lease_ttl: float | None = None,
+        traceback: str | None = None,
     ) -> None:
         check_run_status(status)
         end = end_time(status, ended_at)
-        extra = finish_values(output_text, usage, cost_usd)
+        extra = finish_values(output_text, usage, cost_usd, traceback)
         ttl = lease_ttl if status == "running" else None
         async with self._session() as conn:
             row = await _one(

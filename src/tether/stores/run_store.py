@@ -28,6 +28,7 @@ from .workflow_store import RunStatus
 __all__ = [
     "CANCEL_REQUESTED",
     "TEXT_LIMIT",
+    "TRACEBACK_LIMIT",
     "CancelRequests",
     "ManyAppends",
     "NewRunEvent",
@@ -69,6 +70,9 @@ class RunInfo:
     """The id of the parent's tool call that started this run, when known."""
     error: str | None = None
     """Why a failed run failed."""
+    traceback: str | None = None
+    """Where it failed: the formatted traceback of the error (its last `TRACEBACK_LIMIT`
+    characters), when the writer recorded one."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Anything else the writer wants listed (JSON-safe)."""
     usage: dict[str, int] = field(default_factory=dict)
@@ -88,6 +92,9 @@ class RunInfo:
 
 TEXT_LIMIT = 2000
 """How many characters of a run's input and output are kept for listing and search."""
+
+TRACEBACK_LIMIT = 20_000
+"""How many characters of a failed run's traceback are kept (the last ones: where it failed)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -203,10 +210,12 @@ class RunStore(Protocol):
         usage: dict[str, int] | None = None,
         cost_usd: float | None = None,
         lease_ttl: float | None = None,
+        traceback: str | None = None,
     ) -> None:
-        """Set the final status of a run (and why, for a failure), releasing its lease. Setting
-        "running" again (a resumed workflow run) clears the end time and, with `lease_ttl`,
-        takes a new lease. `output_text`, `usage` and `cost_usd`
+        """Set the final status of a run (and why, for a failure: `error`, and `traceback`
+        cut to its last `TRACEBACK_LIMIT` characters), releasing its lease. Setting
+        "running" again (a resumed workflow run) clears the end time and the error and, with
+        `lease_ttl`, takes a new lease. `output_text`, `usage` and `cost_usd`
         are set when given (an output is cut at `TEXT_LIMIT` characters)."""
         ...
 

@@ -850,6 +850,12 @@ def m006_runs_started_by_tool_calls(conn: sqlite3.Connection) -> None:
     )
 
 
+@run_migrations
+def m007_run_tracebacks(conn: sqlite3.Connection) -> None:
+    """Where a failed run failed: its traceback, beside the error."""
+    conn.execute("ALTER TABLE tether_runs ADD COLUMN traceback TEXT")
+
+
 _RUN_SELECT = run_info_select("sqlite")
 _RUN_SELECT_R = run_info_select("sqlite", "r")
 _RUN_MARKS = ", ".join("?" * len(RUN_INFO_COLUMNS.split(",")))
@@ -939,10 +945,11 @@ class SqliteRunStore(SqliteBacked):
         usage: dict[str, int] | None = None,
         cost_usd: float | None = None,
         lease_ttl: float | None = None,
+        traceback: str | None = None,
     ) -> None:
         check_run_status(status)
         end = end_time(status, ended_at)
-        extra = finish_values(output_text, usage, cost_usd)
+        extra = finish_values(output_text, usage, cost_usd, traceback)
         ttl = lease_ttl if status == "running" else None
 
         def op(conn: sqlite3.Connection) -> None:

@@ -369,7 +369,9 @@ class _Pages:
         now = time.time()
         return JSONResponse(
             {
-                "runs": [run_json(r.info, now) for r in rows if r.info is not None],
+                "runs": [
+                    run_json(r.info, now, traceback=False) for r in rows if r.info is not None
+                ],
                 "errors": [r.error for r in rows if r.error is not None],
                 "next_cursor": next_cursor,
             }

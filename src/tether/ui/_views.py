@@ -127,8 +127,10 @@ def duration(info: RunInfo, now: float) -> float | None:
     return max(end - info.started_at, 0.0)
 
 
-def run_json(info: RunInfo, now: float) -> dict[str, Any]:
-    return {
+def run_json(info: RunInfo, now: float, *, traceback: bool = True) -> dict[str, Any]:
+    """A run summary as the JSON API shows it; a list leaves out the tracebacks
+    (`traceback=False`: up to 20,000 characters each), a run's own record has it."""
+    out = {
         "usage": dict(info.usage),
         "cost_usd": info.cost_usd,
         "input_text": info.input_text,
@@ -150,6 +152,9 @@ def run_json(info: RunInfo, now: float) -> dict[str, Any]:
         "meta": info.meta,
         "lease_expires_at": info.lease_expires_at,
     }
+    if traceback:
+        out["traceback"] = info.traceback
+    return out
 
 
 @dataclass(slots=True)
@@ -829,7 +834,7 @@ class Turn:
         return {
             "start": self.start,
             "end": self.end,
-            "run": run_json(self.run, now) if self.run is not None else None,
+            "run": run_json(self.run, now, traceback=False) if self.run is not None else None,
             "continued": self.continued,
             "records": [{"index": i, "record": r} for i, r in self.records],
         }
@@ -1199,7 +1204,7 @@ class WorkflowStats:
 
     def to_json(self, now: float) -> dict[str, Any]:
         return {
-            "recent": [run_json(r, now) for r in self.recent],
+            "recent": [run_json(r, now, traceback=False) for r in self.recent],
             "considered": self.considered,
             "completed": self.completed,
             "failed": self.failed,

@@ -38,6 +38,7 @@ import inspect
 import os
 import socket
 import time
+import traceback
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Generator
@@ -130,6 +131,14 @@ def current_step() -> StepLink | None:
 
 def _error(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc)}
+
+
+_TRACEBACK_CHARS = 20_000
+"""How much of a failed run's traceback its `workflow_failed` event carries (the last part)."""
+
+
+def _traceback(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))[-_TRACEBACK_CHARS:]
 
 
 class _Recorders:
@@ -613,7 +622,12 @@ class Workflow(Generic[In, Out]):
                 raise
             except Exception as exc:
                 await _finish_as(store, run_id, "failed", exc, lease)
-                await ctx._emit("workflow_failed", status="failed", error=_error(exc))
+                await ctx._emit(
+                    "workflow_failed",
+                    status="failed",
+                    error=_error(exc),
+                    traceback=_traceback(exc),
+                )
                 raise
             await ctx._emit("workflow_finished", output=done.output)
             return cast("Out", done.output)

@@ -19,7 +19,7 @@ as a RuntimeWarning and the run goes on: recording must not decide whether work 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeAlias, TypedDict
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 __all__ = [
     "WorkflowEvent",
@@ -92,6 +92,8 @@ class WorkflowFailedEvent(_RunEventBase):
     status: Literal["failed", "cancelled"]
     error: dict[str, Any]
     """`{"type", "message"}`."""
+    traceback: NotRequired[str]
+    """Where the run's code raised (formatted, its last 20,000 characters), when it did."""
 
 
 WorkflowEvent: TypeAlias = (
