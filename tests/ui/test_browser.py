@@ -183,7 +183,7 @@ async def test_live_polling_appends_events_that_arrive_after_the_page_loaded(
         return (
             browser.find_element(By.ID, "run-status").text,
             len(browser.find_elements(By.CSS_SELECTOR, "#timeline li.ev")),
-            [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#timeline li.ev-text pre")],
+            [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#timeline li.ev-text .md")],
         )
 
     status, count, texts = await asyncio.to_thread(loaded)
@@ -308,3 +308,63 @@ async def test_a_run_an_agent_tool_started_is_a_nested_bar_that_leads_there_and_
     assert kinds == ["bar-model", "bar-tool", "bar-run", "bar-model"]
     assert child_url == f"{site.url}/runs/{child.run_id}"
     assert back == f"{site.url}/runs/{outer.run_id}"
+
+
+def test_live_events_render_as_a_reload_would_and_stay_inert(
+    site: Site, browser: WebDriver
+) -> None:
+    """Text that arrives while the page follows the run is the page's Markdown at once (no
+    reload), and hostile live text (a script, a javascript: link, raw HTML) stays text."""
+    run_id = "live-markdown"
+    store = site.runtime.run_store
+    info = RunInfo(run_id=run_id, kind="agent", name="researcher", started_at=time.time())
+    run_in_thread(store.start_run(info))
+
+    def text(value: str) -> Any:
+        return {"type": "agent_text_delta", "at": time.time(), "data": {"text": value}}
+
+    run_in_thread(store.append_events(run_id, [text("Plan:\n\n")]))
+    browser.get(f"{site.url}/runs/{run_id}")
+    assert browser.find_element(By.ID, "timeline").get_attribute("data-live-run") is not None
+    assert not browser.find_elements(By.CSS_SELECTOR, "#timeline .md strong")
+    run_in_thread(
+        store.append_events(
+            run_id,
+            [
+                text("- **bold** step\n"),
+                text("- second step\n\n"),
+                text(f"{HOSTILE} [bad](javascript:window.__pwned=3) <b>raw</b>"),
+            ],
+        )
+    )
+    WebDriverWait(browser, 30).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline li.ev-text .md li strong")
+    )
+    items = browser.find_elements(By.CSS_SELECTOR, "#timeline li.ev-text .md ul > li")
+    assert [i.text for i in items] == ["bold step", "second step"]
+    # One text item, drawn whole again as it grew (the page loaded with its first delta).
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#timeline li.ev-text")) == 1
+    shown = browser.find_element(By.CSS_SELECTOR, "#timeline li.ev-text .md").text
+    assert "<script>window.__pwned=1</script>" in shown and "<b>raw</b>" in shown
+    assert "[bad](javascript:window.__pwned=3)" in shown
+    assert not browser.find_elements(By.CSS_SELECTOR, "#timeline script, #timeline img")
+    assert not browser.find_elements(By.CSS_SELECTOR, '#timeline a[href^="javascript"]')
+    assert not browser.find_elements(By.CSS_SELECTOR, "#timeline b")
+    assert pwned(browser) is None and no_alert(browser)
+    # A later event is appended after it; the run ends and the page stops following it.
+    run_in_thread(
+        store.append_events(
+            run_id,
+            [{"type": "agent_finished", "at": time.time(), "data": {"text": "x", "turns": 1}}],
+        )
+    )
+    run_in_thread(store.finish_run(run_id, "completed"))
+    WebDriverWait(browser, 30).until(
+        lambda d: d.find_element(By.ID, "timeline").get_attribute("data-live-done") == "1"
+    )
+    kinds = [
+        str(li.get_attribute("class"))
+        for li in browser.find_elements(By.CSS_SELECTOR, "#timeline > li")
+    ]
+    assert kinds == ["ev ev-text", "ev ev-agent-finished"]
+    assert browser.find_element(By.ID, "run-status").text == "completed"

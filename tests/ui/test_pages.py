@@ -346,8 +346,11 @@ async def test_security_headers_and_the_static_files(client: httpx.AsyncClient) 
     assert css.status_code == 200 and "text/css" in css.headers["content-type"]
     js = await client.get("/static/tether.js")
     assert js.status_code == 200 and "javascript" in js.headers["content-type"]
-    # The script only ever inserts text.
-    assert "innerHTML" not in js.text and "insertAdjacentHTML" not in js.text
+    # The script parses markup only from the server's own rendered fragments (into an inert
+    # <template>), and builds none from data.
+    assert js.text.count("innerHTML") == 1 and "holder.innerHTML = fragment.html;" in js.text
+    for unsafe in ("insertAdjacentHTML", "outerHTML", "document.write", "eval(", "Function("):
+        assert unsafe not in js.text, unsafe
     assert "http://" not in js.text and "https://" not in js.text
     for asset in (css.text, (await client.get("/runs")).text):
         assert "http://" not in asset and "https://" not in asset  # nothing from the network

@@ -52,6 +52,7 @@ from ._views import (
     run_json,
     scope_json,
     search_scopes,
+    timeline,
     totals_json,
     workflow_json,
     workflow_stats,
@@ -401,15 +402,16 @@ class _Pages:
 
     async def api_events(self, request: Request) -> Response:
         run_id = _path_id(request, "run_id")
-        raw = request.query_params.get("after", "0")
-        try:
-            after = int(raw)
-        except ValueError:
-            after = -1
-        if not 0 <= after <= _MAX_SEQ:
-            return _api_error(
-                400, "bad_request", f"after must be an integer from 0 to {_MAX_SEQ}, got {raw!r}"
-            )
+        after = _seq(request, "after")
+        html = request.query_params.get("html") == "1"
+        # With html=1, the page's trailing text item (from event `open` on) is rendered again
+        # whole: a Markdown text reads right only as a whole.
+        opened = _seq(request, "open") if html else 0
+        if isinstance(after, JSONResponse):
+            return after
+        if isinstance(opened, JSONResponse):
+            return opened
+        base = opened - 1 if 0 < opened <= after else after
         store = self.runtime.run_store
         try:
             # Status first, then events: a run is marked finished only after its events are
@@ -417,21 +419,53 @@ class _Pages:
             info = await store.get_run(run_id)
             if info is None:
                 return _api_error(404, "not_found", f"there is no run {run_id!r}")
-            events = await store.events(run_id, after=after)
+            events = await store.events(run_id, after=base)
         except (StoreCorruptError, StoreError) as exc:
             return _api_error(500, "unreadable", f"{type(exc).__name__}: {exc}")
-        more = len(events) > EVENTS_PER_POLL
-        events = events[:EVENTS_PER_POLL]
-        return JSONResponse(
-            {
-                "run_id": run_id,
-                "status": info.status,
-                "error": info.error,
-                "events": events,
-                "last_seq": events[-1]["seq"] if events else after,
-                "done": info.status != "running" and not more,
-            }
-        )
+        again = [e for e in events if e["seq"] <= after]
+        new = [e for e in events if e["seq"] > after]
+        more = len(new) > EVENTS_PER_POLL
+        new = new[:EVENTS_PER_POLL]
+        body: dict[str, Any] = {
+            "run_id": run_id,
+            "status": info.status,
+            "error": info.error,
+            "events": new,
+            "last_seq": new[-1]["seq"] if new else after,
+            "done": info.status != "running" and not more,
+        }
+        if html:
+            body["html"] = self.event_fragments(
+                request,
+                info,
+                [*again, *new],
+                after,
+                storage=request.query_params.get("storage") == "1",
+            )
+        return JSONResponse(body)
+
+    def event_fragments(
+        self, request: Request, info: RunInfo, events: list[Any], after: int, *, storage: bool
+    ) -> list[dict[str, Any]]:
+        """The new events as the run page draws them (one `<li>` per item, by the page's own
+        macro: Markdown rendered, everything escaped), each with the seq it starts at. An item
+        that begins at or before `after` (the text item being extended) replaces the page's."""
+        calls = {
+            e["data"].get("call"): {**e["data"], "failed": e["type"] == "model_call_failed"}
+            for e in events
+            if e["type"] in ("model_call_finished", "model_call_failed")
+        }
+        base = request.scope.get("root_path", "").rstrip("/")
+        macros = self.env.get_template("_macros.html").make_module({"base": base})
+        event = macros.event  # type: ignore[attr-defined]  # a macro of the template
+        out: list[dict[str, Any]] = []
+        for item in timeline(events):
+            if item["last_seq"] <= after and item["kind"] != "text":
+                continue  # drawn by an earlier answer
+            if item["kind"] == "agent_messages_committed" and not storage:
+                continue
+            out.append({"seq": item["seq"], "html": str(event(item, info.started_at, calls))})
+        return out
 
     async def api_scopes(self, request: Request) -> Response:
         try:
@@ -565,6 +599,20 @@ def _run_filters(request: Request) -> RunFilters:
         until=_time(request, "until"),
         show_all=params.get("all") == "1",
     )
+
+
+def _seq(request: Request, name: str) -> int | JSONResponse:
+    """An event number parameter (`after`, `open`): 0 when absent, else 0 to `_MAX_SEQ`."""
+    raw = request.query_params.get(name, "0")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= _MAX_SEQ:
+        return _api_error(
+            400, "bad_request", f"{name} must be an integer from 0 to {_MAX_SEQ}, got {raw!r}"
+        )
+    return value
 
 
 def _before(request: Request) -> int | None:
