@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
 import sys
+import time
 import types
 from typing import Any
 
+import httpx
 import pytest
 
 from tether.cli import EXIT_PROJECT
@@ -127,3 +131,58 @@ def test_ui_reads_the_token_from_the_environment(
     monkeypatch.setenv("TETHER_UI_TOKEN", "from-env")
     assert project.invoke("ui", "--host", "192.0.2.7").exit_code == 0
     assert calls[0]["token"] == "from-env"
+
+
+def test_ui_with_a_token_prints_the_login_link(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[dict[str, Any]] = []
+    fake_ui(monkeypatch, calls)
+    result = project.invoke("ui", "--host", "0.0.0.0", "--port", "9999", "--token", "t0k&=x")
+    assert result.exit_code == 0, result.output
+    # Bound to every interface: reached by this machine's name (which the server answers).
+    link = f"http://{socket.gethostname()}:9999/login?token=t0k%26%3Dx"
+    assert f"Log in once from a browser: {link}\n" in result.stderr
+    result = project.invoke("ui", "--host", "192.0.2.7", "--port", "0", "--token", "t")
+    assert "http://192.0.2.7:PORT/login?token=t (PORT: the one the server reports" in result.stderr
+    # No token, no link.
+    assert "Log in" not in project.invoke("ui").stderr
+
+
+def test_the_printed_link_logs_a_browser_in(project: Project) -> None:
+    """The real `tether ui` with a token: the link it prints trades the token for the session
+    cookie, and that cookie opens the pages."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-c", "from tether.cli import main; main()", "--config",
+               str(project.root / "tether.toml"), "ui", "--port", str(port), "--token", "s3cret"]  # fmt: skip
+    process = subprocess.Popen(
+        command, cwd=project.root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        link = f"http://127.0.0.1:{port}/login?token=s3cret"
+        assert line == f"Log in once from a browser: {link}\n"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with httpx.Client() as client:
+                    assert client.get(f"http://127.0.0.1:{port}/runs").status_code in (
+                        302,
+                        303,
+                        401,
+                    )
+                    login = client.get(link)
+                    assert login.status_code in (302, 303), login.text
+                    assert client.get(f"http://127.0.0.1:{port}/runs").status_code == 200
+                break
+            except httpx.TransportError:
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        process.terminate()
+        process.wait(30)
+        if process.stderr is not None:
+            process.stderr.close()

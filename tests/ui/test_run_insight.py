@@ -364,10 +364,28 @@ async def test_tokens_and_cost_per_conversation_and_agent(lab: Runtime) -> None:
     )
     await agent.run(memory_scope="talk", user="a").result
     await agent.run(memory_scope="talk", user="b").result
+    unpriced = lab.create_agent(
+        id="unpriced",
+        model=script_client(
+            [{"text": "x", "usage": {"input_tokens": 7, "output_tokens": 3}}], model="no-price"
+        ),
+    )
+    await unpriced.run(user="c").result
+    lab.create_agent(id="idle", model=script_client([]))
     async with client_for(lab) as client:
         conversation = assert_inert((await client.get("/conversations/talk")).text)
         agent_page = assert_inert((await client.get("/agents/chat")).text)
         api = (await client.get("/api/scopes/talk")).json()
+        listing = (await client.get("/agents")).text
+    assert_inert(listing)
+    rows = {
+        m.group(1): re.sub(r"<[^>]+>|\s+", " ", m.group(2)).split()
+        for m in re.finditer(r'<tr class="agent-row">\s*<td><a href="/agents/([^"]+)">(.*?)</tr>', listing, re.S)
+    }  # fmt: skip
+    # The last three cells: runs, tokens, cost; no cost where a model has no known price.
+    assert rows["chat"][-5:] == ["2", "4000", "→", "40", "$0.004080"]
+    assert rows["unpriced"][-5:] == ["1", "7", "→", "3", "—"]
+    assert rows["idle"][-3:] == ["0", "—", "—"]
     # 4000 input at $1/M + 40 output at $2/M = $0.00408
     for text in (conversation, agent_page):
         assert "4000 → 40" in text and "$0.004080" in text

@@ -17,7 +17,7 @@ from ._project import (
     options_of,
     run_async,
 )
-from ._ui import refuse_open_host
+from ._ui import announce_login, refuse_open_host
 
 __all__ = ["serve"]
 
@@ -135,6 +135,7 @@ def serve(
         takeover_every=takeover_every,
     )
     registry = load_project(options)
+    announce_login(host, port, token)
     if workers > 1:
         # Each worker loads the project itself; here it was loaded to report errors first.
         config = locate_config(options.config)

@@ -4,7 +4,9 @@ the project's runtime."""
 from __future__ import annotations
 
 import ipaddress
+import socket
 from typing import Annotated
+from urllib.parse import quote
 
 import typer
 
@@ -89,6 +91,7 @@ def ui(
     runtime = registry.runtime
     try:
         open_stores(runtime, options)
+        announce_login(host, port, token)
         serve(
             runtime,
             host=host,
@@ -103,6 +106,27 @@ def ui(
     finally:
         # serve() leaves the runtime to its caller.
         run_async(runtime.aclose())
+
+
+def login_link(host: str, port: int, token: str) -> str:
+    """The link that logs a browser in to a server bound to `host`:`port` (`/login?token=`):
+    a wildcard address is reached by this machine's name, which the server answers."""
+    name = host.strip("[]")
+    if name in ("", "0.0.0.0", "::"):
+        name = socket.gethostname()
+    if ":" in name:
+        name = f"[{name}]"
+    where = f"http://{name}:{port}" if port else f"http://{name}:PORT"
+    return f"{where}/login?token={quote(token, safe='')}"
+
+
+def announce_login(host: str, port: int, token: str | None) -> None:
+    """Print the login link when the server needs a token, as a notebook server does."""
+    if not token:
+        return
+    link = login_link(host, port, token)
+    note = " (PORT: the one the server reports below)" if not port else ""
+    typer.echo(f"Log in once from a browser: {link}{note}", err=True)
 
 
 def refuse_open_host(host: str, token: str | None, *, exposure: str, token_env: str) -> None:

@@ -297,7 +297,15 @@ class _Pages:
     async def agents(self, request: Request) -> Response:
         catalog = self.catalog
         agents = [agent_json(catalog, a) for _, a in sorted(catalog.agents.items())]
-        return self.render(request, "agents.html", {"agents": agents})
+        totals: dict[str, Any] = {}
+        for a in agents:
+            # Tokens and cost of each agent's runs (None: the store cannot say).
+            try:
+                query = RunQuery(kind="agent", name=a["id"])
+                totals[a["id"]] = await self.runtime.run_store.run_totals(query)
+            except (StoreCorruptError, StoreError):
+                totals[a["id"]] = None
+        return self.render(request, "agents.html", {"agents": agents, "totals": totals})
 
     async def agent(self, request: Request) -> Response:
         agent_id = _path_id(request, "agent_id")
