@@ -2,8 +2,9 @@
 
     .venv/bin/python scripts/ui_screenshots.py [--out docs/images]
 
-Fills a SQLite store with real lab runs (an agent with two tool rounds recorded at the "full"
-level, a workflow with nested episodes, a failed run, tags), serves the UI on loopback and
+Fills a SQLite store with real lab runs (an agent with three tool rounds recorded at the "full"
+level, one of them another agent used as a tool, a workflow with nested episodes, a failed run,
+tags), serves the UI on loopback and
 saves four PNGs: an episode's timeline, a workflow run's timeline, the request view of a model
 call and a filtered run list.
 The model is a scripted one that takes its time like a real one (a wait before the first token,
@@ -90,6 +91,22 @@ async def populate(runtime: Runtime) -> dict[str, str]:
             execute=fetch,
         ),
     ]  # fmt: skip
+    summarizer = runtime.create_agent(
+        id="summarizer",
+        system_prompt="Summarise an abstract in one sentence.",
+        description="Summarises one abstract",
+        model=PacedModel(
+            "claude-haiku-4-5",
+            [
+                {
+                    "text": "LNPs carry Cas9 mRNA to liver cells efficiently.",
+                    "usage": {"input_tokens": 420, "output_tokens": 18},
+                    "wait": 0.25,
+                }
+            ],
+        ),
+    )
+    tools.append(runtime.tool_from_agent(summarizer))
     researcher = runtime.create_agent(
         id="researcher",
         system_prompt="You are a research assistant. Cite the papers you use.",
@@ -107,6 +124,11 @@ async def populate(runtime: Runtime) -> dict[str, str]:
                     "tools": [{"name": "fetch_abstract", "input": {"id": "lnp-2024"}}],
                     "usage": {"input_tokens": 2010, "cache_read_tokens": 1792, "output_tokens": 41},
                     "wait": 0.35,
+                },
+                {
+                    "tools": [{"name": "summarizer", "input": {"user": "Summarise lnp-2024"}}],
+                    "usage": {"input_tokens": 2120, "cache_read_tokens": 1792, "output_tokens": 30},
+                    "wait": 0.3,
                 },
                 {
                     "text": "**Lipid nanoparticles** are the most used carrier: they deliver Cas9 "
@@ -178,7 +200,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp())
     prices = {"anthropic:claude-sonnet-4-5": {"input_mtok": 3, "output_mtok": 15,
-                                              "cache_read_mtok": 0.3}}  # fmt: skip
+                                              "cache_read_mtok": 0.3},
+              "anthropic:claude-haiku-4-5": {"input_mtok": 1, "output_mtok": 5}}  # fmt: skip
     runtime = Runtime(store=f"sqlite:///{tmp / 'ui.db'}", version=False, prices=prices)
     ids = asyncio.run(populate(runtime))
     registry = Registry(runtime, dict(runtime.agents), dict(runtime.workflows))
