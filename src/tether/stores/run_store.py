@@ -62,17 +62,8 @@ class RunInfo:
     """The workflow run an episode (or a nested workflow run) belongs to."""
     step_id: str | None = None
     """The workflow step it ran inside, if any."""
-    parent_run_id: str | None = None
-    """The episode that started this run from one of its tool calls (an agent or a workflow
-    used as a tool, or any episode or workflow run a tool starts), or None. A run nested in
-    a workflow run names that run in `workflow_run_id` instead."""
-    parent_tool_call_id: str | None = None
-    """The id of the parent's tool call that started this run, when known."""
     error: str | None = None
     """Why a failed run failed."""
-    traceback: str | None = None
-    """Where it failed: the formatted traceback of the error (its last `TRACEBACK_LIMIT`
-    characters), when the writer recorded one."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Anything else the writer wants listed (JSON-safe)."""
     usage: dict[str, int] = field(default_factory=dict)
@@ -88,6 +79,15 @@ class RunInfo:
     """While it runs: when its heartbeat lease ends unless renewed (Unix time, by the store's
     clock). A run still "running" past it reads back as "interrupted": its process died.
     None for a run started without a lease, which never reads as interrupted."""
+    parent_run_id: str | None = None
+    """The episode that started this run from one of its tool calls (an agent or a workflow
+    used as a tool, or any episode or workflow run a tool starts), or None. A run nested in
+    a workflow run names that run in `workflow_run_id` instead."""
+    parent_tool_call_id: str | None = None
+    """The id of the parent's tool call that started this run, when known."""
+    traceback: str | None = None
+    """Where it failed: the formatted traceback of the error (its last `TRACEBACK_LIMIT`
+    characters), when the writer recorded one."""
 
 
 TEXT_LIMIT = 2000
@@ -116,14 +116,14 @@ class RunQuery:
     """Started before this Unix time."""
     memory_scope: str | None = None
     workflow_run_id: str | None = None
-    parent_run_id: str | None = None
-    """Runs an episode started from its tool calls (`RunInfo.parent_run_id`)."""
     roots_only: bool = False
     """Only runs nested in nothing: no workflow run and no parent episode."""
     agents: tuple[str, ...] | None = None
     """With `workflows`: only agent runs of these ids and workflow runs of those (runs of
     other kinds pass), as the UI's registry-listed runs."""
     workflows: tuple[str, ...] | None = None
+    parent_run_id: str | None = None
+    """Runs an episode started from its tool calls (`RunInfo.parent_run_id`)."""
 
 
 @dataclass(slots=True, frozen=True)
