@@ -278,3 +278,41 @@ def test_runs_show_of_a_workflow_shows_every_run_nested_in_it_as_a_tree(project:
     (echo,) = ask["children"]
     assert (echo["name"], echo["step_id"], echo["children"]) == ("echo", "ask", [])
     assert echo["workflow_run_id"] == ask["run_id"] == inside[1].split()[0]
+
+
+def test_runs_show_gives_the_traceback_and_the_run_that_started_it(project: Project) -> None:
+    import asyncio
+
+    from tether.stores import RunInfo, SqliteRunStore
+
+    failed = project.invoke("agent", "run", "echo", "-i", "fail", "--json")
+    assert failed.exit_code != 0
+    [failed_id] = [
+        line.split()[0] for line in project.invoke("runs", "list").stdout.splitlines()[1:]
+    ]
+    shown = project.invoke("runs", "show", failed_id)
+    head, _, rest = shown.stdout.partition("\ntraceback\n")
+    assert "error" in head and "failed" in head
+    assert rest.startswith("Traceback (most recent call last):")
+    assert "LLMError: the provider is down" in rest.split("\nevents (")[0]
+    data = json.loads(project.invoke("runs", "show", failed_id, "--json").stdout)
+    assert "the provider is down" in data["run"]["traceback"]
+
+    async def child() -> None:
+        store = SqliteRunStore.open(project.db)
+        try:
+            await store.start_run(
+                RunInfo("kid", "agent", "echo", "completed", 5.0, parent_run_id=failed_id,
+                        parent_tool_call_id="call_7")
+            )  # fmt: skip
+        finally:
+            await store.aclose()
+
+    asyncio.run(child())
+    kid = project.invoke("runs", "show", "kid")
+    fields = dict(
+        line.split("  ", 1) for line in kid.stdout.split("\n\n")[0].splitlines() if "  " in line
+    )
+    assert fields["started by"].strip() == f"{failed_id} (tool call call_7)"
+    kid_json = json.loads(project.invoke("runs", "show", "kid", "--json").stdout)["run"]
+    assert (kid_json["parent_run_id"], kid_json["parent_tool_call_id"]) == (failed_id, "call_7")

@@ -188,6 +188,9 @@ def run_to_json(info: RunInfo) -> dict[str, Any]:
         "cost_usd": info.cost_usd,
         "lease_expires_at": info.lease_expires_at,
         "resume": resume_command(info),
+        "parent_run_id": info.parent_run_id,
+        "parent_tool_call_id": info.parent_tool_call_id,
+        "traceback": info.traceback,
     }
 
 

@@ -24,6 +24,7 @@ from ._project import (
 )
 from ._render import (
     clean,
+    clean_lines,
     emit,
     emit_err,
     emit_json,
@@ -217,6 +218,9 @@ def show_run(
     if info.workflow_run_id is not None:
         step = f" (step {clean(info.step_id)})" if info.step_id else ""
         pairs.append(("workflow", f"{info.workflow_run_id}{step}"))
+    if info.parent_run_id is not None:
+        call = f" (tool call {clean(info.parent_tool_call_id)})" if info.parent_tool_call_id else ""
+        pairs.append(("started by", f"{clean(info.parent_run_id)}{call}"))
     for key, value in sorted(info.meta.items()):
         pairs.append((clean(key), clean(str(value))))
     if info.error:
@@ -234,6 +238,10 @@ def show_run(
         pairs.append(("interrupted", f"its process died mid-run{what}"))
     pairs.append(("tags", ", ".join(clean(t) for t in info.tags) or "-"))
     emit(key_values(pairs))
+    if info.traceback:
+        emit()
+        emit("traceback")
+        emit(clean_lines(info.traceback.rstrip("\n")))
     if inside:
         rows = [
             ("  " * depth + n.info.run_id, n.info.kind, n.info.name, n.info.status, n.step or "-")
