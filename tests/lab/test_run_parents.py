@@ -154,3 +154,29 @@ async def test_an_episode_started_by_no_tool_has_no_parent(lab: Runtime) -> None
 
 async def _text(handle: Any) -> str:
     return str((await handle.result).text)
+
+
+async def test_a_title_workflow_of_an_agent_tool_episode_is_nobodys_child(lab: Runtime) -> None:
+    """Naming the conversation is background work: its run hangs under no episode."""
+
+    async def name(input: Any, ctx: WorkflowContext[Any]) -> dict[str, str]:
+        return {"title": "Named"}
+
+    title = lab.create_workflow("conversation-title", name)
+    researcher = lab.create_agent(
+        id="researcher", model=scripted({"text": "found"}), title_workflow=title
+    )
+    lead = lab.create_agent(
+        id="lead",
+        tools=[lab.tool_from_agent(researcher)],
+        model=scripted(
+            {"tool_use": [{"name": "researcher", "input": {"user": "q"}}]}, {"text": "l"}
+        ),
+    )
+    outer = await lead.run(user="go").result
+    await lab.wait_idle()
+    [child] = await runs_named(lab, "researcher")
+    assert child.parent_run_id == outer.run_id
+    [titled] = await runs_named(lab, "conversation-title")
+    assert titled.parent_run_id is None and titled.workflow_run_id is None
+    assert await lab.message_store.get_title(child.memory_scope or "") == "Named"

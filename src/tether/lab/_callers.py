@@ -19,7 +19,14 @@ from dataclasses import dataclass
 
 from ..workflows import current_run
 
-__all__ = ["Caller", "caller", "current_workflow_run", "running_episode", "tool_call"]
+__all__ = [
+    "Caller",
+    "caller",
+    "current_workflow_run",
+    "detached",
+    "running_episode",
+    "tool_call",
+]
 
 
 @dataclass(slots=True, frozen=True)
@@ -52,6 +59,17 @@ def current_workflow_run() -> str | None:
 def running_episode(run_id: str) -> Iterator[None]:
     """Mark this context as running the episode `run_id` (what it starts is its child)."""
     token = _EPISODE.set(_Episode(run_id, current_workflow_run()))
+    try:
+        yield
+    finally:
+        _EPISODE.reset(token)
+
+
+@contextlib.contextmanager
+def detached() -> Iterator[None]:
+    """What starts in this block is nobody's child (background work such as a title
+    workflow)."""
+    token = _EPISODE.set(None)
     try:
         yield
     finally:

@@ -18,6 +18,7 @@ from ..session import Message
 from ..stores.message_store import MessageStore
 from ..stores.run_store import RunEvent, RunStore
 from ..workflows import Workflow
+from ._callers import detached
 from ._host import AgentHost
 from ._recorder import notify
 
@@ -74,9 +75,11 @@ def start_title(
     """Start the title workflow for `scope` in the background (the runtime waits for it)."""
     token = _TITLING.set(True)
     try:
-        host.background.spawn(
-            _title(host, workflow, store, scope, run_id), name=f"tether-lab:title:{scope}"
-        )
+        # Background work: not a run nested in the episode (or in one that called it).
+        with detached():
+            host.background.spawn(
+                _title(host, workflow, store, scope, run_id), name=f"tether-lab:title:{scope}"
+            )
     finally:
         _TITLING.reset(token)
 
