@@ -3,7 +3,8 @@
     .venv/bin/python bench/run_filters.py [--runs 100000] [--no-postgres]
 
 Fills a run store with `--runs` runs through `start_run`/`finish_run` (a mix of agents and
-workflows, statuses, tags, nested runs, input and output text, spread over 30 days), then times
+workflows, statuses, tags, runs nested in workflow runs and runs started by an episode's tool
+calls, input and output text, spread over 30 days), then times
 `query_runs` the way the UI's run list and `/api/runs` ask: the registry-listed root runs, each
 filter alone, several together, free text, and a deep page reached by cursor. Prints the median
 and the worst of 20 reads of one page (50 runs) per query. PostgreSQL runs on a throwaway
@@ -62,10 +63,13 @@ def make_runs(n: int, now: float) -> list[tuple[RunInfo, dict[str, Any]]]:
     rng = random.Random(7)
     out: list[tuple[RunInfo, dict[str, Any]]] = []
     roots: list[str] = []
+    episodes: list[str] = []
     for i in range(n):
         started = now - 30 * DAY + 30 * DAY * i / n
         workflow = rng.random() < 0.2
         nested = roots and not workflow and rng.random() < 0.3
+        # An episode an episode's tool started (an agent used as a tool).
+        called = episodes and not workflow and not nested and rng.random() < 0.1
         info = RunInfo(
             run_id=f"run-{i:07d}",
             kind="workflow" if workflow else "agent",
@@ -74,10 +78,14 @@ def make_runs(n: int, now: float) -> list[tuple[RunInfo, dict[str, Any]]]:
             tags=rng.sample(["nightly", "demo", "prod", "eval", "v:1", "v:2"], 2),
             memory_scope=None if workflow else f"scope-{rng.randrange(n // 4 + 1)}",
             workflow_run_id=rng.choice(roots[-50:]) if nested else None,
+            parent_run_id=rng.choice(episodes[-50:]) if called else None,
+            parent_tool_call_id=f"call_{i}" if called else None,
             input_text=" ".join(rng.choices(WORDS, k=12)) + f" case {i}",
         )
         if workflow:
             roots.append(info.run_id)
+        elif not nested and not called:
+            episodes.append(info.run_id)
         status = rng.choices(["completed", "failed", "cancelled"], [90, 8, 2])[0]
         finish = {
             "status": status,
@@ -150,6 +158,11 @@ async def bench(name: str, store: RunStore, n: int) -> None:
     for label, query in queries(now).items():
         times = await time_query(store, query)
         print(f"  {label:42} {statistics.median(times):7.2f} ms {max(times):7.2f} ms")
+    # What an episode's page reads for its timeline: the runs its tools started.
+    parent = next(info.parent_run_id for info, _ in reversed(runs) if info.parent_run_id)
+    times = await time_query(store, RunQuery(parent_run_id=parent))
+    label = "runs one episode's tools started"
+    print(f"  {label:42} {statistics.median(times):7.2f} ms {max(times):7.2f} ms")
     # A deep page: follow the cursor 40 pages down the default list.
     query = queries(now)["listed root runs (the default page)"]
     cursor = None
