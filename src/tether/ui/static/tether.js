@@ -12,15 +12,18 @@
   var statusEl = document.getElementById("run-status");
   var showStorage = /[?&]storage=1(&|$)/.test(window.location.search);
 
-  function place(fragment) {
+  function place(fragment, shown) {
     var holder = document.createElement("template");
     holder.innerHTML = fragment.html;
     var li = holder.content.firstElementChild;
     if (!li) return;
-    var seq = String(fragment.seq);
     var old = null;
-    for (var node = timeline.lastElementChild; node; node = node.previousElementSibling) {
-      if (node.getAttribute("data-seq") === seq) { old = node; break; }
+    if (fragment.seq <= shown) {
+      // An item the page has (the text item being streamed): drawn again whole, in its place.
+      var seq = String(fragment.seq);
+      for (var node = timeline.lastElementChild; node; node = node.previousElementSibling) {
+        if (node.getAttribute("data-seq") === seq) { old = node; break; }
+      }
     }
     if (old) {
       timeline.replaceChild(li, old);
@@ -68,7 +71,8 @@
           stop("This run is no longer in the store.");
           return;
         }
-        (body.html || []).forEach(place);
+        var shown = after;
+        (body.html || []).forEach(function (fragment) { place(fragment, shown); });
         after = body.last_seq;
         timeline.setAttribute("data-after", String(after));
         setStatus(body.status);
