@@ -192,10 +192,13 @@ class ScopeLocks:
         lock, queue = self._locks.setdefault(key, (asyncio.Lock(), []))
         queue.append(owner)
         try:
-            try:
-                await asyncio.wait_for(lock.acquire(), self.timeout)
-            except TimeoutError:
-                raise self._busy(scope, queue[0]) from None
+            if len(queue) > 1:  # another episode of this process holds or waits for it
+                try:
+                    await asyncio.wait_for(lock.acquire(), self.timeout)
+                except TimeoutError:
+                    raise self._busy(scope, queue[0]) from None
+            else:
+                await lock.acquire()  # nobody else: taken at once, no timer task to start
             try:
                 leases = store if _has_leases(store) else None
                 if leases is not None:
