@@ -204,6 +204,14 @@ async def test_live_polling_appends_events_that_arrive_after_the_page_loaded(
         return str(browser.find_element(By.CSS_SELECTOR, "li.ev-agent-tool-result pre").text)
 
     assert await asyncio.to_thread(result_text) == f"opened {HOSTILE}"
+
+    def calls() -> list[bool]:
+        started = browser.find_elements(By.CSS_SELECTOR, "#timeline li.ev-model-call-started")
+        return [bool(li.find_elements(By.CSS_SELECTOR, ".call-facts")) for li in started]
+
+    # The model call that ran while the page watched shows its time and tokens, as after a
+    # reload (it was drawn again once it ended), not "(running)".
+    assert await asyncio.to_thread(calls) == [True, True]
     assert await asyncio.to_thread(pwned, browser) is None
     assert await asyncio.to_thread(no_alert, browser)
 

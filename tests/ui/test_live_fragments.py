@@ -125,3 +125,32 @@ async def test_open_is_checked_like_after(lab: Runtime) -> None:
         # Without html=1 the answer is the JSON events alone, as before.
         plain = (await client.get(f"/api/events/{RUN}?after=0")).json()
     assert "html" not in plain
+
+
+async def test_a_model_call_drawn_running_is_drawn_again_once_it_ends(lab: Runtime) -> None:
+    store = lab.run_store
+    started: NewRunEvent = {
+        "type": "model_call_started", "at": time.time(), "data": {"call": 1, "model": "m"}
+    }  # fmt: skip
+    await store.append_events(RUN, [started, delta("Hel")])
+    async with client_for(lab) as client:
+        first = await poll(client, "after=0")
+        assert [f["seq"] for f in first["html"]] == [1, 2]
+        assert "(running)" in first["html"][0]["html"]
+        # Still running: nothing to draw again.
+        quiet = await poll(client, "after=2&open=2&running=1")
+        assert [f["seq"] for f in quiet["html"]] == [2]
+        finished: NewRunEvent = {
+            "type": "model_call_finished",
+            "at": time.time(),
+            "data": {"call": 1, "model": "m", "duration_s": 0.5, "first_token_s": 0.1,
+                     "usage": {"input_tokens": 12, "output_tokens": 3}, "cost_usd": None},
+        }  # fmt: skip
+        await store.append_events(RUN, [delta("lo"), finished])
+        done = await poll(client, "after=2&open=2&running=1")
+        reload = (await client.get(f"/runs/{RUN}")).text
+    assert [f["seq"] for f in done["html"]] == [1, 2, 4]
+    call = done["html"][0]["html"]
+    assert 'class="call-facts"' in call and "(running)" not in call and "12 → 3" in call
+    assert re.sub(r"\s+", " ", call).strip() in re.sub(r"\s+", " ", reload)
+    assert "Hello" in done["html"][1]["html"]

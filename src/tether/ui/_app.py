@@ -413,13 +413,12 @@ class _Pages:
         after = _seq(request, "after")
         html = request.query_params.get("html") == "1"
         # With html=1, the page's trailing text item (from event `open` on) is rendered again
-        # whole: a Markdown text reads right only as a whole.
+        # whole (a Markdown text reads right only as a whole), and so is the model call it
+        # draws as running (event `running`) once the call has ended.
         opened = _seq(request, "open") if html else 0
-        if isinstance(after, JSONResponse):
-            return after
-        if isinstance(opened, JSONResponse):
-            return opened
-        base = opened - 1 if 0 < opened <= after else after
+        running = _seq(request, "running") if html else 0
+        again_from = [s for s in (opened, running) if 0 < s <= after]
+        base = min(again_from) - 1 if again_from else after
         store = self.runtime.run_store
         try:
             # Status first, then events: a run is marked finished only after its events are
@@ -448,16 +447,25 @@ class _Pages:
                 info,
                 [*again, *new],
                 after,
+                {opened, running},
                 storage=request.query_params.get("storage") == "1",
             )
         return JSONResponse(body)
 
     def event_fragments(
-        self, request: Request, info: RunInfo, events: list[Any], after: int, *, storage: bool
+        self,
+        request: Request,
+        info: RunInfo,
+        events: list[Any],
+        after: int,
+        redraw: set[int],
+        *,
+        storage: bool,
     ) -> list[dict[str, Any]]:
         """The new events as the run page draws them (one `<li>` per item, by the page's own
-        macro: Markdown rendered, everything escaped), each with the seq it starts at. An item
-        that begins at or before `after` (the text item being extended) replaces the page's."""
+        macro: Markdown rendered, everything escaped), each with the seq it starts at; and the
+        page's items that start at a seq in `redraw` (the text item being extended, a model
+        call that has ended since), drawn again to replace the page's."""
         calls = {
             e["data"].get("call"): {**e["data"], "failed": e["type"] == "model_call_failed"}
             for e in events
@@ -468,8 +476,11 @@ class _Pages:
         event = macros.event  # type: ignore[attr-defined]  # a macro of the template
         out: list[dict[str, Any]] = []
         for item in timeline(events):
-            if item["last_seq"] <= after and item["kind"] != "text":
-                continue  # drawn by an earlier answer
+            if item["last_seq"] <= after:
+                if item["seq"] not in redraw:
+                    continue  # drawn by an earlier answer
+                if item["kind"] == "model_call_started" and item["data"].get("call") not in calls:
+                    continue  # still running: drawn as it is
             if item["kind"] == "agent_messages_committed" and not storage:
                 continue
             out.append({"seq": item["seq"], "html": str(event(item, info.started_at, calls))})
@@ -609,17 +620,19 @@ def _run_filters(request: Request) -> RunFilters:
     )
 
 
-def _seq(request: Request, name: str) -> int | JSONResponse:
-    """An event number parameter (`after`, `open`): 0 when absent, else 0 to `_MAX_SEQ`."""
+def _seq(request: Request, name: str) -> int:
+    """An event number parameter (`after`, `open`, `running`): 0 when absent.
+
+    Raises:
+        HTTPException: 400, not an integer from 0 to `_MAX_SEQ`.
+    """
     raw = request.query_params.get(name, "0")
     try:
         value = int(raw)
     except ValueError:
         value = -1
     if not 0 <= value <= _MAX_SEQ:
-        return _api_error(
-            400, "bad_request", f"{name} must be an integer from 0 to {_MAX_SEQ}, got {raw!r}"
-        )
+        raise HTTPException(400, f"{name} must be an integer from 0 to {_MAX_SEQ}, got {raw!r}")
     return value
 
 

@@ -34,6 +34,14 @@
     if (empty) empty.remove();
   }
 
+  function runningCall() {
+    // The page's last model call, when it is still drawn as running: drawn again once it ends.
+    var calls = timeline.querySelectorAll("li.ev-model-call-started");
+    var last = calls.length ? calls[calls.length - 1] : null;
+    if (last && !last.querySelector(".call-facts")) return last.getAttribute("data-seq");
+    return null;
+  }
+
   function openText() {
     // The page's last item, when it is text the next events may extend: it is sent again whole.
     var last = timeline.lastElementChild;
@@ -58,6 +66,8 @@
     var query = (url.indexOf("?") === -1 ? "?" : "&") + "after=" + after + "&html=1";
     var open = openText();
     if (open) query += "&open=" + encodeURIComponent(open);
+    var running = runningCall();
+    if (running) query += "&running=" + encodeURIComponent(running);
     if (showStorage) query += "&storage=1";
     fetch(url + query, { headers: { Accept: "application/json" }, cache: "no-store" })
       .then(function (response) {
