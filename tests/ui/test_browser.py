@@ -376,3 +376,35 @@ def test_live_events_render_as_a_reload_would_and_stay_inert(
     ]
     assert kinds == ["ev ev-text", "ev ev-agent-finished"]
     assert browser.find_element(By.ID, "run-status").text == "completed"
+
+
+def test_a_run_that_fails_while_followed_shows_the_one_error_panel(
+    site: Site, browser: WebDriver
+) -> None:
+    """A failure that arrives live is drawn as a reload draws it: one error panel at the top,
+    the traceback folded, the message text."""
+    run_id = "live-failure"
+    store = site.runtime.run_store
+    info = RunInfo(run_id=run_id, kind="agent", name="researcher", started_at=time.time())
+    run_in_thread(store.start_run(info))
+    browser.get(f"{site.url}/runs/{run_id}")
+    assert browser.find_element(By.ID, "timeline").get_attribute("data-live-run") is not None
+    assert not browser.find_elements(By.CSS_SELECTOR, ".error-panel")
+    error = {"type": "LLMError", "message": f"quota {HOSTILE}"}
+    failed = {"error": error, "cancelled": False}
+    run_in_thread(
+        store.append_events(run_id, [{"type": "agent_failed", "at": time.time(), "data": failed}])
+    )
+    trace = 'Traceback (most recent call last):\n  File "x.py", line 1, in call_the_model\n'
+    run_in_thread(
+        store.finish_run(run_id, "failed", error=f"LLMError: quota {HOSTILE}", traceback=trace)
+    )
+    WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".error-panel"))
+    (panel,) = browser.find_elements(By.CSS_SELECTOR, ".error-panel")
+    details = panel.find_element(By.CSS_SELECTOR, "details.traceback")
+    assert details.get_attribute("open") is None  # folded
+    assert "call_the_model" in str(details.get_attribute("textContent"))
+    assert "<script>window.__pwned=1</script>" in panel.text
+    assert browser.find_element(By.ID, "run-status").text == "failed"
+    assert browser.find_element(By.ID, "timeline").get_attribute("data-live-run") is None
+    assert pwned(browser) is None and no_alert(browser)

@@ -86,7 +86,11 @@
         after = body.last_seq;
         timeline.setAttribute("data-after", String(after));
         setStatus(body.status);
-        if (body.done) {
+        if (body.done && (body.status === "failed" || body.status === "cancelled")) {
+          // It failed while the page followed it: drawn again once, so that the failure is the
+          // page's one error panel (traceback folded), as a reload shows it.
+          window.location.reload();
+        } else if (body.done) {
           stop("The run is " + body.status + ".");
         } else {
           window.setTimeout(poll, 1000);
