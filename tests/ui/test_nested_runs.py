@@ -159,3 +159,60 @@ async def test_a_parent_that_is_gone_still_leaves_a_link(tmp_path: Path) -> None
     assert_inert(html)
     assert '<a href="/runs/lost">lost</a>, tool call <code>call_9</code>' in html
     await runtime.aclose()
+
+
+async def test_a_run_page_totals_the_tokens_and_cost_of_the_runs_nested_in_it() -> None:
+    runtime = Runtime(
+        store="memory", version=False, prices={"script": {"input_mtok": 1.0, "output_mtok": 2.0}}
+    )
+    used = {"input_tokens": 1000, "output_tokens": 500}
+    inner = runtime.create_agent(
+        id="inner", model=script_client([{"text": "found", "usage": used}])
+    )
+    outer = runtime.create_agent(
+        id="outer",
+        tools=[runtime.tool_from_agent(inner)],
+        model=script_client(
+            [
+                {"tool_use": [{"name": "inner", "input": {"user": "look"}}], "usage": used},
+                {"text": "Done.", "usage": used},
+            ]
+        ),
+    )
+    result = await outer.run(user="go").result
+    async with client_for(runtime) as client:
+        html = (await client.get(f"/runs/{result.run_id}")).text
+        [child] = [r for r in await runtime.run_store.list_runs(limit=10) if r.name == "inner"]
+        lone = (await client.get(f"/runs/{child.run_id}")).text
+    await runtime.aclose()
+    (totals,) = re.findall(r'<dd class="tree-totals">(.*?)</dd>', html, re.S)
+    # Own: 2 calls of 1000 -> 500 tokens ($0.002 each); nested: 1 more call.
+    assert "3000 → 1500" in totals and "$0.0060" in totals and "1 nested run" in totals
+    assert "tree-totals" not in lone
+
+
+async def test_nested_totals_show_no_cost_when_a_nested_run_has_no_price() -> None:
+    runtime = Runtime(
+        store="memory", version=False, prices={"priced": {"input_mtok": 1.0, "output_mtok": 1.0}}
+    )
+    used = {"input_tokens": 1000, "output_tokens": 0}
+    inner = runtime.create_agent(
+        id="inner", model=script_client([{"text": "x", "usage": used}], model="unpriced")
+    )
+    outer = runtime.create_agent(
+        id="outer",
+        tools=[runtime.tool_from_agent(inner)],
+        model=script_client(
+            [
+                {"tool_use": [{"name": "inner", "input": {"user": "look"}}], "usage": used},
+                {"text": "Done.", "usage": used},
+            ],
+            model="priced",
+        ),
+    )
+    result = await outer.run(user="go").result
+    async with client_for(runtime) as client:
+        html = (await client.get(f"/runs/{result.run_id}")).text
+    await runtime.aclose()
+    (totals,) = re.findall(r'<dd class="tree-totals">(.*?)</dd>', html, re.S)
+    assert "3000 → 0" in totals and "—" in totals and "$" not in totals

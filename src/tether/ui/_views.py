@@ -588,6 +588,47 @@ class RunView:
     """Model call number -> its `model_call_finished` / `_failed` data."""
     caller: RunInfo | None = None
     """The episode whose tool call started this run (`RunInfo.parent_run_id`), if readable."""
+    totals: TreeTotals | None = None
+    """Tokens and cost of the run with every run nested in it (None: nothing is nested)."""
+
+
+@dataclass(slots=True, frozen=True)
+class TreeTotals:
+    """The tokens and cost of a run and the runs nested in it (its tools' episodes, a workflow's
+    steps' episodes), each counted once."""
+
+    runs: int
+    usage: dict[str, int]
+    cost_usd: float | None
+    """None when some run with usage has no known price, or the tree was too big to read whole
+    (nothing rather than a wrong number)."""
+
+
+def tree_totals(info: RunInfo, tree: TreeNode | None) -> TreeTotals | None:
+    nested = _nested(tree)
+    if not nested:
+        return None
+    usage: dict[str, int] = {}
+    cost = 0.0
+    known = not _truncated(tree)
+    for run in [info, *(r for r, _ in nested)]:
+        for key, n in (run.usage or {}).items():
+            usage[key] = usage.get(key, 0) + n
+        if run.usage:
+            if run.cost_usd is None:
+                known = False
+            else:
+                cost += run.cost_usd
+    return TreeTotals(len(nested), usage, cost if known and usage else None)
+
+
+def _truncated(node: TreeNode | None) -> bool:
+    if node is None:
+        return False
+    if node.truncated:
+        return True
+    children = [c for step in node.steps for c in step.children] + list(node.loose)
+    return any(_truncated(c) for c in children)
 
 
 def _nested(node: TreeNode | None, depth: int = 1) -> list[tuple[RunInfo, int]]:
@@ -672,6 +713,7 @@ async def build_run(catalog: Catalog, run_id: str) -> RunView | None:
         storage_rows=sum(1 for e in events if e["type"] == "agent_messages_committed"),
         calls=calls,
         caller=caller,
+        totals=tree_totals(info, tree),
     )
 
 
