@@ -1,10 +1,11 @@
 """RunRecorder: an episode's run events, to live listeners at once and to the RunStore in order.
 
 `emit()` is synchronous and O(1): it queues the event. A writer task drains the queue into the
-store, one `append_events` per batch: what was emitted within `FLUSH_EVERY` (10 ms) of the first
-event of a batch goes in one write, and `close()` writes what is left at once. A streamed answer
-costs at most a hundred writes a second instead of one per token, a short turn's events go in
-one write at its end, and a slow store never holds up the model stream. Listeners are told of each
+store, one `append_events` per batch: what was emitted within `FLUSH_EVERY` (2 ms) of the first
+event of a batch goes in one write (the recorders of one store share that clock, so the runs of
+a server meet in one write), and `close()` writes what is left at once. A short turn's events go
+in one write at its end, a streamed answer is not one write per token, and a slow store never
+holds up the model stream. Listeners are told of each
 event once the store has committed it, numbered with the store's sequence: what a listener saw
 is exactly what a reader of the store finds, so a client that followed a run live and resumes it
 from the store (another worker, a reconnect) neither misses nor repeats an event. A write that
@@ -85,7 +86,7 @@ _ROLE = operator.methodcaller("get", "role")
 
 logger = logging.getLogger("tether.lab")
 
-FLUSH_EVERY = 0.01
+FLUSH_EVERY = 0.002
 """Seconds a run's events wait to be written with the events that follow them."""
 
 RunListener: TypeAlias = Callable[[RunEvent], Any]
@@ -129,7 +130,7 @@ class RunRecorder:
         lease_ttl: Start the run with a heartbeat lease of that many seconds (the caller
             renews it while the run goes on; a run whose process died reads as interrupted).
         flush_every: Seconds an event waits to be written together with those that follow
-            it (0: written as soon as the writer runs).
+            it (0: written as soon as the writer runs); default `FLUSH_EVERY`.
     """
 
     def __init__(
@@ -142,10 +143,10 @@ class RunRecorder:
         prices: Mapping[str, Any] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         lease_ttl: float | None = None,
-        flush_every: float = FLUSH_EVERY,
+        flush_every: float | None = None,
     ) -> None:
         self.store = store
-        self.flush_every = flush_every
+        self.flush_every = FLUSH_EVERY if flush_every is None else flush_every
         self.on_failure = on_failure
         self.write_error: BaseException | None = None
         """Why recording failed (the start, or a write of events), or None."""
@@ -159,7 +160,8 @@ class RunRecorder:
         self._queue: list[NewRunEvent] = []
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._clock: FlushClock | None = None
+        self._scheduled = False
         self._started = False
         self._failed = False
         self._closed = False
@@ -291,15 +293,20 @@ class RunRecorder:
         if self._closed:
             raise RuntimeError(f"run {self.run_id} is already closed")
         self._queue.append({"type": kind, "at": time.time(), "data": data})
-        if self._timer is None and not self._wake.is_set():
+        if not self._scheduled and not self._wake.is_set():
             if self.flush_every > 0:
-                self._timer = asyncio.get_running_loop().call_later(self.flush_every, self._due)
+                self._scheduled = True
+                clock = self._clock
+                if clock is None:
+                    clock = self._clock = _batcher(self.store).clock(self.flush_every)
+                clock.schedule(self)
             else:
                 self._wake.set()
 
     def _due(self) -> None:
-        self._timer = None
-        self._wake.set()
+        if self._scheduled:
+            self._scheduled = False
+            self._wake.set()
 
     async def _write(self) -> None:
         while self._queue:
@@ -368,9 +375,7 @@ class RunRecorder:
         if self._closed:
             return
         self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._scheduled = False  # what waits is written now, not at the next tick
         self._wake.set()
         writer = self._writer
         cancelled: asyncio.CancelledError | None = None
@@ -404,14 +409,36 @@ class RunRecorder:
             raise cancelled
 
 
+class FlushClock:
+    """One timer for the recorders of one store in one event loop: the runs whose events wait
+    are woken at the same tick, so their writes meet in the batcher and go as one
+    `append_events_many` (a timer per run would spread a server's runs over as many writes)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, every: float) -> None:
+        self.loop = loop
+        self.every = every
+        self._due: list[RunRecorder] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def schedule(self, recorder: RunRecorder) -> None:
+        self._due.append(recorder)
+        if self._timer is None:
+            self._timer = self.loop.call_later(self.every, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        due, self._due = self._due, []
+        for recorder in due:
+            recorder._due()
+
+
 class EventBatcher:
     """The appends of all the runs recording to one store, written together.
 
     Each run's recorder sends one batch at a time and waits for it (so a run's events stay in
-    order). When no write is under way, the caller writes its batch itself; the batches of
-    different runs that arrive during a write wait and then go to the store in one
-    `append_events_many` (one transaction, one commit) when the store offers it (a lone batch
-    is an ordinary `append_events`). A server with
+    order); the batches of different runs that wait at the same moment (the flush clock wakes
+    their recorders together) go to the store in one `append_events_many` (one transaction, one
+    commit) when the store offers it (a lone batch is an ordinary `append_events`). A server with
     hundreds of runs streaming at once then makes a few writes per moment, not one per run. A
     write that fails is retried run by run, so one run's bad batch fails that run alone.
     """
@@ -421,28 +448,23 @@ class EventBatcher:
         self._many = store if isinstance(store, ManyAppends) else None
         self._pending: list[tuple[str, Sequence[NewRunEvent], asyncio.Future[int]]] = []
         self._task: asyncio.Task[None] | None = None
-        self._busy = False
-        """A write is under way (the task's, or a caller's own)."""
         self.loop = asyncio.get_running_loop()
+        self._clocks: dict[float, FlushClock] = {}
+
+    def clock(self, every: float) -> FlushClock:
+        """The flush clock of this store's recorders that wait `every` seconds."""
+        clock = self._clocks.get(every)
+        if clock is None:
+            clock = self._clocks[every] = FlushClock(self.loop, every)
+        return clock
 
     async def append(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
         """Append `events` to `run_id` with whatever else is pending; the last one's seq."""
         if self._many is None:
             return await self.store.append_events(run_id, events)
-        idle = not self._busy and not self._pending and (self._task is None or self._task.done())
-        if idle:
-            # Nothing else to write it with: the caller writes its batch itself (no task to
-            # start and wait for); batches that come meanwhile wait and go together after it.
-            self._busy = True
-            try:
-                return await self.store.append_events(run_id, events)
-            finally:
-                self._busy = False
-                if self._pending:
-                    self._task = self.loop.create_task(self._write(), name="tether-lab:run-events")
         future: asyncio.Future[int] = self.loop.create_future()
         self._pending.append((run_id, events, future))
-        if not self._busy and (self._task is None or self._task.done()):
+        if self._task is None or self._task.done():
             self._task = self.loop.create_task(self._write(), name="tether-lab:run-events")
         return await future
 
@@ -467,11 +489,7 @@ class EventBatcher:
         while self._pending:
             batch[:] = self._pending
             self._pending = []
-            self._busy = True
-            try:
-                await self._write_batch(many, batch)
-            finally:
-                self._busy = False
+            await self._write_batch(many, batch)
 
     async def _write_batch(
         self, many: ManyAppends, batch: list[tuple[str, Sequence[NewRunEvent], asyncio.Future[int]]]
