@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from .errors import NotJSONSafeError
@@ -25,33 +26,32 @@ def check_json_safe(value: Any, path: str) -> None:
 
 def _safe(value: Any) -> bool:
     t = type(value)
-    if t is str:
-        return value.isascii() or _utf8(value)
     if t is dict:
-        for k, item in value.items():
+        for k in value:
             if type(k) is not str:
                 return False
-            ti = type(item)
-            if ti is str:
-                if not (item.isascii() or _utf8(item)):
-                    return False
-            elif not (ti is int or ti is bool or item is None) and not _safe(item):
-                return False
-        return True
+        return _all_safe(value.values())
     if t is list:
-        for item in value:
-            ti = type(item)
-            if ti is str:
-                if not (item.isascii() or _utf8(item)):
-                    return False
-            elif not (ti is int or ti is bool or item is None) and not _safe(item):
-                return False
-        return True
+        return _all_safe(value)
+    if t is str:
+        return value.isascii() or _utf8(value)
     if t is int or t is bool or value is None:
         return True
     if t is float:
         return math.isfinite(value)
     return False
+
+
+def _all_safe(items: Iterable[Any]) -> bool:
+    # Strings and scalars, most of a transcript, are checked here without a call each.
+    for item in items:
+        t = type(item)
+        if t is str:
+            if not (item.isascii() or _utf8(item)):
+                return False
+        elif not (t is int or t is bool or item is None) and not _safe(item):
+            return False
+    return True
 
 
 def _utf8(value: str) -> bool:
