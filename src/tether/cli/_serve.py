@@ -17,7 +17,7 @@ from ._project import (
     options_of,
     run_async,
 )
-from ._ui import announce_login, refuse_open_host
+from ._ui import allowed_host_option, announce_login, refuse_open_host, token_option
 
 __all__ = ["serve"]
 
@@ -51,26 +51,8 @@ def serve(
             "processes can share (PostgreSQL, or a SQLite file on this machine).",
         ),
     ] = 1,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            metavar="TOKEN",
-            envvar=TOKEN_ENV,
-            show_envvar=True,
-            help="Require this token: 'Authorization: Bearer TOKEN', or a browser logs in "
-            "once at /login. Needed when --host is not loopback.",
-        ),
-    ] = None,
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-host",
-            metavar="NAME",
-            help="Also answer requests for this host name (repeatable). By default only the "
-            "names the server was started for are answered (DNS rebinding).",
-        ),
-    ] = None,
+    token: Annotated[str | None, token_option(TOKEN_ENV)] = None,
+    allowed_host: Annotated[list[str] | None, allowed_host_option()] = None,
     cors_origin: Annotated[
         list[str] | None,
         typer.Option(

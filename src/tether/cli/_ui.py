@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 import typer
@@ -19,6 +19,29 @@ DEFAULT_HOST = "127.0.0.1"
 """Loopback: the UI shows every stored conversation, so elsewhere it needs a token."""
 DEFAULT_PORT = 8321
 TOKEN_ENV = "TETHER_UI_TOKEN"
+
+
+def token_option(envvar: str) -> Any:
+    """`--token`, read from `envvar` when not given (`tether ui` and `tether serve`)."""
+    return typer.Option(
+        "--token",
+        metavar="TOKEN",
+        envvar=envvar,
+        show_envvar=True,
+        help="Require this token: 'Authorization: Bearer TOKEN', or a browser logs in "
+        "once at /login. Needed when --host is not loopback.",
+    )
+
+
+def allowed_host_option() -> Any:
+    """`--allowed-host` (`tether ui` and `tether serve`)."""
+    return typer.Option(
+        "--allowed-host",
+        metavar="NAME",
+        help="Also answer requests for this host name (repeatable). By default only the "
+        "names the server was started for are answered: the loopback names on loopback, "
+        "the --host name otherwise; others get 400 (DNS rebinding).",
+    )
 
 
 @reports_errors
@@ -43,27 +66,8 @@ def ui(
             help="The port to listen on (0: any free port).",
         ),
     ] = DEFAULT_PORT,
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-host",
-            metavar="NAME",
-            help="Also answer requests for this host name (repeatable). By default only the "
-            "names the server was started for are answered: the loopback names on loopback, "
-            "the --host name otherwise; others get 400 (DNS rebinding).",
-        ),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            metavar="TOKEN",
-            envvar=TOKEN_ENV,
-            show_envvar=True,
-            help="Require this token: 'Authorization: Bearer TOKEN', or a browser logs in "
-            "once at /login. Needed when --host is not loopback.",
-        ),
-    ] = None,
+    allowed_host: Annotated[list[str] | None, allowed_host_option()] = None,
+    token: Annotated[str | None, token_option(TOKEN_ENV)] = None,
 ) -> None:
     """Serve the inspection UI until Ctrl-C.
 
