@@ -8,15 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import ConfigError, MissingKeyError, NoObjectGeneratedError, RegistryError
+from ..errors import ConfigError, NoObjectGeneratedError, RegistryError
 from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Registry, Runtime
 from ._errors import (
     CommandLineError,
     Interrupted,
-    ProjectError,
     RunFailedError,
     read_stdin,
     reports_errors,
+    start_error,
 )
 from ._interrupt import CtrlC
 from ._project import GlobalOptions, load_project, options_of, reach_stores, run_async
@@ -302,15 +302,9 @@ async def _episode(
             handle = agent.stream(
                 user=user, memory_scope=scope, model=model, tool_provider_context=tool_context
             )
-        except MissingKeyError as exc:
-            raise ProjectError(
-                str(exc),
-                kind=type(exc).__name__,
-                hint=f"e.g. `export {exc.env_var.split(' or ')[0]}=...`, then run it again.",
-            ) from exc
         except ConfigError as exc:
-            # Found before anything ran: an unknown provider, a bad model.
-            raise ProjectError(str(exc), kind=type(exc).__name__) from exc
+            # Found before anything ran: a missing key, an unknown provider, a bad model.
+            raise start_error(exc, "run it again") from exc
         structured = agent.output_schema is not None
         render = EpisodeRenderer(stream_text=not (as_json or structured), show_tools=not as_json)
         outcome: AgentRunResult[Any] | BaseException

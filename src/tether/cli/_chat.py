@@ -31,10 +31,10 @@ from typing import Annotated, Any, TextIO
 
 import typer
 
-from ..errors import ConfigError, MissingKeyError
+from ..errors import ConfigError
 from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Runtime
 from ._agents import find_agent
-from ._errors import CommandLineError, ProjectError, reports_errors
+from ._errors import CommandLineError, reports_errors, start_error
 from ._interrupt import CtrlC
 from ._project import GlobalOptions, load_project, options_of, reach_stores
 from ._render import EpisodeRenderer, clean, clean_lines, emit_err
@@ -149,14 +149,8 @@ class ChatSession:
             handle: AgentStreamHandle[Any] = self.agent.stream(
                 user=text, memory_scope=self.scope, model=self.model
             )
-        except MissingKeyError as exc:
-            raise ProjectError(
-                str(exc),
-                kind=type(exc).__name__,
-                hint=f"e.g. `export {exc.env_var.split(' or ')[0]}=...`, then chat again.",
-            ) from exc
-        except ConfigError as exc:
-            raise ProjectError(str(exc), kind=type(exc).__name__) from exc
+        except ConfigError as exc:  # a missing key, an unknown provider, a bad model
+            raise start_error(exc, "chat again") from exc
         self.scope = handle.memory_scope
         tools = EpisodeRenderer(stream_text=False, show_tools=True)
         outcome: AgentRunResult[Any] | BaseException

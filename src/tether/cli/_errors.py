@@ -22,7 +22,7 @@ from typing import Any, ClassVar, ParamSpec
 
 import typer
 
-from ..errors import ConfigError, TetherError
+from ..errors import ConfigError, MissingKeyError, TetherError
 from ._render import emit_err, emit_json
 
 __all__ = [
@@ -91,6 +91,17 @@ class Interrupted(CliError):
     """Ctrl-C stopped the command."""
 
     exit_code = EXIT_INTERRUPTED
+
+
+def start_error(exc: ConfigError, again: str) -> ProjectError:
+    """A run that could not start (a missing key, an unknown provider, a bad model) as the
+    project error the CLI reports; `again` ends the hint ("run it again")."""
+    if isinstance(exc, MissingKeyError):
+        variable = exc.env_var.split(" or ")[0]
+        hint: str | None = f"e.g. `export {variable}=...`, then {again}."
+    else:
+        hint = None
+    return ProjectError(str(exc), kind=type(exc).__name__, hint=hint)
 
 
 def error_json(kind: str, message: str, exit_code: int, hint: str | None = None) -> None:
