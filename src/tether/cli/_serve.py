@@ -99,8 +99,7 @@ def serve(
     options = options_of(ctx)
     try:
         from ..serve import ServeOptions
-        from ..serve import serve as run_server
-        from ..serve._server import serve_workers
+        from ..serve._server import serve_with, serve_workers
     except ImportError as exc:
         raise ProjectError(
             f"the server cannot be loaded: {exc}",
@@ -131,17 +130,7 @@ def serve(
     runtime = registry.runtime
     try:
         open_stores(runtime, options)
-        run_server(
-            runtime,
-            registry=registry,
-            host=serve_options.host,
-            port=serve_options.port,
-            token=serve_options.token,
-            allowed_host=serve_options.allowed_hosts,
-            cors_origins=serve_options.cors_origins,
-            max_body=serve_options.max_body,
-            takeover_every=serve_options.takeover_every,
-        )
+        serve_with(runtime, serve_options, registry=registry)
     except KeyboardInterrupt:
         pass
     finally:

@@ -131,6 +131,13 @@ def serve(
         log_level,
         takeover_every,
     )
+    serve_with(runtime, options, registry=registry)
+
+
+def serve_with(
+    runtime: Runtime, options: ServeOptions, *, registry: Registry | None = None
+) -> None:
+    """`serve` with its options already gathered (what `tether serve` builds)."""
     _server(runtime, registry, options).run()
 
 
