@@ -468,6 +468,24 @@ async def test_an_error_body_of_an_unknown_shape_still_reaches_the_message(
     assert "Model llama9 not found" in str(out.error)
 
 
+async def test_an_html_error_page_is_one_line_with_the_url_and_status(
+    wire: WireServer, sleeps: Sleeps
+) -> None:
+    # A base_url that points at a web server rather than the API: nginx's 404 page.
+    page = (
+        b"<!DOCTYPE html>\n<html>\n<head><title>404 Not Found</title></head>\n<body>\n"
+        b"<center><h1>404 Not Found</h1></center>\n<hr><center>nginx</center>\n</body>\n</html>\n"
+    )
+    wire.reply(Reply(404, page, headers={"content-type": "text/html"}))
+    async with chat_client(wire, sleeps) as client:
+        out = await run_chat(client, simple_request())
+    assert type(out.error) is LLMHTTPError and out.error.status == 404
+    message = str(out.error)
+    assert "\n" not in message and "<" not in message
+    assert f"{wire.url}/v1/chat/completions" in message
+    assert "returned 404" in message and "404 Not Found" in message and "base_url" in message
+
+
 async def test_other_client_errors_keep_the_provider_message(
     wire: WireServer, sleeps: Sleeps
 ) -> None:

@@ -255,8 +255,26 @@ def _decode_body(raw: bytes) -> Any:
         return text
 
 
-def response_error(provider: str, status: int, raw: bytes, *, env_var: str | None) -> LLMHTTPError:
-    """The typed error for a non-2xx answer, carrying status, parsed body and provider message."""
+_HTML_RE = re.compile(r"^\s*(<!doctype html|<html|<head|<body|<title)", re.IGNORECASE)
+_TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+def _html_page(text: str) -> str | None:
+    """One line for an HTML error page (a proxy's, a web server's 404): "an HTML page" and its
+    title, or None when `text` is not HTML. Its markup says nothing a terminal can show."""
+    if not _HTML_RE.match(text):
+        return None
+    title = _TITLE_RE.search(text)
+    words = " ".join(title.group(1).split())[:200] if title else ""
+    return f"an HTML page ({words})" if words else "an HTML page"
+
+
+def response_error(
+    provider: str, status: int, raw: bytes, *, env_var: str | None, url: str | None = None
+) -> LLMHTTPError:
+    """The typed error for a non-2xx answer, carrying status, parsed body and provider message.
+    `url` (the request's) is named when the body is not the provider's: a server of another
+    kind answered, most often a wrong `base_url`."""
     body = _decode_body(raw)
     message, _kind = _provider_message(body)
     # A body of a shape we do not know (a proxy's, a compatible server's) is shown as it came.
@@ -265,6 +283,10 @@ def response_error(provider: str, status: int, raw: bytes, *, env_var: str | Non
     words = _error_words(body)
     retryable = status in _RETRY_STATUS or status >= 500
     text = f"{provider} returned {status}: {detail}"
+    page = None if message else _html_page(detail)
+    if page is not None:
+        where = f" from {url}" if url else ""
+        text = f"{provider} returned {status}{where}: {page}; check the model config's base_url"
     # Gemini answers a key it does not accept with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
     if status in (401, 403) or (status == 400 and "API_KEY_INVALID" in words):
         hint = (
@@ -698,7 +720,9 @@ class HTTPAdapter:
         finally:
             await response.aclose()
         env_var = " or ".join(self.env_vars) if self.env_vars else None
-        error = response_error(self.provider, status, raw, env_var=env_var)
+        error = response_error(
+            self.provider, status, raw, env_var=env_var, url=str(response.request.url)
+        )
         should = response.headers.get("x-should-retry")
         retry = error.retryable if should is None else should.lower() == "true"
         asked = retry_after(response.headers)
