@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+CHROMIUM = os.environ.get("TETHER_TEST_CHROMIUM", "/usr/bin/chromium")
+"""The browser binary; `TETHER_TEST_CHROMIUM` points elsewhere (or at nothing, to see the suite
+pass on a machine without one)."""
+CHROMEDRIVER = os.environ.get("TETHER_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
+MISSING = f"no {CHROMIUM} / {CHROMEDRIVER}: apt-get install chromium chromium-driver"
+"""Why a browser test was skipped, and how to get the browser."""
+
+T = TypeVar("T")
 
 FLAGS = [
     "--headless",
@@ -29,13 +37,38 @@ FLAGS = [
 ]
 
 
+def have_chromium() -> bool:
+    return os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)
+
+
+needs_chromium = pytest.mark.skipif(not have_chromium(), reason=MISSING)
+"""Mark one test of a module that also has tests without a browser."""
+
+
 def require_chromium() -> None:
-    """Skip the calling test module, saying how to get the browser, where it is absent."""
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.skip(
-            f"no {CHROMIUM} / {CHROMEDRIVER}: apt-get install chromium chromium-driver",
-            allow_module_level=True,
-        )
+    """Skip the calling test module, saying how to get the browser, where it is absent. Only a
+    module whose every test needs the browser calls it; nothing may import from such a module."""
+    if not have_chromium():
+        pytest.skip(MISSING, allow_module_level=True)
+
+
+def run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to completion on a fresh event loop in its own thread (module fixtures are
+    set up outside the tests' loops)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
 
 
 @contextmanager

@@ -9,13 +9,13 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from tests.browser import chromium, require_chromium
+from tests.browser import chromium, require_chromium, run_in_thread
 
 from tether import define_tool
 from tether.lab import Runtime
@@ -31,27 +31,6 @@ from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
-T = TypeVar("T")
-
-
-def run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` to completion on a fresh event loop in its own thread (module fixtures are
-    set up outside the tests' loops)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
 
 
 @dataclass

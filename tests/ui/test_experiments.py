@@ -3,7 +3,6 @@ and the compare page; over ASGI for status codes and escaping, and in headless C
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -14,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from tests.browser import CHROMEDRIVER, CHROMIUM, chromium
+from tests.browser import chromium, needs_chromium, run_in_thread
 
 from tether.evals import evaluate
 from tether.lab import Runtime
@@ -22,7 +21,6 @@ from tether.testing import script_client
 from tether.ui._serve import _server
 
 from .conftest import HOSTILE, assert_inert, client_for
-from .test_browser import run_in_thread
 
 NAME = f"base {HOSTILE}"
 """An experiment name with markup in it: shown as text, linked percent-encoded."""
@@ -87,11 +85,6 @@ async def test_pages_over_asgi(world: Experiments) -> None:
 
 # -- in Chromium -----------------------------------------------------------------------------
 
-browser_only = pytest.mark.skipif(
-    not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-    reason=f"no {CHROMIUM} / {CHROMEDRIVER}: apt-get install chromium chromium-driver",
-)
-
 
 @dataclass
 class Site:
@@ -129,7 +122,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield driver
 
 
-@browser_only
+@needs_chromium
 def test_the_list_links_to_the_grid_whose_cells_open_their_runs(site: Site, browser: Any) -> None:
     from selenium.webdriver.common.by import By
 
@@ -153,7 +146,7 @@ def test_the_list_links_to_the_grid_whose_cells_open_their_runs(site: Site, brow
     assert browser.execute_script("return window.__pwned === undefined")
 
 
-@browser_only
+@needs_chromium
 def test_the_compare_form_shows_the_broken_case_side_by_side(site: Site, browser: Any) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
