@@ -415,9 +415,10 @@ def _free_port() -> int:
 
 
 async def test_an_expiring_token_is_refreshed_before_it_is_sent(h: Harness) -> None:
-    w = h.configure(expires_in=5)  # inside the refresh margin from the start
+    w = h.configure(expires_in=1)
     agent = h.agent(h.oauth(), [call("add", {"a": 1, "b": 1}), {"text": "2"}])
     await agent.connect()
+    await asyncio.sleep(0.95)  # inside its last tenth: refreshed before the next request
     [res] = results(await collect(agent, agent.create_session(), "add"))
     assert res["output"] == "2"
     assert [t["grant_type"] for t in w.seen("token")][:2] == ["authorization_code", "refresh_token"]
@@ -463,6 +464,31 @@ async def test_client_credentials_for_machine_to_machine(h: Harness) -> None:
     chosen = h.agent(ClientCredentials(client_id="svc", client_secret="svc-secret", scope="a b"))
     await chosen.connect()
     assert w.seen("token")[-1]["scope"] == "a b"
+
+
+async def test_the_refresh_margin_is_a_fraction_of_a_short_tokens_lifetime(h: Harness) -> None:
+    w = h.configure(expires_in=4)  # shorter than the 30 s margin a long-lived token gets
+    turns = [call("add", {"a": 1, "b": 1}), call("add", {"a": 2, "b": 2}), {"text": "4"}]
+    agent = h.agent(h.oauth(), turns)
+    assert [r["output"] for r in results(await collect(agent, agent.create_session(), "x"))] == [
+        "2",
+        "4",
+    ]
+    assert [t["grant_type"] for t in w.seen("token")] == ["authorization_code"]
+
+
+async def test_client_credentials_against_a_server_of_public_clients_only_says_why(
+    h: Harness,
+) -> None:
+    h.configure(auth_methods=["none"])
+    agent = h.agent(ClientCredentials(client_id="svc", client_secret="svc-secret"))
+    with pytest.raises(McpAuthError) as caught:
+        await agent.connect()
+    message = str(caught.value)
+    assert "accepts client authentication by none only, so it cannot take ClientCredentials" in (
+        message
+    )
+    assert "OAuth(" in message and "svc-secret" not in message
 
 
 # -- secrets ----------------------------------------------------------------------------------

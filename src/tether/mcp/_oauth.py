@@ -47,7 +47,10 @@ authorization: at most three in all) before it is a permanent failure."""
 _MAX_ROUNDS = 8
 """Times one request may be sent again with new credentials, whatever the reasons."""
 _EXPIRY_MARGIN = 30.0
-"""Seconds before expiry at which a token is refreshed instead of sent."""
+"""Seconds before expiry at which a token is refreshed instead of sent, at most..."""
+_EXPIRY_FRACTION = 0.1
+"""...and at most this fraction of the token's lifetime: a token that lives 4 s is good for
+3.6 s, not refreshed before every request."""
 _METADATA_TIMEOUT = 30.0
 _CHALLENGE = re.compile(r'([A-Za-z0-9_\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
 
@@ -226,7 +229,13 @@ class McpAuth(httpx.Auth):
 
     def _expired(self) -> bool:
         expires_at = self._tokens.get("expires_at")
-        return isinstance(expires_at, int | float) and time.time() > expires_at - _EXPIRY_MARGIN
+        if not isinstance(expires_at, int | float):
+            return False
+        lifetime = self._tokens.get("expires_in")
+        margin = _EXPIRY_MARGIN
+        if isinstance(lifetime, int | float):
+            margin = min(margin, _EXPIRY_FRACTION * lifetime)
+        return time.time() > expires_at - margin
 
     # -- discovery ---------------------------------------------------------------------------
 
@@ -489,6 +498,10 @@ class McpAuth(httpx.Auth):
         if method == "client_secret_basic" and isinstance(secret, str):
             pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"
             headers["authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+            # Identifying the client in the body too is not a second authentication (RFC
+            # 6749 4.1.3 asks for it with the code), and the MCP SDK's authorization server
+            # (FastMCP's) refuses a token request without it: 401 "Missing client_id".
+            data["client_id"] = client_id
         elif method == "client_secret_post" and isinstance(secret, str):
             data["client_id"] = client_id
             data["client_secret"] = secret
@@ -522,6 +535,7 @@ class McpAuth(httpx.Auth):
         expires_in = info.get("expires_in")
         if isinstance(expires_in, int | float) and not isinstance(expires_in, bool):
             tokens["expires_at"] = time.time() + float(expires_in)
+            tokens["expires_in"] = float(expires_in)
         if isinstance(info.get("refresh_token"), str):
             tokens["refresh_token"] = info["refresh_token"]
         if isinstance(info.get("scope"), str):
@@ -532,6 +546,16 @@ class McpAuth(httpx.Auth):
     async def _client_credentials(self, server: _Server, scopes: list[str]) -> dict[str, Any]:
         config = self._config
         assert isinstance(config, ClientCredentials)
+        methods = self._methods(server)
+        if methods and not {"client_secret_basic", "client_secret_post"} & set(methods):
+            raise McpAuthError(
+                f"the authorization server {server.issuer} accepts client authentication by "
+                f"{', '.join(methods)} only, so it cannot take ClientCredentials: the "
+                "client-credentials grant needs a client that proves who it is with its secret "
+                "(client_secret_basic or client_secret_post), and a public client (none) has "
+                "no secret to prove it with; log in as a user with OAuth(...) instead, or ask "
+                "its operator for a confidential client"
+            )
         client = {
             "client_id": config.client_id,
             "client_secret": config.client_secret,
