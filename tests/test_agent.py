@@ -4,6 +4,7 @@ the one-call path, and the prepared turn."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -217,6 +218,23 @@ def test_the_loop_ends_at_whichever_bound_comes_first() -> None:
     result = agent.run_turn_sync(agent.create_session(), "go")
     assert (result.stop_reason, result.finish_reason) == ("max_tool_rounds", "max_tool_rounds")
     assert len(result.rounds) == 2
+
+
+async def test_one_turn_options_object_serves_two_turns() -> None:
+    # Each turn counts its own rounds: the options are never written to, so the second turn's
+    # step_count_is(2) does not see the first turn's rounds (nor a keyword given beside them).
+    agent = create_agent(model=script_client(calls_echo(4)), tools=[ECHO], max_tool_rounds=None)
+    options = TurnOptions(stop_when=step_count_is(2))
+    def state() -> dict[str, object]:
+        return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+
+    before = state()
+    for prompt in ("one", "two"):
+        session = agent.create_session()
+        events = [e async for e in agent.send(session, prompt, options=options, context="c")]
+        assert [e["type"] for e in events].count("tool_result") == 2, prompt
+    assert state() == before
+    assert not hasattr(options, "rounds")
 
 
 # -- the one-call path -------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import threading
 from collections.abc import (
     AsyncGenerator,
@@ -305,7 +306,7 @@ class Agent:
             stop_when,
             stream_retries,
             self.max_tool_result_chars,
-            [] if options is None else options.rounds,
+            [],
         )
 
     def send(
@@ -423,7 +424,7 @@ class Agent:
             usage=done["usage"],
             finish_reason=done.get("finish_reason"),
             stop_reason=done["stop_reason"],
-            rounds=opts.rounds,
+            rounds=plan.rounds,
             events=events,
         )
 
@@ -575,13 +576,11 @@ def _none(*values: object) -> bool:
 
 
 def _options(base: TurnOptions | None, **given: Any) -> TurnOptions:
-    """`base` (or fresh options) with every given (not None) keyword set on it."""
+    """A copy of `base` (or fresh options) with every given (not None) keyword set on it; the
+    caller's options are left as they were."""
     if base is None:
         return TurnOptions(**given)
-    for key, value in given.items():
-        if value is not None:
-            setattr(base, key, value)
-    return base
+    return dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
 
 
 def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:

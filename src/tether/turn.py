@@ -10,7 +10,7 @@ agent keeps its parts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
 
@@ -62,7 +62,8 @@ UNSET: Any = object()
 
 @dataclass(slots=True)
 class TurnOptions:
-    """Per-turn overrides of the agent's own settings; None keeps the agent's."""
+    """Per-turn overrides of the agent's own settings; None keeps the agent's. Never written
+    to: one options object serves any number of turns (each turn's rounds are its plan's)."""
 
     signal: AbortSignal | None = None
     services: Mapping[str, Any] | None = None
@@ -80,13 +81,6 @@ class TurnOptions:
     """Overlaid key by key on the agent's settings (the run wins)."""
     max_tool_rounds: int | None = UNSET
     """This turn's bound on tool rounds (None: no bound); unset keeps the agent's."""
-    rounds: list[RoundResult] = field(default_factory=list)
-    """Filled as the turn runs: one entry per model request (the lab's `turns`)."""
-
-    @property
-    def steps(self) -> list[RoundResult]:
-        """`rounds` under the seed's name."""
-        return self.rounds
 
 
 class TurnPlanner(Protocol):

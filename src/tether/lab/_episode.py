@@ -622,9 +622,9 @@ class Episode:
                 if event["type"] == "error":
                     error = event["error"]
                     continue
-                await self._record(event, view, memory, opts.rounds)
+                await self._record(event, view, memory, plan.rounds)
         finally:
-            self.steps.extend(opts.rounds)
+            self.steps.extend(plan.rounds)
             await events.aclose()
         if error is not None:
             raise error
