@@ -9,7 +9,15 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tether"
 
-UPPER = ("tether.lab", "tether.evals", "tether.stores", "tether.cli", "tether.ui", "tether.serve")
+UPPER = (
+    "tether.lab",
+    "tether.evals",
+    "tether.stores",
+    "tether.cli",
+    "tether.ui",
+    "tether.serve",
+    "tether.web",
+)
 
 
 def module_name(path: Path) -> str:
@@ -110,3 +118,10 @@ def test_the_ui_never_imports_the_server_or_the_cli(path: Path) -> None:
 @pytest.mark.parametrize("path", modules("evals"), ids=lambda p: module_name(p))
 def test_experiments_never_import_cli_or_ui(path: Path) -> None:
     assert [m for m in tether_imports(path) if under(m, ("tether.cli", "tether.ui"))] == []
+
+
+@pytest.mark.parametrize("path", modules("web"), ids=lambda p: module_name(p))
+def test_the_web_toolkit_knows_no_app(path: Path) -> None:
+    # ui and serve are built on it; it knows nothing of runs, stores, pages or the CLI.
+    allowed = ("tether.web", "tether.errors")
+    assert [m for m in tether_imports(path) if not under(m, allowed)] == []

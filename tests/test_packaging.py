@@ -74,7 +74,7 @@ def test_import_tether_imports_no_extra() -> None:
     brought = _top_level(loaded) - by_httpx
     for extra, names in EXTRA_MODULES.items():
         assert not brought & set(names), f"import tether imported the {extra} extra's modules"
-    upper = ("lab", "cli", "ui", "evals", "otel", "pricing", "stores")
+    upper = ("lab", "cli", "ui", "serve", "web", "evals", "otel", "pricing", "stores")
     assert sorted(m for m in loaded if m.split(".")[:2][-1] in upper) == []
 
 

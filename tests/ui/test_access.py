@@ -12,9 +12,8 @@ from tether.errors import ConfigError
 from tether.lab import Runtime
 from tether.testing import script_client
 from tether.ui import allowed_hosts, create_app, is_loopback
-from tether.ui._access import SESSION_COOKIE
-from tether.ui._headers import CONTENT_SECURITY_POLICY
 from tether.ui._serve import _server
+from tether.web.middleware import CONTENT_SECURITY_POLICY, SESSION_COOKIE
 
 TOKEN = "s3cret-token"
 

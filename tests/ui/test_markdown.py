@@ -10,8 +10,8 @@ import pytest
 
 from tether.lab import Runtime
 from tether.testing import script_client
-from tether.ui._headers import CONTENT_SECURITY_POLICY
 from tether.ui._markdown import MAX_MARKDOWN, render_markdown
+from tether.web.middleware import CONTENT_SECURITY_POLICY
 
 from .conftest import assert_inert, client_for
 

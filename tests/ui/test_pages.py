@@ -14,7 +14,7 @@ from tether.lab import Runtime
 from tether.stores.run_store import RunInfo
 from tether.testing import script_client
 from tether.ui import create_app
-from tether.ui._headers import CONTENT_SECURITY_POLICY
+from tether.web.middleware import CONTENT_SECURITY_POLICY
 
 from .conftest import ESCAPED, HOSTILE, World, assert_inert, client_for
 

@@ -3,7 +3,6 @@ the project's runtime."""
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -135,19 +134,11 @@ def announce_login(host: str, port: int, token: str | None) -> None:
 
 def refuse_open_host(host: str, token: str | None, *, exposure: str, token_env: str) -> None:
     """`tether ui` and `tether serve` bind a non-loopback address only with a token."""
-    if not _is_loopback(host) and not token:
+    # Imported here: the rest of the CLI works without the web extra's modules loaded.
+    from ..web import is_loopback
+
+    if not is_loopback(host) and not token:
         raise CommandLineError(
             f"--host {host} is not loopback: {exposure}",
             hint=f"Pass --token TOKEN (or set {token_env}); browsers log in once at /login.",
         )
-
-
-def _is_loopback(host: str) -> bool:
-    # The same rule as tether.ui.is_loopback, here so that the check needs no UI import.
-    name = host.strip("[]").lower()
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False

@@ -15,9 +15,9 @@ stream is read from the run store, so any number of workers on one PostgreSQL da
 one set of conversations: a client may reconnect to any of them with `Last-Event-ID`.
 """
 
+from ..web.middleware import DEFAULT_MAX_BODY
 from ._app import SHUTDOWN_GRACE, create_app
 from ._feed import TERMINAL_EVENTS, RunEnd, RunFeed
-from ._limits import DEFAULT_MAX_BODY
 from ._server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV, ServeOptions, aserve, serve
 
 __all__ = [

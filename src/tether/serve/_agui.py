@@ -77,8 +77,8 @@ from ..lab import LabAgent, tool_provider
 from ..session import Message
 from ..stores.message_store import StoredRecord
 from ..tools import Tool, define_tool
+from ..web import ApiError
 from ._api import RunsApi, json_body
-from ._errors import ApiError
 from ._sse import EventStream, sse_message
 
 __all__ = ["AgUiApi", "snapshot_messages"]

@@ -28,8 +28,8 @@ from ..client_messages import frame_client_message, should_run_turn
 from ..errors import ClientMessageError, TetherError
 from ..lab import LabAgent, Registry, Runtime
 from ..stores.run_store import CancelRequests
+from ..web import ApiError, JSONResponse, error_response, last_event_id
 from ..workflows import Workflow, WorkflowHandle
-from ._errors import ApiError, JSONResponse, error_response
 from ._feed import RunEnd, RunFeed
 from ._sse import EventStream, sse_message
 
@@ -39,7 +39,6 @@ logger = logging.getLogger("tether.serve")
 
 START_WAIT = 10.0
 """Seconds a start request waits for the run's first stored event before answering anyway."""
-_MAX_SEQ = 2**63 - 1
 
 
 class RunsApi:
@@ -177,7 +176,7 @@ class RunsApi:
 
     async def stream(self, request: Request) -> Response:
         run_id = _run_id(request, "/stream")
-        after = _after(request)
+        after = last_event_id(request)
         store = self.runtime.run_store
         if await store.get_run(run_id) is None:
             if run_id not in self.handles:
@@ -354,27 +353,6 @@ def _path_tail(request: Request, suffix: str, prefix: str) -> str:
 
 def _run_id(request: Request, suffix: str) -> str:
     return _path_tail(request, suffix, "/api/runs/")
-
-
-def _after(request: Request) -> int:
-    """Where a stream resumes: `Last-Event-ID` (what a reconnecting EventSource sends), else
-    `?after=N`, else 0."""
-    raw = request.headers.get("last-event-id")
-    name = "Last-Event-ID"
-    if raw is None or not raw.strip():
-        raw = request.query_params.get("after")
-        name = "after"
-    if raw is None or not raw.strip():
-        return 0
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= _MAX_SEQ:
-        raise ApiError(
-            400, "bad_request", f"{name} must be an event number (0 or more), got {raw!r}"
-        )
-    return value
 
 
 async def handle_errors(call: Any, request: Request) -> Response:

@@ -2,9 +2,8 @@
 
 The read-only pages and their JSON API are `tether.ui`'s, mounted as they are; this app adds the
 endpoints that start and steer runs (`_api.py`), the AG-UI endpoint (`_agui.py`) and the chat
-page. Around all of it, outermost first: security headers, the Host allow-list, CORS for the
-configured origins only, the request body limit, and the token gate (CORS sits outside the gate
-so that a browser's preflight, which never carries credentials, gets its answer).
+page. Around all of it, the access checks of `tether.web.GuardedApp` (security headers, the
+Host allow-list, CORS for the configured origins only, the body limit, the token gate).
 """
 
 from __future__ import annotations
@@ -13,26 +12,21 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any
 
 from starlette.applications import Starlette
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp
 
 from ..lab import Registry, Runtime
-from ..ui import HostAllowList, TokenGate
 from ..ui import create_app as create_ui_app
-from ..ui._access import LOOPBACK_NAMES
-from ..ui._headers import SecurityHeaders
+from ..web import Access, GuardedApp
+from ..web.middleware import DEFAULT_MAX_BODY
 from ._agui import AgUiApi
 from ._api import RunsApi, handle_errors
 from ._chat import ChatPages
 from ._feed import RunFeed
-from ._limits import DEFAULT_MAX_BODY, BodyLimit
 from ._sweeper import SWEEP_EVERY, TAKEOVER_EVERY, Sweeper
 
 __all__ = ["SHUTDOWN_GRACE", "create_app"]
@@ -144,51 +138,12 @@ def create_app(
         Mount("/chat-static", StaticFiles(packages=[("tether.serve", "static")])),
         Mount("/", app=pages),
     ]
-    app = _ServeApp(
-        frozenset(allowed_hosts) if allowed_hosts is not None else LOOPBACK_NAMES,
-        token,
-        tuple(cors_origins),
-        max_body,
-        routes=routes,
-        lifespan=lifespan,
+    app = GuardedApp(
+        Access.of(allowed_hosts, token, cors_origins, max_body), routes=routes, lifespan=lifespan
     )
     app.state.api = api
     app.state.feed = feed
     return app
-
-
-class _ServeApp(Starlette):
-    """Starlette with the access checks outside its own middleware (see the module docstring)."""
-
-    def __init__(
-        self,
-        hosts: frozenset[str],
-        token: str | None,
-        origins: tuple[str, ...],
-        max_body: int,
-        **kwargs: Any,
-    ) -> None:
-        self._hosts = hosts
-        self._token = token
-        self._origins = origins
-        self._max_body = max_body
-        super().__init__(**kwargs)
-
-    def build_middleware_stack(self) -> ASGIApp:
-        app = super().build_middleware_stack()
-        if self._token:
-            app = TokenGate(app, self._token)
-        app = BodyLimit(app, self._max_body)
-        if self._origins:
-            app = CORSMiddleware(
-                app,
-                allow_origins=list(self._origins),
-                allow_methods=["GET", "POST"],
-                allow_headers=["authorization", "content-type", "last-event-id"],
-                allow_credentials=False,
-                max_age=600,
-            )
-        return SecurityHeaders(HostAllowList(app, self._hosts))
 
 
 async def _stop_runs(api: RunsApi, grace: float) -> None:

@@ -18,8 +18,8 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from ..web import ApiError
 from ._api import RunsApi
-from ._errors import ApiError
 
 __all__ = ["ChatPages"]
 

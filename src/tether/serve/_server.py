@@ -19,9 +19,9 @@ from starlette.applications import Starlette
 
 from ..errors import ConfigError
 from ..lab import Registry, Runtime, load_registry
-from ..ui import allowed_hosts, is_loopback
+from ..web import allowed_hosts, is_loopback
+from ..web.middleware import DEFAULT_MAX_BODY
 from ._app import create_app
-from ._limits import DEFAULT_MAX_BODY
 from ._sweeper import TAKEOVER_EVERY
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "TOKEN_ENV", "ServeOptions", "aserve", "serve"]

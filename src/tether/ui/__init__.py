@@ -15,10 +15,11 @@ network: the stylesheet and the one small script ship inside this package.
 
 Requests are answered only for the host names the server was started for (`HostAllowList`,
 against DNS rebinding), and off loopback only with a token (`TokenGate`: a bearer header, or
-the cookie a browser gets at `/login`). Both are plain ASGI middleware other servers reuse.
+the cookie a browser gets at `/login`). Both are `tether.web.middleware`'s, re-exported here.
 """
 
-from ._access import HostAllowList, TokenGate, allowed_hosts, is_loopback
+from ..web import allowed_hosts, is_loopback
+from ..web.middleware import HostAllowList, TokenGate
 from ._app import create_app
 from ._serve import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV, aserve, serve
 

@@ -2,8 +2,8 @@
 
 Every page is rendered by one Jinja2 environment with autoescape on, so whatever a model, a
 tool or a store hands us is text on the page. Links are built from percent-encoded ids. The
-security headers (`_headers.py`) add a Content-Security-Policy that allows only this app's own
-script and stylesheet, as a second wall behind the escaping.
+security headers (`tether.web.middleware.SecurityHeaders`) add a Content-Security-Policy that
+allows only this app's own script and stylesheet, as a second wall behind the escaping.
 """
 
 from __future__ import annotations
@@ -22,18 +22,23 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp
 
 from ..errors import ConfigError, StoreCorruptError, StoreError
 from ..lab import Registry, Runtime
 from ..stores.run_store import RunInfo, RunQuery
 from ..stores.workflow_store import READ_STATUSES
-from ._access import LOOPBACK_NAMES, HostAllowList, TokenGate
+from ..web import (
+    Access,
+    ApiError,
+    GuardedApp,
+    JSONResponse,
+    api_error,
+    count_param,
+    seq_param,
+)
 from ._experiments import experiment_routes
-from ._headers import SecurityHeaders
 from ._markdown import render_markdown
 from ._reload import RegistrySource
 from ._views import (
@@ -286,7 +291,11 @@ class _Pages:
         agent_id = request.query_params.get("agent") or None
         try:
             view = await build_conversation(
-                self.catalog, scope, agent_id, before=_before(request), skip=_skip(request)
+                self.catalog,
+                scope,
+                agent_id,
+                before=count_param(request, "before"),
+                skip=count_param(request, "skip") or 0,
             )
         except Unreadable as exc:
             return self.error_page(request, 500, f"Conversation {scope} cannot be read", str(exc))
@@ -354,11 +363,11 @@ class _Pages:
         catalog = self.catalog
         workflow = catalog.workflows.get(workflow_id) or self.runtime.workflows.get(workflow_id)
         if workflow is None:
-            return _api_error(404, "not_found", f"there is no workflow {workflow_id!r}")
+            return api_error(404, "not_found", f"there is no workflow {workflow_id!r}")
         try:
             stats = await workflow_stats(self.runtime, workflow_id)
         except Unreadable as exc:
-            return _api_error(500, "unreadable", str(exc))
+            return api_error(500, "unreadable", str(exc))
         return JSONResponse(
             {"workflow": workflow_json(catalog, workflow), **stats.to_json(time.time())}
         )
@@ -372,9 +381,9 @@ class _Pages:
         try:
             rows, next_cursor = await page_runs(self.catalog, filters, cursor=cursor, limit=limit)
         except Unreadable as exc:
-            return _api_error(500, "unreadable", str(exc))
+            return api_error(500, "unreadable", str(exc))
         except ConfigError as exc:
-            return _api_error(400, "bad_request", str(exc))
+            return api_error(400, "bad_request", str(exc))
         now = time.time()
         return JSONResponse(
             {
@@ -391,9 +400,9 @@ class _Pages:
         try:
             view = await build_run(self.catalog, run_id)
         except Unreadable as exc:
-            return _api_error(500, "unreadable", str(exc))
+            return api_error(500, "unreadable", str(exc))
         if view is None:
-            return _api_error(404, "not_found", f"there is no run {run_id!r}")
+            return api_error(404, "not_found", f"there is no run {run_id!r}")
         return JSONResponse(
             {
                 "run": run_json(view.info, time.time()),
@@ -410,13 +419,13 @@ class _Pages:
 
     async def api_events(self, request: Request) -> Response:
         run_id = _path_id(request, "run_id")
-        after = _seq(request, "after")
+        after = seq_param(request, "after")
         html = request.query_params.get("html") == "1"
         # With html=1, the page's trailing text item (from event `open` on) is rendered again
         # whole (a Markdown text reads right only as a whole), and so is the model call it
         # draws as running (event `running`) once the call has ended.
-        opened = _seq(request, "open") if html else 0
-        running = _seq(request, "running") if html else 0
+        opened = seq_param(request, "open") if html else 0
+        running = seq_param(request, "running") if html else 0
         again_from = [s for s in (opened, running) if 0 < s <= after]
         base = min(again_from) - 1 if again_from else after
         store = self.runtime.run_store
@@ -425,10 +434,10 @@ class _Pages:
             # written, so a finished status here means the events below are complete.
             info = await store.get_run(run_id)
             if info is None:
-                return _api_error(404, "not_found", f"there is no run {run_id!r}")
+                return api_error(404, "not_found", f"there is no run {run_id!r}")
             events = await store.events(run_id, after=base)
         except (StoreCorruptError, StoreError) as exc:
-            return _api_error(500, "unreadable", f"{type(exc).__name__}: {exc}")
+            return api_error(500, "unreadable", f"{type(exc).__name__}: {exc}")
         again = [e for e in events if e["seq"] <= after]
         new = [e for e in events if e["seq"] > after]
         more = len(new) > EVENTS_PER_POLL
@@ -490,7 +499,7 @@ class _Pages:
         try:
             rows, page, more, next_cursor, q = await self._scope_rows(request)
         except Unreadable as exc:
-            return _api_error(500, "unreadable", str(exc))
+            return api_error(500, "unreadable", str(exc))
         body: dict[str, Any] = {
             "scopes": [{**scope_json(r.info), "agent_id": r.agent_id} for r in rows]
         }
@@ -506,12 +515,16 @@ class _Pages:
         agent_id = request.query_params.get("agent") or None
         try:
             view = await build_conversation(
-                self.catalog, scope, agent_id, before=_before(request), skip=_skip(request)
+                self.catalog,
+                scope,
+                agent_id,
+                before=count_param(request, "before"),
+                skip=count_param(request, "skip") or 0,
             )
         except Unreadable as exc:
-            return _api_error(500, "unreadable", str(exc))
+            return api_error(500, "unreadable", str(exc))
         if view is None:
-            return _api_error(404, "not_found", f"there is no conversation {scope!r}")
+            return api_error(404, "not_found", f"there is no conversation {scope!r}")
         now = time.time()
         return JSONResponse(
             {
@@ -536,7 +549,7 @@ class _Pages:
         assert isinstance(exc, HTTPException)
         if request.url.path.startswith(f"{request.scope.get('root_path', '')}/api/"):
             kind = _API_ERROR_TYPES.get(exc.status_code, "http_error")
-            return _api_error(exc.status_code, kind, exc.detail)
+            return api_error(exc.status_code, kind, exc.detail)
         title = "Not found" if exc.status_code == 404 else f"Error {exc.status_code}"
         message = (
             exc.detail
@@ -545,10 +558,17 @@ class _Pages:
         )
         return self.error_page(request, exc.status_code, title, message)
 
+    async def api_error(self, request: Request, exc: Exception) -> Response:
+        # A request helper's refusal (a bad event number ...): JSON under /api/, else a page.
+        assert isinstance(exc, ApiError)
+        if request.url.path.startswith(f"{request.scope.get('root_path', '')}/api/"):
+            return api_error(exc.status, exc.kind, exc.message)
+        return self.error_page(request, exc.status, f"Error {exc.status}", exc.message)
+
     async def server_error(self, request: Request, exc: Exception) -> Response:
         # The exception (and whatever data is in its message) goes to the server's log only.
         if request.url.path.startswith(f"{request.scope.get('root_path', '')}/api/"):
-            return _api_error(500, "internal_error", "the server failed; its log says why")
+            return api_error(500, "internal_error", "the server failed; its log says why")
         return self.error_page(
             request, 500, "Internal error", "The server failed on this page; its log says why."
         )
@@ -620,46 +640,6 @@ def _run_filters(request: Request) -> RunFilters:
     )
 
 
-def _seq(request: Request, name: str) -> int:
-    """An event number parameter (`after`, `open`, `running`): 0 when absent.
-
-    Raises:
-        HTTPException: 400, not an integer from 0 to `_MAX_SEQ`.
-    """
-    raw = request.query_params.get(name, "0")
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= _MAX_SEQ:
-        raise HTTPException(400, f"{name} must be an integer from 0 to {_MAX_SEQ}, got {raw!r}")
-    return value
-
-
-def _before(request: Request) -> int | None:
-    raw = request.query_params.get("before")
-    if raw is None or raw == "":
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= _MAX_SEQ:
-        raise HTTPException(400, f"before must be a record index (0 or more), got {raw!r}")
-    return value
-
-
-def _skip(request: Request) -> int:
-    raw = request.query_params.get("skip", "0")
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= _MAX_SEQ:
-        raise HTTPException(400, f"skip must be 0 or more, got {raw!r}")
-    return value
-
-
 def _page(request: Request) -> int:
     raw = request.query_params.get("page", "1")
     try:
@@ -671,25 +651,7 @@ def _page(request: Request) -> int:
     return page
 
 
-class JSONResponse(_StarletteJSON):
-    """JSON with `<`, `>` and `&` written as `\\u003c`-style escapes: the same JSON value, and
-    no markup a mis-sniffing client could act on."""
-
-    def render(self, content: Any) -> bytes:
-        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        for raw, escaped in _JSON_ESCAPES:
-            text = text.replace(raw, escaped)
-        return text.encode("utf-8")
-
-
-_JSON_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"))
 _API_ERROR_TYPES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
-_MAX_SEQ = 2**63 - 1
-"""The largest event number a store can be asked about (a signed 64-bit integer in SQL)."""
-
-
-def _api_error(status: int, kind: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
 
 
 def create_app(
@@ -724,7 +686,6 @@ def create_app(
     if registry is not None and not isinstance(registry, Registry):
         raise TypeError(f"registry must be a tether.lab.Registry, got {registry!r:.80}")
     pages = _Pages(runtime, registry, watch=watch_registry, chat=chat_path)
-    hosts = frozenset(allowed_hosts) if allowed_hosts is not None else LOOPBACK_NAMES
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -756,30 +717,16 @@ def create_app(
         *experiment_routes(pages),
         Mount("/static", StaticFiles(packages=[("tether.ui", "static")]), name="static"),
     ]
-    return _App(
-        hosts,
-        token,
+    return GuardedApp(
+        Access.of(allowed_hosts, token),
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={HTTPException: pages.http_error, Exception: pages.server_error},
+        exception_handlers={
+            HTTPException: pages.http_error,
+            ApiError: pages.api_error,
+            Exception: pages.server_error,
+        },
     )
-
-
-class _App(Starlette):
-    """Starlette with the security headers, the Host allow-list and the token gate outside its
-    error middleware too, so that every answer (an unexpected exception's too) carries the
-    headers and nothing reaches a page before the checks."""
-
-    def __init__(self, hosts: frozenset[str], token: str | None, **kwargs: Any) -> None:
-        self._hosts = hosts
-        self._token = token
-        super().__init__(**kwargs)
-
-    def build_middleware_stack(self) -> ASGIApp:
-        app = super().build_middleware_stack()
-        if self._token:
-            app = TokenGate(app, self._token)
-        return SecurityHeaders(HostAllowList(app, self._hosts))
 
 
 def _redirect(to: str) -> Endpoint:

@@ -9,7 +9,7 @@ import uvicorn
 
 from ..errors import ConfigError
 from ..lab import Registry, Runtime
-from ._access import allowed_hosts, is_loopback
+from ..web import allowed_hosts, is_loopback
 from ._app import create_app
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "TOKEN_ENV", "aserve", "serve"]

@@ -1,14 +1,4 @@
-"""Who may talk to the server: a Host allow-list and a bearer token, as plain ASGI middleware.
-
-Both wrap any ASGI app (the inspection UI, and `tether serve` beside it):
-
-```python
-app = HostAllowList(TokenGate(app, token="s3cret"), allowed_hosts(bind_host="0.0.0.0"))
-```
-
-`HostAllowList` answers 400 to a request whose `Host` header is not one the server was started
-for. Without it, a page on another site can point its own host name at 127.0.0.1 (DNS
-rebinding) and read every answer of a server on loopback as same-origin.
+"""The token gate, as a plain ASGI middleware.
 
 `TokenGate` lets a request through when it carries `Authorization: Bearer <token>`, or the
 session cookie a browser got by trading the token once at `/login` (a form, or
@@ -21,125 +11,18 @@ from __future__ import annotations
 import hashlib
 import hmac
 import html
-import ipaddress
-import socket
-from collections.abc import Iterable
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, quote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = [
-    "LOOPBACK_NAMES",
-    "SESSION_COOKIE",
-    "HostAllowList",
-    "TokenGate",
-    "allowed_hosts",
-    "is_loopback",
-]
+from .._responses import send_plain
+from ._scope import header
 
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-"""The names a browser on this machine uses for a server bound to loopback."""
+__all__ = ["SESSION_COOKIE", "TokenGate"]
+
 SESSION_COOKIE = "tether_session"
-_WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 _MAX_FORM = 4096
-
-
-def is_loopback(host: str) -> bool:
-    """True for `localhost` and any loopback address (127.0.0.0/8, ::1)."""
-    name = host.strip("[]").lower()
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def allowed_hosts(bind_host: str, extra: Iterable[str] = ()) -> frozenset[str]:
-    """The `Host` names a server bound to `bind_host` answers.
-
-    Bound to loopback: the loopback names. Bound to one name or address: that one. Bound to
-    every interface (`0.0.0.0`, `::`): the loopback names and this machine's host name. `extra`
-    (`--allowed-host`) adds names; `*` in it turns the check off.
-    """
-    names: set[str] = set()
-    bound = bind_host.strip("[]").lower()
-    if is_loopback(bound):
-        names |= LOOPBACK_NAMES
-        names.add(bound)
-    elif bound in _WILDCARDS:
-        names |= LOOPBACK_NAMES
-        hostname = socket.gethostname().lower()
-        names.add(hostname)
-        names.add(socket.getfqdn().lower())
-    else:
-        names.add(bound)
-    names.update(_bare(h) for h in extra)
-    return frozenset(n for n in names if n)
-
-
-def _bare(host: str) -> str:
-    """A Host header's name without its port, lower-cased; IPv6 without brackets."""
-    value = host.strip().lower()
-    if value.startswith("["):
-        end = value.find("]")
-        return value[1:end] if end > 0 else value
-    if value.count(":") == 1:
-        value = value.split(":", 1)[0]
-    return value.rstrip(".")
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
-async def _plain(send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]]) -> None:
-    body = text.encode("utf-8")
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"content-length", str(len(body)).encode("ascii")),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-class HostAllowList:
-    """Answers 400 to HTTP and WebSocket requests whose `Host` is not in `allowed`."""
-
-    def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
-        self.app = app
-        self.allowed = frozenset(_bare(h) for h in allowed)
-        self.any = "*" in self.allowed
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or self.any:
-            await self.app(scope, receive, send)
-            return
-        host = _header(scope, b"host")
-        if host is not None and _bare(host) in self.allowed:
-            await self.app(scope, receive, send)
-            return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008})
-            return
-        shown = (host or "(none)")[:200]
-        await _plain(
-            send,
-            400,
-            f"Host {shown!r} is not served here. Open the server by a name it was started "
-            "for, or restart it with --allowed-host NAME.\n",
-            [],
-        )
 
 
 class TokenGate:
@@ -161,12 +44,12 @@ class TokenGate:
         return hmac.compare_digest(value.encode("utf-8"), self._token)
 
     def _authorized(self, scope: Scope) -> bool:
-        auth = _header(scope, b"authorization")
+        auth = header(scope, b"authorization")
         if auth is not None:
             kind, _, value = auth.partition(" ")
             if kind.lower() == "bearer" and self._token_ok(value.strip()):
                 return True
-        raw = _header(scope, b"cookie")
+        raw = header(scope, b"cookie")
         if raw:
             cookie: SimpleCookie = SimpleCookie()
             try:
@@ -195,7 +78,7 @@ class TokenGate:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        accept = _header(scope, b"accept") or ""
+        accept = header(scope, b"accept") or ""
         wants_page = scope.get("method") == "GET" and "text/html" in accept
         if wants_page and not path.startswith(root + "/api/"):
             query = scope.get("query_string", b"").decode("latin-1")
@@ -213,7 +96,7 @@ class TokenGate:
             )
             await send({"type": "http.response.body", "body": b""})
             return
-        await _plain(
+        await send_plain(
             send,
             401,
             "This server needs its token: send 'Authorization: Bearer TOKEN', or open "
@@ -229,7 +112,7 @@ class TokenGate:
         if method == "POST":
             body = await _read_body(receive)
             if body is None:
-                await _plain(send, 413, "The login form is too large.\n", [])
+                await send_plain(send, 413, "The login form is too large.\n")
                 return
             form = parse_qs(body.decode("utf-8", "replace"))
             token = form.get("token", [""])[0]
@@ -237,7 +120,7 @@ class TokenGate:
         elif method in ("GET", "HEAD"):
             token = query.get("token", [None])[0]
         else:
-            await _plain(send, 405, "Use GET or POST.\n", [(b"allow", b"GET, POST")])
+            await send_plain(send, 405, "Use GET or POST.\n", [(b"allow", b"GET, POST")])
             return
         if token is not None and self._token_ok(token):
             secure = "; Secure" if scope.get("scheme") == "https" else ""

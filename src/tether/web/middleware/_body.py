@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._errors import ApiError
+from .._errors import ApiError
+from .._responses import send_error
 
 __all__ = ["DEFAULT_MAX_BODY", "BodyLimit"]
 
@@ -70,23 +69,10 @@ class BodyLimit:
                 await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "error": {
-                    "type": "payload_too_large",
-                    "message": f"the request body is larger than {self.max_bytes} bytes",
-                }
-            }
-        ).encode("utf-8")
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode("ascii")),
-                    (b"connection", b"close"),
-                ],
-            }
+        await send_error(
+            send,
+            413,
+            "payload_too_large",
+            f"the request body is larger than {self.max_bytes} bytes",
+            [(b"connection", b"close")],
         )
-        await send({"type": "http.response.body", "body": body})

@@ -7,11 +7,6 @@ for what the HTTP layer found (`bad_request`, `not_found`, `payload_too_large` .
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from starlette.responses import JSONResponse as _StarletteJSON
-
 from ..errors import (
     ClientMessageError,
     ConfigError,
@@ -21,33 +16,19 @@ from ..errors import (
     WorkflowError,
     WorkflowInputError,
 )
+from ._responses import JSONResponse, api_error
 
-__all__ = ["ApiError", "JSONResponse", "api_error", "error_response"]
-
-
-class JSONResponse(_StarletteJSON):
-    """Compact JSON with `<`, `>` and `&` escaped (`\\u003c` ...): the same value, and no
-    markup a mis-sniffing client could act on."""
-
-    def render(self, content: Any) -> bytes:
-        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        return (
-            text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-        ).encode("utf-8")
+__all__ = ["ApiError", "error_response"]
 
 
 class ApiError(Exception):
-    """Raised by a handler to answer with an error."""
+    """Raised by a handler (or a request helper) to answer with an error."""
 
     def __init__(self, status: int, kind: str, message: str) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
         self.message = message
-
-
-def api_error(status: int, kind: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
 
 
 def _status_of(exc: TetherError) -> int:

@@ -1,0 +1,37 @@
+"""The web toolkit `tether ui` and `tether serve` share: one JSON response and error body, the
+request helpers, host names, and the access checks as plain ASGI middleware
+(`tether.web.middleware`), put around an app in one order by `GuardedApp`.
+
+```python
+from tether.web import Access, GuardedApp, allowed_hosts
+
+app = GuardedApp(Access.of(allowed_hosts("0.0.0.0"), token="s3cret"), routes=[...])
+```
+"""
+
+from ._app import Access, GuardedApp, guard
+from ._errors import ApiError, error_response
+from ._hostnames import LOOPBACK_NAMES, allowed_hosts, host_name, is_loopback
+from ._params import MAX_SEQ, count_param, last_event_id, seq_param
+from ._responses import JSONResponse, api_error, error_body, send_error, send_plain
+
+__all__ = [
+    "LOOPBACK_NAMES",
+    "MAX_SEQ",
+    "Access",
+    "ApiError",
+    "GuardedApp",
+    "JSONResponse",
+    "allowed_hosts",
+    "api_error",
+    "count_param",
+    "error_body",
+    "error_response",
+    "guard",
+    "host_name",
+    "is_loopback",
+    "last_event_id",
+    "send_error",
+    "send_plain",
+    "seq_param",
+]

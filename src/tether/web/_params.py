@@ -1,0 +1,53 @@
+"""Query parameters both apps read: event numbers (`after`, `Last-Event-ID` ...) and counts."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+
+from ._errors import ApiError
+
+__all__ = ["MAX_SEQ", "count_param", "last_event_id", "seq_param"]
+
+MAX_SEQ = 2**63 - 1
+"""The largest event number a store can be asked about (a signed 64-bit integer in SQL)."""
+
+
+def count_param(request: Request, name: str) -> int | None:
+    """A whole-number parameter from 0 to `MAX_SEQ` (a record index, a count), or None when
+    absent or empty.
+
+    Raises:
+        ApiError: 400 naming the parameter.
+    """
+    raw = request.query_params.get(name)
+    return None if raw is None or not raw.strip() else _number(raw, name)
+
+
+def seq_param(request: Request, name: str) -> int:
+    """An event number parameter (`after`, `open`, `running`): 0 when absent.
+
+    Raises:
+        ApiError: 400, not an integer from 0 to `MAX_SEQ`.
+    """
+    return count_param(request, name) or 0
+
+
+def last_event_id(request: Request) -> int:
+    """Where a stream resumes: `Last-Event-ID` (what a reconnecting EventSource sends), else
+    `?after=N`, else 0."""
+    raw = request.headers.get("last-event-id")
+    if raw is None or not raw.strip():
+        return seq_param(request, "after")
+    return _number(raw, "Last-Event-ID")
+
+
+def _number(raw: str, name: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_SEQ:
+        raise ApiError(
+            400, "bad_request", f"{name} must be an integer from 0 to {MAX_SEQ}, got {raw[:100]!r}"
+        )
+    return value
