@@ -42,6 +42,7 @@ __all__ = [
     "ToolSpec",
     "check_settings",
     "client_from_config",
+    "model_problem",
     "setting_problem",
 ]
 
@@ -51,6 +52,7 @@ PROVIDERS: dict[str, str] = {
     "openai": "tether.llm.openai_chat:OpenAIChatClient",
     "openai-responses": "tether.llm.openai_responses:OpenAIResponsesClient",
     "gemini": "tether.llm.gemini:GeminiClient",
+    "test": "tether.llm.test:TestModel",
 }
 
 
@@ -71,6 +73,23 @@ CONFIG_KEYS = (
 """The keys of a model config dict (``model`` required)."""
 
 
+def model_problem(model: object) -> str | None:
+    """What is wrong with `model` as a model string, worded to follow the parameter's name
+    ("must be 'provider:model' ..."), or None when it names a known provider. The keyless test
+    model is ``"test"`` (or ``"test:echo"``, ``"test:tools"``)."""
+    if model == "test":
+        return None
+    if not isinstance(model, str) or ":" not in model:
+        return (
+            f"must be 'provider:model' (a provider of {', '.join(PROVIDERS)}) or 'test', "
+            f"got {model!r}"
+        )
+    provider = model.split(":", 1)[0]
+    if provider not in PROVIDERS:
+        return f"names an unknown provider {provider!r} in {model!r}; known: {', '.join(PROVIDERS)}"
+    return None
+
+
 def client_from_config(config: str | _Mapping[str, _Any] | LLMClient) -> LLMClient:
     """The adapter for a model: a ``"provider:model"`` string, or a model config dict
     ``{"model": "provider:model", "base_url"?, "api_key"?, "headers"?, "max_retries"?,
@@ -89,10 +108,12 @@ def client_from_config(config: str | _Mapping[str, _Any] | LLMClient) -> LLMClie
             f"{', '.join(CONFIG_KEYS)} (model settings such as temperature go in settings=)"
         )
     model = config.get("model")
-    if not isinstance(model, str) or ":" not in model:
-        raise _UnknownProviderError(
-            f"llm.model must be 'provider:model' (one of {', '.join(PROVIDERS)}), got {model!r}"
-        )
+    problem = model_problem(model)
+    if problem is not None:
+        raise _UnknownProviderError(f"llm.model {problem}")
+    assert isinstance(model, str)
+    if model == "test":
+        model = "test:"
     for key in ("base_url", "api_key"):
         value = config.get(key)
         if value is not None and not isinstance(value, str):
@@ -106,11 +127,7 @@ def client_from_config(config: str | _Mapping[str, _Any] | LLMClient) -> LLMClie
     if bad:
         raise _ConfigError(f"the model config's headers must map strings to strings: {bad[0]!r}")
     provider, name = model.split(":", 1)
-    target = PROVIDERS.get(provider)
-    if target is None:
-        raise _UnknownProviderError(
-            f"unknown provider {provider!r} in {model!r}; known: {', '.join(PROVIDERS)}"
-        )
+    target = PROVIDERS[provider]
     import importlib
 
     module_name, cls_name = target.split(":")
