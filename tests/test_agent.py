@@ -394,3 +394,13 @@ async def test_aclose_closes_the_client_the_agent_built_and_never_one_it_was_giv
     async with agent:
         pass
     assert given.closed == 0
+
+
+@pytest.mark.parametrize(("param", "shown"), [("model", "model="), ("llm", "llm=")])
+def test_a_model_string_without_a_provider_names_the_parameter_written(
+    param: str, shown: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        kwargs: dict[str, Any] = {param: "gpt-4o"}
+        create_agent(**kwargs)
+    assert str(caught.value).startswith(f"{shown} must be 'provider:model'")

@@ -814,3 +814,26 @@ def test_an_integer_property_takes_a_whole_float_as_the_validator_does() -> None
     assert t.check_input({"a": 1.0, "b": 2}) is None  # JSON Schema: 1.0 is an integer
     assert t.check_input({"a": 1.5, "b": 2}) is not None
     assert t.check_input({"a": True, "b": 2}) is not None
+
+
+class Connection:
+    """A type pydantic has no schema for."""
+
+
+def test_a_parameter_type_without_a_json_schema_names_the_tool_parameter_and_type() -> None:
+    def query(sql: str, conn: Connection) -> str:
+        return sql
+
+    with pytest.raises(ToolDefinitionError) as caught:
+        tool(query)
+    message = str(caught.value)
+    assert message.startswith("tool 'query': parameter 'conn' has type ")
+    assert "Connection" in message and "JSON schema" in message
+
+
+def test_an_annotation_that_does_not_resolve_names_the_tool() -> None:
+    def lookup(key: Undefined) -> str:  # type: ignore[name-defined]  # noqa: F821
+        return "x"
+
+    with pytest.raises(ToolDefinitionError, match=r"tool 'lookup': .*name 'Undefined'"):
+        tool(lookup)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeVar, cast
 
 from .errors import ConfigError, ModelSettingError
-from .llm import REASONING_TAKES, SETTING_KEYS, LLMClient, setting_problem
+from .llm import REASONING_TAKES, SETTING_KEYS, LLMClient, model_problem, setting_problem
 from .llm.base import ModelSettings
 from .prompt import PromptLayer, prompt_layer
 
@@ -91,8 +91,14 @@ def model_client_spec(param: str, value: Any) -> dict[str, Any] | LLMClient:
     """A model as `client_from_config` takes it: a ``"provider:model"`` string becomes
     ``{"model": value}``; a config dict is copied; a client is itself."""
     if isinstance(value, str):
+        problem = model_problem(value)
+        if problem is not None:
+            raise ConfigError(f"{param}= {problem}")
         return {"model": value}
     if isinstance(value, Mapping):
+        problem = model_problem(value.get("model"))
+        if problem is not None:
+            raise ConfigError(f"{param}['model'] {problem}")
         return dict(value)
     if isinstance(value, LLMClient):
         return value

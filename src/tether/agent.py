@@ -150,7 +150,7 @@ class Agent:
                 "create_agent() needs model= ('provider:model', an LLMClient or a model config "
                 "dict), e.g. create_agent(model='anthropic:claude-sonnet-4-6')"
             )
-        config = model_client_spec("model", spec)
+        config = model_client_spec("llm" if model is None else "model", spec)
         self._owns_client = not isinstance(config, LLMClient)
         self.client: LLMClient = client_from_config(config)
         """The model client (built from the model string or config, or the one given)."""

@@ -447,6 +447,22 @@ def define_tool(
     )
 
 
+def _unsupported_parameter(tool_name: str, fields: dict[str, Any]) -> ToolDefinitionError:
+    """The error for a typed function whose parameters have no JSON schema, naming the first
+    parameter that has none and its type."""
+    for param, (ann, _default) in fields.items():
+        try:
+            pydantic.TypeAdapter(ann).json_schema()
+        except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticInvalidForJsonSchema):
+            type_name = getattr(ann, "__qualname__", None) or repr(ann)
+            return ToolDefinitionError(
+                f"tool {tool_name!r}: parameter {param!r} has type {type_name}, which has no "
+                "JSON schema; annotate it with a JSON type (str, int, float, bool, list, dict), "
+                "a pydantic model, a dataclass or a TypedDict"
+            )
+    return ToolDefinitionError(f"tool {tool_name!r}: its parameters have no JSON schema")
+
+
 @overload
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
@@ -472,7 +488,13 @@ def tool(
     def build(f: Callable[..., Any]) -> Tool:
         tool_name = name or f.__name__
         _check_name(tool_name)
-        hints = get_type_hints(f, include_extras=True)
+        try:
+            hints = get_type_hints(f, include_extras=True)
+        except NameError as exc:  # an annotation naming something not importable from f's module
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: its annotations do not resolve ({exc}); import the type in "
+                f"the module of {getattr(f, '__qualname__', tool_name)}"
+            ) from None
         fields: dict[str, Any] = {}
         ctx_param: str | None = None
         for p in inspect.signature(f).parameters.values():
@@ -484,10 +506,13 @@ def tool(
                 raise ToolDefinitionError(f"tool {tool_name!r}: *args/**kwargs cannot be described")
             default = ... if p.default is inspect.Parameter.empty else p.default
             fields[p.name] = (ann, default)
-        model = pydantic.create_model(
-            f"{tool_name}_input", __config__=pydantic.ConfigDict(extra="forbid"), **fields
-        )
-        schema = model.model_json_schema()
+        try:
+            model = pydantic.create_model(
+                f"{tool_name}_input", __config__=pydantic.ConfigDict(extra="forbid"), **fields
+            )
+            schema = model.model_json_schema()
+        except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticInvalidForJsonSchema):
+            raise _unsupported_parameter(tool_name, fields) from None
         schema.pop("title", None)
         is_async = inspect.iscoroutinefunction(f)
         validate = model.model_validate

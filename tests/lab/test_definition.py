@@ -155,3 +155,48 @@ def test_a_typo_in_a_run_option_names_the_options() -> None:
     agent = lab.create_agent(id="a", model=scripted())
     with pytest.raises(ConfigError, match=r"unknown run option\(s\) \['setting'\]; the options"):
         agent.run(user="x", setting={"temperature": 1})  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"model": "gpt-4o"}, r"agent 'a': model= must be 'provider:model'.*got 'gpt-4o'"),
+        ({"llm": "opnai:gpt-4o"}, r"llm= names an unknown provider 'opnai'"),
+        ({"model": {"model": "gpt-4o"}}, r"model\['model'\] must be 'provider:model'"),
+    ],
+)
+def test_a_bad_model_string_is_refused_when_the_agent_is_defined(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    lab = Runtime(store="memory", version=False)
+    with pytest.raises(ConfigError, match=message) as caught:
+        lab.create_agent(id="a", **kwargs)
+    assert "llm.model" not in str(caught.value)
+
+
+async def test_a_model_of_another_provider_drops_the_base_url_written_for_the_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: list[dict[str, Any]] = []
+
+    def fake(config: dict[str, Any]) -> ScriptClient:
+        built.append(dict(config))
+        return ScriptClient([{"text": "ok"}] * 4, model=config["model"])
+
+    monkeypatch.setattr(host_module, "client_from_config", fake)
+    lab = Runtime(store="memory", version=False)
+    local = {
+        "model": "openai:llama3",
+        "base_url": "http://localhost:11434/v1",
+        "api_key": "ollama",
+        "headers": {"x-proxy": "1"},
+        "idle_timeout": 5,
+    }
+    agent = lab.create_agent(id="a", model=local)
+    await agent.run(user="1", model="anthropic:claude-sonnet-4-5").result
+    await agent.run(user="2", model="openai:qwen").result
+    assert built == [
+        {"model": "anthropic:claude-sonnet-4-5", "idle_timeout": 5},
+        {**local, "model": "openai:qwen"},
+    ]
+    await lab.aclose()

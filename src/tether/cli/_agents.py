@@ -19,6 +19,7 @@ from ._errors import (
     start_error,
 )
 from ._interrupt import CtrlC
+from ._models import check_model_option
 from ._project import GlobalOptions, load_project, options_of, reach_stores, run_async
 from ._render import (
     EpisodeRenderer,
@@ -243,11 +244,7 @@ def run_agent(
             "there is no user message: give PROMPT or --input TEXT",
             hint=f'e.g. `tether agent run {agent_id} "Hello"` (or --input - to read stdin).',
         )
-    if model is not None and ":" not in model:
-        raise CommandLineError(
-            f"--model {model!r} is not 'provider:model'",
-            hint="e.g. --model openai:gpt-4o-mini or -m anthropic:claude-sonnet-4-5.",
-        )
+    check_model_option(model)
     registry = load_project(options)
     agent = find_agent(registry, agent_id)
     context = parse_tool_context(agent, tool_context)

@@ -36,6 +36,7 @@ from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Runtime
 from ._agents import find_agent
 from ._errors import CommandLineError, reports_errors, start_error
 from ._interrupt import CtrlC
+from ._models import check_model_option
 from ._project import GlobalOptions, load_project, options_of, reach_stores
 from ._render import EpisodeRenderer, clean, clean_lines, emit_err
 
@@ -93,10 +94,7 @@ def run_chat(ctx: typer.Context, agent_id: str, scope: str | None, model: str | 
     options = options_of(ctx)
     if scope is not None and not scope.strip():
         raise CommandLineError("--scope is empty", hint="Give a scope name, or omit --scope.")
-    if model is not None and ":" not in model:
-        raise CommandLineError(
-            f"--model {model!r} is not 'provider:model'", hint="e.g. --model openai:gpt-4o-mini."
-        )
+    check_model_option(model)
     registry = load_project(options)
     agent = find_agent(registry, agent_id)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()

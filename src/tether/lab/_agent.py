@@ -708,7 +708,7 @@ def _run_model(kw: Mapping[str, Any]) -> ModelSpec | None:
     model, llm = kw.get("model"), kw.get("llm")
     if model is not None and llm is not None:
         raise ConfigError("llm= is another name for model=; give only one of them")
-    return check_model(model if model is not None else llm, "")
+    return check_model(model if model is not None else llm, "", "model" if llm is None else "llm")
 
 
 def _for_agent(trace: Any, agent_id: str) -> Any:

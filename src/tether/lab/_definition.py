@@ -27,7 +27,7 @@ from typing import Any, Final, TypeAlias, TypedDict, cast
 from ..errors import ConfigError, ModelSettingError
 from ..guardrails import Guardrail
 from ..integrations import IntegrationSource
-from ..llm import REASONING_TAKES, SETTING_KEYS, LLMClient, setting_problem
+from ..llm import REASONING_TAKES, SETTING_KEYS, LLMClient, model_problem, setting_problem
 from ..llm.base import ModelSettings
 from ..prompt import PromptLayer, prompt_layer
 from ..resources import Resource
@@ -217,6 +217,9 @@ def check_model(value: Any, where: str, name: str = "model") -> ModelSpec | None
     if value is None or isinstance(value, str | LLMClient):
         if isinstance(value, str) and not value.strip():
             raise bad(name, value, "'provider:model'", where)
+        problem = model_problem(value) if isinstance(value, str) else None
+        if problem is not None:
+            raise ConfigError(f"{_where(where)}{name}= {problem}")
         return value
     if isinstance(value, Mapping):
         for key in value:
@@ -230,14 +233,31 @@ def check_model(value: Any, where: str, name: str = "model") -> ModelSpec | None
         model = value.get("model")
         if model is not None and not (isinstance(model, str) and model.strip()):
             raise bad(f"{name}['model']", model, "'provider:model'", where)
+        problem = model_problem(model) if model is not None else None
+        if problem is not None:
+            raise ConfigError(f"{_where(where)}{name}['model'] {problem}")
         return dict(value)
     raise bad(name, value, "'provider:model', a model-config dict or an LLMClient", where)
+
+
+_PROVIDER_BOUND = ("base_url", "api_key", "headers", "extra_body")
+"""Model-config keys that belong to one provider: a layer naming a model of another provider
+drops them from the layers below it."""
+
+
+def _provider(model: Any) -> str | None:
+    """The provider part of a model string (None: no model, or a layer that does not name one)."""
+    if not isinstance(model, str):
+        return None
+    return model.split(":", 1)[0] if ":" in model else model
 
 
 def merge_models(layers: Sequence[ModelSpec | None], where: str) -> dict[str, Any] | LLMClient:
     """The model of one episode from `layers`, lowest precedence first (runtime defaults,
     agent, run). Strings and config dicts merge key by key; a client object replaces what is
-    below it, and only a config naming a `model` can replace a client.
+    below it, and only a config naming a `model` can replace a client. A layer whose model is
+    another provider's drops the provider-bound keys below it (`base_url`, `api_key`,
+    `headers`, `extra_body`): they were written for the other provider.
 
     Raises:
         ConfigError: no layer names a model, or config keys would apply to a client object.
@@ -256,6 +276,12 @@ def merge_models(layers: Sequence[ModelSpec | None], where: str) -> dict[str, An
                 f"({type(acc).__name__}); give the model as 'provider:model' or a config dict "
                 "with a 'model' key, or set these on the client"
             )
+        below = _provider(acc.get("model")) if isinstance(acc, dict) else None
+        above = _provider(config.get("model"))
+        if isinstance(acc, dict) and below and above and below != above:
+            # Another provider's endpoint, key and wire extras would be sent to this one
+            # (an OpenAI base_url under -m anthropic:... posts to /v1/v1/messages).
+            acc = {k: v for k, v in acc.items() if k not in _PROVIDER_BOUND}
         acc = config if acc is None or isinstance(acc, LLMClient) else {**acc, **config}
     if acc is None or (isinstance(acc, dict) and acc.get("model") is None):
         raise ConfigError(
@@ -544,7 +570,9 @@ class Definition:
             raise bad("on_tool_call", on_tool_call, "a function (subject, ctx) -> decision", where)
         prompt = v.get("system_prompt")
         return cls(
-            model=check_model(v.get("model"), where),
+            model=check_model(
+                v.get("model"), where, "llm" if values.get("llm") is not None else "model"
+            ),
             system_prompt=SystemPrompt.of(prompt, where) if prompt is not None else None,
             settings=check_settings(v.get("settings"), where),
             tools=check_tools(v.get("tools"), where),
