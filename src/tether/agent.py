@@ -50,6 +50,7 @@ from .tracing import Tracer, TraceSink
 from .turn import (
     DEFAULT_MAX_TOOL_RESULT_CHARS,
     DEFAULT_MAX_TOOL_ROUNDS,
+    NO_TOOLS,
     UNSET,
     ModelSpec,
     SystemPromptSpec,
@@ -295,7 +296,7 @@ class Agent:
             self.client,
             ctx,
             self.toolbox,
-            None if opts.tools is None else tuple(opts.tools),
+            None if opts.tools is None else _tools(opts.tools),
             static,
             dynamic,
             self._tool_guards,
@@ -569,6 +570,10 @@ def _stop_conditions(
 
 
 _NO_OPTIONS = TurnOptions()
+
+
+def _tools(tools: Sequence[Tool]) -> tuple[Tool, ...]:
+    return tools if isinstance(tools, tuple) and tools is NO_TOOLS else tuple(tools)
 
 
 def _none(*values: object) -> bool:

@@ -60,6 +60,19 @@ UNSET: Any = object()
 """`TurnOptions.max_tool_rounds` when the run does not set it (None means no bound)."""
 
 
+class _NoTools(tuple["Tool", ...]):
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_TOOLS"
+
+
+NO_TOOLS: tuple[Tool, ...] = _NoTools()
+"""`TurnOptions(tools=NO_TOOLS)`: a turn that offers the model no tools at all, the integration
+sources' (MCP servers') included (the lab's structured-output follow-up is an answer, not a
+tool round)."""
+
+
 @dataclass(slots=True)
 class TurnOptions:
     """Per-turn overrides of the agent's own settings; None keeps the agent's. Never written
@@ -73,7 +86,8 @@ class TurnOptions:
     system_prompt: SystemPromptSpec | None = None
     """Replaces the agent's system prompt for this turn."""
     tools: Sequence[Tool] | None = None
-    """Replaces the agent's declared tools (the integration sources' stay)."""
+    """Replaces the agent's declared tools (the integration sources' stay; `NO_TOOLS`: none at
+    all)."""
     stop_when: Sequence[StopCondition] | StopCondition | None = None
     response_format: dict[str, Any] | None = None
     stream_retries: int | None = None
@@ -162,6 +176,10 @@ class Toolbox:
         """Connect (unless connected), then the turn's tools: `override` replaces the declared
         ones (the sources' tools stay). Built once per set of connections when not overridden."""
         conns = await self._integrations.ensure(signal, tracer=tracer)
+        if override is NO_TOOLS:
+            return Toolset(
+                MappingProxyType({}), [], self._attach + tuple(r for c in conns for r in c.attach)
+            )
         if override is None:
             cached = self._cache
             if cached is not None and cached[0] is conns:

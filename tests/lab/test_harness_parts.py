@@ -322,7 +322,10 @@ async def test_the_follow_up_after_a_tool_loop_streams_partial_output_and_calls_
     }
     follow_up = client.calls[2]
     assert follow_up["response_format"]["name"] == "Forecast"
-    assert follow_up["settings"] == {"temperature": 0.3, "tool_choice": "none"}
+    # No tools at all (the MCP server's neither), so no tool_choice either.
+    assert "add" in [t["name"] for t in client.calls[0]["tools"]]
+    assert "tools" not in follow_up
+    assert follow_up["settings"] == {"temperature": 0.3}
     assert "response_format" not in client.calls[0]
     await agent.aclose()
 

@@ -193,3 +193,39 @@ async def test_the_schema_on_the_call_overrides_the_agents(lab: Runtime) -> None
 async def test_a_schema_that_is_not_an_object_is_refused(lab: Runtime) -> None:
     with pytest.raises(ConfigError, match="JSON object"):
         lab.create_agent(id="r", model=scripted(), output_schema=list[int])
+
+
+TICKET = {
+    "title": "Ticket",
+    "type": "object",
+    "properties": {"priority": {"enum": ["low", "high"]}, "summary": {"type": "string"}},
+    "required": ["priority", "summary"],
+}
+
+
+async def test_a_json_schema_dict_is_an_output_schema_and_the_answer_its_dict(
+    lab: Runtime,
+) -> None:
+    client = scripted({"text": '{"priority": "high", "summary": "down"}'})
+    agent = lab.create_agent(id="t", model=client, output_schema=TICKET)
+    result = await agent.run(user="The site is down").result
+    assert result.output == {"priority": "high", "summary": "down"}
+    assert client.calls[0]["response_format"] == {"name": "Ticket", "schema": TICKET}
+
+
+async def test_an_answer_off_the_json_schema_fails_saying_where(lab: Runtime) -> None:
+    client = scripted({"text": '{"priority": "urgent", "summary": "down"}'})
+    agent = lab.create_agent(id="t", model=client, output_schema=TICKET)
+    with pytest.raises(NoObjectGeneratedError, match="priority: 'urgent' is not one of"):
+        await agent.run(user="The site is down").result
+
+
+def test_a_json_schema_dict_that_is_not_an_object_or_not_a_schema_is_refused(
+    lab: Runtime,
+) -> None:
+    with pytest.raises(ConfigError, match='needs "type": "object"'):
+        lab.create_agent(id="a", model=scripted(), output_schema={"type": "array"})
+    with pytest.raises(ConfigError, match="output_schema is not a valid JSON Schema"):
+        lab.create_agent(
+            id="b", model=scripted(), output_schema={"type": "object", "required": "x"}
+        )

@@ -499,6 +499,30 @@ class LabAgent(Generic[T]):
         tags: Sequence[str] | None = ...,
     ) -> AgentRunHandle[U]: ...
 
+    @overload
+    def run(
+        self,
+        *,
+        memory_scope: str | None = ...,
+        context: Any = ...,
+        user: str | None = ...,
+        messages: Sequence[Mapping[str, Any]] | None = ...,
+        output_schema: Mapping[str, Any],
+        model: ModelSpec | None = ...,
+        llm: ModelSpec | None = ...,
+        settings: ModelSettings | None = ...,
+        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
+        max_retries: int | None = ...,
+        stream_retries: int | None = ...,
+        system_prompt_conflict: SystemPromptConflict = ...,
+        suppress_system_prompt_conflict_warning: bool = ...,
+        workflow: Any = ...,
+        tools: ToolsSpec | None = ...,
+        tool_provider_context: Any = ...,
+        services: Mapping[str, Any] | None = ...,
+        tags: Sequence[str] | None = ...,
+    ) -> AgentRunHandle[dict[str, Any]]: ...
+
     def run(self, **kwargs: Any) -> AgentRunHandle[Any]:
         """Start one episode and return its handle at once; the episode drains the model
         stream itself (observers still get every `agent_text_delta`).
@@ -588,6 +612,30 @@ class LabAgent(Generic[T]):
         services: Mapping[str, Any] | None = ...,
         tags: Sequence[str] | None = ...,
     ) -> AgentStreamHandle[U]: ...
+
+    @overload
+    def stream(
+        self,
+        *,
+        memory_scope: str | None = ...,
+        context: Any = ...,
+        user: str | None = ...,
+        messages: Sequence[Mapping[str, Any]] | None = ...,
+        output_schema: Mapping[str, Any],
+        model: ModelSpec | None = ...,
+        llm: ModelSpec | None = ...,
+        settings: ModelSettings | None = ...,
+        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
+        max_retries: int | None = ...,
+        stream_retries: int | None = ...,
+        system_prompt_conflict: SystemPromptConflict = ...,
+        suppress_system_prompt_conflict_warning: bool = ...,
+        workflow: Any = ...,
+        tools: ToolsSpec | None = ...,
+        tool_provider_context: Any = ...,
+        services: Mapping[str, Any] | None = ...,
+        tags: Sequence[str] | None = ...,
+    ) -> AgentStreamHandle[dict[str, Any]]: ...
 
     def stream(self, **kwargs: Any) -> AgentStreamHandle[Any]:
         """Like `run()`, and the handle exposes `text_stream` and `full_stream` (with

@@ -55,7 +55,7 @@ from ..stop import StepResult, StopCondition, step_count_is
 from ..stores.message_store import MessageStore, StoredRecord, SystemRecord
 from ..stores.run_store import TRACEBACK_LIMIT, RunInfo, RunStore
 from ..tools import Tool
-from ..turn import TurnOptions
+from ..turn import NO_TOOLS, TurnOptions
 from ..workflows import Workflow
 from ._callers import Caller, running_episode
 from ._definition import SystemPrompt
@@ -464,14 +464,8 @@ class Episode:
             self._push(done)
             return text, value, done
         self.view.append({"role": "user", "content": [{"type": "text", "text": JSON_REQUEST}]})
-        settings = self.agent.settings
-        if self.agent.harness.toolbox.sources:
-            # An MCP server's tools stay on every request of the agent: here they may not be
-            # called (the follow-up is an answer, not a tool round).
-            settings = {**(settings or {}), "tool_choice": "none"}
-        done = await self._send(
-            prompt, [], [step_count_is(1)], output.response_format, settings=settings
-        )
+        # No tools at all, an MCP server's included: the follow-up is an answer, not a round.
+        done = await self._send(prompt, NO_TOOLS, [step_count_is(1)], output.response_format)
         self._push(done)
         text = done["text"]
         if self.steps[-1].tool_calls:
@@ -581,10 +575,9 @@ class Episode:
     async def _send(
         self,
         prompt: Sequence[PromptLayer],
-        tools: list[Tool] | None,
+        tools: Sequence[Tool] | None,
         stop_when: list[StopCondition],
         response_format: dict[str, Any] | None,
-        settings: ModelSettings | None = None,
     ) -> DoneEvent:
         """One run of the harness loop. Every event but `done` goes to stream readers as it
         comes; `done` is handed on by the caller, which knows whether a follow-up comes."""
@@ -603,7 +596,7 @@ class Episode:
             stop_when=stop_when,
             response_format=response_format,
             stream_retries=self.stream_retries,
-            settings=settings if settings is not None else self.agent.settings,
+            settings=self.agent.settings,
         )
         # The harness's one turn factory, then its one loop (what `Agent.send` runs).
         plan = self.agent.harness.plan_turn(session, opts)

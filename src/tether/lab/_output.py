@@ -8,12 +8,14 @@ before: prose, an empty answer or a JSON array is a failure, not an all-defaults
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import pydantic
 
 from ..errors import ConfigError
+from ..tools import _schema_checker
 
 __all__ = ["JSON_REQUEST", "OutputSpec", "jsonable"]
 
@@ -35,11 +37,16 @@ class OutputSpec(Generic[T]):
     """A compiled output schema: validator and response format, built once per schema."""
 
     schema: Any
-    adapter: pydantic.TypeAdapter[T]
+    adapter: pydantic.TypeAdapter[T] | None
+    """None for a JSON Schema given as a dict (then `check` validates)."""
     response_format: dict[str, Any]
+    check: Callable[[Any], str | None] | None = None
+    """The JSON Schema's checker: None when the value matches, else where and why not."""
 
     @classmethod
     def of(cls, schema: Any) -> OutputSpec[Any]:
+        if isinstance(schema, Mapping):
+            return cls._of_json_schema(dict(schema))
         try:
             adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(schema)
             json_schema = adapter.json_schema()
@@ -59,6 +66,23 @@ class OutputSpec(Generic[T]):
         name = str(json_schema.get("title") or getattr(schema, "__name__", "output"))
         return cls(schema, adapter, {"name": name, "schema": json_schema})
 
+    @classmethod
+    def _of_json_schema(cls, schema: dict[str, Any]) -> OutputSpec[Any]:
+        """A JSON Schema as the docs allow: the answer is the dict it describes."""
+        if schema.get("type") != "object":
+            raise ConfigError(
+                "output_schema must describe a JSON object: a JSON Schema given as a dict "
+                f'needs "type": "object" (it has {schema.get("type")!r})'
+            )
+        try:
+            check = _schema_checker("output_schema", schema)
+        except ConfigError as exc:
+            raise ConfigError(
+                str(exc).replace("tool 'output_schema': input_schema", "output_schema")
+            ) from exc
+        name = str(schema.get("title") or "output")
+        return cls(schema, None, {"name": name, "schema": schema}, check)
+
     def parse(self, text: str) -> T:
         """The object `text` holds, defaults filled in.
 
@@ -71,6 +95,12 @@ class OutputSpec(Generic[T]):
             raise NoMatch(f"the answer is not JSON ({exc})") from None
         if not isinstance(value, dict):
             raise NoMatch(f"the answer is JSON but not an object ({type(value).__name__})")
+        if self.adapter is None:
+            assert self.check is not None
+            why = self.check(value)
+            if why is not None:
+                raise NoMatch(f"the JSON object does not match the schema: {why}")
+            return value  # type: ignore[return-value]
         try:
             return self.adapter.validate_json(text)
         except pydantic.ValidationError as exc:

@@ -355,6 +355,35 @@ class Runtime:
         recording: RecordingLevel | None = ...,
     ) -> LabAgent[T]: ...
 
+    @overload
+    def create_agent(
+        self,
+        *,
+        id: str,
+        model: ModelSpec | None = ...,
+        llm: ModelSpec | None = ...,
+        system_prompt: SystemPromptSpec | None = ...,
+        prompt: SystemPromptSpec | None = ...,
+        settings: ModelSettings | None = ...,
+        tools: ToolsSpec | None = ...,
+        resources: Sequence[Resource] | None = ...,
+        integrations: Sequence[IntegrationSource] | None = ...,
+        guardrails: Sequence[Guardrail] | None = ...,
+        services: Mapping[str, Any] | None = ...,
+        trace: bool | TraceSink | None = ...,
+        max_tool_rounds: int | None = ...,
+        max_tool_result_chars: int | None = ...,
+        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
+        on_tool_call: Callable[..., Any] | None = ...,
+        output_schema: Mapping[str, Any],
+        title_workflow: Workflow[Any, Any] | None = ...,
+        max_retries: int | None = ...,
+        stream_retries: int | None = ...,
+        memory_store: MessageStore | None = ...,
+        description: str = ...,
+        recording: RecordingLevel | None = ...,
+    ) -> LabAgent[dict[str, Any]]: ...
+
     def create_agent(self, **kwargs: Any) -> LabAgent[Any]:
         """Declare an agent (synchronous; nothing reaches the network or the disk).
 
