@@ -1,5 +1,5 @@
-"""One layout for both SQL backends: the same table names, the same stored text for the same
-values, and SQLite files written before the names were shared are migrated in place."""
+"""One layout for both SQL backends: the same table names and the same stored text for the same
+values, from one initial schema each."""
 
 from __future__ import annotations
 
@@ -9,18 +9,11 @@ from pathlib import Path
 import psycopg
 from tests.postgres_server import postgres_url
 
-from tether.stores import RunInfo, RunQuery, SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
+from tether.stores import RunInfo, SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
 from tether.stores.postgres import PostgresMessageStore, PostgresRunStore, PostgresWorkflowStore
-from tether.stores.sqlite import (
-    MIGRATIONS_TABLE,
-    connect,
-    m001_create_message_tables,
-    m001_create_run_tables,
-    m001_create_workflow_tables,
-    message_migrations,
-    run_migrations,
-    workflow_migrations,
-)
+from tether.stores.postgres import schema as postgres_schema
+from tether.stores.sqlite import MIGRATIONS_TABLE, connect
+from tether.stores.sqlite import schema as sqlite_schema
 
 TABLES = {
     "tether_message_scopes",
@@ -85,78 +78,17 @@ async def test_both_sql_backends_use_one_set_of_table_names_and_store_tags_alike
     conn.close()
 
 
-def _legacy_file(path: Path) -> None:
-    """A file as tether wrote it before the SQLite tables took the PostgreSQL names."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute(
-        "CREATE TABLE _tether_migrations (store TEXT NOT NULL, name TEXT NOT NULL,"
-        " applied_at TEXT NOT NULL, PRIMARY KEY (store, name))"
-    )
-    for store, fn in (
-        ("messages", m001_create_message_tables),
-        ("runs", m001_create_run_tables),
-        ("workflow", m001_create_workflow_tables),
-    ):
-        fn(conn)
-        conn.execute(
-            "INSERT INTO _tether_migrations VALUES (?, ?, '2025-01-01')", (store, fn.__name__)
-        )
-    conn.execute("INSERT INTO message_scopes VALUES ('s', 1, 'Old chat', 1.0, 2.0)")
-    conn.execute(
-        "INSERT INTO messages VALUES ('s', 0, ?)",
-        ('{"role":"user","content":[{"type":"text","text":"hi"}]}',),
-    )
-    conn.execute(
-        "INSERT INTO runs VALUES ('r', 'agent', 'a', 'completed', 1.0, 2.0, '[\"t\"]', 's',"
-        " NULL, NULL, NULL, '{}', 1)"
-    )
-    conn.execute("INSERT INTO run_events VALUES ('r', 1, 'agent_started', 1.0, '{}')")
-    conn.execute(
-        "INSERT INTO workflow_runs VALUES ('w', 'wf', 'completed', '1', '2', NULL, NULL, 'w',"
-        " NULL, 1, 1.0, 2.0)"
-    )
-    conn.execute("INSERT INTO workflow_steps VALUES ('w', 'one', 1, 'one', '[1]', 1.5)")
-    conn.close()
-
-
-async def test_a_file_written_with_the_old_table_names_is_migrated_and_keeps_everything(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "old.db"
-    _legacy_file(path)
-    conn = connect(path)
-    messages, runs, workflows = (
-        SqliteMessageStore(conn),
-        SqliteRunStore(conn),
-        SqliteWorkflowStore(conn),
-    )
-    assert sqlite_tables(conn) == TABLES
-    assert await messages.load("s") == [
-        {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+async def test_every_store_of_a_file_applies_the_one_schema_once(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "one.db")
+    stores = [SqliteWorkflowStore(conn), SqliteMessageStore(conn), SqliteRunStore(conn)]
+    assert sqlite_tables(conn) == TABLES  # the first store created every table
+    assert sqlite_schema.applied(conn) == sqlite_schema.names
+    assert conn.execute(f"SELECT store, name FROM {MIGRATIONS_TABLE}").fetchall() == [
+        ("tether", name) for name in sqlite_schema.names
     ]
-    assert await messages.get_title("s") == "Old chat"
-    assert await messages.append("s", [{"role": "assistant", "content": []}]) == 2
-    info = await runs.get_run("r")
-    assert info is not None and info.tags == ["t"] and info.status == "completed"
-    assert [e["type"] for e in await runs.events("r")] == ["agent_started"]
-    # The tag table and the full-text index were renamed with the runs.
-    await runs.start_run(RunInfo(run_id="r2", kind="agent", name="a", input_text="zebra crossing"))
-    assert [i.run_id for i in (await runs.query_runs(RunQuery(tag="t"))).runs] == ["r"]
-    assert [i.run_id for i in (await runs.query_runs(RunQuery(q="zebr"))).runs] == ["r2"]
-    record = await workflows.get_run("w")
-    assert record is not None and record.output == 2
-    assert [s.output for s in await workflows.list_steps("w")] == [[1]]
-    # The scopes' foreign key follows the renamed table: deleting a scope takes its records.
-    await messages.delete("s")
-    assert conn.execute("SELECT count(*) FROM tether_messages").fetchone() == (0,)
-    # A tether from before the rename reads the old name, sees migrations it does not know and
-    # refuses the file (instead of creating empty tables under the old names beside these).
-    old_view = conn.execute(
-        "SELECT store, name FROM _tether_migrations WHERE store = 'runs' ORDER BY rowid"
-    ).fetchall()
-    assert old_view == [("runs", name) for name in run_migrations.names]
-    declared = message_migrations.names + run_migrations.names + workflow_migrations.names
-    assert conn.execute(f"SELECT count(*) FROM {MIGRATIONS_TABLE}").fetchone() == (len(declared),)
-    for store in (messages, runs, workflows):
+    assert sqlite_schema.names[0] == postgres_schema.names[0] == "m001_initial_schema"
+    # The two backends' schemas change together: the same migrations, under the same names.
+    assert sqlite_schema.names == postgres_schema.names
+    for store in stores:
         await store.aclose()
     conn.close()

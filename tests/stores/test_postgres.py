@@ -26,9 +26,7 @@ from tether.stores.postgres import (
     PostgresMigrations,
     PostgresRunStore,
     PostgresWorkflowStore,
-    message_migrations,
-    run_migrations,
-    workflow_migrations,
+    schema,
 )
 
 
@@ -356,22 +354,18 @@ async def test_runs_messages_and_journals_survive_new_store_instances(url: str) 
 # -- migrations --------------------------------------------------------------------------------
 
 
-async def test_each_store_records_its_schema_as_named_migrations(
+async def test_the_stores_record_their_one_schema_as_named_migrations(
     url: str, admin: Connection
 ) -> None:
     stores = [PostgresMessageStore(url), PostgresRunStore(url), PostgresWorkflowStore(url)]
-    lists = [message_migrations, run_migrations, workflow_migrations]
-    assert [await s.migrate() for s in stores] == [m.names for m in lists]
-    assert message_migrations.names[0] == "m001_create_message_tables"
-    assert run_migrations.names[:2] == ["m001_create_run_tables", "m002_run_cost_text_and_filters"]
-    assert workflow_migrations.names[0] == "m001_create_workflow_tables"
+    # The first store to migrate applies the schema every store shares; the others find it.
+    assert [await s.migrate() for s in stores] == [schema.names, [], []]
+    assert schema.names[0] == "m001_initial_schema"
     assert [await s.migrate() for s in stores] == [[], [], []]
     assert await rows(admin, f"SELECT store, name FROM {MIGRATIONS_TABLE} ORDER BY id") == [
-        (m.store, name) for m in lists for name in m.names
+        ("tether", name) for name in schema.names
     ]
-    assert await message_migrations.applied(admin) == message_migrations.names
-    assert await run_migrations.applied(admin) == run_migrations.names
-    assert await workflow_migrations.applied(admin) == workflow_migrations.names
+    assert await schema.applied(admin) == schema.names
     again = PostgresMessageStore(url)
     assert await again.migrate() == []
     for s in [*stores, again]:
@@ -383,8 +377,8 @@ async def test_connections_racing_to_migrate_a_fresh_schema_apply_each_migration
 ) -> None:
     stores = [PostgresWorkflowStore(url) for _ in range(6)]
     applied = await asyncio.gather(*(s.migrate() for s in stores))
-    assert sorted(applied) == [[]] * 5 + [workflow_migrations.names]
-    names = len(workflow_migrations.names)
+    assert sorted(applied) == [[]] * 5 + [schema.names]
+    names = len(schema.names)
     assert await rows(admin, f"SELECT count(*) FROM {MIGRATIONS_TABLE}") == [(names,)]
     for s in stores:
         await s.aclose()
@@ -394,13 +388,14 @@ async def test_a_schema_written_by_a_newer_tether_is_refused(url: str, admin: Co
     async with PostgresMessageStore(url) as store:
         await store.append("s", [user("kept")])
     await admin.execute(
-        f"INSERT INTO {MIGRATIONS_TABLE} (store, name, applied_at) VALUES ('messages', 'm999_future', now())"
+        f"INSERT INTO {MIGRATIONS_TABLE} (store, name, applied_at) VALUES ('tether', 'm999_future', now())"
     )
     async with PostgresMessageStore(url) as newer:
         with pytest.raises(StoreError, match=r"newer tether.*m999_future.*upgrade tether"):
             await newer.load("s")
-    async with PostgresRunStore(url) as runs:  # other stores' migrations are their own
-        assert await runs.list_runs() == []
+    async with PostgresRunStore(url) as runs:  # every store of the database refuses it
+        with pytest.raises(StoreError, match=r"newer tether"):
+            await runs.list_runs()
     kept = '{"role":"user","content":[{"type":"text","text":"kept"}]}'
     assert await rows(admin, "SELECT record FROM tether_messages") == [(kept,)]
 

@@ -12,7 +12,7 @@ import pytest
 
 from tether.errors import StoreError
 from tether.stores import SqliteMessageStore, SqliteWorkflowStore
-from tether.stores.sqlite import connect, workflow_migrations
+from tether.stores.sqlite import connect, schema
 
 
 async def test_runs_and_steps_survive_reopening(tmp_path: Path) -> None:
@@ -28,11 +28,8 @@ async def test_runs_and_steps_survive_reopening(tmp_path: Path) -> None:
 
 async def test_the_schema_is_recorded_as_named_migrations(tmp_path: Path) -> None:
     async with SqliteWorkflowStore.open(tmp_path / "wf.db") as store:
-        assert workflow_migrations.applied(store._conn) == workflow_migrations.names
-        assert workflow_migrations.names[:2] == [
-            "m001_create_workflow_tables",
-            "m002_tether_workflow_table_names",
-        ]
+        assert schema.applied(store._conn) == schema.names
+        assert schema.names[0] == "m001_initial_schema"
 
 
 def test_writers_on_separate_connections_lose_nothing(tmp_path: Path) -> None:

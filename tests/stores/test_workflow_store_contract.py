@@ -7,6 +7,7 @@ on the same storage, and how to damage a stored record (for the corruption rules
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
@@ -20,7 +21,6 @@ from tests.postgres_server import postgres_url
 
 from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError, WorkflowRunBusyError
 from tether.stores import InMemoryWorkflowStore, RunLease, SqliteWorkflowStore, WorkflowStore
-from tether.stores._codecs import RUN_COLUMNS, STEP_COLUMNS
 from tether.stores.postgres import PostgresWorkflowStore
 from tether.stores.sqlite import connect
 
@@ -37,17 +37,15 @@ class Backend:
 
 
 def _mem_step(store: WorkflowStore, run_id: str, step_id: str, text: str) -> None:
-    # The in-memory store keeps the same rows a database holds: damage one the same way.
+    # The in-memory store keeps JSON values as the text a database holds: damage one the same way.
     assert isinstance(store, InMemoryWorkflowStore)
     steps = store._steps[run_id]
-    row = list(steps[step_id])
-    row[STEP_COLUMNS.split(", ").index("output")] = text
-    steps[step_id] = tuple(row)
+    steps[step_id] = dataclasses.replace(steps[step_id], output=text)
 
 
 def _mem_run(store: WorkflowStore, run_id: str, column: str, text: str) -> None:
     assert isinstance(store, InMemoryWorkflowStore)
-    store._runs[run_id][RUN_COLUMNS.split(", ").index(column)] = text
+    setattr(store._runs[run_id], column, text)
 
 
 def _sqlite_conn(store: WorkflowStore) -> sqlite3.Connection:

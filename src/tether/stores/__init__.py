@@ -2,10 +2,11 @@
 
 Three contracts — `MessageStore` (`tether.stores.message_store`), `RunStore`
 (`tether.stores.run_store`) and `WorkflowStore` (`tether.stores.workflow_store`) — and one module
-per backend implementing all three: `tether.stores.memory`, `tether.stores.sqlite` and
-`tether.stores.postgres`. The backends share their record codecs (`tether.stores._codecs`), so
-every value is checked, stored and read back the same way everywhere, and the two SQL backends
-use the same table names. All implementations of one contract pass one shared contract suite.
+or package per backend implementing all three: `tether.stores.memory`, `tether.stores.sqlite` and
+`tether.stores.postgres` (a module per store in each package). The backends share their record
+codecs (`tether.stores._codecs`), so every value is checked, stored and read back the same way
+everywhere, and the two SQL backends use the same table names. All implementations of one
+contract pass one shared contract suite.
 
 The PostgreSQL stores need the `postgres` extra (psycopg 3): without it their names are left out
 of `__all__`, and using one says what to install. SQLite's own plumbing (`connect`,

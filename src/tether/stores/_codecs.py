@@ -24,15 +24,15 @@ from pydantic_core import from_json, to_json
 from .._json import check_json_safe
 from ..errors import ConfigError, StoreCorruptError, StoreError
 from ..workflows._store import (
-    RUN_COLUMNS,
     RUN_STATUSES,
-    STEP_COLUMNS,
+    StepRecord,
+    WorkflowRunRecord,
     busy_error,
     check_finish,
+    check_status,
+    decode_error,
+    decode_json,
     encode_json,
-    run_from_row,
-    run_select,
-    step_from_row,
 )
 from .message_store import StoredRecord
 from .run_store import (
@@ -549,3 +549,65 @@ def totals_sql(dialect: str) -> str:
 def totals_from_row(row: Sequence[Any]) -> RunTotals:
     runs, inp, out, cost, unpriced = row
     return RunTotals(int(runs), int(inp or 0), int(out or 0), float(cost or 0), int(unpriced or 0))
+
+
+# -- workflows -------------------------------------------------------------------------------
+#
+# A run is stored as one row of RUN_COLUMNS and a step as one row of STEP_COLUMNS, with every
+# JSON value (input, output, error) kept as its text: the SQL backends write and read exactly
+# these rows, and a damaged value reads as StoreCorruptError naming the run and the field.
+
+RUN_COLUMNS: Final = (
+    "run_id, workflow_id, status, input, output, error, parent_run_id, root_run_id,"
+    " parent_step_id, attempts, created_at, updated_at, lease_owner, lease_expires_at"
+)
+"""The columns of a run row, in the order `run_from_row` reads them."""
+
+
+def run_select(now: str) -> str:
+    """RUN_COLUMNS for a SELECT that reads a running run whose lease expired as
+    "interrupted"; `now` is the SQL for the database's clock in Unix seconds."""
+    status = (
+        f"CASE WHEN status = 'running' AND lease_expires_at < {now}"
+        " THEN 'interrupted' ELSE status END"
+    )
+    return RUN_COLUMNS.replace("status", status, 1)
+
+
+STEP_COLUMNS: Final = "run_id, step_id, name, seq, output, created_at"
+"""The columns of a step row, in the order `step_from_row` reads them."""
+
+
+def run_from_row(row: Sequence[Any]) -> WorkflowRunRecord:
+    """A run read back from a `RUN_COLUMNS` row; StoreCorruptError names what does not parse."""
+    run_id = row[0]
+    where = f"workflow run {run_id!r}"
+    return WorkflowRunRecord(
+        run_id=run_id,
+        workflow_id=row[1],
+        status=check_status(row[2], where),
+        input=decode_json(row[3], f"{where}.input"),
+        output=None if row[4] is None else decode_json(row[4], f"{where}.output"),
+        error=decode_error(row[5], where),
+        parent_run_id=row[6],
+        root_run_id=row[7],
+        parent_step_id=row[8],
+        attempts=row[9],
+        created_at=row[10],
+        updated_at=row[11],
+        lease_owner=row[12],
+        lease_expires_at=row[13],
+    )
+
+
+def step_from_row(row: Sequence[Any]) -> StepRecord:
+    """A step read back from a `STEP_COLUMNS` row."""
+    where = f"workflow step {row[0]!r}/{row[1]!r}"
+    return StepRecord(
+        run_id=row[0],
+        step_id=row[1],
+        name=row[2],
+        seq=row[3],
+        output=decode_json(row[4], f"{where}.output"),
+        created_at=row[5],
+    )

@@ -3,7 +3,8 @@
 A migration is a function named ``mNNN_what_changed``. Names must increase in declaration
 order, so a name out of order is a programming error caught at import time. Never edit or
 reorder a migration that has shipped; append a new one. How a list is applied and recorded is
-each backend's (`tether.stores.sqlite.Migrations`, `tether.stores.postgres.PostgresMigrations`).
+each backend's (`tether.stores.sqlite.SqliteMigrations`,
+`tether.stores.postgres.PostgresMigrations`).
 """
 
 from __future__ import annotations

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from .._json import check_json_safe, dumps
@@ -30,9 +29,7 @@ from ..errors import StoreCorruptError, StoreError, WorkflowRunBusyError
 __all__ = [
     "FINISHED_STATUSES",
     "READ_STATUSES",
-    "RUN_COLUMNS",
     "RUN_STATUSES",
-    "STEP_COLUMNS",
     "InMemoryWorkflowStore",
     "RunLease",
     "RunStatus",
@@ -41,11 +38,11 @@ __all__ = [
     "WorkflowStore",
     "busy_error",
     "check_finish",
+    "check_status",
+    "decode_error",
+    "decode_json",
     "encode_json",
     "parse_run_error",
-    "run_from_row",
-    "run_select",
-    "step_from_row",
 ]
 
 RunStatus: TypeAlias = Literal["running", "completed", "failed", "cancelled", "interrupted"]
@@ -220,27 +217,7 @@ def parse_run_error(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc)}
 
 
-# -- the record codec every backend shares --------------------------------------------------
-#
-# A run is stored as one row of RUN_COLUMNS and a step as one row of STEP_COLUMNS, with every
-# JSON value (input, output, error) kept as its text: the SQL backends write and read exactly
-# these rows, and the in-memory store keeps the same tuples, so one codec decodes them all.
-
-RUN_COLUMNS: Final = (
-    "run_id, workflow_id, status, input, output, error, parent_run_id, root_run_id,"
-    " parent_step_id, attempts, created_at, updated_at, lease_owner, lease_expires_at"
-)
-"""The columns of a run row, in the order `run_from_row` reads them."""
-
-
-def run_select(now: str) -> str:
-    """RUN_COLUMNS for a SELECT that reads a running run whose lease expired as
-    "interrupted"; `now` is the SQL for the database's clock in Unix seconds."""
-    status = (
-        f"CASE WHEN status = 'running' AND lease_expires_at < {now}"
-        " THEN 'interrupted' ELSE status END"
-    )
-    return RUN_COLUMNS.replace("status", status, 1)
+# -- what every backend shares --------------------------------------------------------------
 
 
 def busy_error(run_id: str, holder: str | None, expires_at: float | None) -> WorkflowRunBusyError:
@@ -259,73 +236,10 @@ def busy_error(run_id: str, holder: str | None, expires_at: float | None) -> Wor
     )
 
 
-STEP_COLUMNS: Final = "run_id, step_id, name, seq, output, created_at"
-"""The columns of a step row, in the order `step_from_row` reads them."""
-
-
 def encode_json(value: Any, path: str) -> str:
     """`value` as the JSON text a store keeps; NotJSONSafeError naming `path` otherwise."""
     check_json_safe(value, path)
     return dumps(value)
-
-
-def _decode(text: Any, where: str) -> Any:
-    if not isinstance(text, str):
-        raise StoreCorruptError(f"{where}: expected JSON text, found {type(text).__name__}")
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise StoreCorruptError(f"{where}: stored JSON does not parse: {exc}") from exc
-
-
-def _check_status(status: Any, where: str) -> RunStatus:
-    if status not in READ_STATUSES:
-        raise StoreCorruptError(f"{where}: unknown status {status!r}")
-    return cast(RunStatus, status)
-
-
-def _decode_error(text: Any, where: str) -> dict[str, Any] | None:
-    if text is None:
-        return None
-    error = _decode(text, f"{where}.error")
-    if not isinstance(error, dict):
-        raise StoreCorruptError(f"{where}.error: expected an object")
-    return error
-
-
-def run_from_row(row: Sequence[Any]) -> WorkflowRunRecord:
-    """A run read back from a `RUN_COLUMNS` row; StoreCorruptError names what does not parse."""
-    run_id = row[0]
-    where = f"workflow run {run_id!r}"
-    return WorkflowRunRecord(
-        run_id=run_id,
-        workflow_id=row[1],
-        status=_check_status(row[2], where),
-        input=_decode(row[3], f"{where}.input"),
-        output=None if row[4] is None else _decode(row[4], f"{where}.output"),
-        error=_decode_error(row[5], where),
-        parent_run_id=row[6],
-        root_run_id=row[7],
-        parent_step_id=row[8],
-        attempts=row[9],
-        created_at=row[10],
-        updated_at=row[11],
-        lease_owner=row[12],
-        lease_expires_at=row[13],
-    )
-
-
-def step_from_row(row: Sequence[Any]) -> StepRecord:
-    """A step read back from a `STEP_COLUMNS` row."""
-    where = f"workflow step {row[0]!r}/{row[1]!r}"
-    return StepRecord(
-        run_id=row[0],
-        step_id=row[1],
-        name=row[2],
-        seq=row[3],
-        output=_decode(row[4], f"{where}.output"),
-        created_at=row[5],
-    )
 
 
 def check_finish(status: str, error: dict[str, Any] | None, output: Any) -> tuple[str, str | None]:
@@ -335,53 +249,116 @@ def check_finish(status: str, error: dict[str, Any] | None, output: Any) -> tupl
     return encode_json(output, "output"), None if error is None else encode_json(error, "error")
 
 
+def decode_json(text: Any, where: str) -> Any:
+    """The value stored as JSON `text`; StoreCorruptError naming `where` otherwise."""
+    if not isinstance(text, str):
+        raise StoreCorruptError(f"{where}: expected JSON text, found {type(text).__name__}")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise StoreCorruptError(f"{where}: stored JSON does not parse: {exc}") from exc
+
+
+def check_status(status: Any, where: str) -> RunStatus:
+    if status not in READ_STATUSES:
+        raise StoreCorruptError(f"{where}: unknown status {status!r}")
+    return cast(RunStatus, status)
+
+
+def decode_error(text: Any, where: str) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    error = decode_json(text, f"{where}.error")
+    if not isinstance(error, dict):
+        raise StoreCorruptError(f"{where}.error: expected an object")
+    return error
+
+
 # -- in-memory -------------------------------------------------------------------------------
 
-# Indexes into a run row (RUN_COLUMNS order) that the in-memory store reads or updates.
-_STATUS, _OUTPUT, _ERROR, _ROOT, _ATTEMPTS, _UPDATED, _OWNER, _EXPIRES = 2, 4, 5, 7, 9, 11, 12, 13
+
+@dataclass(slots=True)
+class _Run:
+    """A run as the in-memory store keeps it: its JSON values as text, as a database would."""
+
+    run_id: str
+    workflow_id: str
+    status: RunStatus
+    input: str
+    parent_run_id: str | None
+    root_run_id: str
+    parent_step_id: str | None
+    created_at: float
+    updated_at: float
+    lease_owner: str | None
+    lease_expires_at: float | None
+    output: str | None = None
+    error: str | None = None
+    attempts: int = 1
+
+    def free_for(self, owner: str, now: float) -> bool:
+        """Whether `owner` may take this run (it is free, or already theirs)."""
+        return (
+            self.status != "running"
+            or self.lease_owner is None
+            or self.lease_owner == owner
+            or (self.lease_expires_at is not None and self.lease_expires_at < now)
+        )
+
+    def read(self) -> WorkflowRunRecord:
+        status: RunStatus = self.status
+        expires = self.lease_expires_at
+        if status == "running" and expires is not None and expires < time.time():
+            status = "interrupted"
+        where = f"workflow run {self.run_id!r}"
+        return WorkflowRunRecord(
+            run_id=self.run_id,
+            workflow_id=self.workflow_id,
+            status=check_status(status, where),
+            input=decode_json(self.input, f"{where}.input"),
+            output=None if self.output is None else decode_json(self.output, f"{where}.output"),
+            error=decode_error(self.error, where),
+            parent_run_id=self.parent_run_id,
+            root_run_id=self.root_run_id,
+            parent_step_id=self.parent_step_id,
+            attempts=self.attempts,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            lease_owner=self.lease_owner,
+            lease_expires_at=self.lease_expires_at,
+        )
 
 
-def _holds(row: list[Any], owner: str, now: float) -> bool:
-    """Whether `owner` may take the run of `row` (it is free, or already theirs)."""
-    return (
-        row[_STATUS] != "running"
-        or row[_OWNER] is None
-        or row[_OWNER] == owner
-        or row[_EXPIRES] < now
-    )
+def _read_step(step: StepRecord) -> StepRecord:
+    """A fresh copy of a kept step (whose output is its JSON text)."""
+    where = f"workflow step {step.run_id!r}/{step.step_id!r}.output"
+    return replace(step, output=decode_json(step.output, where))
 
 
 class InMemoryWorkflowStore:
     """A WorkflowStore in a dict: for tests and for runs that need not outlive the process.
 
-    Runs and steps are kept as the same rows a database holds (JSON values as text) and read
-    back through the same codec, so what a caller reads is a fresh copy and a value that is not
-    JSON-safe is refused at the same point.
+    Runs and steps keep their JSON values as the text a database holds, so what a caller reads
+    is a fresh copy and a value that is not JSON-safe is refused at the same point.
     """
 
     def __init__(self) -> None:
-        self._runs: dict[str, list[Any]] = {}
-        """run_id -> its row, in RUN_COLUMNS order; insertion order is creation order."""
-        self._steps: dict[str, dict[str, tuple[Any, ...]]] = {}
-        """run_id -> step_id -> its row in STEP_COLUMNS order; insertion order is journal order."""
+        self._runs: dict[str, _Run] = {}
+        """Insertion order is creation order."""
+        self._steps: dict[str, dict[str, StepRecord]] = {}
+        """run_id -> step_id -> the step (output as text); insertion order is journal order."""
         self._closed = False
 
     def _live(self) -> None:
         if self._closed:
             raise StoreError("the workflow store is closed")
 
-    def _get(self, run_id: str) -> list[Any]:
+    def _get(self, run_id: str) -> _Run:
         self._live()
-        row = self._runs.get(run_id)
-        if row is None:
+        run = self._runs.get(run_id)
+        if run is None:
             raise StoreError(f"no workflow run {run_id!r}")
-        return row
-
-    @staticmethod
-    def _read(row: list[Any]) -> WorkflowRunRecord:
-        if row[_STATUS] == "running" and row[_EXPIRES] is not None and row[_EXPIRES] < time.time():
-            row = [*row[:_STATUS], "interrupted", *row[_STATUS + 1 :]]
-        return run_from_row(row)
+        return run
 
     async def create_run(
         self,
@@ -399,58 +376,55 @@ class InMemoryWorkflowStore:
         if run_id in self._runs:
             raise StoreError(f"workflow run {run_id!r} already exists")
         now = time.time()
-        row = [
-            run_id,
-            workflow_id,
-            "running",
-            encoded,
-            None,
-            None,
-            parent_run_id,
-            root_run_id or run_id,
-            parent_step_id,
-            1,
-            now,
-            now,
-            None if lease is None else lease.owner,
-            None if lease is None else now + lease.ttl,
-        ]
-        self._runs[run_id] = row
+        run = self._runs[run_id] = _Run(
+            run_id=run_id,
+            workflow_id=workflow_id,
+            status="running",
+            input=encoded,
+            parent_run_id=parent_run_id,
+            root_run_id=root_run_id or run_id,
+            parent_step_id=parent_step_id,
+            created_at=now,
+            updated_at=now,
+            lease_owner=None if lease is None else lease.owner,
+            lease_expires_at=None if lease is None else now + lease.ttl,
+        )
         self._steps[run_id] = {}
-        return self._read(row)
+        return run.read()
 
     async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
         self._live()
-        row = self._runs.get(run_id)
-        return None if row is None else self._read(row)
+        run = self._runs.get(run_id)
+        return None if run is None else run.read()
 
     async def start_attempt(
         self, run_id: str, *, lease: RunLease | None = None
     ) -> WorkflowRunRecord:
-        row = self._get(run_id)
+        run = self._get(run_id)
         now = time.time()
         if lease is not None:
-            if not _holds(row, lease.owner, now):
-                raise busy_error(run_id, row[_OWNER], row[_EXPIRES])
+            if not run.free_for(lease.owner, now):
+                raise busy_error(run_id, run.lease_owner, run.lease_expires_at)
             for other in self._runs.values():
-                if other is not row and other[_ROOT] == row[_ROOT] and other[_STATUS] == "running":
-                    other[_OWNER], other[_EXPIRES] = lease.owner, now + lease.ttl
-        row[_STATUS] = "running"
-        row[_ATTEMPTS] += 1
-        row[_UPDATED] = now
-        row[_OWNER] = None if lease is None else lease.owner
-        row[_EXPIRES] = None if lease is None else now + lease.ttl
-        return self._read(row)
+                nested = other is not run and other.root_run_id == run.root_run_id
+                if nested and other.status == "running":
+                    other.lease_owner, other.lease_expires_at = lease.owner, now + lease.ttl
+        run.status = "running"
+        run.attempts += 1
+        run.updated_at = now
+        run.lease_owner = None if lease is None else lease.owner
+        run.lease_expires_at = None if lease is None else now + lease.ttl
+        return run.read()
 
     async def renew_lease(self, run_id: str, lease: RunLease) -> bool:
-        row = self._get(run_id)
-        if row[_STATUS] != "running" or row[_OWNER] != lease.owner:
+        run = self._get(run_id)
+        if run.status != "running" or run.lease_owner != lease.owner:
             return False
         expires = time.time() + lease.ttl
         for other in self._runs.values():
-            mine = other[_ROOT] == row[_ROOT] and other[_OWNER] == lease.owner
-            if mine and other[_STATUS] == "running":
-                other[_EXPIRES] = expires
+            mine = other.root_run_id == run.root_run_id and other.lease_owner == lease.owner
+            if mine and other.status == "running":
+                other.lease_expires_at = expires
         return True
 
     async def finish_run(
@@ -462,15 +436,15 @@ class InMemoryWorkflowStore:
         error: dict[str, Any] | None = None,
         lease: RunLease | None = None,
     ) -> WorkflowRunRecord:
-        row = self._get(run_id)
+        run = self._get(run_id)
         out, err = check_finish(status, error, output)
-        if lease is not None and row[_OWNER] not in (None, lease.owner):
-            raise busy_error(run_id, row[_OWNER], row[_EXPIRES])
-        row[_OUTPUT], row[_ERROR] = out, err
-        row[_STATUS] = status
-        row[_UPDATED] = time.time()
-        row[_OWNER] = row[_EXPIRES] = None
-        return self._read(row)
+        if lease is not None and run.lease_owner not in (None, lease.owner):
+            raise busy_error(run_id, run.lease_owner, run.lease_expires_at)
+        run.output, run.error = out, err
+        run.status = status
+        run.updated_at = time.time()
+        run.lease_owner = run.lease_expires_at = None
+        return run.read()
 
     async def list_runs(
         self,
@@ -481,33 +455,35 @@ class InMemoryWorkflowStore:
     ) -> list[WorkflowRunRecord]:
         self._live()
         out: list[WorkflowRunRecord] = []
-        for row in reversed(self._runs.values()):
-            if workflow_id is not None and row[1] != workflow_id:
+        for run in reversed(self._runs.values()):
+            if workflow_id is not None and run.workflow_id != workflow_id:
                 continue
-            if root_run_id is not None and row[_ROOT] != root_run_id:
+            if root_run_id is not None and run.root_run_id != root_run_id:
                 continue
             if limit is not None and len(out) >= limit:
                 break
-            out.append(self._read(row))
+            out.append(run.read())
         return out
 
     async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
         self._get(run_id)
         encoded = encode_json(output, "output")
         steps = self._steps[run_id]
-        row = steps.get(step_id)
-        if row is None:
-            row = steps[step_id] = (run_id, step_id, name, len(steps) + 1, encoded, time.time())
-        return step_from_row(row)
+        step = steps.get(step_id)
+        if step is None:
+            step = steps[step_id] = StepRecord(
+                run_id, step_id, name, len(steps) + 1, encoded, time.time()
+            )
+        return _read_step(step)
 
     async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
         self._live()
-        row = self._steps.get(run_id, {}).get(step_id)
-        return None if row is None else step_from_row(row)
+        step = self._steps.get(run_id, {}).get(step_id)
+        return None if step is None else _read_step(step)
 
     async def list_steps(self, run_id: str) -> list[StepRecord]:
         self._live()
-        return [step_from_row(row) for row in self._steps.get(run_id, {}).values()]
+        return [_read_step(step) for step in self._steps.get(run_id, {}).values()]
 
     async def aclose(self) -> None:
         self._closed = True

@@ -1,0 +1,135 @@
+"""`PostgresMessageStore`: transcripts, one row per record, numbered per scope."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from .._codecs import (
+    LAST_INDEX,
+    SCOPE_COLUMNS,
+    check_title,
+    decode_records,
+    encode_records,
+    title_like,
+)
+from ..message_store import ScopeInfo, StoredRecord
+from ._connection import execute, fetch_all, fetch_one
+from ._leases import PostgresScopeLeases
+
+__all__ = ["PostgresMessageStore"]
+
+
+# One statement: bump the scope's length (creating the row, or row-locking it until commit) and
+# insert the records numbered after the old length.
+_APPEND = """
+WITH bumped AS (
+    INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at)
+    VALUES (%(scope)s, %(n)s, %(now)s, %(now)s)
+    ON CONFLICT (scope) DO UPDATE
+        SET length = s.length + EXCLUDED.length, updated_at = EXCLUDED.updated_at
+    RETURNING s.length
+), inserted AS (
+    INSERT INTO tether_messages (scope, seq, record)
+    SELECT %(scope)s, bumped.length - %(n)s + r.i - 1, r.record
+    FROM bumped, unnest(%(records)s::text[]) WITH ORDINALITY AS r (record, i)
+)
+SELECT length FROM bumped
+"""
+
+
+class PostgresMessageStore(PostgresScopeLeases):
+    """A MessageStore in PostgreSQL (see the module docstring for how appends stay atomic and
+    O(1) with many writers)."""
+
+    _kind = "message store"
+
+    async def load(
+        self, scope: str, *, start: int = 0, end: int | None = None
+    ) -> list[StoredRecord]:
+        async with self._session() as conn:
+            rows = await fetch_all(
+                conn,
+                "SELECT seq, record FROM tether_messages WHERE scope = %s AND seq >= %s"
+                " AND seq < %s ORDER BY seq",
+                (scope, max(start, 0), LAST_INDEX if end is None else end),
+            )
+        return decode_records(scope, rows[0][0] if rows else 0, [raw for _, raw in rows])
+
+    async def append(self, scope: str, records: Sequence[StoredRecord]) -> int:
+        encoded = encode_records(scope, records)
+        params = {"scope": scope, "n": len(encoded), "now": time.time(), "records": encoded}
+        async with self._session() as conn:
+            row = await fetch_one(conn, _APPEND, params)
+        assert row is not None  # the upsert always returns the scope row
+        return int(row[0])
+
+    async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:
+        encoded = encode_records(scope, records)
+        now = time.time()
+        async with self._session(atomic=True) as conn:
+            await execute(
+                conn,
+                "INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT (scope) DO UPDATE"
+                " SET length = EXCLUDED.length, updated_at = EXCLUDED.updated_at",
+                (scope, len(encoded), now, now),
+            )
+            await execute(conn, "DELETE FROM tether_messages WHERE scope = %s", (scope,))
+            await execute(
+                conn,
+                "INSERT INTO tether_messages (scope, seq, record)"
+                " SELECT %s, r.i - 1, r.record"
+                " FROM unnest(%s::text[]) WITH ORDINALITY AS r (record, i)",
+                (scope, encoded),
+            )
+
+    async def length(self, scope: str) -> int:
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn, "SELECT length FROM tether_message_scopes WHERE scope = %s", (scope,)
+            )
+        return int(row[0]) if row is not None else 0
+
+    async def set_title(self, scope: str, title: str) -> None:
+        check_title(scope, title)
+        now = time.time()
+        async with self._session() as conn:
+            await execute(
+                conn,
+                "INSERT INTO tether_message_scopes (scope, length, title, created_at, updated_at)"
+                " VALUES (%s, 0, %s, %s, %s)"
+                " ON CONFLICT (scope) DO UPDATE SET title = EXCLUDED.title",
+                (scope, title, now, now),
+            )
+
+    async def get_title(self, scope: str) -> str | None:
+        info = await self.info(scope)
+        return info.title if info is not None else None
+
+    async def info(self, scope: str) -> ScopeInfo | None:
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn,
+                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes WHERE scope = %s",
+                (scope,),
+            )
+        return ScopeInfo(*row) if row is not None else None
+
+    async def scopes(
+        self, *, limit: int = 100, offset: int = 0, title: str | None = None
+    ) -> list[ScopeInfo]:
+        where, args = ("", []) if title is None else title_like(title, "%s")
+        async with self._session() as conn:
+            rows = await fetch_all(
+                conn,
+                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes{where}"
+                " ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s",
+                (*args, limit, offset),
+            )
+        return [ScopeInfo(*row) for row in rows]
+
+    async def delete(self, scope: str) -> None:
+        async with self._session() as conn:
+            # The records go with the scope row (ON DELETE CASCADE), in the same statement.
+            await execute(conn, "DELETE FROM tether_message_scopes WHERE scope = %s", (scope,))

@@ -1,0 +1,256 @@
+"""`PostgresRunStore`: run summaries, their events and tags; search on a generated column."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Final
+
+from ...errors import StoreError
+from .._codecs import (
+    RUN_INFO_COLUMNS,
+    check_run_status,
+    decode_cursor,
+    decode_event,
+    encode_events,
+    encode_run_info,
+    end_time,
+    finish_sets,
+    finish_values,
+    query_where,
+    run_info_from_row,
+    run_info_select,
+    run_page,
+    run_tags,
+    totals_from_row,
+    totals_sql,
+    where_equal,
+)
+from ..run_store import (
+    CANCEL_REQUESTED,
+    NewRunEvent,
+    RunEvent,
+    RunInfo,
+    RunPage,
+    RunQuery,
+    RunTotals,
+)
+from ..workflow_store import RunStatus
+from ._backed import PostgresBacked
+from ._connection import NOW, execute, fetch_all, fetch_one
+
+__all__ = ["PostgresRunStore"]
+
+_RUN_SELECT: Final = run_info_select("postgres")
+_RUN_SELECT_R: Final = run_info_select("postgres", "r")
+
+# One statement, like a message append: the run row's count is bumped (and row-locked) and the
+# events are numbered after the old count. No row means the run was never started.
+_APPEND_EVENTS = """
+WITH bumped AS (
+    UPDATE tether_runs SET event_count = event_count + %(n)s
+    WHERE run_id = %(run_id)s
+    RETURNING event_count
+), inserted AS (
+    INSERT INTO tether_run_events (run_id, seq, type, at, data)
+    SELECT %(run_id)s, bumped.event_count - %(n)s + e.i, e.type, e.at, e.data
+    FROM bumped,
+        unnest(%(types)s::text[], %(ats)s::float8[], %(datas)s::text[])
+        WITH ORDINALITY AS e (type, at, data, i)
+)
+SELECT event_count FROM bumped
+"""
+
+
+def _append_params(run_id: str, encoded: Sequence[tuple[str, float, str]]) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "n": len(encoded),
+        "types": [kind for kind, _, _ in encoded],
+        "ats": [at for _, at, _ in encoded],
+        "datas": [raw for _, _, raw in encoded],
+    }
+
+
+_START_RUN = f"""
+WITH created AS (
+    INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at)
+    VALUES ({", ".join(f"%(v{i})s" for i in range(len(RUN_INFO_COLUMNS.split(","))))},
+        {NOW} + %(ttl)s::float8)
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING run_id
+), tagged AS (
+    INSERT INTO tether_run_tags (tag, run_id)
+    SELECT t.tag, created.run_id FROM created, unnest(%(tags)s::text[]) AS t (tag)
+)
+SELECT 1 FROM created
+"""
+
+
+class PostgresRunStore(PostgresBacked):
+    """A RunStore in PostgreSQL: one row per run, one row per event, numbered per run."""
+
+    _kind = "run store"
+
+    async def start_run(self, info: RunInfo, *, lease_ttl: float | None = None) -> None:
+        values = encode_run_info(info)
+        params = {f"v{i}": value for i, value in enumerate(values)}
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn, _START_RUN, {**params, "tags": run_tags(info), "ttl": lease_ttl}
+            )
+        if row is None:
+            raise StoreError(f"run {info.run_id!r} already exists")
+
+    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        encoded = encode_events(run_id, events)
+        async with self._session() as conn:
+            row = await fetch_one(conn, _APPEND_EVENTS, _append_params(run_id, encoded))
+        if row is None:
+            raise StoreError(f"run {run_id!r} was never started")
+        return int(row[0])
+
+    async def append_events_many(
+        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
+    ) -> list[int]:
+        params = [
+            _append_params(run_id, encode_events(run_id, events)) for run_id, events in batches
+        ]
+        lasts: list[int] = []
+        # One connection, one transaction, the statements pipelined: one commit for them all.
+        async with self._session(atomic=True) as conn:
+            async with conn.pipeline():
+                cursors = [await execute(conn, _APPEND_EVENTS, p) for p in params]
+            for cur, p in zip(cursors, params, strict=True):
+                row = await cur.fetchone()
+                if row is None:
+                    raise StoreError(f"run {p['run_id']!r} was never started")
+                lasts.append(int(row[0]))
+        return lasts
+
+    async def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        ended_at: float | None = None,
+        error: str | None = None,
+        output_text: str | None = None,
+        usage: dict[str, int] | None = None,
+        cost_usd: float | None = None,
+        lease_ttl: float | None = None,
+        traceback: str | None = None,
+    ) -> None:
+        check_run_status(status)
+        end = end_time(status, ended_at)
+        extra = finish_values(output_text, usage, cost_usd, traceback)
+        ttl = lease_ttl if status == "running" else None
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn,
+                f"UPDATE tether_runs SET status = %s, ended_at = %s, error = %s"
+                f"{finish_sets('%s', extra)}, lease_expires_at = {NOW} + %s::float8"
+                " WHERE run_id = %s RETURNING 1",
+                (status, end, error, *extra.values(), ttl, run_id),
+            )
+        if row is None:
+            raise StoreError(f"run {run_id!r} was never started")
+
+    async def run_totals(self, query: RunQuery) -> RunTotals:
+        conds, args = query_where(query, "%s", "postgres")
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn, f"SELECT {totals_sql('postgres')} FROM tether_runs r{where}", args
+            )
+        assert row is not None
+        return totals_from_row(row)
+
+    async def renew_leases(self, run_ids: Sequence[str], *, lease_ttl: float) -> None:
+        if not run_ids:
+            return
+        async with self._session() as conn:
+            await execute(
+                conn,
+                f"UPDATE tether_runs SET lease_expires_at = {NOW} + %s"
+                " WHERE status = 'running' AND run_id = ANY(%s::text[])",
+                (lease_ttl, list(run_ids)),
+            )
+
+    async def query_runs(
+        self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
+    ) -> RunPage:
+        conds, args = query_where(query, "%s", "postgres")
+        if cursor is not None:
+            started, seq = decode_cursor(cursor)
+            conds.append("(r.started_at, r.id) < (%s, %s)")
+            args.extend((started, seq))
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+        async with self._session() as conn:
+            rows = await fetch_all(
+                conn,
+                f"SELECT {_RUN_SELECT_R}, r.id FROM tether_runs r{where}"
+                " ORDER BY r.started_at DESC, r.id DESC LIMIT %s",
+                (*args, limit + 1),
+            )
+        return run_page(rows, limit)
+
+    async def get_run(self, run_id: str) -> RunInfo | None:
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn, f"SELECT {_RUN_SELECT} FROM tether_runs WHERE run_id = %s", (run_id,)
+            )
+        return run_info_from_row(row) if row is not None else None
+
+    async def list_runs(
+        self,
+        *,
+        kind: str | None = None,
+        workflow_run_id: str | None = None,
+        memory_scope: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[RunInfo]:
+        clause, args = where_equal(
+            "%s", kind=kind, workflow_run_id=workflow_run_id, memory_scope=memory_scope
+        )
+        async with self._session() as conn:
+            rows = await fetch_all(
+                conn,
+                f"SELECT {_RUN_SELECT} FROM tether_runs{clause}"
+                " ORDER BY started_at DESC, id DESC LIMIT %s OFFSET %s",
+                (*args, limit, offset),
+            )
+        return [run_info_from_row(row) for row in rows]
+
+    async def request_cancel(self, run_id: str) -> bool:
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn,
+                "UPDATE tether_runs SET meta ="
+                " (meta::jsonb || jsonb_build_object(%s::text, %s::float8))::text"
+                " WHERE run_id = %s AND status = 'running' RETURNING 1",
+                (CANCEL_REQUESTED, time.time(), run_id),
+            )
+        return row is not None
+
+    async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
+        if not run_ids:
+            return []
+        async with self._session() as conn:
+            rows = await fetch_all(
+                conn,
+                "SELECT run_id FROM tether_runs WHERE run_id = ANY(%s) AND meta::jsonb ? %s",
+                (list(run_ids), CANCEL_REQUESTED),
+            )
+        return [str(r[0]) for r in rows]
+
+    async def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
+        async with self._session() as conn:
+            rows = await fetch_all(
+                conn,
+                "SELECT seq, type, at, data FROM tether_run_events"
+                " WHERE run_id = %s AND seq > %s ORDER BY seq",
+                (run_id, after),
+            )
+        return [decode_event(run_id, seq, kind, at, raw) for seq, kind, at, raw in rows]

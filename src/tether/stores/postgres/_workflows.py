@@ -1,0 +1,242 @@
+"""`PostgresWorkflowStore`: durable workflow runs, their leases and their journaled steps."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final, Literal
+
+from ...errors import StoreError, WorkflowRunBusyError
+from .._codecs import (
+    RUN_COLUMNS,
+    STEP_COLUMNS,
+    busy_error,
+    check_finish,
+    encode_json,
+    run_from_row,
+    run_select,
+    step_from_row,
+    where_equal,
+)
+from ..workflow_store import RunLease, StepRecord, WorkflowRunRecord
+from ._backed import PostgresBacked
+from ._connection import NOW, Connection, fetch_all, fetch_one
+
+__all__ = ["PostgresWorkflowStore"]
+
+_WORKFLOW_RUN_SELECT: Final = run_select(NOW)
+
+# The takeover is one conditional update: it matches only a run that is free (not running,
+# held by nobody, held by this owner already, or held past its lease), and a concurrent
+# takeover waits on the row lock, then finds the run taken. The runs nested in it that are still
+# marked running pass to the same owner in the same statement.
+_TAKE_OVER = f"""
+WITH taken AS (
+    UPDATE tether_workflow_runs SET status = 'running', attempts = attempts + 1,
+        updated_at = %(now)s, lease_owner = %(owner)s,
+        lease_expires_at = {NOW} + %(ttl)s::float8
+    WHERE run_id = %(run_id)s AND (%(owner)s::text IS NULL OR status <> 'running'
+        OR lease_owner IS NULL OR lease_owner = %(owner)s OR lease_expires_at < {NOW})
+    RETURNING {_WORKFLOW_RUN_SELECT}
+), tree AS (
+    UPDATE tether_workflow_runs AS c SET lease_owner = %(owner)s,
+        lease_expires_at = {NOW} + %(ttl)s::float8
+    FROM taken
+    WHERE %(owner)s::text IS NOT NULL AND c.root_run_id = taken.root_run_id
+        AND c.status = 'running' AND c.run_id <> %(run_id)s
+)
+SELECT * FROM taken
+"""
+
+
+class PostgresWorkflowStore(PostgresBacked):
+    """A WorkflowStore in PostgreSQL: one row per run, one row per completed step.
+
+    `append_step` row-locks the run (`FOR NO KEY UPDATE`) before it looks for the step and
+    numbers it after the run's last one (read through the `(run_id, seq)` index): writers on
+    other connections queue, the first output of a step wins, and the cost does not grow with
+    the journal. Leases are set and judged by the server's clock.
+    """
+
+    _kind = "workflow store"
+
+    async def create_run(
+        self,
+        *,
+        run_id: str,
+        workflow_id: str,
+        input: Any,
+        parent_run_id: str | None = None,
+        root_run_id: str | None = None,
+        parent_step_id: str | None = None,
+        lease: RunLease | None = None,
+    ) -> WorkflowRunRecord:
+        encoded = encode_json(input, "input")
+        now = time.time()
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn,
+                f"INSERT INTO tether_workflow_runs ({RUN_COLUMNS})"
+                " VALUES (%s, %s, 'running', %s, NULL, NULL, %s, %s, %s, 1, %s, %s, %s,"
+                f" {NOW} + %s::float8)"
+                f" ON CONFLICT (run_id) DO NOTHING RETURNING {_WORKFLOW_RUN_SELECT}",
+                (
+                    run_id,
+                    workflow_id,
+                    encoded,
+                    parent_run_id,
+                    root_run_id or run_id,
+                    parent_step_id,
+                    now,
+                    now,
+                    None if lease is None else lease.owner,
+                    None if lease is None else lease.ttl,
+                ),
+            )
+        if row is None:
+            raise StoreError(f"workflow run {run_id!r} already exists")
+        return run_from_row(row)
+
+    async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn,
+                f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs WHERE run_id = %s",
+                (run_id,),
+            )
+        return None if row is None else run_from_row(row)
+
+    async def _holder(self, conn: Connection, run_id: str) -> WorkflowRunBusyError:
+        held = await fetch_one(
+            conn,
+            "SELECT lease_owner, lease_expires_at FROM tether_workflow_runs WHERE run_id = %s",
+            (run_id,),
+        )
+        if held is None:
+            raise StoreError(f"no workflow run {run_id!r}")
+        return busy_error(run_id, held[0], held[1])
+
+    async def start_attempt(
+        self, run_id: str, *, lease: RunLease | None = None
+    ) -> WorkflowRunRecord:
+        params = {
+            "run_id": run_id,
+            "now": time.time(),
+            "owner": None if lease is None else lease.owner,
+            "ttl": None if lease is None else lease.ttl,
+        }
+        async with self._session() as conn:
+            row = await fetch_one(conn, _TAKE_OVER, params)
+            if row is None:
+                raise await self._holder(conn, run_id)
+        return run_from_row(row)
+
+    async def renew_lease(self, run_id: str, lease: RunLease) -> bool:
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn,
+                f"""
+                WITH held AS (
+                    SELECT root_run_id FROM tether_workflow_runs
+                    WHERE run_id = %(run_id)s AND status = 'running' AND lease_owner = %(owner)s
+                ), renewed AS (
+                    UPDATE tether_workflow_runs AS t
+                    SET lease_expires_at = {NOW} + %(ttl)s::float8
+                    FROM held
+                    WHERE t.root_run_id = held.root_run_id AND t.lease_owner = %(owner)s
+                        AND t.status = 'running'
+                )
+                SELECT count(*) FROM held
+                """,
+                {"run_id": run_id, "owner": lease.owner, "ttl": lease.ttl},
+            )
+        return row is not None and int(row[0]) > 0
+
+    async def finish_run(
+        self,
+        run_id: str,
+        *,
+        status: Literal["completed", "failed", "cancelled"],
+        output: Any = None,
+        error: dict[str, Any] | None = None,
+        lease: RunLease | None = None,
+    ) -> WorkflowRunRecord:
+        out, err = check_finish(status, error, output)
+        owner = None if lease is None else lease.owner
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn,
+                "UPDATE tether_workflow_runs SET status = %s, output = %s, error = %s,"
+                " updated_at = %s, lease_owner = NULL, lease_expires_at = NULL"
+                " WHERE run_id = %s"
+                " AND (%s::text IS NULL OR lease_owner IS NULL OR lease_owner = %s)"
+                f" RETURNING {_WORKFLOW_RUN_SELECT}",
+                (status, out, err, time.time(), run_id, owner, owner),
+            )
+            if row is None:
+                raise await self._holder(conn, run_id)
+        return run_from_row(row)
+
+    async def list_runs(
+        self,
+        *,
+        workflow_id: str | None = None,
+        root_run_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[WorkflowRunRecord]:
+        clause, params = where_equal("%s", workflow_id=workflow_id, root_run_id=root_run_id)
+        async with self._session() as conn:
+            # LIMIT NULL is no limit.
+            rows = await fetch_all(
+                conn,
+                f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs{clause}"
+                " ORDER BY id DESC LIMIT %s",
+                (*params, limit),
+            )
+        return [run_from_row(row) for row in rows]
+
+    async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
+        encoded = encode_json(output, "output")
+        async with self._session(atomic=True) as conn:
+            locked = await fetch_one(
+                conn,
+                "SELECT 1 FROM tether_workflow_runs WHERE run_id = %s FOR NO KEY UPDATE",
+                (run_id,),
+            )
+            if locked is None:
+                raise StoreError(f"no workflow run {run_id!r}")
+            row = await fetch_one(
+                conn,
+                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps"
+                " WHERE run_id = %s AND step_id = %s",
+                (run_id, step_id),
+            )
+            if row is None:
+                row = await fetch_one(
+                    conn,
+                    f"INSERT INTO tether_workflow_steps ({STEP_COLUMNS})"
+                    " SELECT %s, %s, %s, COALESCE(MAX(seq), 0) + 1, %s, %s"
+                    " FROM tether_workflow_steps WHERE run_id = %s"
+                    f" RETURNING {STEP_COLUMNS}",
+                    (run_id, step_id, name, encoded, time.time(), run_id),
+                )
+        assert row is not None  # INSERT … SELECT of an aggregate inserts exactly one row
+        return step_from_row(row)
+
+    async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn,
+                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps"
+                " WHERE run_id = %s AND step_id = %s",
+                (run_id, step_id),
+            )
+        return None if row is None else step_from_row(row)
+
+    async def list_steps(self, run_id: str) -> list[StepRecord]:
+        async with self._session() as conn:
+            rows = await fetch_all(
+                conn,
+                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps WHERE run_id = %s ORDER BY seq",
+                (run_id,),
+            )
+        return [step_from_row(row) for row in rows]

@@ -1,0 +1,57 @@
+"""Scope leases in SQLite (`ScopeLeases`): which episode may write a memory scope now."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .._codecs import check_scope
+from ._connection import NOW, SqliteBacked, transaction
+
+__all__ = ["SqliteScopeLeases"]
+
+
+class SqliteScopeLeases(SqliteBacked):
+    """The `ScopeLeases` half of `SqliteMessageStore`: one row per held scope, judged by the
+    machine's clock."""
+
+    async def acquire_scope(self, scope: str, owner: str, *, ttl: float) -> str | None:
+        check_scope(scope)
+
+        def op(conn: sqlite3.Connection) -> str | None:
+            with transaction(conn):
+                taken = conn.execute(
+                    "INSERT INTO tether_scope_leases (scope, owner, expires_at)"
+                    f" VALUES (?, ?, {NOW} + ?) ON CONFLICT (scope) DO UPDATE"
+                    " SET owner = excluded.owner, expires_at = excluded.expires_at"
+                    " WHERE tether_scope_leases.owner = excluded.owner"
+                    f" OR tether_scope_leases.expires_at < {NOW}"
+                    " RETURNING owner",
+                    (scope, owner, ttl),
+                ).fetchone()
+                if taken is not None:
+                    return None
+                row = conn.execute(
+                    "SELECT owner FROM tether_scope_leases WHERE scope = ?", (scope,)
+                ).fetchone()
+                return str(row[0])
+
+        return await self._run(op)
+
+    async def renew_scope(self, scope: str, owner: str, *, ttl: float) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                f"UPDATE tether_scope_leases SET expires_at = {NOW} + ?"
+                " WHERE scope = ? AND owner = ?",
+                (ttl, scope, owner),
+            )
+            return cur.rowcount > 0
+
+        return await self._run(op)
+
+    async def release_scope(self, scope: str, owner: str) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "DELETE FROM tether_scope_leases WHERE scope = ? AND owner = ?", (scope, owner)
+            )
+
+        await self._run(op)

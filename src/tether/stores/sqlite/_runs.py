@@ -1,0 +1,275 @@
+"""`SqliteRunStore`: run summaries, their events, tags and full-text search."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+from os import PathLike
+from typing import Any
+
+from ...errors import StoreError
+from .._codecs import (
+    RUN_INFO_COLUMNS,
+    check_run_status,
+    decode_cursor,
+    decode_event,
+    encode_events,
+    encode_run_info,
+    end_time,
+    finish_sets,
+    finish_values,
+    query_where,
+    run_info_from_row,
+    run_info_select,
+    run_page,
+    run_tags,
+    totals_from_row,
+    totals_sql,
+    where_equal,
+)
+from ..run_store import (
+    CANCEL_REQUESTED,
+    NewRunEvent,
+    RunEvent,
+    RunInfo,
+    RunPage,
+    RunQuery,
+    RunTotals,
+)
+from ..workflow_store import RunStatus
+from ._connection import NOW, SqliteBacked, connect, transaction
+from ._schema import schema
+
+__all__ = ["SqliteRunStore"]
+
+_RUN_SELECT = run_info_select("sqlite")
+_RUN_SELECT_R = run_info_select("sqlite", "r")
+_RUN_MARKS = ", ".join("?" * len(RUN_INFO_COLUMNS.split(",")))
+
+
+class SqliteRunStore(SqliteBacked):
+    """A RunStore in SQLite. Takes its connection from the caller and migrates on construction;
+    `SqliteRunStore.open(path)` opens (and later closes) its own."""
+
+    def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
+        super().__init__(conn, owns=owns)
+        self._sync(schema.apply)
+
+    @classmethod
+    def open(cls, path: str | PathLike[str]) -> SqliteRunStore:
+        """Open (creating if needed) the database at `path` with a connection of its own."""
+        return cls(connect(path), owns=True)
+
+    async def start_run(self, info: RunInfo, *, lease_ttl: float | None = None) -> None:
+        row = encode_run_info(info)
+        tags = run_tags(info)
+
+        def op(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                try:
+                    cur = conn.execute(
+                        f"INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at)"
+                        f" VALUES ({_RUN_MARKS}, {NOW} + ?)",
+                        (*row, lease_ttl),
+                    )
+                except sqlite3.IntegrityError as exc:
+                    raise StoreError(f"run {info.run_id!r} already exists") from exc
+                if tags:
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO tether_run_tags (tag, run_id) VALUES (?, ?)",
+                        [(tag, info.run_id) for tag in tags],
+                    )
+                conn.execute(
+                    "INSERT INTO tether_runs_fts (rowid, body) VALUES (?, ?)",
+                    (cur.lastrowid, f"{row[-2]}\n{row[-1]}"),
+                )
+
+        await self._run(op)
+
+    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+        (last,) = await self.append_events_many([(run_id, events)])
+        return last
+
+    async def append_events_many(
+        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
+    ) -> list[int]:
+        encoded = [(run_id, encode_events(run_id, events)) for run_id, events in batches]
+
+        def op(conn: sqlite3.Connection) -> list[int]:
+            lasts: list[int] = []
+            with transaction(conn):
+                for run_id, rows in encoded:
+                    # The run row's count is bumped first (as on PostgreSQL): one statement says
+                    # where the events go, under the write lock this transaction holds.
+                    row = conn.execute(
+                        "UPDATE tether_runs SET event_count = event_count + ? WHERE run_id = ?"
+                        " RETURNING event_count",
+                        (len(rows), run_id),
+                    ).fetchone()
+                    if row is None:
+                        raise StoreError(f"run {run_id!r} was never started")
+                    total = int(row[0])
+                    base = total - len(rows)
+                    conn.executemany(
+                        "INSERT INTO tether_run_events (run_id, seq, type, at, data)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        [(run_id, base + i + 1, k, at, raw) for i, (k, at, raw) in enumerate(rows)],
+                    )
+                    lasts.append(total)
+            return lasts
+
+        return await self._run(op)
+
+    async def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        ended_at: float | None = None,
+        error: str | None = None,
+        output_text: str | None = None,
+        usage: dict[str, int] | None = None,
+        cost_usd: float | None = None,
+        lease_ttl: float | None = None,
+        traceback: str | None = None,
+    ) -> None:
+        check_run_status(status)
+        end = end_time(status, ended_at)
+        extra = finish_values(output_text, usage, cost_usd, traceback)
+        ttl = lease_ttl if status == "running" else None
+
+        def op(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                row = conn.execute(
+                    f"UPDATE tether_runs SET status = ?, ended_at = ?, error = ?"
+                    f"{finish_sets('?', extra)}, lease_expires_at = {NOW} + ? WHERE run_id = ?"
+                    " RETURNING rowid, input_text, output_text",
+                    (status, end, error, *extra.values(), ttl, run_id),
+                ).fetchone()
+                if row is None:
+                    raise StoreError(f"run {run_id!r} was never started")
+                if output_text is not None:
+                    rowid, input_text, new_output = row
+                    conn.execute(
+                        "UPDATE tether_runs_fts SET body = ? WHERE rowid = ?",
+                        (f"{input_text}\n{new_output}", rowid),
+                    )
+
+        await self._run(op)
+
+    async def run_totals(self, query: RunQuery) -> RunTotals:
+        conds, args = query_where(query, "?", "sqlite")
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...]:
+            row: tuple[Any, ...] = conn.execute(
+                f"SELECT {totals_sql('sqlite')} FROM tether_runs r{where}", args
+            ).fetchone()
+            return row
+
+        return totals_from_row(await self._run(op))
+
+    async def renew_leases(self, run_ids: Sequence[str], *, lease_ttl: float) -> None:
+        if not run_ids:
+            return
+        marks = ", ".join("?" * len(run_ids))
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                f"UPDATE tether_runs SET lease_expires_at = {NOW} + ?"
+                f" WHERE status = 'running' AND run_id IN ({marks})",
+                (lease_ttl, *run_ids),
+            )
+
+        await self._run(op)
+
+    async def query_runs(
+        self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
+    ) -> RunPage:
+        conds, args = query_where(query, "?", "sqlite")
+        if cursor is not None:
+            started, seq = decode_cursor(cursor)
+            conds.append("(r.started_at, r.rowid) < (?, ?)")
+            args.extend((started, seq))
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+
+        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"SELECT {_RUN_SELECT_R}, r.rowid FROM tether_runs r{where}"
+                " ORDER BY r.started_at DESC, r.rowid DESC LIMIT ?",
+                (*args, limit + 1),
+            ).fetchall()
+
+        rows = await self._run(op)
+        return run_page(rows, limit)
+
+    async def get_run(self, run_id: str) -> RunInfo | None:
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            row: tuple[Any, ...] | None = conn.execute(
+                f"SELECT {_RUN_SELECT} FROM tether_runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            return row
+
+        row = await self._run(op)
+        return run_info_from_row(row) if row is not None else None
+
+    async def request_cancel(self, run_id: str) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            with transaction(conn):
+                row = conn.execute(
+                    "UPDATE tether_runs SET meta = json_set(meta, ?, ?)"
+                    " WHERE run_id = ? AND status = 'running' RETURNING 1",
+                    (f"$.{CANCEL_REQUESTED}", time.time(), run_id),
+                ).fetchone()
+            return row is not None
+
+        return await self._run(op)
+
+    async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
+        if not run_ids:
+            return []
+        ids = list(run_ids)
+
+        def op(conn: sqlite3.Connection) -> list[str]:
+            marks = ", ".join("?" * len(ids))
+            rows = conn.execute(
+                f"SELECT run_id FROM tether_runs WHERE run_id IN ({marks})"
+                " AND json_extract(meta, ?) IS NOT NULL",
+                (*ids, f"$.{CANCEL_REQUESTED}"),
+            ).fetchall()
+            return [str(r[0]) for r in rows]
+
+        return await self._run(op)
+
+    async def list_runs(
+        self,
+        *,
+        kind: str | None = None,
+        workflow_run_id: str | None = None,
+        memory_scope: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[RunInfo]:
+        clause, args = where_equal(
+            "?", kind=kind, workflow_run_id=workflow_run_id, memory_scope=memory_scope
+        )
+
+        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"SELECT {_RUN_SELECT} FROM tether_runs{clause}"
+                " ORDER BY started_at DESC, rowid DESC LIMIT ? OFFSET ?",
+                (*args, limit, offset),
+            ).fetchall()
+
+        return [run_info_from_row(row) for row in await self._run(op)]
+
+    async def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
+        def op(conn: sqlite3.Connection) -> list[tuple[int, str, float, str]]:
+            return conn.execute(
+                "SELECT seq, type, at, data FROM tether_run_events WHERE run_id = ? AND seq > ?"
+                " ORDER BY seq",
+                (run_id, after),
+            ).fetchall()
+
+        return [decode_event(run_id, seq, k, at, raw) for seq, k, at, raw in await self._run(op)]

@@ -1,0 +1,131 @@
+"""The SQLite stores' schema: one initial schema, then migrations appended one per change.
+
+Every store of a file applies the same list on construction (the ones already recorded are
+skipped), so a file always holds all of tether's tables. The tables and their names are the
+PostgreSQL stores' (`tether.stores.postgres._schema`), except where SQLite has a tool of its own:
+run search is the FTS5 table `tether_runs_fts` (PostgreSQL searches a generated column).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ._migrations import SqliteMigrations
+
+__all__ = ["schema"]
+
+schema = SqliteMigrations("tether")
+"""The migrations of every SQLite store. Append only."""
+
+
+@schema
+def m001_initial_schema(conn: sqlite3.Connection) -> None:
+    # -- messages: a scope row carries its length, so an append reads one row.
+    conn.execute(
+        "CREATE TABLE tether_message_scopes ("
+        " scope TEXT PRIMARY KEY,"
+        " length INTEGER NOT NULL DEFAULT 0,"
+        " title TEXT,"
+        " created_at REAL NOT NULL,"
+        " updated_at REAL NOT NULL)"
+    )
+    conn.execute("CREATE INDEX tether_message_scopes_updated ON tether_message_scopes (updated_at)")
+    conn.execute(
+        "CREATE TABLE tether_messages ("
+        " scope TEXT NOT NULL REFERENCES tether_message_scopes (scope) ON DELETE CASCADE,"
+        " seq INTEGER NOT NULL,"
+        " record TEXT NOT NULL,"
+        " PRIMARY KEY (scope, seq)) WITHOUT ROWID"
+    )
+    # -- leases: which episode may write a scope now (`ScopeLeases`).
+    conn.execute(
+        "CREATE TABLE tether_scope_leases ("
+        " scope TEXT PRIMARY KEY,"
+        " owner TEXT NOT NULL,"
+        " expires_at REAL NOT NULL) WITHOUT ROWID"
+    )
+    # -- runs: one row per run (its rowid numbers the FTS5 row and pages), one per event.
+    conn.execute(
+        "CREATE TABLE tether_runs ("
+        " run_id TEXT PRIMARY KEY,"
+        " kind TEXT NOT NULL,"
+        " name TEXT NOT NULL,"
+        " status TEXT NOT NULL,"
+        " started_at REAL NOT NULL,"
+        " ended_at REAL,"
+        " tags TEXT NOT NULL,"
+        " memory_scope TEXT,"
+        " workflow_run_id TEXT,"
+        " step_id TEXT,"
+        " error TEXT,"
+        " meta TEXT NOT NULL,"
+        " event_count INTEGER NOT NULL DEFAULT 0,"
+        " usage TEXT NOT NULL DEFAULT '{}',"
+        " cost_usd REAL,"
+        " input_text TEXT NOT NULL DEFAULT '',"
+        " output_text TEXT NOT NULL DEFAULT '',"
+        " lease_expires_at REAL,"
+        " parent_run_id TEXT,"
+        " parent_tool_call_id TEXT,"
+        " traceback TEXT)"
+    )
+    # A filtered page of a large store is an index range, not a scan: the run list shows root
+    # runs (no workflow run) newest first, a timeline the runs one episode started.
+    for index, columns in (
+        ("started", "started_at"),
+        ("scope", "memory_scope"),
+        ("status_started", "status, started_at"),
+        ("name_started", "name, started_at"),
+        ("workflow_started", "workflow_run_id, started_at"),
+        ("parent_started", "parent_run_id, started_at"),
+    ):
+        conn.execute(f"CREATE INDEX tether_runs_{index} ON tether_runs ({columns})")
+    conn.execute(
+        "CREATE TABLE tether_run_events ("
+        " run_id TEXT NOT NULL REFERENCES tether_runs (run_id) ON DELETE CASCADE,"
+        " seq INTEGER NOT NULL,"
+        " type TEXT NOT NULL,"
+        " at REAL NOT NULL,"
+        " data TEXT NOT NULL,"
+        " PRIMARY KEY (run_id, seq)) WITHOUT ROWID"
+    )
+    conn.execute(
+        "CREATE TABLE tether_run_tags ("
+        " tag TEXT NOT NULL,"
+        " run_id TEXT NOT NULL REFERENCES tether_runs (run_id) ON DELETE CASCADE,"
+        " PRIMARY KEY (tag, run_id)) WITHOUT ROWID"
+    )
+    conn.execute("CREATE VIRTUAL TABLE tether_runs_fts USING fts5(body, tokenize = 'unicode61')")
+    # -- workflows: one row per run, one per journaled step.
+    conn.execute(
+        "CREATE TABLE tether_workflow_runs ("
+        " run_id TEXT PRIMARY KEY,"
+        " workflow_id TEXT NOT NULL,"
+        " status TEXT NOT NULL,"
+        " input TEXT NOT NULL,"
+        " output TEXT,"
+        " error TEXT,"
+        " parent_run_id TEXT,"
+        " root_run_id TEXT NOT NULL,"
+        " parent_step_id TEXT,"
+        " attempts INTEGER NOT NULL DEFAULT 1,"
+        " created_at REAL NOT NULL,"
+        " updated_at REAL NOT NULL,"
+        " lease_owner TEXT,"
+        " lease_expires_at REAL)"
+    )
+    conn.execute(
+        "CREATE INDEX tether_workflow_runs_by_workflow ON tether_workflow_runs (workflow_id)"
+    )
+    conn.execute("CREATE INDEX tether_workflow_runs_by_root ON tether_workflow_runs (root_run_id)")
+    conn.execute(
+        "CREATE TABLE tether_workflow_steps ("
+        " run_id TEXT NOT NULL REFERENCES tether_workflow_runs (run_id),"
+        " step_id TEXT NOT NULL,"
+        " seq INTEGER NOT NULL,"
+        " name TEXT NOT NULL,"
+        " output TEXT NOT NULL,"
+        " created_at REAL NOT NULL,"
+        " PRIMARY KEY (run_id, step_id),"
+        " UNIQUE (run_id, seq))"
+    )

@@ -1,0 +1,271 @@
+"""`SqliteWorkflowStore`: durable workflow runs, their leases and their journaled steps."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from os import PathLike
+from typing import Any, Literal
+
+from ...errors import StoreError
+from .._codecs import (
+    RUN_COLUMNS,
+    STEP_COLUMNS,
+    busy_error,
+    check_finish,
+    encode_json,
+    run_from_row,
+    run_select,
+    step_from_row,
+    where_equal,
+)
+from ..workflow_store import RunLease, StepRecord, WorkflowRunRecord
+from ._connection import NOW, SqliteBacked, connect, transaction
+from ._schema import schema
+
+__all__ = ["SqliteWorkflowStore"]
+
+_WORKFLOW_RUN_SELECT = run_select(NOW)
+
+
+class SqliteWorkflowStore(SqliteBacked):
+    """A WorkflowStore in SQLite: one row per run, one row per completed step.
+
+    Takes its connection from the caller (see `connect()`) and migrates on construction; use
+    `SqliteWorkflowStore.open(path)` to have the store open — and later close — its own.
+    Like the other SQLite stores it runs each operation whole under the connection's lock (see
+    `SqliteBacked`), so a file locked by another process never blocks the event loop and a
+    connection shared with the other stores never mixes their transactions.
+    Each append is one `BEGIN IMMEDIATE` transaction, so several processes may journal into one
+    file; a step's sequence number comes from the `(run_id, seq)` index, so an append costs the
+    same at step 10 and step 10,000. A takeover (`start_attempt` with a lease) is a conditional
+    update under the same write lock, so of two processes only one gets the run.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
+        super().__init__(conn, owns=owns)
+        self._sync(schema.apply)
+
+    @classmethod
+    def open(cls, path: str | PathLike[str]) -> SqliteWorkflowStore:
+        """Open (creating if needed) the database at `path`; `aclose()` closes it."""
+        return cls(connect(path), owns=True)
+
+    @staticmethod
+    def _row(conn: sqlite3.Connection, run_id: str) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = conn.execute(
+            f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        return row
+
+    async def create_run(
+        self,
+        *,
+        run_id: str,
+        workflow_id: str,
+        input: Any,
+        parent_run_id: str | None = None,
+        root_run_id: str | None = None,
+        parent_step_id: str | None = None,
+        lease: RunLease | None = None,
+    ) -> WorkflowRunRecord:
+        encoded = encode_json(input, "input")
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            try:
+                with transaction(conn):
+                    conn.execute(
+                        f"INSERT INTO tether_workflow_runs ({RUN_COLUMNS})"
+                        " VALUES (?, ?, 'running', ?, NULL, NULL, ?, ?, ?, 1, ?, ?, ?,"
+                        f" {NOW} + ?)",
+                        (
+                            run_id,
+                            workflow_id,
+                            encoded,
+                            parent_run_id,
+                            root_run_id or run_id,
+                            parent_step_id,
+                            now,
+                            now,
+                            None if lease is None else lease.owner,
+                            None if lease is None else lease.ttl,
+                        ),
+                    )
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"workflow run {run_id!r} already exists") from exc
+            return self._row(conn, run_id)
+
+        return run_from_row(_found(await self._run(op), run_id))
+
+    async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
+        row = await self._run(lambda conn: self._row(conn, run_id))
+        return None if row is None else run_from_row(row)
+
+    async def start_attempt(
+        self, run_id: str, *, lease: RunLease | None = None
+    ) -> WorkflowRunRecord:
+        owner = None if lease is None else lease.owner
+        ttl = None if lease is None else lease.ttl
+
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            with transaction(conn):
+                # The conditional update is the takeover: it matches only a run that is free.
+                taken = conn.execute(
+                    "UPDATE tether_workflow_runs SET status = 'running', attempts = attempts + 1,"
+                    f" updated_at = ?, lease_owner = ?, lease_expires_at = {NOW} + ?"
+                    " WHERE run_id = ? AND (? IS NULL OR status <> 'running'"
+                    f" OR lease_owner IS NULL OR lease_owner = ? OR lease_expires_at < {NOW})"
+                    " RETURNING root_run_id",
+                    (time.time(), owner, ttl, run_id, owner, owner),
+                ).fetchone()
+                if taken is None:
+                    held = conn.execute(
+                        "SELECT lease_owner, lease_expires_at FROM tether_workflow_runs"
+                        " WHERE run_id = ?",
+                        (run_id,),
+                    ).fetchone()
+                    if held is None:
+                        return None
+                    raise busy_error(run_id, held[0], held[1])
+                if lease is not None:
+                    conn.execute(
+                        f"UPDATE tether_workflow_runs SET lease_owner = ?,"
+                        f" lease_expires_at = {NOW} + ?"
+                        " WHERE root_run_id = ? AND status = 'running' AND run_id <> ?",
+                        (owner, ttl, taken[0], run_id),
+                    )
+                return self._row(conn, run_id)
+
+        return run_from_row(_found(await self._run(op), run_id))
+
+    async def renew_lease(self, run_id: str, lease: RunLease) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            with transaction(conn):
+                held = conn.execute(
+                    "SELECT root_run_id FROM tether_workflow_runs"
+                    " WHERE run_id = ? AND status = 'running' AND lease_owner = ?",
+                    (run_id, lease.owner),
+                ).fetchone()
+                if held is None:
+                    return False
+                conn.execute(
+                    f"UPDATE tether_workflow_runs SET lease_expires_at = {NOW} + ?"
+                    " WHERE root_run_id = ? AND lease_owner = ? AND status = 'running'",
+                    (lease.ttl, held[0], lease.owner),
+                )
+                return True
+
+        return await self._run(op)
+
+    async def finish_run(
+        self,
+        run_id: str,
+        *,
+        status: Literal["completed", "failed", "cancelled"],
+        output: Any = None,
+        error: dict[str, Any] | None = None,
+        lease: RunLease | None = None,
+    ) -> WorkflowRunRecord:
+        out, err = check_finish(status, error, output)
+        owner = None if lease is None else lease.owner
+
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            with transaction(conn):
+                done = conn.execute(
+                    "UPDATE tether_workflow_runs SET status = ?, output = ?, error = ?,"
+                    " updated_at = ?, lease_owner = NULL, lease_expires_at = NULL"
+                    " WHERE run_id = ? AND (? IS NULL OR lease_owner IS NULL OR lease_owner = ?)"
+                    " RETURNING 1",
+                    (status, out, err, time.time(), run_id, owner, owner),
+                ).fetchone()
+                if done is None:
+                    held = conn.execute(
+                        "SELECT lease_owner, lease_expires_at FROM tether_workflow_runs"
+                        " WHERE run_id = ?",
+                        (run_id,),
+                    ).fetchone()
+                    if held is not None:
+                        raise busy_error(run_id, held[0], held[1])
+                return self._row(conn, run_id)
+
+        return run_from_row(_found(await self._run(op), run_id))
+
+    async def list_runs(
+        self,
+        *,
+        workflow_id: str | None = None,
+        root_run_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[WorkflowRunRecord]:
+        clause, params = where_equal("?", workflow_id=workflow_id, root_run_id=root_run_id)
+        sql = f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs{clause} ORDER BY rowid DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+
+        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(sql, params).fetchall()
+
+        return [run_from_row(row) for row in await self._run(op)]
+
+    async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
+        encoded = encode_json(output, "output")
+
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...]:
+            # Read-then-write inside BEGIN IMMEDIATE: no other writer can slip in between.
+            with transaction(conn):
+                if (
+                    conn.execute(
+                        "SELECT 1 FROM tether_workflow_runs WHERE run_id = ?", (run_id,)
+                    ).fetchone()
+                    is None
+                ):
+                    raise StoreError(f"no workflow run {run_id!r}")
+                row: tuple[Any, ...] | None = conn.execute(
+                    f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps"
+                    " WHERE run_id = ? AND step_id = ?",
+                    (run_id, step_id),
+                ).fetchone()
+                if row is None:
+                    (last,) = conn.execute(
+                        "SELECT COALESCE(MAX(seq), 0) FROM tether_workflow_steps WHERE run_id = ?",
+                        (run_id,),
+                    ).fetchone()
+                    row = (run_id, step_id, name, last + 1, encoded, time.time())
+                    conn.execute(
+                        f"INSERT INTO tether_workflow_steps ({STEP_COLUMNS})"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                return row
+
+        return step_from_row(await self._run(op))
+
+    async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            row: tuple[Any, ...] | None = conn.execute(
+                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps"
+                " WHERE run_id = ? AND step_id = ?",
+                (run_id, step_id),
+            ).fetchone()
+            return row
+
+        row = await self._run(op)
+        return None if row is None else step_from_row(row)
+
+    async def list_steps(self, run_id: str) -> list[StepRecord]:
+        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps WHERE run_id = ? ORDER BY seq",
+                (run_id,),
+            ).fetchall()
+
+        return [step_from_row(row) for row in await self._run(op)]
+
+
+def _found(row: tuple[Any, ...] | None, run_id: str) -> tuple[Any, ...]:
+    if row is None:
+        raise StoreError(f"no workflow run {run_id!r}")
+    return row
