@@ -10,6 +10,16 @@ the threat model: what each one stops, and what it does not.
 from __future__ import annotations
 
 from ._files import file_tools
+from ._shell import Isolation, ShellLimits, bubblewrap_problem, shell_tool
 from ._toolkit import FromRun, PathSpec, Toolkit
 
-__all__ = ["FromRun", "PathSpec", "Toolkit", "file_tools"]
+__all__ = [
+    "FromRun",
+    "Isolation",
+    "PathSpec",
+    "ShellLimits",
+    "Toolkit",
+    "bubblewrap_problem",
+    "file_tools",
+    "shell_tool",
+]
