@@ -21,7 +21,6 @@ from tether import (
     PromptLayer,
     RoundResult,
     Session,
-    StepResult,
     TurnResult,
     create_agent,
     define_tool,
@@ -354,9 +353,15 @@ def test_plan_turn_resolves_the_agent_and_the_run_once() -> None:
     assert agent.plan_turn(session).max_tool_rounds == 3
 
 
-def test_round_result_keeps_the_seed_name_as_an_alias() -> None:
-    assert StepResult is RoundResult
-    assert Agent is type(create_agent(model=script_client([])))
+def test_one_name_per_thing_no_aliases_nobody_asked_for() -> None:
+    import tether
+
+    agent = create_agent(model=script_client([]), prompt="p")
+    assert Agent is type(agent)
+    assert not hasattr(tether, "StepResult") and RoundResult.__name__ == "RoundResult"
+    for gone in ("close", "prompt"):
+        assert not hasattr(agent, gone), gone
+    assert not hasattr(TurnOptions(), "steps")
 
 
 # -- closing -----------------------------------------------------------------------------
@@ -386,7 +391,7 @@ async def test_aclose_closes_the_client_the_agent_built_and_never_one_it_was_giv
     async with owned:
         await owned.run_turn(owned.create_session(), "hi")
     assert built.closed == 1
-    await owned.close()  # close() is aclose(); the agent stays usable afterwards
+    await owned.aclose()  # the agent stays usable afterwards
     assert built.closed == 2
     given = SpyClient()
     agent = create_agent(model=given)

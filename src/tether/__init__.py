@@ -67,7 +67,7 @@ from .prompt import PromptLayer, prompt_layer
 from .resources import Resource, define_resource
 from .session import Message, Session, reduce, remember
 from .signals import AbortController, AbortSignal
-from .stop import RoundResult, StepResult, StopCondition, has_tool_call, step_count_is
+from .stop import RoundResult, StopCondition, has_tool_call, step_count_is
 from .tools import Tool, ToolResult, define_tool, tool
 from .tracing import TraceSink
 from .turn import ModelSpec, SystemPromptSpec, TurnOptions, TurnPlan
@@ -124,7 +124,6 @@ __all__ = [
     "Session",
     "SessionFormatError",
     "StepOutputError",
-    "StepResult",
     "StopCondition",
     "StoreCorruptError",
     "StoreError",

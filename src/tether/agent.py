@@ -21,10 +21,13 @@ from typing import Any, TypeVar
 import httpx
 
 from ._params import (
-    bad,
+    check_function,
     check_limit,
     check_max_tool_rounds,
+    check_services,
     check_settings,
+    check_stop_when,
+    check_trace,
     merge_settings,
     model_client_spec,
     one_of,
@@ -165,9 +168,9 @@ class Agent:
         self.guardrails: tuple[Guardrail, ...] = tuple(
             sequence_of("guardrails", guardrails, Guardrail, "a Guardrail (define_guardrail)")
         )
-        if on_tool_call is not None and not callable(on_tool_call):
-            raise bad("on_tool_call", on_tool_call, "a function (call, ctx) -> decision | None")
-        self.on_tool_call = on_tool_call
+        self.on_tool_call = check_function(
+            "on_tool_call", on_tool_call, "a function (call, ctx) -> decision | None"
+        )
         guards: list[tuple[str, Any]] = []
         if on_tool_call is not None:
             guards.append(("on_tool_call", on_tool_call))
@@ -178,7 +181,10 @@ class Agent:
             sequence_of("tools", tools, Tool, "a Tool (define_tool or @tool)"),
             sequence_of("resources", resources, Resource, "a Resource (define_resource)"),
             sequence_of(
-                "integrations", integrations, IntegrationSource, "an integration (mcp_server)"
+                "integrations",
+                integrations,
+                IntegrationSource,
+                "an MCP source (mcp_server / mcp_stdio)",
             ),
         )
         """The agent's tools: declared, resources as tools, and the integration sources'."""
@@ -195,20 +201,15 @@ class Agent:
             if name in self.workflows:
                 raise ConfigError(f"workflows= has two workflows named {name!r}")
             self.workflows[name] = w
-        self.settings: ModelSettings = check_settings("settings", settings)
+        self.settings: ModelSettings = merge_settings(check_settings("settings", settings))
         """The agent's model settings (a run's overlay them key by key)."""
         if self._owns_client:
             self._validate_settings_for_client()
         self.max_tool_rounds = check_max_tool_rounds(max_tool_rounds)
-        self.stop_when: tuple[StopCondition, ...] = _stop_conditions("stop_when", stop_when)
+        self.stop_when: tuple[StopCondition, ...] = tuple(check_stop_when(stop_when) or ())
         self.max_tool_result_chars = check_limit("max_tool_result_chars", max_tool_result_chars)
-        if not (isinstance(trace, bool) or callable(trace)):
-            raise bad("trace", trace, "True, False or a sink function (record) -> None")
-        Tracer.from_option(trace, None)  # refuses an async sink now rather than at the first turn
-        self.trace = trace
-        if services is not None and not isinstance(services, Mapping):
-            raise bad("services", services, "a dict of name -> service")
-        self.services: dict[str, Any] = dict(services or {})
+        self.trace: bool | TraceSink = check_trace(trace) or False
+        self.services: dict[str, Any] = check_services(services) or {}
         self._http_client: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:
@@ -241,11 +242,6 @@ class Agent:
     @property
     def resources(self) -> list[Resource]:
         return list(self.toolbox.resources)
-
-    @property
-    def prompt(self) -> list[PromptLayer]:
-        """`system_prompt` as a list (the harness seed's name)."""
-        return list(self.system_prompt)
 
     def _http(self) -> httpx.AsyncClient:
         if self._http_client is None:
@@ -291,7 +287,7 @@ class Agent:
             settings = merge_settings(settings, check_settings("settings", opts.settings))
         stop_when = self.stop_when
         if opts.stop_when is not None:
-            stop_when = _stop_conditions("stop_when", opts.stop_when)
+            stop_when = tuple(check_stop_when(opts.stop_when) or ())
         return TurnPlan(
             self.client,
             ctx,
@@ -543,30 +539,11 @@ class Agent:
         if self._owns_client:
             await self.client.aclose()
 
-    async def close(self) -> None:
-        """`aclose()` under the name the design gives it (``await agent.close()``)."""
-        await self.aclose()
-
     async def __aenter__(self) -> Agent:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _stop_conditions(
-    param: str, value: Sequence[StopCondition] | StopCondition | None
-) -> tuple[StopCondition, ...]:
-    if value is None:
-        return ()
-    if callable(value):
-        return (value,)
-    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
-        raise bad(param, value, "a stop condition (e.g. step_count_is(5)) or a list of them")
-    for i, cond in enumerate(value):
-        if not callable(cond):
-            raise ConfigError(f"{param}[{i}] must be a stop condition (a function of the rounds)")
-    return tuple(value)
 
 
 _NO_OPTIONS = TurnOptions()

@@ -10,7 +10,6 @@ from .events import FinishReason, TextPart, ThinkingPart, ToolCallPart, ToolResu
 
 __all__ = [
     "RoundResult",
-    "StepResult",
     "StopCondition",
     "has_tool_call",
     "should_stop",
@@ -41,9 +40,6 @@ class RoundResult:
     finish_reason: FinishReason | None = None
     """The normalized reading of `stop_reason` (see `FinishReason`)."""
 
-
-StepResult = RoundResult
-"""The seed's name for `RoundResult` (one model request: the lab's "step"), kept as an alias."""
 
 StopCondition: TypeAlias = Callable[[Sequence[RoundResult]], bool]
 """Decides after a tool round whether the loop stops; it sees every round of the turn so far."""

@@ -456,7 +456,7 @@ async def test_a_tool_provider_returning_a_non_tool_fails_the_episode(lab: Runti
         model=scripted({"text": "x"}),
         tools=tool_provider(lambda ctx: ["not a tool"]),  # type: ignore[list-item]
     )
-    with pytest.raises(ConfigError, match="is not a Tool"):
+    with pytest.raises(ConfigError, match=r"tools\[0\] must be a Tool"):
         await agent.run(user="x").result
 
 

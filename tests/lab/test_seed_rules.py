@@ -10,7 +10,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from tether import StepResult, define_tool, has_tool_call, step_count_is
+from tether import RoundResult, define_tool, has_tool_call, step_count_is
 from tether.errors import LLMError, NoObjectGeneratedError, TemplateError
 from tether.lab import Runtime
 
@@ -25,7 +25,7 @@ def call(name: str, text: str) -> dict[str, Any]:
     return {"text": text, "tool_use": [{"name": name, "input": {}}]}
 
 
-def says_answer(steps: Sequence[StepResult]) -> bool:
+def says_answer(steps: Sequence[RoundResult]) -> bool:
     return any("ANSWER:" in step.text for step in steps)
 
 

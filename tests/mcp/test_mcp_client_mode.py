@@ -103,13 +103,12 @@ async def test_close_ends_the_sessions_without_spending_the_agent(kit: Kit) -> N
     assert len(server.deleted) == 2
 
 
-async def test_close_is_the_designs_name_for_ending_the_sessions(kit: Kit) -> None:
-    # DESIGN.md: `report = await agent.connect(); await agent.close()`.
+async def test_aclose_ends_the_sessions_and_the_agent_reconnects(kit: Kit) -> None:
     server = kit.server(tools=[add_tool()])
     agent, _ = kit.agent(server)
     await agent.connect()
     [sid] = server.sessions
-    await agent.close()
+    await agent.aclose()
     assert server.deleted == [sid] and agent.tools == []
     assert (await agent.connect())[0]["tools"] == ["add"]  # not spent
 

@@ -13,6 +13,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
 from .._json import check_json_safe
+from .._params import (
+    check_count,
+    check_model,
+    check_services,
+    check_settings,
+    check_stop_when,
+    merge_settings,
+    one_of,
+)
 from ..agent import Agent, create_agent
 from ..errors import ConfigError, NotJSONSafeError, SessionFormatError
 from ..guardrails import Guardrail
@@ -36,12 +45,8 @@ from ._definition import (
     ModelSpec,
     SystemPrompt,
     SystemPromptSpec,
-    check_model,
-    check_settings,
-    check_stop_when,
     check_tools,
     merge_models,
-    merge_settings,
     model_label,
 )
 from ._episode import Episode, EpisodeAgent, SystemPromptConflict, WorkflowLink
@@ -282,7 +287,7 @@ class LabAgent(Generic[T]):
         self._raw_prompt = value
 
     @property
-    def prompt(self) -> SystemPrompt:
+    def prompt_layers(self) -> SystemPrompt:
         """The system prompt in its static layers (what a new scope pins) and dynamic ones."""
         return self._prompt
 
@@ -689,15 +694,13 @@ class LabAgent(Generic[T]):
         d = self._def
         schema = kw.get("output_schema")
         output = OutputSpec.of(schema) if schema is not None else self._output
-        stop_when = check_stop_when(kw.get("stop_when"), "") or self.stop_when
+        stop_when = check_stop_when(kw.get("stop_when")) or self.stop_when
         retries: dict[str, int | None] = {}
         for name, agent_value in (
             ("max_retries", d.max_retries),
             ("stream_retries", d.stream_retries),
         ):
-            value = kw.get(name)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+            value = check_count(name, kw.get(name))
             retries[name] = value if value is not None else agent_value
         conflict = kw.get("system_prompt_conflict", "keep-pinned")
         if conflict not in _CONFLICTS:
@@ -710,11 +713,14 @@ class LabAgent(Generic[T]):
             isinstance(tags, str) or not all(isinstance(t, str) for t in tags)
         ):
             raise ConfigError("tags must be a list of strings")
-        services = kw.get("services")
-        if services is not None and not isinstance(services, Mapping):
-            raise ConfigError(f"services= takes a dict of named services, got {services!r:.80}")
-        model = _run_model(kw)
-        settings = merge_settings([d.settings, check_settings(kw.get("settings"), "")])
+        services = check_services(kw.get("services"))
+        model = check_model(
+            one_of("model", kw.get("model"), "llm", kw.get("llm")),
+            param="model" if kw.get("llm") is None else "llm",
+        )
+        settings = (
+            merge_settings(d.settings, check_settings("settings", kw.get("settings"))) or None
+        )
         harness = self.harness(model, max_retries=retries["max_retries"])
         replaced = tools is not None and (is_provider(tools) or kw.get("tools") is not None)
         agent = EpisodeAgent(
@@ -744,19 +750,12 @@ class LabAgent(Generic[T]):
             link=_link(kw.get("workflow")),
             tool_provider_context=kw.get("tool_provider_context"),
             context=kw.get("context"),
-            services=dict(services) if services is not None else None,
+            services=services,
             tags=merge_tags([*(tags or ()), *context_tags()], self.runtime.provenance_tags()),
             controller=AbortController(),
             buffer=buffer,
             caller=caller(current_workflow_run()),
         )
-
-
-def _run_model(kw: Mapping[str, Any]) -> ModelSpec | None:
-    model, llm = kw.get("model"), kw.get("llm")
-    if model is not None and llm is not None:
-        raise ConfigError("llm= is another name for model=; give only one of them")
-    return check_model(model if model is not None else llm, "", "model" if llm is None else "llm")
 
 
 def _for_agent(trace: Any, agent_id: str) -> Any:

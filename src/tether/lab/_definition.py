@@ -22,12 +22,31 @@ import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias, TypedDict, cast
+from typing import Any, Final, TypeAlias, TypedDict
 
-from ..errors import ConfigError, ModelSettingError
+from .._params import (
+    MODEL_CONFIG_KEYS,
+    SETTINGS_KEYS,
+    bad,
+    bad_item,
+    check_count,
+    check_function,
+    check_limit,
+    check_max_tool_rounds,
+    check_model,
+    check_services,
+    check_settings,
+    check_stop_when,
+    check_trace,
+    merge_settings,
+    one_of,
+    sequence_of,
+    where_prefix,
+)
+from ..errors import ConfigError
 from ..guardrails import Guardrail
 from ..integrations import IntegrationSource
-from ..llm import REASONING_TAKES, SETTING_KEYS, LLMClient, model_problem, setting_problem
+from ..llm import LLMClient
 from ..llm.base import ModelSettings
 from ..prompt import PromptLayer, prompt_layer
 from ..resources import Resource
@@ -35,6 +54,7 @@ from ..stop import StopCondition
 from ..stores.message_store import MessageStore
 from ..tools import Tool
 from ..tracing import TraceSink
+from ..turn import ModelSpec
 from ..workflows import Workflow
 from ._recorder import RecordingLevel, check_recording
 from ._template import Template
@@ -50,17 +70,10 @@ __all__ = [
     "SystemPrompt",
     "SystemPromptSpec",
     "check_keys",
-    "check_model",
-    "check_settings",
     "check_tools",
     "merge_models",
-    "merge_settings",
     "resolve_aliases",
 ]
-
-ModelSpec: TypeAlias = str | Mapping[str, Any] | LLMClient
-"""A model: ``"provider:model"``, a model-config dict (``{"model", "base_url", "api_key",
-...}``), or an LLMClient instance."""
 
 SystemPromptPart: TypeAlias = str | PromptLayer | Template
 SystemPromptSpec: TypeAlias = SystemPromptPart | Sequence[SystemPromptPart]
@@ -69,27 +82,6 @@ those."""
 
 ALIASES: Final[Mapping[str, str]] = {"llm": "model", "prompt": "system_prompt"}
 """The other seed's spelling -> tether's one name."""
-
-MODEL_CONFIG_KEYS: Final = frozenset(
-    {
-        "model",
-        "base_url",
-        "api_key",
-        "headers",
-        "max_retries",
-        "stream_retries",
-        "connect_timeout",
-        "first_byte_timeout",
-        "idle_timeout",
-        "total_timeout",
-        "max_connections",
-        "extra_body",
-    }
-)
-"""The keys of a model-config dict (an adapter may take more: they are passed on to it)."""
-
-SETTINGS_KEYS: Final = frozenset(SETTING_KEYS)
-"""The keys of `settings=`."""
 
 AGENT_KEYS: Final = (
     "model",
@@ -162,7 +154,7 @@ def check_keys(keys: Sequence[str], allowed: Sequence[str], where: str) -> None:
     for key in keys:
         if key in known:
             continue
-        raise ConfigError(f"{_where(where)}{misplaced(key, known)}")
+        raise ConfigError(f"{where_prefix(where)}{misplaced(key, known)}")
 
 
 def misplaced(key: str, known: set[str]) -> str:
@@ -187,57 +179,14 @@ def misplaced(key: str, known: set[str]) -> str:
 def resolve_aliases(values: dict[str, Any], where: str) -> dict[str, Any]:
     """`values` with `llm=` / `prompt=` under their canonical names (given both: an error)."""
     for alias, name in ALIASES.items():
-        if alias not in values:
-            continue
-        value = values.pop(alias)
-        if values.get(name) is not None and value is not None:
-            raise ConfigError(
-                f"{_where(where)}{alias}= is another name for {name}=; give only one of them"
-            )
-        if value is not None:
-            values[name] = value
+        if alias in values:
+            value = one_of(name, values.get(name), alias, values.pop(alias), where)
+            if value is not None:
+                values[name] = value
     return values
 
 
-def _got(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text[:80]}" if len(text) <= 80 else type(value).__name__
-
-
-def bad(name: str, value: Any, takes: str, where: str = "") -> ConfigError:
-    """The error for parameter `name` given `value` when it takes `takes`."""
-    return ConfigError(f"{_where(where)}{name}= takes {takes}, got {_got(value)}")
-
-
 # -- the model -------------------------------------------------------------------------------
-
-
-def check_model(value: Any, where: str, name: str = "model") -> ModelSpec | None:
-    """A model string, a model-config dict (its keys checked) or an LLMClient."""
-    if value is None or isinstance(value, str | LLMClient):
-        if isinstance(value, str) and not value.strip():
-            raise bad(name, value, "'provider:model'", where)
-        problem = model_problem(value) if isinstance(value, str) else None
-        if problem is not None:
-            raise ConfigError(f"{_where(where)}{name}= {problem}")
-        return value
-    if isinstance(value, Mapping):
-        for key in value:
-            if not isinstance(key, str):
-                raise bad(f"{name} key", key, "a string", where)
-            if key in SETTINGS_KEYS and key not in MODEL_CONFIG_KEYS:
-                raise ConfigError(
-                    f"{_where(where)}{name}={{...}}: {key!r} is a model setting, not a "
-                    f"model-config key: pass it as settings={{{key!r}: ...}}"
-                )
-        model = value.get("model")
-        if model is not None and not (isinstance(model, str) and model.strip()):
-            raise bad(f"{name}['model']", model, "'provider:model'", where)
-        problem = model_problem(model) if model is not None else None
-        if problem is not None:
-            raise ConfigError(f"{_where(where)}{name}['model'] {problem}")
-        return dict(value)
-    raise bad(name, value, "'provider:model', a model-config dict or an LLMClient", where)
 
 
 _PROVIDER_BOUND = ("base_url", "api_key", "headers", "extra_body")
@@ -272,9 +221,9 @@ def merge_models(layers: Sequence[ModelSpec | None], where: str) -> dict[str, An
         config = {"model": spec} if isinstance(spec, str) else dict(spec)
         if isinstance(acc, LLMClient) and "model" not in config:
             raise ConfigError(
-                f"{_where(where)}model config {sorted(config)} cannot apply to a client object "
-                f"({type(acc).__name__}); give the model as 'provider:model' or a config dict "
-                "with a 'model' key, or set these on the client"
+                f"{where_prefix(where)}model config {sorted(config)} cannot apply to a client "
+                f"object ({type(acc).__name__}); give the model as 'provider:model' or a config "
+                "dict with a 'model' key, or set these on the client"
             )
         below = _provider(acc.get("model")) if isinstance(acc, dict) else None
         above = _provider(config.get("model"))
@@ -285,52 +234,10 @@ def merge_models(layers: Sequence[ModelSpec | None], where: str) -> dict[str, An
         acc = config if acc is None or isinstance(acc, LLMClient) else {**acc, **config}
     if acc is None or (isinstance(acc, dict) and acc.get("model") is None):
         raise ConfigError(
-            f"{_where(where)}no model: pass model='provider:model' to create_agent or run(), "
+            f"{where_prefix(where)}no model: pass model='provider:model' to create_agent or run(), "
             "or give the runtime a default with Runtime(defaults={'model': ...})"
         )
     return acc
-
-
-# -- settings --------------------------------------------------------------------------------
-
-
-def check_settings(value: Any, where: str) -> ModelSettings | None:
-    """A settings dict with known keys only."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise bad("settings", value, f"a dict with keys {', '.join(sorted(SETTINGS_KEYS))}", where)
-    for key in value:
-        if key not in SETTINGS_KEYS:
-            if key in MODEL_CONFIG_KEYS:
-                raise ConfigError(
-                    f"{_where(where)}settings={{...}}: {key!r} is a model-config key: it goes "
-                    f"inside model={{...}}"
-                )
-            close = difflib.get_close_matches(str(key), sorted(SETTINGS_KEYS), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(
-                f"{_where(where)}settings has an unknown key {key!r}{hint}; the settings are "
-                f"{', '.join(sorted(SETTINGS_KEYS))}"
-            )
-        problem = setting_problem(key, value[key])
-        if problem is not None:
-            takes = REASONING_TAKES if key == "reasoning" else problem[1]
-            raise ModelSettingError(
-                f"{_where(where)}settings[{key!r}] takes {takes}; got {_got(value[key])}", key=key
-            )
-    return cast(ModelSettings, dict(value))  # checked just above by tether.llm's rules
-
-
-def merge_settings(layers: Sequence[ModelSettings | None]) -> ModelSettings | None:
-    """Settings merged key by key, lowest precedence first; None when none is set."""
-    merged: dict[str, Any] = {}
-    for layer in layers:
-        if layer:
-            merged.update(layer)
-    if not merged:
-        return None
-    return cast(ModelSettings, merged)  # a union of checked settings
 
 
 # -- tools -----------------------------------------------------------------------------------
@@ -348,89 +255,15 @@ def check_tools(value: Any, where: str) -> list[Tool] | ToolProvider | None:
         tools: list[Tool] = []
         for key, tool in value.items():
             if not isinstance(tool, Tool):
-                raise bad(f"tools[{key!r}]", tool, "a Tool (define_tool or @tool)", where)
+                raise bad_item("tools", key, tool, "a Tool (define_tool or @tool)", where)
             if not isinstance(key, str) or not _TOOL_NAME.match(key):
                 raise ConfigError(
-                    f"{_where(where)}tools: the key {key!r} names a tool, and a tool name is "
+                    f"{where_prefix(where)}tools: the key {key!r} names a tool, and a tool name is "
                     "1-64 letters, digits, '_' or '-'"
                 )
             tools.append(tool if tool.name == key else dataclasses.replace(tool, name=key))
-        return check_tool_set(tools, f"{_where(where)}tools")
-    return check_tool_set(value, f"{_where(where)}tools")
-
-
-def check_list(
-    name: str, value: Any, kind: type | None, takes: str, where: str
-) -> list[Any] | None:
-    """A list of `kind` (any object when `kind` is None, e.g. a protocol)."""
-    if value is None:
-        return None
-    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
-        raise bad(name, value, f"a list of {takes}", where)
-    for i, item in enumerate(value):
-        if kind is not None and not isinstance(item, kind):
-            raise bad(f"{name}[{i}]", item, takes, where)
-    return list(value)
-
-
-def check_integrations(value: Any, where: str) -> list[IntegrationSource] | None:
-    items = check_list("integrations", value, None, "MCP sources (mcp_server / mcp_stdio)", where)
-    for i, item in enumerate(items or ()):
-        if not isinstance(item, IntegrationSource):
-            raise bad(f"integrations[{i}]", item, "an MCP source (mcp_server / mcp_stdio)", where)
-    return items
-
-
-def check_services(value: Any, where: str) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise bad("services", value, "a dict of named services", where)
-    return dict(value)
-
-
-def check_trace(value: Any, where: str) -> bool | TraceSink | None:
-    if value is None or isinstance(value, bool):
-        return value
-    if callable(value):
-        return cast(TraceSink, value)
-    raise bad("trace", value, "True, False or a sink function (e.g. tether.otel.OtelSink())", where)
-
-
-def check_rounds(value: Any, where: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise bad("max_tool_rounds", value, "an integer >= 1, or None for no cap", where)
-    return value
-
-
-def check_chars(value: Any, where: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise bad("max_tool_result_chars", value, "an integer >= 1", where)
-    return value
-
-
-def check_count(name: str, value: Any, where: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise bad(name, value, "an integer >= 0", where)
-    return value
-
-
-def check_stop_when(value: Any, where: str, name: str = "stop_when") -> list[StopCondition] | None:
-    if value is None:
-        return None
-    items = [value] if callable(value) else value
-    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
-        raise bad(name, value, "a stop condition (a callable of steps) or a list of them", where)
-    for i, cond in enumerate(items):
-        if not callable(cond):
-            raise bad(f"{name}[{i}]", cond, "a stop condition (a callable of steps)", where)
-    return list(items)
+        return check_tool_set(tools, where)
+    return check_tool_set(value, where)
 
 
 # -- the system prompt -----------------------------------------------------------------------
@@ -484,7 +317,7 @@ class SystemPrompt:
                 else:
                     dynamic.append(item)
             else:
-                raise bad(f"system_prompt[{i}]", item, takes, where)
+                raise bad_item("system_prompt", i, item, takes, where)
         return cls(tuple(static), tuple(dynamic))
 
     @property
@@ -565,34 +398,37 @@ class Definition:
         description = v.get("description")
         if description is not None and not isinstance(description, str):
             raise bad("description", description, "a string", where)
-        on_tool_call = v.get("on_tool_call")
-        if on_tool_call is not None and not callable(on_tool_call):
-            raise bad("on_tool_call", on_tool_call, "a function (subject, ctx) -> decision", where)
         prompt = v.get("system_prompt")
+        recording = v.get("recording")
         return cls(
             model=check_model(
                 v.get("model"), where, "llm" if values.get("llm") is not None else "model"
             ),
             system_prompt=SystemPrompt.of(prompt, where) if prompt is not None else None,
-            settings=check_settings(v.get("settings"), where),
+            settings=check_settings("settings", v.get("settings"), where),
             tools=check_tools(v.get("tools"), where),
-            resources=check_list(
-                "resources", v.get("resources"), Resource, "a Resource (define_resource)", where
-            ),
-            integrations=check_integrations(v.get("integrations"), where),
-            guardrails=check_list(
-                "guardrails",
-                v.get("guardrails"),
-                Guardrail,
-                "a Guardrail (define_guardrail)",
+            resources=_list("resources", v, Resource, "a Resource (define_resource)", where),
+            integrations=_list(
+                "integrations",
+                v,
+                IntegrationSource,
+                "an MCP source (mcp_server / mcp_stdio)",
                 where,
             ),
+            guardrails=_list("guardrails", v, Guardrail, "a Guardrail (define_guardrail)", where),
             services=check_services(v.get("services"), where),
             trace=check_trace(v.get("trace"), where),
-            max_tool_rounds=check_rounds(v.get("max_tool_rounds"), where),
-            max_tool_result_chars=check_chars(v.get("max_tool_result_chars"), where),
+            max_tool_rounds=check_max_tool_rounds(v.get("max_tool_rounds"), where),
+            max_tool_result_chars=check_limit(
+                "max_tool_result_chars", v.get("max_tool_result_chars"), where
+            ),
             stop_when=check_stop_when(v.get("stop_when"), where),
-            on_tool_call=on_tool_call,
+            on_tool_call=check_function(
+                "on_tool_call",
+                v.get("on_tool_call"),
+                "a function (call, ctx) -> decision | None",
+                where,
+            ),
             output_schema=v.get("output_schema"),
             title_workflow=title,
             max_retries=check_count("max_retries", v.get("max_retries"), where),
@@ -600,8 +436,8 @@ class Definition:
             memory_store=store,
             description=description,
             recording=(
-                check_recording(v["recording"], f"{_where(where)}recording")
-                if v.get("recording") is not None
+                check_recording(recording, f"{where_prefix(where)}recording")
+                if recording is not None
                 else None
             ),
         )
@@ -615,7 +451,7 @@ class Definition:
             mine, theirs = getattr(self, f.name), getattr(base, f.name)
             values[f.name] = mine if mine is not None else theirs
         values["model"] = fold_models([base.model, self.model])
-        values["settings"] = merge_settings([base.settings, self.settings])
+        values["settings"] = merge_settings(base.settings, self.settings) or None
         if base.services and self.services:
             values["services"] = {**base.services, **self.services}
         return Definition(**values)
@@ -653,3 +489,10 @@ def model_label(spec: ModelSpec | None) -> str:
     if isinstance(model, str):
         return f"{model} ({type(spec).__name__})"
     return type(spec).__name__
+
+
+def _list(
+    name: str, values: Mapping[str, Any], kind: type, takes: str, where: str
+) -> list[Any] | None:
+    value = values.get(name)
+    return None if value is None else sequence_of(name, value, kind, takes, where)

@@ -51,7 +51,7 @@ from ..loop import stream_turn
 from ..prompt import PromptLayer
 from ..session import Message, Session, fold
 from ..signals import AbortController, AbortScope
-from ..stop import StepResult, StopCondition, step_count_is
+from ..stop import RoundResult, StopCondition, step_count_is
 from ..stores.message_store import MessageStore, StoredRecord, SystemRecord
 from ..stores.run_store import TRACEBACK_LIMIT, RunInfo, RunStore
 from ..tools import Tool
@@ -232,7 +232,7 @@ class Episode:
         """Where this episode's first write landed: 0 when it is the one that created the scope
         (two first episodes racing on a new scope both found it empty; only one starts it)."""
         self.new_messages: list[Message] = []
-        self.steps: list[StepResult] = []
+        self.steps: list[RoundResult] = []
         self.usage: dict[str, int] = {}
         self.recorder: RunRecorder | None = None
         self._leased: RunStore | None = None
@@ -490,7 +490,7 @@ class Episode:
             provider = spec
             tools = await self._interruptible(
                 lambda: resolve_tools(
-                    provider, self.tool_provider_context, f"agent {self.agent.id!r} tools"
+                    provider, self.tool_provider_context, f"agent {self.agent.id!r}"
                 )
             )
         return [*tools, *self.agent.resource_tools]
@@ -630,7 +630,7 @@ class Episode:
         event: AgentEvent,
         view: list[Message],
         memory: dict[str, Any],
-        steps: list[StepResult],
+        steps: list[RoundResult],
     ) -> None:
         """Fold one event into the episode's view; record what the run store shows."""
         recorder = self.recorder

@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 from ..events import AgentEvent, Usage
 from ..session import Message
 from ..signals import AbortController
-from ..stop import StepResult
+from ..stop import RoundResult
 
 __all__ = ["AgentRunHandle", "AgentRunResult", "AgentStreamHandle"]
 
@@ -37,7 +37,7 @@ class AgentRunResult(Generic[T]):
     """The episode's id in the RunStore."""
     stop_reason: str | None = None
     """The provider's stop reason for the last request."""
-    steps: list[StepResult] = field(default_factory=list)
+    steps: list[RoundResult] = field(default_factory=list)
     """One entry per model request."""
 
 

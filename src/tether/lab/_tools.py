@@ -6,7 +6,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
-from ..errors import ConfigError, ToolDefinitionError
+from .._params import bad, sequence_of, where_prefix
+from ..errors import ToolDefinitionError
 from ..tools import Tool
 
 __all__ = [
@@ -58,17 +59,17 @@ def tool_provider(fn: Callable[[Any], ToolSet | Awaitable[ToolSet]]) -> ToolProv
     return _FunctionProvider(fn)
 
 
-def check_tool_set(tools: Any, where: str) -> list[Tool]:
+def check_tool_set(tools: Any, where: str, param: str = "tools") -> list[Tool]:
     """A list of Tools with unique names, or a ConfigError saying what is wrong."""
-    if isinstance(tools, (str, bytes, dict)) or not isinstance(tools, Sequence):
-        raise ConfigError(f"{where} must be a list of tools or a ToolProvider, got {tools!r:.80}")
-    out = list(tools)
+    if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Sequence):
+        raise bad(param, tools, "a list of tools, a dict of them or a ToolProvider", where)
+    out = sequence_of(param, tools, Tool, "a Tool (define_tool or @tool)", where)
     seen: set[str] = set()
-    for i, t in enumerate(out):
-        if not isinstance(t, Tool):
-            raise ConfigError(f"{where}[{i}] is not a Tool (use define_tool or @tool): {t!r:.80}")
+    for t in out:
         if t.name in seen:
-            raise ToolDefinitionError(f"{where}: two tools are named {t.name!r}")
+            raise ToolDefinitionError(
+                f"{where_prefix(where)}{param}: two tools are named {t.name!r}"
+            )
         seen.add(t.name)
     return out
 
@@ -78,4 +79,6 @@ async def resolve_tools(provider: ToolProvider, context: Any, where: str) -> lis
     tools = provider.get_tools(context)
     if inspect.isawaitable(tools):
         tools = await tools
-    return check_tool_set(tools, f"{where} (from its ToolProvider)")
+    return check_tool_set(
+        tools, f"{where} (from its ToolProvider)" if where else "its ToolProvider"
+    )

@@ -1141,7 +1141,7 @@ def agent_json(catalog: Catalog, agent: LabAgent[Any]) -> dict[str, Any]:
     if isinstance(agent.tools, list):
         tools = [t.name for t in agent.tools]
     schema = agent.output_schema
-    prompt = agent.prompt
+    prompt = agent.prompt_layers
     return {
         "id": agent.id,
         "model": agent.model_label,
@@ -1176,11 +1176,11 @@ def agent_detail_json(
                 "kind": "template" if isinstance(layer.source, Template) else "static",
                 "cache": layer.cache,
             }
-            for layer in agent.prompt.static
+            for layer in agent.prompt_layers.static
         ]
         + [
             {"name": layer.name, "kind": "dynamic", "cache": False}
-            for layer in agent.prompt.dynamic
+            for layer in agent.prompt_layers.dynamic
         ],
         "resources": [
             {"name": r.name, "mode": r.mode, "description": r.description} for r in agent.resources
