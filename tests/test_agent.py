@@ -224,6 +224,7 @@ async def test_one_turn_options_object_serves_two_turns() -> None:
     # step_count_is(2) does not see the first turn's rounds (nor a keyword given beside them).
     agent = create_agent(model=script_client(calls_echo(4)), tools=[ECHO], max_tool_rounds=None)
     options = TurnOptions(stop_when=step_count_is(2))
+
     def state() -> dict[str, object]:
         return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
 
