@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 
 from tether import Session, create_agent, define_tool, reduce
-from tether.llm._http import DEFAULT_MAX_CONNECTIONS, KEEPALIVE_EXPIRY
+from tether.llm._transport import DEFAULT_MAX_CONNECTIONS, KEEPALIVE_EXPIRY
 
 ROUNDS = 10
 WORDS = ["The", " weather", " in", " Oslo", " is", " mild", ",", " with", " light", " rain", "."]

@@ -28,8 +28,8 @@ from typing import Any
 import httpx
 
 from tether import Session, create_agent, define_tool, reduce
-from tether.llm._http import HTTPAdapter, StreamParser
-from tether.llm._sse import SSEDecoder
+from tether._sse import SSEDecoder
+from tether.llm._adapter import HTTPAdapter, StreamParser
 from tether.llm.anthropic import AnthropicClient, AnthropicStream
 from tether.llm.gemini import GeminiClient, GeminiStream
 from tether.llm.openai_chat import OpenAIChatClient, OpenAIChatStream

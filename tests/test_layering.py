@@ -83,6 +83,7 @@ def test_llm_knows_nothing_of_agents(path: Path) -> None:
         "tether.session",
         "tether.signals",
         "tether._json",
+        "tether._sse",
     )
     assert [m for m in tether_imports(path) if not under(m, allowed)] == []
 

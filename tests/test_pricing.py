@@ -116,7 +116,7 @@ def test_a_gemini_answer_prices_its_thoughts_as_output() -> None:
     # output_tokens, which is what genai-prices prices (thinking is billed as output).
     import json
 
-    from tether.llm._sse import ServerSentEvent
+    from tether._sse import ServerSentEvent
     from tether.llm.gemini import GeminiStream
 
     stream = GeminiStream()

@@ -51,6 +51,7 @@ from .events import (
     Usage,
 )
 from .guardrails import run_output_guards, run_tool_call_guards
+from .llm._finish import finish_reason_of
 from .llm.base import ChatRequest, FinishChunk, StreamChunk, SystemBlock
 from .session import Message, Session, fold
 from .signals import AbortScope
@@ -62,60 +63,6 @@ __all__ = ["finish_reason_of", "stream_turn"]
 
 T = TypeVar("T")
 E = TypeVar("E", bound=AgentEvent)
-
-_FINISH_REASONS: dict[str, FinishReason] = {
-    # Anthropic
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "pause_turn": "stop",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "tool_use": "tool_calls",
-    "refusal": "refusal",
-    # OpenAI Chat Completions (and compatible servers)
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "content_filter": "content_filter",
-    # OpenAI Responses
-    "completed": "stop",
-    "incomplete": "length",
-    "max_output_tokens": "length",
-    # Gemini
-    "STOP": "stop",
-    "MAX_TOKENS": "length",
-    "SAFETY": "content_filter",
-    "RECITATION": "content_filter",
-    "BLOCKLIST": "content_filter",
-    "PROHIBITED_CONTENT": "content_filter",
-    "SPII": "content_filter",
-    "IMAGE_SAFETY": "content_filter",
-}
-
-
-def finish_reason_of(finish: FinishChunk) -> FinishReason:
-    """The normalized finish reason of a model call: the adapter's own (`finish_reason`), else a
-    reading of the raw `stop_reason` (for a client that does not set it).
-
-    - `stop`: `end_turn`, `stop_sequence`, `pause_turn` (Anthropic); `stop` (OpenAI Chat);
-      `completed` (OpenAI Responses); `STOP` (Gemini); None without tool calls.
-    - `length`: `max_tokens`, `model_context_window_exceeded`; `length`; `incomplete`,
-      `max_output_tokens`; `MAX_TOKENS`.
-    - `tool_calls`: `tool_use`; `tool_calls`, `function_call`; None with tool calls.
-    - `content_filter`: `content_filter`; `SAFETY`, `RECITATION`, `BLOCKLIST`,
-      `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY`.
-    - `refusal`: `refusal`.
-    - `error`: anything else.
-    """
-    given = finish.get("finish_reason")
-    if given is not None:
-        return given
-    raw = finish["stop_reason"]
-    if raw is None:
-        calls = any(p["type"] == "tool_call" for p in finish["content"])
-        return "tool_calls" if calls else "stop"
-    return _FINISH_REASONS.get(raw, "error")
 
 
 def _progress(stage: ProgressStage) -> ProgressEvent:

@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
-import tether.llm._http
+import tether.llm._retries
 from tether import Agent, AgentEvent, Session, create_agent, define_tool, prompt_layer, reduce
 from tether._json import dumps
+from tether._sse import SSEDecoder
 from tether.errors import LLMError
 from tether.events import Part
-from tether.llm._http import HTTPAdapter, StreamParser, end_of_stream
-from tether.llm._sse import SSEDecoder
+from tether.llm._adapter import HTTPAdapter, StreamParser, end_of_stream
 from tether.llm.base import ChatRequest, FinishChunk, StreamChunk
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 408: "Timeout"}
@@ -218,7 +218,7 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> Sleeps:
     """Records retry waits instead of waiting: for adapters given it as `sleep`, and for those
     built from a model config (which takes no `sleep`)."""
     recorder = Sleeps()
-    monkeypatch.setattr(tether.llm._http, "_sleep", recorder)
+    monkeypatch.setattr(tether.llm._retries, "_sleep", recorder)
     return recorder
 
 

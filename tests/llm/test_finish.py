@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tether.llm._http import StreamParser
+from tether.llm._adapter import StreamParser
 from tether.llm.anthropic import AnthropicStream
 from tether.llm.gemini import GeminiStream
 from tether.llm.openai_chat import OpenAIChatStream

@@ -24,7 +24,8 @@ from tether.errors import (
     RateLimitError,
 )
 from tether.llm import client_from_config
-from tether.llm._http import HTTPAdapter, backoff_delay, retry_after
+from tether.llm._adapter import HTTPAdapter
+from tether.llm._retries import backoff_delay, retry_after
 from tether.llm.anthropic import AnthropicClient
 from tether.llm.gemini import GeminiClient
 from tether.llm.openai_chat import OpenAIChatClient

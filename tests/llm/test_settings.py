@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tether.errors import ConfigError, ModelSettingError
-from tether.llm._http import HTTPAdapter
+from tether.llm._adapter import HTTPAdapter
 from tether.llm.anthropic import AnthropicClient
 from tether.llm.base import ChatRequest, ModelSettings
 from tether.llm.gemini import GeminiClient

@@ -1,15 +1,20 @@
+"""The MCP channel reads its event streams with the shared decoder (`tether._sse`): the rules a
+streamable HTTP server relies on, fed as the channel feeds it (no `flush()`: an event is only
+dispatched once its blank line arrived)."""
+
 from __future__ import annotations
 
 import pytest
 
-from tether.mcp._sse import SseEvent, SseParser
+from tether._sse import ServerSentEvent as SseEvent
+from tether._sse import SSEDecoder
 
 
 def parse_all(chunks: list[str]) -> list[SseEvent]:
-    parser = SseParser()
+    parser = SSEDecoder()
     out: list[SseEvent] = []
     for chunk in chunks:
-        out.extend(parser.feed(chunk))
+        out.extend(parser.feed(chunk.encode()))
     return out
 
 
@@ -52,6 +57,12 @@ def test_an_unterminated_event_is_not_dispatched() -> None:
 
 
 def test_retry_is_kept_and_a_bad_retry_ignored() -> None:
-    parser = SseParser()
-    parser.feed("retry: 250\nid: 4\ndata:\n\nretry: soon\n\n")
+    parser = SSEDecoder()
+    parser.feed(b"retry: 250\nid: 4\ndata:\n\nretry: soon\n\n")
     assert parser.retry == 250
+
+
+def test_a_byte_order_mark_opening_the_body_is_dropped() -> None:
+    parser = SSEDecoder()
+    assert parser.feed(b"\xef\xbb") == []
+    assert parser.feed(b"\xbfdata: x\n\n") == [SseEvent("message", "x", None)]

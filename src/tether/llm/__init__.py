@@ -1,4 +1,11 @@
-"""Providers behind one LLMClient protocol, and `client_from_config()` for model strings."""
+"""Providers behind one LLMClient protocol, and `client_from_config()` for model strings.
+
+A model string's prefix names the provider: a built-in adapter (`PROVIDERS`) or one an installed
+package declares under the ``tether.providers`` entry point group (`ENTRY_POINT_GROUP`, see
+`tether.llm._registry`). An adapter maps one wire format (`anthropic`, `openai_chat`,
+`openai_responses`, `gemini`); where its requests go and what authenticates them is its
+`tether.llm.credentials.Credentials`.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,8 @@ from typing import Any as _Any
 
 from ..errors import ConfigError as _ConfigError
 from ..errors import UnknownProviderError as _UnknownProviderError
+from . import _registry
+from ._registry import ENTRY_POINT_GROUP, PROVIDERS, provider_names
 from ._settings import REASONING_TAKES, SETTING_KEYS, check_settings, setting_problem
 from .base import (
     ChatRequest,
@@ -25,6 +34,7 @@ from .base import (
 
 __all__ = [
     "CONFIG_KEYS",
+    "ENTRY_POINT_GROUP",
     "PROVIDERS",
     "REASONING_TAKES",
     "SETTING_KEYS",
@@ -43,18 +53,9 @@ __all__ = [
     "check_settings",
     "client_from_config",
     "model_problem",
+    "provider_names",
     "setting_problem",
 ]
-
-#: provider prefix -> "module:Class" of its adapter, imported on first use.
-PROVIDERS: dict[str, str] = {
-    "anthropic": "tether.llm.anthropic:AnthropicClient",
-    "openai": "tether.llm.openai_chat:OpenAIChatClient",
-    "openai-responses": "tether.llm.openai_responses:OpenAIResponsesClient",
-    "gemini": "tether.llm.gemini:GeminiClient",
-    "test": "tether.llm.test:TestModel",
-}
-
 
 CONFIG_KEYS = (
     "model",
@@ -81,12 +82,18 @@ def model_problem(model: object) -> str | None:
         return None
     if not isinstance(model, str) or ":" not in model:
         return (
-            f"must be 'provider:model' (a provider of {', '.join(PROVIDERS)}) or 'test', "
+            f"must be 'provider:model' (a provider of {', '.join(provider_names())}) or 'test', "
             f"got {model!r}"
         )
     provider = model.split(":", 1)[0]
-    if provider not in PROVIDERS:
-        return f"names an unknown provider {provider!r} in {model!r}; known: {', '.join(PROVIDERS)}"
+    if provider in PROVIDERS:
+        return None
+    known = provider_names()  # the installed plugins' too: read only for a prefix not built in
+    if provider not in known:
+        return (
+            f"names an unknown provider {provider!r} in {model!r}; known: {', '.join(known)} (a "
+            f"package adds one with a {ENTRY_POINT_GROUP!r} entry point)"
+        )
     return None
 
 
@@ -127,11 +134,12 @@ def client_from_config(config: str | _Mapping[str, _Any] | LLMClient) -> LLMClie
     if bad:
         raise _ConfigError(f"the model config's headers must map strings to strings: {bad[0]!r}")
     provider, name = model.split(":", 1)
-    target = PROVIDERS[provider]
-    import importlib
-
-    module_name, cls_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
+    factory = _registry.client_factory(provider, model)
     options = {k: v for k, v in config.items() if k != "model"}
-    client: LLMClient = cls(model=name, **options)
+    client = factory(model=name, **options)
+    if not isinstance(client, LLMClient):
+        raise _ConfigError(
+            f"the {provider!r} provider built {client!r:.80}, which is not an LLMClient "
+            "(it has no chat(request) method)"
+        )
     return client

@@ -1,19 +1,30 @@
 """The normalized `finish_reason` of a response, from the provider's raw stop reason.
 
-Each adapter passes its own table (raw value → `FinishReason`, documented in its module
-docstring and in the README). Two facts the raw value does not always say are passed beside it:
-whether the response holds tool calls (Gemini and the Responses API report a natural stop when
-the model calls tools, and some OpenAI-compatible servers answer ``stop`` there too) and whether
-the model refused (OpenAI streams a refusal under a ``stop``).
+Each adapter holds its own table (raw value → `FinishReason`, its module's `FINISH_REASONS`,
+documented in its module docstring and in the README) and sets `finish_reason` on its finish
+chunk. `finish_reason_of` reads a finish chunk of any client: the client's own reading, else the
+raw value through the built-in adapters' tables (for a client that sets none); the loop keeps
+no table of its own. Two facts the raw value does not always say are passed to
+`normalize_finish` beside it: whether the response holds tool calls (Gemini and the Responses
+API report a natural stop when the model calls tools, and some OpenAI-compatible servers answer
+``stop`` there too) and whether the model refused (OpenAI streams a refusal under a ``stop``).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..events import FinishReason
 
-__all__ = ["normalize_finish"]
+if TYPE_CHECKING:
+    from .base import FinishChunk
+
+__all__ = ["finish_reason_of", "normalize_finish"]
+
+_ADAPTERS = ("anthropic", "openai_chat", "openai_responses", "gemini")
+_known: dict[str, FinishReason] | None = None
 
 
 def normalize_finish(
@@ -34,3 +45,32 @@ def normalize_finish(
         if tool_calls:
             return "tool_calls"
     return reason
+
+
+def _known_reasons() -> dict[str, FinishReason]:
+    """Every built-in adapter's table in one (read on first use: a client that sets its own
+    `finish_reason`, as every adapter does, never needs it)."""
+    global _known
+    if _known is None:
+        known: dict[str, FinishReason] = {}
+        for name in _ADAPTERS:
+            table = importlib.import_module(f"{__package__}.{name}").FINISH_REASONS
+            for raw, reason in table.items():
+                known.setdefault(raw, reason)
+        _known = known
+    return _known
+
+
+def finish_reason_of(finish: FinishChunk) -> FinishReason:
+    """The normalized finish reason of a model call: the client's own (`finish_reason`), else
+    the raw `stop_reason` read through the built-in adapters' tables (for a client that does not
+    set it): a value one of them knows gets its reading, None is `tool_calls` when the response
+    holds tool calls and `stop` otherwise, anything else is `error`."""
+    given = finish.get("finish_reason")
+    if given is not None:
+        return given
+    raw = finish["stop_reason"]
+    if raw is None:
+        calls = any(p["type"] == "tool_call" for p in finish["content"])
+        return "tool_calls" if calls else "stop"
+    return _known_reasons().get(raw, "error")

@@ -29,17 +29,19 @@ Finish reasons (`FINISH_REASONS`):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from .._sse import ServerSentEvent
 from ..errors import ModelSettingError
 from ..events import FinishReason, Part, ThinkingPart, Usage
+from ._adapter import HTTPAdapter
+from ._errors import stream_error
 from ._finish import normalize_finish
-from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
 from ._settings import check_settings, forced_tool, unsupported
-from ._sse import ServerSentEvent
+from ._wire import loads, parse_json_or_raw, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, SystemBlock
+from .credentials import AnthropicCredentials, Credentials
 
 __all__ = ["AnthropicClient", "AnthropicStream", "to_anthropic_messages"]
 
@@ -291,9 +293,7 @@ class AnthropicClient(HTTPAdapter):
     """
 
     provider: ClassVar[str] = "anthropic"
-    env_vars: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
-    base_url_env: ClassVar[str | None] = "ANTHROPIC_BASE_URL"
-    default_base_url: ClassVar[str] = "https://api.anthropic.com"
+    credentials_class: ClassVar[type[Credentials]] = AnthropicCredentials
 
     def __init__(
         self,
@@ -307,19 +307,8 @@ class AnthropicClient(HTTPAdapter):
         self.anthropic_version = anthropic_version
         super().__init__(model, **options)
 
-    def has_other_auth(self) -> bool:
-        return bool(os.environ.get("ANTHROPIC_AUTH_TOKEN"))
-
-    def auth_headers(self) -> dict[str, str]:
-        headers = {"anthropic-version": self.anthropic_version}
-        if self.api_key:
-            headers["x-api-key"] = self.api_key
-        else:
-            # The SDK's bearer-token alternative to a key (a gateway's or proxy's token).
-            token = os.environ.get("ANTHROPIC_AUTH_TOKEN")
-            if token:
-                headers["authorization"] = f"Bearer {token}"
-        return headers
+    def wire_headers(self) -> dict[str, str]:
+        return {"anthropic-version": self.anthropic_version}
 
     def url(self, request: ChatRequest) -> str:
         return f"{self.base_url}/v1/messages"

@@ -43,18 +43,20 @@ Finish reasons (`FINISH_REASONS`):
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Sequence
 from typing import Any, ClassVar
 from urllib.parse import quote
 
+from .._sse import ServerSentEvent
 from ..events import FinishReason, Part, ThinkingPart, Usage
+from ._adapter import HTTPAdapter
+from ._errors import stream_error
 from ._finish import normalize_finish
-from ._http import HTTPAdapter, loads, stream_error, usage_int
 from ._settings import check_settings, forced_tool, unsupported
-from ._sse import ServerSentEvent
+from ._wire import loads, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
+from .credentials import Credentials, GeminiCredentials
 
 __all__ = ["GENERATED_ID_PREFIX", "GeminiClient", "GeminiStream", "to_gemini_contents"]
 
@@ -360,20 +362,7 @@ class GeminiClient(HTTPAdapter):
     """
 
     provider: ClassVar[str] = "gemini"
-    env_vars: ClassVar[tuple[str, ...]] = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
-    base_url_env: ClassVar[str | None] = "GOOGLE_GEMINI_BASE_URL"
-    default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com/v1beta"
-
-    @classmethod
-    def env_base_url(cls) -> str | None:
-        root = os.environ.get("GOOGLE_GEMINI_BASE_URL")
-        if not root:
-            return None
-        version = os.environ.get("GOOGLE_GENAI_API_VERSION") or "v1beta"
-        return f"{root.rstrip('/')}/{version}"
-
-    def auth_headers(self) -> dict[str, str]:
-        return {"x-goog-api-key": self.api_key} if self.api_key else {}
+    credentials_class: ClassVar[type[Credentials]] = GeminiCredentials
 
     def url(self, request: ChatRequest) -> str:
         model = quote(request["model"], safe="")

@@ -40,20 +40,22 @@ Finish reasons (`FINISH_REASONS`):
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from .._json import dumps
+from .._sse import ServerSentEvent
 from ..events import FinishReason, Part, Usage
+from ._adapter import HTTPAdapter
+from ._errors import stream_error
 from ._finish import normalize_finish
-from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
 from ._settings import check_settings, forced_tool, unsupported
-from ._sse import ServerSentEvent
+from ._wire import loads, parse_json_or_raw, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
+from .credentials import Credentials, OpenAICredentials
 
-__all__ = ["OpenAIChatClient", "OpenAIChatStream", "openai_auth", "to_chat_messages"]
+__all__ = ["OpenAIChatClient", "OpenAIChatStream", "to_chat_messages"]
 
 _NONE: tuple[StreamChunk, ...] = ()
 
@@ -75,7 +77,6 @@ FINISH_REASONS: dict[str, FinishReason] = {
     "error": "error",
 }
 """`finish_reason` → the normalized `FinishReason`; any other value is ``error``."""
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
 def _arguments(value: Any) -> str:
@@ -363,19 +364,6 @@ def _details_text(details: Any) -> str:
     return "".join(out)
 
 
-def openai_auth(api_key: str | None) -> dict[str, str]:
-    """The OpenAI SDK's headers: the key as a bearer token (none without a key: local servers
-    need none), and the organization and project from OPENAI_ORG_ID / OPENAI_PROJECT_ID."""
-    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
-    org = os.environ.get("OPENAI_ORG_ID")
-    if org:
-        headers["openai-organization"] = org
-    project = os.environ.get("OPENAI_PROJECT_ID")
-    if project:
-        headers["openai-project"] = project
-    return headers
-
-
 def _settings(body: dict[str, Any], settings: ModelSettings, request: ChatRequest) -> None:
     check_settings(settings)
     if "temperature" in settings:
@@ -420,12 +408,7 @@ class OpenAIChatClient(HTTPAdapter):
     """
 
     provider: ClassVar[str] = "openai"
-    env_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
-    base_url_env: ClassVar[str | None] = "OPENAI_BASE_URL"
-    default_base_url: ClassVar[str] = DEFAULT_BASE_URL
-
-    def auth_headers(self) -> dict[str, str]:
-        return openai_auth(self.api_key)
+    credentials_class: ClassVar[type[Credentials]] = OpenAICredentials
 
     def url(self, request: ChatRequest) -> str:
         return f"{self.base_url}/chat/completions"

@@ -40,13 +40,15 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from .._json import dumps
+from .._sse import ServerSentEvent
 from ..events import FinishReason, Part, Usage
+from ._adapter import HTTPAdapter
+from ._errors import stream_error
 from ._finish import normalize_finish
-from ._http import HTTPAdapter, loads, parse_json_or_raw, stream_error, usage_int
 from ._settings import check_settings, forced_tool, unsupported
-from ._sse import ServerSentEvent
+from ._wire import loads, parse_json_or_raw, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
-from .openai_chat import openai_auth
+from .credentials import Credentials, OpenAICredentials
 
 __all__ = ["OpenAIResponsesClient", "OpenAIResponsesStream", "to_responses_input"]
 
@@ -61,7 +63,6 @@ FINISH_REASONS: dict[str, FinishReason] = {
 """`stop_reason` (the status, or an incomplete response's reason) → `FinishReason`; any other
 value is ``error``. ``completed`` with function calls is ``tool_calls``, with a refusal
 ``refusal``."""
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
 def _reasoning_ref(signature: str) -> dict[str, Any] | None:
@@ -371,12 +372,7 @@ class OpenAIResponsesClient(HTTPAdapter):
     """
 
     provider: ClassVar[str] = "openai-responses"
-    env_vars: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
-    base_url_env: ClassVar[str | None] = "OPENAI_BASE_URL"
-    default_base_url: ClassVar[str] = DEFAULT_BASE_URL
-
-    def auth_headers(self) -> dict[str, str]:
-        return openai_auth(self.api_key)
+    credentials_class: ClassVar[type[Credentials]] = OpenAICredentials
 
     def url(self, request: ChatRequest) -> str:
         return f"{self.base_url}/responses"

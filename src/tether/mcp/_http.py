@@ -10,7 +10,6 @@ streams and on a GET stream of its own, which we answer.
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import httpx
 
 from .._json import dumps
+from .._sse import SSEDecoder
 from ..errors import McpAuthError
 from ._headers import encode_header_value
 from ._protocol import (
@@ -32,7 +32,6 @@ from ._protocol import (
     is_server_request,
     parse_message,
 )
-from ._sse import SseParser
 
 __all__ = ["BorrowedTransport", "HttpChannel", "rpc_error_body"]
 
@@ -204,7 +203,7 @@ class HttpChannel:
         )
 
     async def _answer_from_sse(self, resp: httpx.Response, request_id: Any) -> JsonObject:
-        parser = SseParser()
+        parser = SSEDecoder()
         answer, last_id = await self._read_events(resp, request_id, parser, None)
         retry = parser.retry
         resumes = 0
@@ -233,19 +232,17 @@ class HttpChannel:
                 ctype = again.headers.get("content-type", "").split(";")[0].strip().lower()
                 if ctype != "text/event-stream":
                     raise ChannelError(f"{ended}; resuming it got content-type {ctype or 'none'!r}")
-                parser = SseParser()
+                parser = SSEDecoder()
                 answer, last_id = await self._read_events(again, request_id, parser, last_id)
                 retry = parser.retry if parser.retry is not None else retry
         return answer
 
     async def _read_events(
-        self, resp: httpx.Response, request_id: Any, parser: SseParser, last_id: str | None
+        self, resp: httpx.Response, request_id: Any, parser: SSEDecoder, last_id: str | None
     ) -> tuple[JsonObject | None, str | None]:
         """Read one SSE body until the answer to `request_id` (or its end)."""
-        # utf-8-sig: a byte-order mark opening the body is dropped, as the SSE rules say.
-        decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
         async for chunk in resp.aiter_bytes():
-            for event in parser.feed(decoder.decode(chunk)):
+            for event in parser.feed(chunk):
                 if event.id:
                     last_id = event.id
                 if event.event != "message" or not event.data.strip():
@@ -289,7 +286,7 @@ class HttpChannel:
                     return
                 if not ready.done():
                     ready.set_result(None)
-                await self._read_events(resp, None, SseParser(), None)
+                await self._read_events(resp, None, SSEDecoder(), None)
         except (httpx.HTTPError, McpAuthError):
             return  # the stream is a courtesy of the server; losing it loses nothing we sent
         finally:

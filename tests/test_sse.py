@@ -1,13 +1,21 @@
-"""The incremental SSE decoder: line ends, fields, comments, flushing, and arbitrary splits."""
+"""The one incremental SSE decoder (`tether._sse`, read by the adapters and the MCP channel):
+line ends, fields, comments, flushing, and arbitrary splits."""
 
 from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.llm._sse import ServerSentEvent, SSEDecoder
+from tether._sse import ServerSentEvent, SSEDecoder
 
-from .conftest import split_at
+
+def split_at(data: bytes, cuts: Iterable[int]) -> list[bytes]:
+    points = sorted({c for c in cuts if 0 < c < len(data)})
+    bounds = [0, *points, len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def decode(*pieces: bytes) -> tuple[list[ServerSentEvent], list[str]]:

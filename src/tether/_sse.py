@@ -1,10 +1,16 @@
-"""An incremental Server-Sent Events decoder: bytes in, whole events out, however they are split.
+"""The one incremental Server-Sent Events decoder: bytes in, whole events out, however they are
+split. The provider adapters (`tether.llm`) and the MCP client's streamable HTTP channel
+(`tether.mcp`) both read their event streams with it.
 
 It follows the WHATWG event-stream rules (``data`` lines joined with ``\\n``, ``event``/``id``
 fields, ``:`` comments, one optional space after the colon, CR / LF / CRLF line ends, a leading
 BOM) with one deliberate difference: `flush()` dispatches an event left unterminated at the end of
 the body. Real providers end streams that way (the Anthropic SDK fixtures end without a newline,
 Gemini's prompt-blocked reply ends ``}\\r\\n`` with no blank line), and the SDKs keep that event.
+
+A reader that never calls `flush()` (the MCP channel, whose answer is a complete event) keeps
+the strict rule. `retry` holds the last ``retry:`` field the server sent, for a reader that
+reconnects.
 
 Lines that are not an SSE field at all (a bare JSON error object a server appends to the stream)
 are kept in `stray` for the adapter to inspect; a stream of valid events never fills it.
@@ -46,7 +52,17 @@ class ServerSentEvent:
 class SSEDecoder:
     """Feed it raw body chunks with `feed()`; call `flush()` once the body has ended."""
 
-    __slots__ = ("_cr", "_data", "_event", "_id", "_started", "_stray_size", "_tail", "stray")
+    __slots__ = (
+        "_cr",
+        "_data",
+        "_event",
+        "_id",
+        "_started",
+        "_stray_size",
+        "_tail",
+        "retry",
+        "stray",
+    )
 
     def __init__(self) -> None:
         self._tail: list[bytes] = []
@@ -60,6 +76,8 @@ class SSEDecoder:
         self.stray: list[str] = []
         """Lines that were not SSE fields (e.g. a bare JSON error body), in order."""
         self._stray_size = 0
+        self.retry: int | None = None
+        """The last valid ``retry:`` field (milliseconds before reconnecting), if any."""
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Decode one chunk of the body; return the events it completed, in order."""
@@ -169,7 +187,8 @@ class SSEDecoder:
             if b"\0" not in value:
                 self._id = value.decode("utf-8", "replace")
         elif field == b"retry":
-            pass  # reconnection delay: we never reconnect an SSE stream by itself
+            if value.isdigit():  # the reconnection delay; anything else is ignored (WHATWG)
+                self.retry = int(value)
         elif self._stray_size < _STRAY_LIMIT:
             self._stray_size += len(line)
             self.stray.append(line.decode("utf-8", "replace"))

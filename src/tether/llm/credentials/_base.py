@@ -1,0 +1,64 @@
+"""`Credentials`: the base URL of an API and the headers that authenticate a request to it."""
+
+from __future__ import annotations
+
+import os
+from typing import ClassVar
+
+from ...errors import MissingKeyError
+
+__all__ = ["Credentials"]
+
+
+class Credentials:
+    """Where an adapter's requests go and what authenticates them.
+
+    A subclass names where its SDK reads a key (`env_vars`, in order) and a base URL
+    (`base_url_env`), and the provider's own endpoint (`default_base_url`); it writes the
+    authentication headers (`headers()`). A key is required (else `MissingKeyError`, raised when
+    the credentials are made) unless the base URL points somewhere of your own, or
+    `has_other_auth()` says another credential is there.
+    """
+
+    env_vars: ClassVar[tuple[str, ...]] = ()
+    """Where the API key is looked up, in order (the provider's own SDK's variables)."""
+    base_url_env: ClassVar[str | None] = None
+    """The variable the provider's own SDK reads its base URL from."""
+    default_base_url: ClassVar[str] = ""
+
+    def __init__(
+        self, provider: str, *, api_key: str | None = None, base_url: str | None = None
+    ) -> None:
+        """Args:
+        provider: The provider's name, for messages (``openai``, ``openai-responses``...).
+        api_key: Overrides the environment variable(s) in `env_vars`.
+        base_url: Where the API lives; default the SDK's environment variable (`base_url_env`),
+            else `default_base_url`.
+        """
+        self.provider = provider
+        self.base_url = (base_url or self.env_base_url() or self.default_base_url).rstrip("/")
+        key = api_key
+        if key is None:
+            for var in self.env_vars:
+                key = os.environ.get(var) or None
+                if key:
+                    break
+        if key is None and self.base_url == self.default_base_url and not self.has_other_auth():
+            raise MissingKeyError(provider, " or ".join(self.env_vars))
+        self.api_key = key
+
+    def __repr__(self) -> str:  # never the key
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
+
+    @classmethod
+    def env_base_url(cls) -> str | None:
+        """The base URL from the environment, as the provider's own SDK reads it."""
+        return os.environ.get(cls.base_url_env) or None if cls.base_url_env else None
+
+    def has_other_auth(self) -> bool:
+        """Credentials other than an API key are configured (Anthropic's ANTHROPIC_AUTH_TOKEN)."""
+        return False
+
+    def headers(self) -> dict[str, str]:
+        """The headers that authenticate every request (none without a credential)."""
+        raise NotImplementedError
