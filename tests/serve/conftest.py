@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 
 HERE = Path(__file__).resolve().parent
+LINE_END = re.compile("\r\n|\r|\n")
 
 
 def free_port() -> int:
@@ -122,24 +124,50 @@ class Message:
     id: int | None
 
 
-def read_sse(response: httpx.Response) -> Iterator[Message]:
-    """The messages of an event stream as they arrive (comments and `retry:` skipped)."""
+def sse_lines(chunks: Iterable[str]) -> Iterator[str]:
+    """The lines of an event stream as the SSE spec reads them: ended by CR LF, CR or LF and
+    nothing else (httpx's `iter_lines` is `str.splitlines`, which also ends one at U+2028 ...)."""
+    pending = ""
+    for chunk in chunks:
+        pending += chunk
+        while True:
+            match = LINE_END.search(pending)
+            # A CR at the very end may be the first half of a CR LF.
+            if match is None or (match.group() == "\r" and match.end() == len(pending)):
+                break
+            yield pending[: match.start()]
+            pending = pending[match.end() :]
+    if pending:
+        yield pending.removesuffix("\r")
+
+
+def parse_sse(lines: Iterable[str]) -> Iterator[tuple[str, str, str | None]]:
+    """(event, data, id) of each message, by the SSE spec's field rules."""
     event: str | None = None
     data: list[str] = []
-    ident: int | None = None
-    for line in response.iter_lines():
+    ident: str | None = None
+    for line in lines:
         if line == "":
             if data:
-                yield Message(event or "message", json.loads("\n".join(data)), ident)
+                yield event or "message", "\n".join(data), ident
             event, data, ident = None, [], None
-        elif line.startswith(":"):
             continue
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip(" "))
-        elif line.startswith("event:"):
-            event = line[6:].strip()
-        elif line.startswith("id:"):
-            ident = int(line[3:].strip())
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+        elif name == "id":
+            ident = value
+
+
+def read_sse(response: httpx.Response) -> Iterator[Message]:
+    """The messages of an event stream as they arrive (comments and `retry:` skipped)."""
+    for event, data, ident in parse_sse(sse_lines(response.iter_text())):
+        yield Message(event, json.loads(data), int(ident) if ident else None)
 
 
 def stream_all(

@@ -69,6 +69,7 @@ except ImportError as exc:  # pragma: no cover - the lab extra brings it
         "the AG-UI endpoint needs the ag-ui-protocol package: pip install 'tether[lab]'"
     ) from exc
 import pydantic
+import pydantic_core
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -77,8 +78,8 @@ from ..lab import LabAgent, tool_provider
 from ..session import Message
 from ..stores.message_store import StoredRecord
 from ..tools import Tool, define_tool
-from ..web import ApiError
-from ._api import RunsApi, json_body
+from ..web import ApiError, json_body
+from ._api import RunsApi
 from ._sse import EventStream, sse_message
 
 __all__ = ["AgUiApi", "snapshot_messages"]
@@ -188,7 +189,11 @@ class AgUiApi:
 
 
 def _sse(event: BaseEvent) -> bytes:
-    return sse_message(event.model_dump_json(by_alias=True), event=None)
+    try:
+        return sse_message(event.model_dump_json(by_alias=True), event=None)
+    except (UnicodeEncodeError, pydantic_core.PydanticSerializationError):
+        # A lone surrogate in a text: UTF-8 cannot carry it, JSON's escape can.
+        return sse_message(event.model_dump(mode="json", by_alias=True), event=None)
 
 
 # -- the turn's events as AG-UI events -------------------------------------------------------

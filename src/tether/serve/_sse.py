@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 __all__ = ["EventStream", "sse_message"]
 
+_LINE_BREAK = re.compile("\r\n|\r|\n")
 _HEADERS: list[tuple[bytes, bytes]] = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-store"),
@@ -28,18 +30,32 @@ _HEADERS: list[tuple[bytes, bytes]] = [
 
 
 def sse_message(data: Any, *, event: str | None = None, id: int | str | None = None) -> bytes:
-    """One SSE message: `id:`, `event:` and `data:` (the value as one line of JSON)."""
+    """One SSE message: `id:`, `event:` and `data:` (the value as one line of JSON; a string
+    as it is, one `data:` line per line of it).
+
+    Raises:
+        UnicodeEncodeError: a string `data` holding a lone surrogate (a value is escaped).
+    """
     parts: list[str] = []
     if id is not None:
         parts.append(f"id: {id}\n")
     if event is not None:
         parts.append(f"event: {event}\n")
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    # JSON never holds a raw line break; a string payload could.
-    for line in text.splitlines() or [""]:
+    # SSE ends a line at CR LF, CR or LF and nowhere else: str.splitlines() would also split at
+    # U+2028, U+2029, U+0085, form feeds ..., cutting a JSON string in two. JSON never holds a
+    # raw CR or LF; a string payload could.
+    for line in _LINE_BREAK.split(text):
         parts.append(f"data: {line}\n")
     parts.append("\n")
-    return "".join(parts).encode("utf-8")
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError:
+        if isinstance(data, str):
+            raise
+        # A lone surrogate (from a \\ud800 escape a model or tool wrote): JSON's own escape
+        # keeps it, where UTF-8 has no bytes for it.
+        return sse_message(json.dumps(data, ensure_ascii=True), event=event, id=id)
 
 
 class EventStream(Response):
