@@ -15,7 +15,6 @@ comes once the run's first event is stored (so its stream can be read from any w
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -28,7 +27,7 @@ from ..client_messages import frame_client_message, should_run_turn
 from ..errors import ClientMessageError, TetherError
 from ..lab import LabAgent, Registry, Runtime
 from ..stores.run_store import CancelRequests
-from ..web import ApiError, JSONResponse, error_response, last_event_id
+from ..web import ApiError, JSONResponse, error_response, json_body, last_event_id
 from ..workflows import Workflow, WorkflowHandle
 from ._feed import RunEnd, RunFeed
 from ._sse import EventStream, sse_message
@@ -274,27 +273,6 @@ class RunsApi:
 
 
 # -- request helpers -------------------------------------------------------------------------
-
-
-async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object.
-
-    Raises:
-        ApiError: 415 for another content type, 400 for a body that is not a JSON object.
-    """
-    kind = request.headers.get("content-type", "application/json").split(";")[0].strip()
-    if kind not in ("application/json", ""):
-        raise ApiError(415, "unsupported_media_type", f"send JSON (application/json), not {kind}")
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "bad_request", f"the body is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ApiError(400, "bad_request", "the body must be a JSON object")
-    return value
 
 
 def _only(body: Mapping[str, Any], keys: set[str]) -> None:

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from ..web import ApiError
+from ..web.middleware import csrf_token
 from ._api import RunsApi
 
 __all__ = ["ChatPages"]
@@ -40,7 +41,11 @@ class ChatPages:
     def render(self, request: Request, name: str, context: dict[str, Any]) -> HTMLResponse:
         base = request.scope.get("root_path", "").rstrip("/")
         page = self.env.get_template(name).render(
-            base=base, path=request.url.path, now=time.time(), **context
+            base=base,
+            path=request.url.path,
+            now=time.time(),
+            csrf=csrf_token(request.scope),
+            **context,
         )
         return HTMLResponse(page)
 

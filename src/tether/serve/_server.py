@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 
 from ..errors import ConfigError
 from ..lab import Registry, Runtime, load_registry
-from ..web import allowed_hosts, is_loopback
+from ..web import allowed_hosts, is_loopback, scrub_access_log
 from ..web.middleware import DEFAULT_MAX_BODY
 from ._app import create_app
 from ._sweeper import TAKEOVER_EVERY
@@ -97,6 +97,7 @@ def _server(runtime: Runtime, registry: Registry | None, options: ServeOptions) 
         lifespan="on",
         timeout_graceful_shutdown=30,
     )
+    scrub_access_log()
     return uvicorn.Server(config)
 
 
@@ -200,4 +201,5 @@ def worker_app() -> Starlette:
     options = ServeOptions(**spec["options"])
     app = _app(registry.runtime, registry, options)
     app.state.owns_runtime = True
+    scrub_access_log()
     return app

@@ -10,18 +10,22 @@ app = GuardedApp(Access.of(allowed_hosts("0.0.0.0"), token="s3cret"), routes=[..
 """
 
 from ._app import Access, GuardedApp, guard
+from ._body import MAX_JSON_DEPTH, json_body, json_depth
 from ._errors import ApiError, error_response
 from ._hostnames import LOOPBACK_NAMES, allowed_hosts, host_name, is_loopback
+from ._logs import TokenScrubber, scrub_access_log
 from ._params import MAX_SEQ, count_param, last_event_id, seq_param
 from ._responses import JSONResponse, api_error, error_body, send_error, send_plain
 
 __all__ = [
     "LOOPBACK_NAMES",
+    "MAX_JSON_DEPTH",
     "MAX_SEQ",
     "Access",
     "ApiError",
     "GuardedApp",
     "JSONResponse",
+    "TokenScrubber",
     "allowed_hosts",
     "api_error",
     "count_param",
@@ -30,7 +34,10 @@ __all__ = [
     "guard",
     "host_name",
     "is_loopback",
+    "json_body",
+    "json_depth",
     "last_event_id",
+    "scrub_access_log",
     "send_error",
     "send_plain",
     "seq_param",

@@ -1,7 +1,9 @@
 """One order of access checks around an app, outside its own error middleware.
 
 Outermost first: security headers (on every answer, an unexpected failure's too), the Host
-allow-list, CORS for the configured origins only, the request body limit, and the token gate.
+allow-list, CORS for the configured origins only, the cross-site request check (a
+state-changing request from another origin, or with a body that is not JSON, is refused), the
+request body limit, and the token gate.
 CORS sits outside the gate so that a browser's preflight, which never carries credentials,
 gets its answer; all of it sits outside Starlette's error middleware, so nothing reaches a
 handler before the checks.
@@ -18,7 +20,14 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
 
 from ._hostnames import LOOPBACK_NAMES
-from .middleware import DEFAULT_MAX_BODY, BodyLimit, HostAllowList, SecurityHeaders, TokenGate
+from .middleware import (
+    DEFAULT_MAX_BODY,
+    BodyLimit,
+    HostAllowList,
+    OriginCheck,
+    SecurityHeaders,
+    TokenGate,
+)
 
 __all__ = ["Access", "GuardedApp", "guard"]
 
@@ -32,7 +41,8 @@ class Access:
     token: str | None = None
     """When set, every request proves it holds this token (bearer header or login cookie)."""
     cors_origins: tuple[str, ...] = ()
-    """Origins whose pages may call the API from a browser."""
+    """Origins whose pages may call the API from a browser (and send it state-changing
+    requests: the cross-site check lets them through)."""
     max_body: int = DEFAULT_MAX_BODY
     """The largest request body accepted, in bytes."""
 
@@ -58,6 +68,7 @@ def guard(app: ASGIApp, access: Access) -> ASGIApp:
     if access.token:
         app = TokenGate(app, access.token)
     app = BodyLimit(app, access.max_body)
+    app = OriginCheck(app, access.cors_origins, form_paths=["/login"])
     if access.cors_origins:
         app = CORSMiddleware(
             app,

@@ -23,6 +23,8 @@
   const tools = new Map();
 
   const path = (s) => encodeURIComponent(s);
+  // A page logged in by cookie proves it is this server's own with the session's CSRF token.
+  const guard = root.dataset.csrf ? { "x-tether-csrf": root.dataset.csrf } : {};
 
   function element(tag, className, text) {
     const node = document.createElement(tag);
@@ -188,7 +190,7 @@
     if (scope) body.scope = scope;
     const answer = await fetch(base + "/api/agents/" + path(agent) + "/runs", {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", ...guard },
       body: JSON.stringify(body),
     });
     const reply = await answer.json();
@@ -214,7 +216,7 @@
   cancelButton.addEventListener("click", async () => {
     if (!runId) return;
     setStatus("Cancelling…");
-    await fetch(base + "/api/runs/" + path(runId) + "/cancel", { method: "POST" });
+    await fetch(base + "/api/runs/" + path(runId) + "/cancel", { method: "POST", headers: guard });
   });
 
   newButton.addEventListener("click", () => {

@@ -4,14 +4,21 @@
 from ._body import DEFAULT_MAX_BODY, BodyLimit
 from ._headers import CONTENT_SECURITY_POLICY, SecurityHeaders
 from ._hosts import HostAllowList
-from ._token import SESSION_COOKIE, TokenGate
+from ._origin import SAFE_METHODS, OriginCheck
+from ._token import CSRF_HEADER, GUESS_WINDOW, GUESSES, SESSION_COOKIE, TokenGate, csrf_token
 
 __all__ = [
     "CONTENT_SECURITY_POLICY",
+    "CSRF_HEADER",
     "DEFAULT_MAX_BODY",
+    "GUESSES",
+    "GUESS_WINDOW",
+    "SAFE_METHODS",
     "SESSION_COOKIE",
     "BodyLimit",
     "HostAllowList",
+    "OriginCheck",
     "SecurityHeaders",
     "TokenGate",
+    "csrf_token",
 ]

@@ -4,6 +4,16 @@
 session cookie a browser got by trading the token once at `/login` (a form, or
 `/login?token=...` from the link the server prints). Tokens are compared in constant time; the
 cookie holds an HMAC of the token, never the token, and is `HttpOnly` and `SameSite=Strict`.
+
+A request the cookie lets in that may change something (a POST ...) must also carry the
+session's CSRF token in `X-Tether-CSRF`: `SameSite=Strict` does not stop a page on another port
+of the same host, whose requests carry the cookie too. The token is another HMAC of the server
+token, handed to a page only in its body (`csrf_token(scope)`; `data-csrf` on the chat page),
+which no other origin can read. A bearer request needs none: no browser adds that header by
+itself.
+
+Wrong guesses are limited per client (`GUESSES` in `GUESS_WINDOW` seconds): past them, every
+request of that client that offers a token gets 429 until the window has passed.
 """
 
 from __future__ import annotations
@@ -11,57 +21,125 @@ from __future__ import annotations
 import hashlib
 import hmac
 import html
+import time
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, quote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._responses import send_plain
+from .._responses import send_error, send_plain
 from ._scope import header
 
-__all__ = ["SESSION_COOKIE", "TokenGate"]
+__all__ = ["CSRF_HEADER", "GUESSES", "GUESS_WINDOW", "SESSION_COOKIE", "TokenGate", "csrf_token"]
 
 SESSION_COOKIE = "tether_session"
+CSRF_HEADER = "x-tether-csrf"
+"""The header a cookie-authenticated state-changing request carries the CSRF token in."""
+GUESSES = 10
+"""Wrong tokens a client may offer within `GUESS_WINDOW` seconds before it gets 429."""
+GUESS_WINDOW = 60.0
 _MAX_FORM = 4096
+_SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+_CSRF_SCOPE_KEY = "tether.csrf"
+_MAX_CLIENTS = 10_000
+"""Clients whose wrong guesses are remembered at once (the oldest are forgotten first)."""
+
+
+def csrf_token(scope: Scope) -> str:
+    """The CSRF token a page of this request embeds for its own POSTs ("" without a token
+    gate: then there is no cookie to forge with)."""
+    value = scope.get(_CSRF_SCOPE_KEY, "")
+    return value if isinstance(value, str) else ""
+
+
+class _Guesses:
+    """Wrong guesses per client address within a window, in bounded memory."""
+
+    def __init__(self, limit: int, window: float) -> None:
+        self.limit = limit
+        self.window = window
+        self._seen: dict[str, tuple[float, int]] = {}
+
+    def blocked(self, client: str) -> float:
+        """Seconds until `client` may guess again (0: it may now)."""
+        entry = self._seen.get(client)
+        if entry is None:
+            return 0.0
+        start, count = entry
+        left = start + self.window - time.monotonic()
+        if left <= 0:
+            del self._seen[client]
+            return 0.0
+        return left if count >= self.limit else 0.0
+
+    def wrong(self, client: str) -> None:
+        now = time.monotonic()
+        start, count = self._seen.get(client, (now, 0))
+        if now - start > self.window:
+            start, count = now, 0
+        self._seen.pop(client, None)
+        self._seen[client] = (start, count + 1)
+        while len(self._seen) > _MAX_CLIENTS:
+            del self._seen[next(iter(self._seen))]
 
 
 class TokenGate:
     """Lets through requests that prove they hold `token`; `/login` trades it for a cookie.
 
     A request without proof gets 401 (with `WWW-Authenticate: Bearer`) when it asks for JSON
-    or is not a GET, and a redirect to the login form otherwise.
+    or is not a GET, and a redirect to the login form otherwise; see the module docstring for
+    the CSRF token and the limit on guesses.
     """
 
-    def __init__(self, app: ASGIApp, token: str, *, login_path: str = "/login") -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str,
+        *,
+        login_path: str = "/login",
+        guesses: int = GUESSES,
+        guess_window: float = GUESS_WINDOW,
+    ) -> None:
         if not token:
             raise ValueError("TokenGate needs a non-empty token")
         self.app = app
         self._token = token.encode("utf-8")
         self._session = hmac.new(self._token, b"tether-ui-session", hashlib.sha256).hexdigest()
+        self._csrf = hmac.new(self._token, b"tether-csrf", hashlib.sha256).hexdigest()
+        self._guesses = _Guesses(guesses, guess_window)
         self.login_path = login_path
 
     def _token_ok(self, value: str) -> bool:
         return hmac.compare_digest(value.encode("utf-8"), self._token)
 
-    def _authorized(self, scope: Scope) -> bool:
+    def _credentials(self, scope: Scope) -> tuple[str | None, str | None]:
+        """The bearer token and the session cookie the request offers."""
+        bearer: str | None = None
         auth = header(scope, b"authorization")
         if auth is not None:
             kind, _, value = auth.partition(" ")
-            if kind.lower() == "bearer" and self._token_ok(value.strip()):
-                return True
+            bearer = value.strip() if kind.lower() == "bearer" else auth
+        session: str | None = None
         raw = header(scope, b"cookie")
         if raw:
             cookie: SimpleCookie = SimpleCookie()
             try:
                 cookie.load(raw)
             except Exception:
-                return False
+                return bearer, None
             morsel = cookie.get(SESSION_COOKIE)
-            if morsel is not None and hmac.compare_digest(
-                morsel.value.encode("ascii", "replace"), self._session.encode("ascii")
-            ):
-                return True
-        return False
+            session = morsel.value if morsel is not None else None
+        return bearer, session
+
+    def _authorized(self, bearer: str | None, session: str | None) -> str | None:
+        """How the request proved it holds the token: "bearer", "cookie", or None."""
+        if bearer is not None and self._token_ok(bearer):
+            return "bearer"
+        if session is not None and hmac.compare_digest(
+            session.encode("ascii", "replace"), self._session.encode("ascii")
+        ):
+            return "cookie"
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -69,12 +147,41 @@ class TokenGate:
             return
         root = scope.get("root_path", "").rstrip("/")
         path = scope.get("path", "")
-        if scope["type"] == "http" and path in (root + self.login_path, self.login_path):
-            await self._login(scope, receive, send, root)
+        client = _client(scope)
+        bearer, session = self._credentials(scope)
+        is_login = scope["type"] == "http" and path in (root + self.login_path, self.login_path)
+        offers = bearer is not None or session is not None or is_login
+        wait = self._guesses.blocked(client) if offers else 0.0
+        if wait:
+            await send_plain(
+                send,
+                429,
+                "Too many wrong tokens from this address; wait and try again.\n",
+                [(b"retry-after", str(int(wait) + 1).encode("ascii"))],
+            )
             return
-        if self._authorized(scope):
+        if is_login:
+            await self._login(scope, receive, send, root, client)
+            return
+        how = self._authorized(bearer, session)
+        if how is not None:
+            if how == "cookie" and scope.get("method", "GET") not in _SAFE:
+                given = header(scope, CSRF_HEADER.encode("ascii")) or ""
+                if not hmac.compare_digest(given.encode("ascii", "replace"), self._csrf.encode()):
+                    await send_error(
+                        send,
+                        403,
+                        "csrf_token_missing",
+                        f"a request logged in by cookie that changes something needs the "
+                        f"page's CSRF token in {CSRF_HEADER} (or send 'Authorization: Bearer "
+                        "TOKEN' instead of the cookie)",
+                    )
+                    return
+            scope[_CSRF_SCOPE_KEY] = self._csrf
             await self.app(scope, receive, send)
             return
+        if bearer is not None or session is not None:
+            self._guesses.wrong(client)
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
@@ -104,7 +211,9 @@ class TokenGate:
             [(b"www-authenticate", b'Bearer realm="tether"')],
         )
 
-    async def _login(self, scope: Scope, receive: Receive, send: Send, root: str) -> None:
+    async def _login(
+        self, scope: Scope, receive: Receive, send: Send, root: str, client: str
+    ) -> None:
         method = scope.get("method")
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         next_path = _local(query.get("next", [""])[0], root)
@@ -142,6 +251,8 @@ class TokenGate:
             await send({"type": "http.response.body", "body": b""})
             return
         failed = token is not None
+        if failed:
+            self._guesses.wrong(client)
         page = _LOGIN_PAGE.format(
             action=html.escape(f"{root}{self.login_path}"),
             next=html.escape(next_path),
@@ -160,10 +271,25 @@ class TokenGate:
         await send({"type": "http.response.body", "body": page})
 
 
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else ""
+
+
 def _local(target: str, root: str) -> str:
-    """`target` when it is a path on this server, else the root: never an open redirect."""
-    if target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
+    """`target` when it is a path on this server, else the root: never an open redirect.
+
+    A browser drops tabs and line breaks from a URL before it reads it (slash, tab, slash,
+    `evil.example` is `//evil.example`, another site) and reads a backslash as a slash, so a
+    target holding any control character, space or backslash is refused, not cleaned; what is
+    left is percent-encoded where it is not plain ASCII (a `Location` header is ASCII).
+    """
+    if (
+        target.startswith("/")
+        and not target.startswith("//")
+        and not any(c <= " " or c == "\x7f" or c == "\\" or 0x80 <= ord(c) <= 0x9F for c in target)
+    ):
+        return quote(target, safe="/?&=%#:;@!$'()*+,~-._")
     return root + "/"
 
 
