@@ -30,10 +30,16 @@ _KEYS = (
 
 
 @pytest.fixture(autouse=True)
-def _no_real_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests never reach a real provider: keys and base URLs are removed from the environment."""
+def _no_real_keys(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Tests never reach a real provider: keys and base URLs are removed from the environment,
+    and the user's config directory (stored keys, the log of prompts) is an empty one."""
     for key in _KEYS:
         monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("TETHER_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
+    monkeypatch.delenv("TETHER_MODEL", raising=False)
+    monkeypatch.delenv("TETHER_DEBUG", raising=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -371,3 +371,70 @@ def test_with_the_lab_extra_the_command_runs_the_example_project(
     listed = venv.run(tether_bin, "runs", "list", "--json", cwd=project)
     assert listed.returncode == 0, listed.stderr
     assert [r["name"] for r in json.loads(listed.stdout)] == ["assistant"]
+
+
+@pytest.mark.timeout(600)  # builds the wheel and the virtualenv when run on its own
+def test_the_first_hour_in_a_fresh_virtualenv_with_only_the_lab_extra(
+    built: Built, venv: Venv, tmp_path: Path
+) -> None:
+    """What a new user types, in order, against the built wheel: a prompt with no project, a
+    scaffold, and the scaffold's agent through agent run, chat and eval run, all on the keyless
+    test model."""
+    venv.pip_install(built.wheelhouse, f"tether[lab] @ {built.wheel.as_uri()}")
+    tether_bin = str(venv.root / "bin" / "tether")
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def run(
+        *args: str, cwd: Path = home, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.endswith("_API_KEY") and k not in ("PYTHONPATH", "VIRTUAL_ENV")
+        }
+        env["TETHER_CONFIG_DIR"] = str(tmp_path / "config")
+        return subprocess.run(
+            [tether_bin, *args],
+            cwd=cwd,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    helped = run("--help")
+    commands = helped.stdout.split("Commands:")[1].split()
+    assert [w for w in commands if w in ("init", "prompt", "chat")] == ["init", "prompt", "chat"]
+    assert commands[0] == "init"
+    # No project at all: a prompt, logged where `tether runs list` finds it.
+    asked = run("prompt", "Hello from nowhere", "-m", "test")
+    assert (asked.returncode, asked.stdout) == (0, "Hello from nowhere\n"), asked.stderr
+    bare = run("Also this", "-m", "test:echo")
+    assert (bare.returncode, bare.stdout) == (0, "Also this\n"), bare.stderr
+    runs = json.loads(run("runs", "list", "--json").stdout)
+    assert [r["name"] for r in runs] == ["prompt", "prompt"]
+    # The scaffold, and every command a beginner tries on it.
+    made = run("init", "demo")
+    assert made.returncode == 0, made.stderr
+    project = home / "demo"
+    assert sorted(p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()) == [
+        ".gitignore",
+        "app.py",
+        "datasets/smoke.jsonl",
+        "tether.toml",
+    ]
+    listed = run("agent", "list", "--json", cwd=project)
+    assert [a["id"] for a in json.loads(listed.stdout)] == ["assistant"], listed.stderr
+    answered = run("agent", "run", "assistant", "Hello", cwd=project)
+    assert (answered.returncode, answered.stdout) == (0, "Hello\n"), answered.stderr
+    chatted = run("chat", "assistant", cwd=project, stdin="first\nsecond\n")
+    assert chatted.returncode == 0, chatted.stderr
+    assert "first" in chatted.stdout and "second" in chatted.stdout
+    evaluated = run("eval", "run", "assistant", "--dataset", "datasets/smoke.jsonl", cwd=project)
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    assert "2 passed, 0 failed" in evaluated.stdout
+    again = run("init", "demo")
+    assert again.returncode == 2 and "already exists" in again.stderr
+    assert "Traceback" not in again.stderr

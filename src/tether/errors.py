@@ -113,9 +113,10 @@ class MissingKeyError(ConfigError):
     """A provider needs a key that is neither in the config nor in the environment."""
 
     def __init__(self, provider: str, env_var: str) -> None:
+        stored = "openai" if provider == "openai-responses" else provider
         super().__init__(
-            f"no API key for {provider}: set {env_var} in the environment "
-            f"or pass model={{'model': ..., 'api_key': ...}}"
+            f"no API key for {provider}: set {env_var} in the environment, store one with "
+            f"`tether keys set {stored}`, or pass model={{'model': ..., 'api_key': ...}}"
         )
         self.provider = provider
         self.env_var = env_var

@@ -195,8 +195,8 @@ def test_a_missing_provider_key_says_which_variable_to_set(project: Project) -> 
     result = project.invoke("agent", "run", "keyless", "--input", "hi")
     assert result.exit_code == EXIT_PROJECT
     assert result.stderr.splitlines()[0] == (
-        "Error: MissingKeyError: no API key for openai: set OPENAI_API_KEY in the environment "
-        "or pass model={'model': ..., 'api_key': ...}"
+        "Error: MissingKeyError: no API key for openai: set OPENAI_API_KEY in the environment, "
+        "store one with `tether keys set openai`, or pass model={'model': ..., 'api_key': ...}"
     )
     assert "export OPENAI_API_KEY=" in result.stderr
 

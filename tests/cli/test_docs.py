@@ -46,6 +46,12 @@ def test_the_docs_cover_every_command(cli_docs: ModuleType) -> None:
             "tether eval compare",
             "tether eval list",
             "tether chat",
+            "tether init",
+            "tether prompt",
+            "tether models",
+            "tether keys",
+            "tether keys set",
+            "tether keys path",
             "tether ui",
             "tether serve",
         ]

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+import tether.cli._ui as ui_module
 from tether.cli import EXIT_PROJECT
 from tether.cli._ui import DEFAULT_HOST, DEFAULT_PORT
 from tether.errors import ConfigError
@@ -38,6 +39,8 @@ def fake_ui(monkeypatch: pytest.MonkeyPatch, calls: list[dict[str, Any]]) -> Non
     module = types.ModuleType("tether.ui")
     module.serve = serve  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "tether.ui", module)
+    # No server binds here: the default port may be taken on this machine by a real one.
+    monkeypatch.setattr(ui_module, "check_port", lambda host, port: None)
 
 
 def test_ui_serves_the_projects_runtime_and_closes_it_after(
@@ -105,6 +108,7 @@ def test_ctrl_c_that_stopped_the_server_is_a_normal_end(
     module = types.ModuleType("tether.ui")
     module.serve = serve  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "tether.ui", module)
+    monkeypatch.setattr(ui_module, "check_port", lambda host, port: None)
     result = project.invoke("ui")
     assert result.exit_code == 0, result.output
     assert result.stderr == ""

@@ -292,7 +292,10 @@ async def _episode(
     tool_context: Any,
     title_wait: float,
     as_json: bool,
+    go_on: str | None = None,
 ) -> None:
+    """One episode, streamed and reported. `go_on` is the command that continues the
+    conversation after Ctrl-C, with ``{scope}`` for its scope (default: `tether agent run`)."""
     async with runtime:
         await reach_stores(runtime, options)
         try:
@@ -327,12 +330,12 @@ async def _episode(
             return
     # The runtime is closed: every event of the episode is stored by now.
     run = f"tether runs show {handle.run_id}"
+    again = go_on or f"tether agent run {agent.id} --scope {{scope}} --input ..."
     if ctrl_c.fired:
         raise Interrupted(
             f"interrupted: the episode of agent {agent.id!r} was cancelled",
             hint=f"The steps it completed are stored on scope {handle.memory_scope}; go on with "
-            f"`tether agent run {agent.id} --scope {handle.memory_scope} --input ...`. "
-            f"Its record: `{run}`.",
+            f"`{again.format(scope=handle.memory_scope)}`. Its record: `{run}`.",
         )
     detail = ""
     if isinstance(outcome, NoObjectGeneratedError):

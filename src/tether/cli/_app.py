@@ -13,7 +13,10 @@ from ._agents import agent_app
 from ._chat import chat
 from ._errors import EXIT_INTERRUPTED, EXIT_USAGE, error_json
 from ._eval import eval_app
+from ._init import init
+from ._models import keys_app, models
 from ._project import GlobalOptions
+from ._prompt import prompt
 from ._render import emit_err
 from ._runs import runs_app
 from ._serve import serve
@@ -34,8 +37,9 @@ Exit status:
 
 app = typer.Typer(
     name="tether",
-    help="Run and inspect the agents and workflows a project declares in tether.toml "
-    "(or [tool.tether] in pyproject.toml).",
+    help="Start a project (tether init), ask a model with no project at all (tether "
+    '"question", tether prompt), chat with an agent, and run and inspect the agents and '
+    "workflows a project declares in tether.toml (or [tool.tether] in pyproject.toml).",
     epilog=_EPILOG,
     no_args_is_help=True,
     add_completion=False,
@@ -88,20 +92,48 @@ def _root(
     ctx.obj = GlobalOptions(config=config, store=store)
 
 
+# In the order a beginner meets them: `tether --help` lists them so.
+app.command("init")(init)
+app.command("prompt")(prompt)
+app.command("chat")(chat)
+app.command("models")(models)
+app.add_typer(keys_app, name="keys")
 app.add_typer(agent_app, name="agent")
 app.add_typer(workflow_app, name="workflow")
 app.add_typer(runs_app, name="runs")
 app.add_typer(eval_app, name="eval")
-app.command("chat")(chat)
 app.command("ui")(ui)
 app.command("serve")(serve)
+
+_VALUED = ("--config", "--store")
+"""The global options that take a value (the word after them is not a command)."""
+
+
+def _with_prompt(args: list[str]) -> list[str]:
+    """`tether "text"` as `tether prompt "text"`: the first word that is not a global option
+    (or its value) and names no command is a prompt."""
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            return args
+        if word in _VALUED:
+            i += 2
+            continue
+        if word.startswith("-"):
+            i += 1
+            continue
+        names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+        return args if word in names else [*args[:i], "prompt", *args[i:]]
+    return args
 
 
 def main() -> None:
     """The `tether` console script. With `--json`, a failure found while parsing the command
     line (a missing argument, an option it does not take) is also one JSON object on stdout,
     like every other failure."""
-    args = sys.argv[1:]
+    args = _with_prompt(sys.argv[1:])
+    sys.argv[1:] = args
     options = args[: args.index("--")] if "--" in args else args
     if "--json" not in options:
         app(prog_name="tether")

@@ -27,12 +27,14 @@ from ..lab import (
     redact_url,
     sqlite_path,
 )
+from ..llm._keys import config_dir
 from ._errors import CommandLineError, Interrupted, ProjectError
 
 __all__ = [
     "CONFIG_EXAMPLE",
     "GlobalOptions",
     "absolute_store_url",
+    "has_project",
     "load_project",
     "locate_config",
     "open_stores",
@@ -41,6 +43,8 @@ __all__ = [
     "run_async",
     "store_project",
     "store_runtime",
+    "user_runtime",
+    "user_store_url",
 ]
 
 T = TypeVar("T")
@@ -142,6 +146,21 @@ def load_project(options: GlobalOptions) -> Registry:
     return registry
 
 
+def user_store_url() -> str:
+    """The store of runs made without a project (`tether prompt`): ``runs.db`` in tether's
+    config directory. `tether runs` and `tether ui` read it outside any project."""
+    return f"sqlite:///{(config_dir() / 'runs.db').resolve()}"
+
+
+def user_runtime(store: str | None = None) -> Runtime:
+    """A runtime on `store` (a `--store` URL), else on `user_store_url()` (its directory
+    created)."""
+    if store is not None:
+        return Runtime(store=absolute_store_url(store, Path.cwd()), root=Path.cwd(), version=False)
+    config_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
+    return Runtime(store=user_store_url(), root=Path.cwd(), version=False)
+
+
 def store_runtime(options: GlobalOptions) -> Runtime:
     """A runtime for commands that only read the stores (`tether runs ...`): with `--store` a
     bare runtime on that URL (no config needed, no project module imported), else the
@@ -153,9 +172,20 @@ def store_runtime(options: GlobalOptions) -> Runtime:
     return store_project(options)[0]
 
 
+def has_project(start: Path | None = None) -> bool:
+    """Whether a config file is found at or above `start` (a broken one counts)."""
+    try:
+        find_config(start)
+    except ConfigNotFoundError:
+        return False
+    except RegistryError:
+        return True
+    return True
+
+
 def store_project(options: GlobalOptions) -> tuple[Runtime, Registry | None]:
-    """`store_runtime`, and the project's registry (None with `--store`: no project is
-    imported then)."""
+    """`store_runtime`, and the project's registry (None with `--store`, or outside any
+    project, where the runs `tether prompt` made are read: no project is imported then)."""
     if options.store is not None:
         cwd = Path.cwd()
         url = absolute_store_url(options.store, cwd)
@@ -170,6 +200,8 @@ def store_project(options: GlobalOptions) -> tuple[Runtime, Registry | None]:
                 hint="A relative path is relative to the current directory.",
             )
         return Runtime(store=url, root=cwd, version=False), None
+    if options.config is None and not has_project():
+        return user_runtime(), None
     project = load_project(options)
     return project.runtime, project
 

@@ -17,7 +17,13 @@ from ._project import (
     options_of,
     run_async,
 )
-from ._ui import allowed_host_option, announce_login, refuse_open_host, token_option
+from ._ui import (
+    allowed_host_option,
+    announce_login,
+    check_port,
+    refuse_open_host,
+    token_option,
+)
 
 __all__ = ["serve"]
 
@@ -116,6 +122,7 @@ def serve(
         takeover_every=takeover_every,
     )
     registry = load_project(options)
+    check_port(host, port)
     announce_login(host, port, token)
     if workers > 1:
         # Each worker loads the project itself; here it was loaded to report errors first.

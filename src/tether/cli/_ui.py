@@ -3,6 +3,7 @@ the project's runtime."""
 
 from __future__ import annotations
 
+import errno
 import socket
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -10,9 +11,10 @@ from urllib.parse import quote
 import typer
 
 from ._errors import CommandLineError, ProjectError, reports_errors
-from ._project import load_project, open_stores, options_of, run_async
+from ._project import has_project, load_project, open_stores, options_of, run_async
+from ._prompt import prompt_registry
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ui"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "check_port", "ui"]
 
 DEFAULT_HOST = "127.0.0.1"
 """Loopback: the UI shows every stored conversation, so elsewhere it needs a token."""
@@ -70,7 +72,8 @@ def ui(
 ) -> None:
     """Serve the inspection UI until Ctrl-C.
 
-    The browser shows the project's runs, conversations, agents and workflows. Ctrl-C
+    The browser shows the project's runs, conversations, agents and workflows (outside
+    any project: the prompts `tether prompt` recorded). Ctrl-C
     is the way to stop the server: it exits 0. The project's registry is reloaded when its
     files change.
     """
@@ -81,7 +84,10 @@ def ui(
         token_env=TOKEN_ENV,
     )
     options = options_of(ctx)
-    registry = load_project(options)
+    if options.config is None and not has_project():
+        registry = prompt_registry(options.store)  # outside a project: `tether prompt`'s runs
+    else:
+        registry = load_project(options)
     # Imported here, not at the top: the rest of the CLI works without the UI's dependencies.
     try:
         from ..ui import serve
@@ -93,6 +99,7 @@ def ui(
         ) from exc
     runtime = registry.runtime
     try:
+        check_port(host, port)
         open_stores(runtime, options)
         announce_login(host, port, token)
         serve(
@@ -109,6 +116,35 @@ def ui(
     finally:
         # serve() leaves the runtime to its caller.
         run_async(runtime.aclose())
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a port another process listens on, before the server starts (which would log a
+    bind error around a traceback-like shutdown). Bound as the server binds (SO_REUSEADDR), so
+    a port left in TIME_WAIT still counts as free.
+
+    Raises:
+        ProjectError: the port is taken (exit 3), naming it and `--port`.
+    """
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return  # a name that does not resolve: the server says so itself
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return  # not this machine's address, no permission: the server says so itself
+            raise ProjectError(
+                f"port {port} on {host} is in use ({exc.strerror or exc})",
+                hint=f"Stop what listens there, or pass --port N (e.g. --port {port + 1}; "
+                "--port 0 picks a free one).",
+            ) from None
 
 
 def login_link(host: str, port: int, token: str) -> str:

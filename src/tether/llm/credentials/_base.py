@@ -6,6 +6,7 @@ import os
 from typing import ClassVar
 
 from ...errors import MissingKeyError
+from .._keys import stored_key
 
 __all__ = ["Credentials"]
 
@@ -43,6 +44,8 @@ class Credentials:
                 key = os.environ.get(var) or None
                 if key:
                     break
+        if key is None:
+            key = stored_key(provider)  # `tether keys set PROVIDER`, after the environment
         if key is None and self.base_url == self.default_base_url and not self.has_other_auth():
             raise MissingKeyError(provider, " or ".join(self.env_vars))
         self.api_key = key
