@@ -22,7 +22,8 @@ class Credentials:
     """
 
     env_vars: ClassVar[tuple[str, ...]] = ()
-    """Where the API key is looked up, in order (the provider's own SDK's variables)."""
+    """Where the API key is looked up, in order (the provider's own SDK's variables); then
+    the key `tether keys set PROVIDER` stored."""
     base_url_env: ClassVar[str | None] = None
     """The variable the provider's own SDK reads its base URL from."""
     default_base_url: ClassVar[str] = ""
