@@ -46,6 +46,7 @@ EXTRA_MODULES = {
     "otel": ("opentelemetry",),
     "evals": ("yaml",),
     "ray": ("ray",),
+    "fetch": ("markdownify", "bs4"),
     "docs": ("mkdocs", "material", "mkdocstrings"),
 }
 """The top-level modules each extra brings: `import tether` imports none of them."""

@@ -9,6 +9,7 @@ the threat model: what each one stops, and what it does not.
 
 from __future__ import annotations
 
+from ._fetch import Resolver, fetch_tool, html_to_markdown, system_resolver
 from ._files import file_tools
 from ._shell import Isolation, ShellLimits, bubblewrap_problem, shell_tool
 from ._toolkit import FromRun, PathSpec, Toolkit
@@ -17,9 +18,13 @@ __all__ = [
     "FromRun",
     "Isolation",
     "PathSpec",
+    "Resolver",
     "ShellLimits",
     "Toolkit",
     "bubblewrap_problem",
+    "fetch_tool",
     "file_tools",
+    "html_to_markdown",
     "shell_tool",
+    "system_resolver",
 ]
