@@ -4,12 +4,13 @@ models without a price, overrides for private ones."""
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import genai_prices
 import pytest
 
 from tether.errors import ConfigError
-from tether.pricing import check_overrides, cost
+from tether.pricing import Quote, check_overrides, cost, quote
 
 
 def list_price(model: str, provider: str) -> genai_prices.types.ModelPrice:
@@ -59,13 +60,11 @@ def test_each_provider_maps_to_its_prices(model: str, provider: str) -> None:
     assert got == (2000 * rate(price.input_mtok) + 300 * rate(price.output_mtok)) / 1_000_000
 
 
-def test_unknown_models_and_local_servers_have_no_price() -> None:
+def test_unknown_models_have_no_price() -> None:
     usage = {"input_tokens": 1000, "output_tokens": 100}
     assert cost(usage, "openai:my-finetune-that-does-not-exist") is None  # type: ignore[arg-type]
     assert cost(usage, "script") is None  # type: ignore[arg-type]
     assert cost(usage, "mystery:gpt-4o") is None  # type: ignore[arg-type]
-    # gpt-4o served by a local OpenAI-compatible server is not OpenAI's gpt-4o.
-    assert cost(usage, "openai:gpt-4o", base_url="http://127.0.0.1:8000/v1") is None  # type: ignore[arg-type]
     assert cost(usage, "openai:gpt-4o", base_url="https://api.openai.com/v1") is not None  # type: ignore[arg-type]
     assert cost({}, "openai:gpt-4o") is None
 
@@ -138,3 +137,38 @@ def test_a_gemini_answer_prices_its_thoughts_as_output() -> None:
         cost(usage, "gemini:gemini-2.5-flash")
         == (500 * rate(price.input_mtok) + 900 * rate(price.output_mtok)) / 1_000_000
     )
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    ["https://llm-gateway.corp.example/v1", "http://127.0.0.1:4000", "https://x.openai.azure.com"],
+)
+def test_behind_a_gateway_a_call_is_priced_as_its_model_strings_provider(base_url: str) -> None:
+    usage: Any = {"input_tokens": 2000, "output_tokens": 300}
+    direct = cost(usage, "openai:gpt-4o-mini")
+    assert direct is not None and direct > 0
+    assert cost(usage, "openai:gpt-4o-mini", base_url=base_url) == direct
+    assert cost(usage, "anthropic:claude-sonnet-4-5", base_url=base_url) == cost(
+        usage, "anthropic:claude-sonnet-4-5"
+    )
+    # A self-hosted server that reuses the name: pricing=False, or an override of its own.
+    off = quote(usage, "openai:gpt-4o-mini", base_url=base_url, pricing=False)
+    assert off == Quote(None, off.unpriced) and "pricing=False" in (off.unpriced or "")
+    own = check_overrides({"openai:gpt-4o-mini": {"input_mtok": 0.0, "output_mtok": 0.0}})
+    assert cost(usage, "openai:gpt-4o-mini", base_url=base_url, overrides=own, pricing=False) == 0
+
+
+def test_a_bare_model_id_through_an_unknown_url_is_not_guessed() -> None:
+    usage: Any = {"input_tokens": 10, "output_tokens": 1}
+    q = quote(usage, "gpt-4o-mini", base_url="http://127.0.0.1:8000/v1")
+    assert q.usd is None and q.unpriced is not None and "127.0.0.1:8000" in q.unpriced
+
+
+def test_every_unpriced_call_says_why() -> None:
+    usage: Any = {"input_tokens": 10, "output_tokens": 1}
+    assert quote({}, "openai:gpt-4o").unpriced == "the call reported no token usage"
+    mystery = quote(usage, "mystery:gpt-4o").unpriced or ""
+    assert "no provider 'mystery'" in mystery and "prices entry for 'mystery:gpt-4o'" in mystery
+    unknown = quote(usage, "openai:my-finetune-xyz").unpriced or ""
+    assert "no price for 'my-finetune-xyz' of provider 'openai'" in unknown
+    assert quote(usage, "openai:gpt-4o").unpriced is None

@@ -21,7 +21,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeVar, cast
 
 from .errors import ConfigError, ModelSettingError
-from .llm import REASONING_TAKES, SETTING_KEYS, LLMClient, model_problem, setting_problem
+from .llm import (
+    CONFIG_KEYS,
+    REASONING_TAKES,
+    SETTING_KEYS,
+    LLMClient,
+    model_problem,
+    setting_problem,
+)
 from .llm.base import ModelSettings
 from .prompt import PromptLayer, prompt_layer
 from .stop import StopCondition
@@ -56,22 +63,7 @@ T = TypeVar("T")
 SETTINGS_KEYS: Final = SETTING_KEYS
 """Every key of `ModelSettings` (`tether.llm.SETTING_KEYS`)."""
 
-MODEL_CONFIG_KEYS: Final = frozenset(
-    {
-        "model",
-        "base_url",
-        "api_key",
-        "headers",
-        "max_retries",
-        "stream_retries",
-        "connect_timeout",
-        "first_byte_timeout",
-        "idle_timeout",
-        "total_timeout",
-        "max_connections",
-        "extra_body",
-    }
-)
+MODEL_CONFIG_KEYS: Final = frozenset(CONFIG_KEYS)
 """The keys of a model-config dict (an adapter may take more: they are passed on to it)."""
 
 _MODEL_TAKES = "a 'provider:model' string, a model-config dict or an LLMClient"
@@ -180,6 +172,8 @@ def check_model(
         problem = model_problem(model) if model is not None else None
         if problem is not None:
             raise ConfigError(f"{where_prefix(where)}{param}['model'] {problem}")
+        if not isinstance(value.get("pricing", True), bool):
+            raise bad(f"{param}['pricing']", value["pricing"], "True or False", where)
         return dict(value)
     raise bad(param, value, _MODEL_TAKES, where)
 

@@ -9,9 +9,14 @@ cost(usage, "openai:my-private-model",
      overrides={"openai:my-private-model": {"input_mtok": 0.5, "output_mtok": 1.5}})
 ```
 
-Prices come from the `genai-prices` package (the `lab` extra). A model it does not know, or a
-model reached through a `base_url` it cannot tell the provider of, has no price: `cost` returns
-None and nothing shows a number, rather than a wrong one. `overrides` prices private models.
+Prices come from the `genai-prices` package (the `lab` extra). A ``"provider:model"`` call is
+priced as that provider's model (genai-prices' provider-id match) wherever it went: through a
+custom `base_url` (a corporate gateway, a LiteLLM proxy, an Azure-style proxy) an
+``openai:gpt-4o-mini`` call costs what OpenAI's gpt-4o-mini costs. A self-hosted server that
+reuses a known name turns that off with ``pricing=False`` in its model config, or prices itself
+with an `overrides` entry (checked first). A bare model id (no provider) through a `base_url` is
+priced only when genai-prices recognises the URL. A model it does not know has no price: `cost`
+returns None and nothing shows a number, rather than a wrong one; `quote` also says why.
 
 Both tether's `Usage` and genai-prices count cache reads and cache writes *inside*
 `input_tokens` (every adapter adds Anthropic's separate counts in), so they are passed through
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, TypedDict
@@ -37,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
         "install it with: pip install 'tether[lab]'"
     ) from exc
 
-__all__ = ["PriceOverride", "check_overrides", "cost"]
+__all__ = ["PriceOverride", "Quote", "check_overrides", "cost", "quote"]
 
 
 class PriceOverride(TypedDict, total=False):
@@ -61,13 +67,19 @@ _PROVIDER_IDS = {
     "google": "google",
 }
 """tether's provider names -> genai-prices' provider ids."""
-_DEFAULT_URLS = {
-    "anthropic": "https://api.anthropic.com",
-    "openai": "https://api.openai.com",
-    "google": "https://generativelanguage.googleapis.com",
-}
 _UNKNOWN: set[tuple[str, str | None, str | None]] = set()
 """(model, provider id, base URL) that genai-prices has no price for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """The price of one model call, or why it has none."""
+
+    usd: Decimal | None
+    """US dollars; None when not known."""
+    unpriced: str | None = None
+    """Why there is no price (None when there is one), worded for `tether runs show`."""
+
 
 _OVERRIDE_KEYS = frozenset(PriceOverride.__annotations__)
 
@@ -143,46 +155,68 @@ def cost(
     base_url: str | None = None,
     overrides: Mapping[str, PriceOverride] | None = None,
     at: datetime | None = None,
+    pricing: bool = True,
 ) -> Decimal | None:
-    """The price of one model call in US dollars, or None when it is not known.
+    """The price of one model call in US dollars, or None when it is not known (`quote` says
+    why).
 
     Args:
         usage: The call's `usage` (a `done` event's, a `FinishChunk`'s, a step's).
         model: ``"provider:model"`` (as in a model config) or the provider's model id.
-        base_url: Where the call went, when not the provider's own API (an OpenAI-compatible
-            server): genai-prices prices it only if it recognises the URL; a local server has
-            no price.
+        base_url: Where the call went, when not the provider's own API. A ``"provider:model"``
+            is priced as that provider's model whatever the URL (a gateway or proxy in front of
+            it); a bare model id is priced only if genai-prices recognises the URL.
         overrides: Prices by ``"provider:model"`` or model id, checked first.
         at: When the call was made (prices change over time); default now.
+        pricing: False (the model config's ``pricing``) leaves a call without an override
+            unpriced: a self-hosted server that reuses a known model name.
     """
+    return quote(usage, model, base_url=base_url, overrides=overrides, at=at, pricing=pricing).usd
+
+
+def quote(
+    usage: Usage,
+    model: str,
+    *,
+    base_url: str | None = None,
+    overrides: Mapping[str, PriceOverride] | None = None,
+    at: datetime | None = None,
+    pricing: bool = True,
+) -> Quote:
+    """`cost`, with the reason when there is no price (the arguments are `cost`'s)."""
     if not usage:
-        return None
+        return Quote(None, "the call reported no token usage")
     if overrides:
         own = _override(usage, model, overrides)
         if own is not None:
-            return own
+            return Quote(own)
+    if not pricing:
+        return Quote(
+            None,
+            f"pricing=False in the model config (a prices entry for {model!r} gives it a price)",
+        )
     provider, name = _split(model)
     provider_id = _PROVIDER_IDS.get(provider) if provider is not None else None
     if provider is not None and provider_id is None:
-        return None  # a provider genai-prices has no name for
-    unknown = (name, provider_id, base_url)
+        return Quote(
+            None, f"genai-prices has no provider {provider!r}; add a prices entry for {model!r}"
+        )
+    # A provider's model is priced by the provider's id wherever it was sent; only a bare model
+    # id goes by the URL (genai-prices knows the public endpoints of the providers it prices).
+    url = base_url if provider_id is None else None
+    unknown = (name, provider_id, url)
     if at is None and unknown in _UNKNOWN:
-        return None
+        return _no_price(model, name, provider_id, url)
     priced = genai_prices.Usage(
         input_tokens=usage.get("input_tokens", 0),
         output_tokens=usage.get("output_tokens", 0),
         cache_read_tokens=usage.get("cache_read_tokens") or None,
         cache_write_tokens=usage.get("cache_creation_tokens") or None,
     )
-    custom = (
-        base_url is not None
-        and provider_id is not None
-        and not base_url.rstrip("/").startswith(_DEFAULT_URLS.get(provider_id, "\0"))
-    )
     try:
-        if custom:
+        if url is not None:
             result = genai_prices.calc_price(
-                priced, name, provider_api_url=base_url, genai_request_timestamp=at
+                priced, name, provider_api_url=url, genai_request_timestamp=at
             )
         else:
             result = genai_prices.calc_price(
@@ -193,5 +227,12 @@ def cost(
         # unknown, and each of its calls would otherwise pay for a failed search.
         if at is None and len(_UNKNOWN) < 1024:
             _UNKNOWN.add(unknown)
-        return None
-    return result.total_price
+        return _no_price(model, name, provider_id, url)
+    return Quote(result.total_price)
+
+
+def _no_price(model: str, name: str, provider_id: str | None, url: str | None) -> Quote:
+    where = f" of provider {provider_id!r}" if provider_id else f" served at {url}" if url else ""
+    return Quote(
+        None, f"genai-prices has no price for {name!r}{where}; add a prices entry for {model!r}"
+    )

@@ -89,6 +89,40 @@ def test_runs_list_and_show_give_tokens_and_cost(project: Project) -> None:
     assert as_json[0]["cost_usd"] == 0.0021 and as_json[1]["cost_usd"] is None
 
 
+def test_runs_show_says_why_a_run_is_unpriced(project: Project) -> None:
+    import asyncio
+
+    from tether.stores.run_store import RunInfo
+    from tether.stores.sqlite import SqliteRunStore
+
+    assert project.invoke("runs", "list").exit_code == 0  # the store exists
+    why = "pricing=False in the model config (a prices entry for 'openai:m' gives it a price)"
+
+    async def record() -> None:
+        store = SqliteRunStore.open(project.db)
+        try:
+            await store.start_run(RunInfo("off", "agent", "echo", started_at=2e9))
+            await store.append_events(
+                "off",
+                [
+                    {
+                        "type": "model_call_finished",
+                        "at": 2e9,
+                        "data": {"call": 1, "model": "openai:m", "usage": {"input_tokens": 5},
+                                 "cost_usd": None, "unpriced": why},
+                    }
+                ],
+            )  # fmt: skip
+            await store.finish_run("off", "completed", usage={"input_tokens": 5})
+        finally:
+            await store.aclose()
+
+    asyncio.run(record())
+    shown = project.invoke("runs", "show", "off").stdout
+    [line] = [row for row in lines(shown) if row.startswith("cost")]
+    assert line.split(None, 1)[1] == f"- (unpriced: {why})"
+
+
 def test_runs_list_filters_by_kind_and_limits(project: Project) -> None:
     ids = [agent_run(project, "echo", "-i", str(i)) for i in range(3)]
     assert project.invoke("workflow", "run", "greet", "-i", "x").exit_code == 0

@@ -15,7 +15,7 @@ from tether.lab._recorder import REQUEST_CAP, _capped, _mask
 from tether.pricing import cost
 
 from .conftest import scripted
-from .test_provider_episode import Loopback, model, recorded, server  # noqa: F401
+from .test_provider_episode import Loopback, model, recorded, server, text_stream  # noqa: F401
 
 
 def of(events: list[Any], kind: str) -> list[dict[str, Any]]:
@@ -155,16 +155,52 @@ async def test_cost_per_call_and_per_run_over_a_real_adapter(
     await lab.aclose()
 
 
-async def test_without_a_price_the_run_has_no_cost(server: Loopback) -> None:  # noqa: F811
+async def test_a_call_through_a_gateway_is_priced_as_its_provider(
+    server: Loopback,  # noqa: F811
+) -> None:
+    # The loopback server stands for a corporate gateway or a LiteLLM proxy in front of OpenAI.
     lab = Runtime(store="memory", version=False)
-    server.replies = [(200, recorded("sdk_text"))]
-    agent = lab.create_agent(id="a", model=model(server))
+    server.replies = [(200, text_stream("hi"))]
+    agent = lab.create_agent(id="a", model={**model(server), "model": "openai:gpt-4o-mini"})
+    result = await agent.run(user="hi").result
+    [end] = of(await lab.run_store.events(result.run_id), "model_call_finished")
+    expected = cost(end["data"]["usage"], "openai:gpt-4o-mini")
+    assert expected is not None and end["data"]["cost_usd"] == float(expected) > 0
+    assert "unpriced" not in end["data"]
+    info = await lab.run_store.get_run(result.run_id)
+    assert info is not None and info.cost_usd == float(expected)
+    await lab.aclose()
+
+
+async def test_pricing_false_leaves_a_self_hosted_servers_calls_unpriced(
+    server: Loopback,  # noqa: F811
+) -> None:
+    lab = Runtime(store="memory", version=False)
+    server.replies = [(200, text_stream("hi"))]
+    agent = lab.create_agent(id="a", model={**model(server), "pricing": False})
     result = await agent.run(user="hi").result
     [end] = of(await lab.run_store.events(result.run_id), "model_call_finished")
     assert end["data"]["usage"] and end["data"]["cost_usd"] is None
+    assert "pricing=False" in end["data"]["unpriced"]
     info = await lab.run_store.get_run(result.run_id)
     assert info is not None and info.usage and info.cost_usd is None
     await lab.aclose()
+
+
+async def test_a_model_without_a_price_says_why(server: Loopback) -> None:  # noqa: F811
+    lab = Runtime(store="memory", version=False)
+    server.replies = [(200, text_stream("hi"))]
+    agent = lab.create_agent(id="a", model={**model(server), "model": "openai:my-own-llama"})
+    result = await agent.run(user="hi").result
+    [end] = of(await lab.run_store.events(result.run_id), "model_call_finished")
+    assert end["data"]["cost_usd"] is None
+    assert "no price for 'my-own-llama'" in end["data"]["unpriced"]
+    await lab.aclose()
+
+
+def test_pricing_must_be_a_bool() -> None:
+    with pytest.raises(ConfigError, match=r"model\['pricing'\]= takes True or False; got str"):
+        Runtime(store="memory").create_agent(id="a", model={"model": "openai:m", "pricing": "no"})
 
 
 def test_bad_price_overrides_are_config_errors() -> None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -212,7 +212,9 @@ def show_run(
     ]
     if info.usage:
         pairs.append(("tokens", " ".join(f"{k}={v}" for k, v in info.usage.items())))
-        pairs.append(("cost", format_cost(info.cost_usd)))
+        cost = format_cost(info.cost_usd)
+        why = _unpriced(events) if info.cost_usd is None else None
+        pairs.append(("cost", f"{cost} (unpriced: {clean(why)})" if why else cost))
     if info.memory_scope is not None:
         pairs.append(("scope", clean(info.memory_scope)))
     if info.workflow_run_id is not None:
@@ -353,3 +355,14 @@ async def _show(
         inside = await _inside(runtime, run_id, {run_id})
         events = await store.events(run_id)
         return info, inside, events
+
+
+def _unpriced(events: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why a run has no cost: the reason its first unpriced model call gave."""
+    for event in events:
+        data = event.get("data")
+        if event.get("type") == "model_call_finished" and isinstance(data, Mapping):
+            why = data.get("unpriced")
+            if isinstance(why, str):
+                return why
+    return None

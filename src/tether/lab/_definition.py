@@ -189,7 +189,7 @@ def resolve_aliases(values: dict[str, Any], where: str) -> dict[str, Any]:
 # -- the model -------------------------------------------------------------------------------
 
 
-_PROVIDER_BOUND = ("base_url", "api_key", "headers", "extra_body")
+_PROVIDER_BOUND = ("base_url", "api_key", "headers", "extra_body", "pricing")
 """Model-config keys that belong to one provider: a layer naming a model of another provider
 drops them from the layers below it."""
 
@@ -206,7 +206,7 @@ def merge_models(layers: Sequence[ModelSpec | None], where: str) -> dict[str, An
     agent, run). Strings and config dicts merge key by key; a client object replaces what is
     below it, and only a config naming a `model` can replace a client. A layer whose model is
     another provider's drops the provider-bound keys below it (`base_url`, `api_key`,
-    `headers`, `extra_body`): they were written for the other provider.
+    `headers`, `extra_body`, `pricing`): they were written for the other provider.
 
     Raises:
         ConfigError: no layer names a model, or config keys would apply to a client object.

@@ -22,7 +22,8 @@ apart):
 |-----------------------|----------------------------------------------------------------------|
 | `model_call_started`  | call, model, request (by the recording level)                        |
 | `model_call_finished` | call, model, first_token_s, duration_s, usage, stop_reason,           |
-|                       | finish_reason, tool_calls, cost_usd (None: no known price)           |
+|                       | finish_reason, tool_calls, cost_usd (None: no known price),          |
+|                       | unpriced (why there is no price, when there is none)                 |
 | `model_call_failed`   | call, model, first_token_s, duration_s, error {type, message}        |
 
 Every event's `at` is its Unix time, so a page draws each call from start to end with its time
@@ -217,7 +218,7 @@ class RunRecorder:
         }
         for key, n in usage.items():
             self.usage[key] = self.usage.get(key, 0) + n
-        cost = _price(usage, model, client.base_url, self.prices) if usage else None
+        cost, unpriced = _price(usage, model, client, self.prices) if usage else (None, None)
         if usage:
             self._cost = None if cost is None or self._cost is None else self._cost + cost
         content = finish.get("content") or []
@@ -235,6 +236,7 @@ class RunRecorder:
                     1 for p in content if isinstance(p, dict) and p.get("type") == "tool_call"
                 ),
                 "cost_usd": float(cost) if cost is not None else None,
+                **({"unpriced": unpriced} if unpriced is not None else {}),
             },
         )
 
@@ -558,6 +560,8 @@ class RecordingClient:
         """``"provider:model"`` when the client names its provider, else its model id."""
         base = getattr(inner, "base_url", None)
         self.base_url: str | None = base if isinstance(base, str) else None
+        self.pricing = getattr(inner, "pricing", True) is not False
+        """False when the model config says ``pricing=False``: its calls are never priced."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -625,18 +629,27 @@ def unwrapped(client: LLMClient) -> LLMClient:
 
 
 def _price(
-    usage: dict[str, int], model: str, base_url: str | None, prices: Mapping[str, Any] | None
-) -> Decimal | None:
+    usage: dict[str, int], model: str, client: RecordingClient, prices: Mapping[str, Any] | None
+) -> tuple[Decimal | None, str | None]:
+    """The call's cost, or None and why it has none."""
     try:
-        from ..pricing import cost
+        from ..pricing import quote
     except ImportError:
-        return None  # without the lab extra's genai-prices nothing is priced
+        # Without the lab extra's genai-prices nothing is priced.
+        return None, "genai-prices is not installed (pip install 'tether[lab]')"
     try:
         # The recorder sums plain int counts; they are the keys of a Usage.
-        return cost(cast(Usage, usage), model, base_url=base_url, overrides=prices)
-    except Exception:
+        q = quote(
+            cast(Usage, usage),
+            model,
+            base_url=client.base_url,
+            overrides=prices,
+            pricing=client.pricing,
+        )
+    except Exception as exc:
         logger.exception("could not price a call to %s", model)
-        return None
+        return None, f"pricing failed: {type(exc).__name__}: {exc}"
+    return q.usd, q.unpriced
 
 
 def _mask(value: Any, secrets: list[str]) -> Any:

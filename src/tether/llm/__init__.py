@@ -70,6 +70,7 @@ CONFIG_KEYS = (
     "total_timeout",
     "max_connections",
     "extra_body",
+    "pricing",
 )
 """The keys of a model config dict (``model`` required)."""
 
@@ -101,9 +102,10 @@ def client_from_config(config: str | _Mapping[str, _Any] | LLMClient) -> LLMClie
     """The adapter for a model: a ``"provider:model"`` string, or a model config dict
     ``{"model": "provider:model", "base_url"?, "api_key"?, "headers"?, "max_retries"?,
     "stream_retries"?, "connect_timeout"?, "first_byte_timeout"?, "idle_timeout"?,
-    "total_timeout"?, "max_connections"?, "extra_body"?}`` (see `CONFIG_KEYS`); an `LLMClient`
-    is returned as is. A key that is not one of these, or a value of the wrong type, is a
-    `ConfigError` naming it."""
+    "total_timeout"?, "max_connections"?, "extra_body"?, "pricing"?}`` (see `CONFIG_KEYS`); an
+    `LLMClient` is returned as is. A key that is not one of these, or a value of the wrong type,
+    is a `ConfigError` naming it. ``pricing=False`` is for the run records (no call of the
+    client is priced), never sent."""
     if isinstance(config, str):
         config = {"model": config}
     elif not isinstance(config, _Mapping):
@@ -129,6 +131,12 @@ def client_from_config(config: str | _Mapping[str, _Any] | LLMClient) -> LLMClie
         value = config.get(key)
         if value is not None and not isinstance(value, _Mapping):
             raise _ConfigError(f"the model config's {key} must be a dict, got {value!r:.80}")
+    pricing = config.get("pricing", True)
+    if not isinstance(pricing, bool):
+        raise _ConfigError(
+            f"the model config's pricing must be True or False, got {pricing!r:.80} (False "
+            "leaves its calls unpriced: a self-hosted server that reuses a known model name)"
+        )
     headers = config.get("headers") or {}
     bad = [k for k, v in headers.items() if not isinstance(k, str) or not isinstance(v, str)]
     if bad:

@@ -109,6 +109,7 @@ class HTTPAdapter:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         http_client: httpx.AsyncClient | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        pricing: bool = True,
         sleep: Sleep | None = None,
     ) -> None:
         """Args:
@@ -134,6 +135,8 @@ class HTTPAdapter:
         http_client: An httpx.AsyncClient to use instead of our own (stays the caller's; its
             own connect timeout and pool limits apply).
         extra_body: Top-level keys merged into every request body after the settings.
+        pricing: False: the run records price no call of this client (a self-hosted server
+            that reuses a known model name); read by the recorder, never sent.
         sleep: How retry waits happen; `asyncio.sleep` unless a test injects a recorder.
         """
         for name, value in (("max_retries", max_retries), ("stream_retries", stream_retries)):
@@ -152,6 +155,8 @@ class HTTPAdapter:
             raise ConfigError(
                 f"{self.provider}: max_connections must be an int >= 1, got {max_connections!r}"
             )
+        if not isinstance(pricing, bool):
+            raise ConfigError(f"{self.provider}: pricing must be True or False, got {pricing!r}")
         if credentials is None:
             credentials = self.credentials_class(self.provider, api_key=api_key, base_url=base_url)
         elif api_key is not None or base_url is not None:
@@ -172,6 +177,7 @@ class HTTPAdapter:
         self.total_timeout = total_timeout
         self.max_connections = max_connections
         self.extra_body = dict(extra_body or {})
+        self.pricing = pricing
         self._given_client = http_client
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
