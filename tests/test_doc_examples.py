@@ -33,6 +33,12 @@ def _label(example: CodeExample) -> str:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=_label)
 async def test_doc_example_runs(example: CodeExample, world: list[Any]) -> None:
+    if "shell_tool(" in example.source:
+        from tether.toolkits import bubblewrap_problem
+
+        problem = bubblewrap_problem()
+        if problem is not None:
+            pytest.skip(f"the example sandboxes its shell with bubblewrap: {problem}")
     namespace: dict[str, Any] = {"__name__": "doc_example"}
     code = compile(example.source, _label(example), "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     printed = io.StringIO()

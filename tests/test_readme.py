@@ -116,6 +116,12 @@ def world(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[Any]
 
 def setup_for(example: CodeExample, namespace: dict[str, Any]) -> None:
     """Context a fragment leaves to the reader (the experiments one names a project's agent)."""
+    if "shell_tool(" in example.source:
+        from tether.toolkits import bubblewrap_problem
+
+        problem = bubblewrap_problem()
+        if problem is not None:
+            pytest.skip(f"the example sandboxes its shell with bubblewrap: {problem}")
     if example.source.startswith("report = await lab.evaluate("):
         from tether.lab import Runtime
 

@@ -18,6 +18,11 @@ closed `TRACE_PHASES`:
 |             |                                  | error_type                                    |
 | `tool`      | the tool's name                  | id, ms, is_error                              |
 | `tool`      | `result:truncated`               | id, name, chars (whole), limit                |
+| `tool`      | `file:read` / `list` / `glob` /  | what `tether.toolkits` did: path, bytes ...;  |
+|             | `grep` / `write` / `edit` /      | `…:refused`: the arguments and the reason     |
+|             | `delete`, `shell:run`,           | (shell: command, isolation, exit_code,        |
+|             | `fetch:get`, `…:refused`         | timed_out, stdout/stderr bytes; fetch: url,   |
+|             |                                  | address, status, bytes)                       |
 | `workflow`  | what the step named              | whatever it passed to ``ctx.trace()``         |
 | `guardrail` | the guardrail's name             | target, action, reason, tool?, tool_use_id?   |
 | `usage`     | `turn` / `turn:failed` /         | the turn's token totals                       |
