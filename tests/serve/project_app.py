@@ -35,6 +35,9 @@ def reply(request: ChatRequest) -> ScriptTurn:
         if "slowly" in str(request["messages"][-3]):
             return {"text": [f"s{i} " for i in range(2000)]}
         return {"text": ["The ", "tool ", "answered."]}
+    if text.startswith("chunks "):
+        count, size = (int(n) for n in text.split()[1:3])
+        return {"text": [f"{i:06d}".ljust(size, "x") for i in range(count)]}
     if text.startswith("words "):
         count = int(text.split()[1])
         return {"text": [f"w{i} " for i in range(count)]}

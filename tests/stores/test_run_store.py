@@ -51,6 +51,19 @@ def agent_run(run_id: str, started_at: float = 1.0, **kw: object) -> RunInfo:
     return RunInfo(run_id=run_id, kind="agent", name="researcher", started_at=started_at, **kw)  # type: ignore[arg-type]
 
 
+async def test_events_are_read_in_pages_with_limit(store: RunStore) -> None:
+    await store.start_run(agent_run("r1"))
+    await store.append_events("r1", [ev("agent_text_delta", text=str(i)) for i in range(7)])
+    pages: list[list[int]] = []
+    last = 0
+    while page := await store.events("r1", after=last, limit=3):
+        pages.append([e["seq"] for e in page])
+        last = page[-1]["seq"]
+    assert pages == [[1, 2, 3], [4, 5, 6], [7]]
+    assert await store.events("r1", after=2, limit=0) == []
+    assert len(await store.events("r1", limit=None)) == 7
+
+
 async def test_a_started_run_is_listed_with_its_summary(store: RunStore) -> None:
     info = agent_run(
         "r1",

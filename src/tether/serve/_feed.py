@@ -7,6 +7,11 @@ event (the recorder tells listeners only after the store took it, numbered with 
 sequence) to the streams of this process that follow its run, O(1) per event and stream. A run
 that runs in another process is followed by reading the store every `poll` seconds.
 
+Memory per stream does not grow with the run: the store is read a page (`PAGE` events) at a
+time, and the next page only once the last one went out (a client that reads slowly holds the
+reader at its pace); the live events a stream holds for it are at most `INBOX`, past which they
+are dropped and read from the store again when the stream catches up.
+
 A stream ends after the run's terminal event (`agent_finished`, `agent_failed`,
 `workflow_finished`, `workflow_failed`) when nothing follows it in the store, or when the run's
 status is final without one (cancelled before it started, or `interrupted`: its process died
@@ -24,12 +29,16 @@ from typing import Any, Final
 from ..lab import Runtime
 from ..stores.run_store import RunEvent, RunStore
 
-__all__ = ["TERMINAL_EVENTS", "RunEnd", "RunFeed"]
+__all__ = ["INBOX", "PAGE", "TERMINAL_EVENTS", "RunEnd", "RunFeed"]
 
 TERMINAL_EVENTS: Final = frozenset(
     {"agent_finished", "agent_failed", "workflow_finished", "workflow_failed"}
 )
 """The events after which a run has nothing more to say (unless a workflow run is resumed)."""
+PAGE = 256
+"""Events a stream reads from the store at once (and sends in one write)."""
+INBOX = 1024
+"""Live events a stream holds for a client that has not taken them yet."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -69,6 +78,9 @@ class _Follower:
         self.wake = asyncio.Event()
 
     def push(self, event: RunEvent) -> None:
+        if len(self.events) >= INBOX:
+            # Far behind: let go of them at once; the gap they leave is read from the store.
+            self.events = []
         self.events.append(event)
         self.wake.set()
 
@@ -176,28 +188,33 @@ class RunFeed:
         store = self.store
         last = after
         checked = time.monotonic()
+        ended: RunEvent | None = None
+        """The terminal event the last batch ended on (the end, unless more follows)."""
         try:
             # Subscribed first, read second: an event committed in between is in both, and
             # the sequence number drops the copy.
-            pending = await store.events(run_id, after=last)
+            pending = await store.events(run_id, after=last, limit=PAGE)
+            paged = True
             while True:
                 if pending:
-                    batch, last, ended, gap = _next_in_order(pending, last)
+                    full = paged and len(pending) >= PAGE
+                    batch, last, batch_end, gap = _next_in_order(pending, last)
                     pending = []
                     if batch:
-                        # What is there now goes out together (one write to the client).
+                        ended = batch_end
+                        # What is there now goes out together (one write to the client); the
+                        # next page is read once this one is sent.
                         yield batch
-                    if gap:
-                        pending = await store.events(run_id, after=last)
+                    if gap or full:
+                        pending, paged = await store.events(run_id, after=last, limit=PAGE), True
                         continue
-                    if ended is not None:
-                        # A terminal event: the end, unless more follows (a resumed run).
-                        pending = await store.events(run_id, after=last)
-                        if not pending:
-                            yield _end_of(ended)
-                            return
-                        continue
-                pending = follower.take()
+                if ended is not None:
+                    pending, paged = await store.events(run_id, after=last, limit=PAGE), True
+                    if not pending:
+                        yield _end_of(ended)
+                        return
+                    continue
+                pending, paged = follower.take(), False
                 if pending:
                     continue
                 wait = self.local_check if run_id in self._local else self.poll
@@ -205,7 +222,7 @@ class RunFeed:
                     await asyncio.wait_for(follower.wake.wait(), wait)
                 except TimeoutError:
                     pass
-                pending = follower.take()
+                pending, paged = follower.take(), False
                 if pending:
                     continue
                 now = time.monotonic()
@@ -216,7 +233,7 @@ class RunFeed:
                 # without a terminal event). Status first: a final status means every event
                 # was written before it.
                 info = await store.get_run(run_id)
-                pending = await store.events(run_id, after=last)
+                pending, paged = await store.events(run_id, after=last, limit=PAGE), True
                 if pending:
                     continue
                 if info is None:

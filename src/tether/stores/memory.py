@@ -351,10 +351,13 @@ class InMemoryRunStore:
         picked.sort(key=lambda row: row[started], reverse=True)
         return [run_info_from_row(row) for row in picked[offset : offset + limit]]
 
-    async def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
+    async def events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[RunEvent]:
         start = max(after, 0)
+        end = start + max(limit, 0) if limit is not None else None
         with self._lock:
-            log = self._events.get(run_id, [])[start:]
+            log = self._events.get(run_id, [])[start:end]
         return [
             decode_event(run_id, start + i + 1, kind, at, raw)
             for i, (kind, at, raw) in enumerate(log)

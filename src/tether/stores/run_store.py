@@ -250,8 +250,11 @@ class RunStore(Protocol):
         """Runs, newest first, optionally only one kind, workflow run or scope."""
         ...
 
-    async def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
-        """The events of a run with seq greater than `after`, in order."""
+    async def events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[RunEvent]:
+        """The events of a run with seq greater than `after`, in order; at most `limit` of
+        them (a reader that pages through a long run holds one page at a time)."""
         ...
 
     async def aclose(self) -> None:

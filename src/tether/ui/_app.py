@@ -435,7 +435,10 @@ class _Pages:
             info = await store.get_run(run_id)
             if info is None:
                 return api_error(404, "not_found", f"there is no run {run_id!r}")
-            events = await store.events(run_id, after=base)
+            # Only what this answer can carry: the items drawn again, then one poll's worth.
+            events = await store.events(
+                run_id, after=base, limit=after - base + EVENTS_PER_POLL + 1
+            )
         except (StoreCorruptError, StoreError) as exc:
             return api_error(500, "unreadable", f"{type(exc).__name__}: {exc}")
         again = [e for e in events if e["seq"] <= after]

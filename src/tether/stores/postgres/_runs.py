@@ -245,12 +245,14 @@ class PostgresRunStore(PostgresBacked):
             )
         return [str(r[0]) for r in rows]
 
-    async def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
+    async def events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[RunEvent]:
         async with self._session() as conn:
             rows = await fetch_all(
                 conn,
                 "SELECT seq, type, at, data FROM tether_run_events"
-                " WHERE run_id = %s AND seq > %s ORDER BY seq",
-                (run_id, after),
+                " WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+                (run_id, after, None if limit is None else max(limit, 0)),
             )
         return [decode_event(run_id, seq, kind, at, raw) for seq, kind, at, raw in rows]

@@ -264,12 +264,14 @@ class SqliteRunStore(SqliteBacked):
 
         return [run_info_from_row(row) for row in await self._run(op)]
 
-    async def events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
+    async def events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[RunEvent]:
         def op(conn: sqlite3.Connection) -> list[tuple[int, str, float, str]]:
             return conn.execute(
                 "SELECT seq, type, at, data FROM tether_run_events WHERE run_id = ? AND seq > ?"
-                " ORDER BY seq",
-                (run_id, after),
+                " ORDER BY seq LIMIT ?",
+                (run_id, after, -1 if limit is None else max(limit, 0)),
             ).fetchall()
 
         return [decode_event(run_id, seq, k, at, raw) for seq, k, at, raw in await self._run(op)]
