@@ -10,6 +10,7 @@ so all are killed when the call ends.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import secrets
@@ -110,28 +111,41 @@ class PidsCgroup:
             return []
 
     def kill_all(self) -> None:
+        """SIGKILL every process in the cgroup, once (`close` waits until none is left)."""
         if self.v2:
             with (
                 contextlib.suppress(OSError),
                 open(os.path.join(self.path, "cgroup.kill"), "w", encoding="utf-8") as f,
             ):
                 f.write("1")
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            pids = self.pids()
-            if not pids:
                 return
-            for pid in pids:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.005)
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    async def close(self, within: float = 5.0) -> None:
+        """Kill what is left until the cgroup is empty (a fork bomb forks while it is being
+        killed), then remove it."""
+        try:
+            deadline = time.monotonic() + within
+            while self.pids() and time.monotonic() < deadline:
+                self.kill_all()
+                await asyncio.sleep(0.002)
+            while time.monotonic() < deadline:
+                try:
+                    os.rmdir(self.path)
+                    return
+                except FileNotFoundError:
+                    return
+                except OSError:
+                    await asyncio.sleep(0.002)  # the killed are still being reaped
+        except asyncio.CancelledError:
+            self.kill_all()
+            with contextlib.suppress(OSError):
+                os.rmdir(self.path)
+            raise
 
     def remove(self) -> None:
-        for _ in range(200):
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.005)  # the killed are still being reaped
+        """Remove the (empty) cgroup; for a cgroup no process was put in."""
+        with contextlib.suppress(OSError):
+            os.rmdir(self.path)

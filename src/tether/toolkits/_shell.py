@@ -261,7 +261,11 @@ class _Shell:
             pid = transport.get_pid()
             try:
                 if cgroup is not None:
-                    cgroup.add(pid)
+                    try:
+                        cgroup.add(pid)
+                    except OSError:  # made but not joinable: the rlimits are what is left
+                        cgroup.remove()
+                        cgroup = None
                 stdin = transport.get_pipe_transport(0)
                 assert isinstance(stdin, asyncio.WriteTransport)
                 stdin.write(b"go\n")  # the gate waits for this: it is in the cgroup now
@@ -282,8 +286,7 @@ class _Shell:
                 transport.close()
         finally:
             if cgroup is not None:
-                cgroup.kill_all()
-                cgroup.remove()
+                await cgroup.close()
         ms = round((loop.time() - started) * 1000, 1)
         trace(
             ctx,
