@@ -79,6 +79,33 @@ def test_import_tether_imports_no_extra() -> None:
     assert sorted(m for m in loaded if m.split(".")[:2][-1] in upper) == []
 
 
+def test_the_harness_loads_without_pydantic_jsonschema_or_importlib_metadata() -> None:
+    # Each costs tens of milliseconds to import; the harness imports them on first use.
+    loaded = _modules("from tether import create_agent, define_tool, mcp_server, reduce")
+    heavy = ("pydantic", "pydantic_core", "jsonschema", "importlib.metadata", "psycopg")
+    assert sorted(m for m in loaded if m in heavy) == []
+
+
+@pytest.mark.parametrize("args", [["--version"], ["-V"], ["--help"], ["agent", "--help"]])
+def test_the_commands_version_and_help_load_no_harness_starlette_or_jinja(
+    args: list[str],
+) -> None:
+    script = (
+        "import json, sys\n"
+        f"sys.argv = ['tether', *{args!r}]\n"
+        "from tether.__main__ import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(out.stderr.splitlines()[-1]))
+    assert "tether" in out.stdout
+    harness = ("agent", "loop", "turn", "tools", "mcp", "lab", "stores", "evals", "llm")
+    assert sorted(m for m in loaded if m.split(".")[:2][-1] in harness) == []
+    # (typer imports pydantic itself for a command group's help: not tether's doing.)
+    assert not _top_level(loaded) & {"starlette", "jinja2", "uvicorn", "httpx", "psycopg"}
+
+
 def test_version() -> None:
     assert tether.__version__ == metadata.version("tether")
     out = subprocess.run(

@@ -36,11 +36,11 @@ def missing_lab_modules() -> list[str]:
 
 def main() -> None:
     """Run the command line, or say how to install it."""
+    if sys.argv[1:] in (["--version"], ["-V"]):
+        print(f"tether {__version__}")  # nothing else to load: answered at once, extra or not
+        return
     missing = missing_lab_modules()
     if missing:
-        if sys.argv[1:] in (["--version"], ["-V"]):
-            print(f"tether {__version__}")
-            return
         print(
             f"The tether command needs the 'lab' extra, which is not installed "
             f"(missing: {', '.join(missing)}). Install it with:\n\n    {INSTALL_LAB}\n\n"

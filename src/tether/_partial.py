@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic_core import from_json
-
 from ._text import TextBuffer
 from .events import PartialOutputEvent
 
@@ -27,6 +25,8 @@ class PartialOutput:
     def feed(self, text: TextBuffer) -> PartialOutputEvent | None:
         """The event for the answer so far, or None when nothing parses yet or nothing
         changed (an answer that is not JSON never yields one)."""
+        from pydantic_core import from_json  # on first use: importing it costs ~40 ms
+
         try:
             value = from_json(text.value(), allow_partial="trailing-strings")
         except ValueError:

@@ -13,12 +13,11 @@ import functools
 import inspect
 import json
 import re
+import sys
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints, overload
-
-import pydantic
 
 from .context import RunContext
 from .errors import ToolDefinitionError, ToolError
@@ -140,7 +139,10 @@ def output_text(value: Any) -> str:
 
 
 def _model_json(value: Any) -> Any:
-    if isinstance(value, pydantic.BaseModel):
+    # pydantic is imported on first use (it costs more than the rest of the harness to
+    # import): a value can only be one of its models once something has imported it.
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is not None and isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json")
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
@@ -450,6 +452,8 @@ def define_tool(
 def _unsupported_parameter(tool_name: str, fields: dict[str, Any]) -> ToolDefinitionError:
     """The error for a typed function whose parameters have no JSON schema, naming the first
     parameter that has none and its type."""
+    import pydantic
+
     for param, (ann, _default) in fields.items():
         try:
             pydantic.TypeAdapter(ann).json_schema()
@@ -486,6 +490,8 @@ def tool(
     """
 
     def build(f: Callable[..., Any]) -> Tool:
+        import pydantic  # on first use: most agents declare no typed-function tool
+
         tool_name = name or f.__name__
         _check_name(tool_name)
         try:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import ConfigError, NoObjectGeneratedError, RegistryError
-from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Registry, Runtime
 from ._errors import (
     CommandLineError,
     Interrupted,
@@ -33,6 +32,9 @@ from ._render import (
     key_values,
     table,
 )
+
+if TYPE_CHECKING:
+    from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Registry, Runtime
 
 __all__ = ["agent_app"]
 
@@ -296,6 +298,8 @@ async def _episode(
 ) -> None:
     """One episode, streamed and reported. `go_on` is the command that continues the
     conversation after Ctrl-C, with ``{scope}`` for its scope (default: `tether agent run`)."""
+    from ..lab import AgentRunResult
+
     async with runtime:
         await reach_stores(runtime, options)
         try:

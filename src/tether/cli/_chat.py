@@ -27,18 +27,20 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
 from ..errors import ConfigError
-from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Runtime
 from ._agents import find_agent
 from ._errors import CommandLineError, reports_errors, start_error
 from ._interrupt import CtrlC
 from ._models import check_model_option
 from ._project import GlobalOptions, load_project, options_of, reach_stores
 from ._render import EpisodeRenderer, clean, clean_lines, emit_err
+
+if TYPE_CHECKING:
+    from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Runtime
 
 __all__ = ["chat"]
 
@@ -143,6 +145,8 @@ class ChatSession:
 
     async def turn(self, text: str, show: Callable[[str], None], done: Callable[[], None]) -> None:
         """One episode: `show` gets each text delta; Ctrl-C cancels it (and only it)."""
+        from ..lab import AgentRunResult
+
         try:
             handle: AgentStreamHandle[Any] = self.agent.stream(
                 user=text, memory_scope=self.scope, model=self.model

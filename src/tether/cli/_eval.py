@@ -9,26 +9,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
 from ..errors import ConfigError, DatasetError, ExperimentMismatchError
-from ..evals import (
-    Dataset,
-    ProgressEvent,
-    compare,
-    evaluate,
-    list_experiments,
-    load_dataset,
-    read_experiment,
-    report,
-    resolve_target,
-)
-from ..lab import Runtime
 from ._errors import EXIT_RUN_FAILED, CommandLineError, reports_errors
 from ._project import load_project, options_of, reach_stores, run_async, store_runtime
 from ._render import clean, emit, emit_err, emit_json, format_time, key_values, table
+
+if TYPE_CHECKING:
+    from ..evals import (
+        Dataset,
+        ProgressEvent,
+    )
+    from ..lab import Runtime
 
 __all__ = ["eval_app"]
 
@@ -128,6 +123,8 @@ def run_experiment(
     whose dataset (by content hash) or target version changed is refused (exit 2) unless
     --restart. The report goes to stdout; a progress bar to stderr on a terminal.
     """
+    from ..evals import load_dataset, resolve_target
+
     options = options_of(ctx)
     if engine not in ("local", "ray"):
         raise CommandLineError(f"--engine must be local or ray, got {engine!r}")
@@ -181,6 +178,8 @@ async def _run(
     repeat: int,
     restart: bool,
 ) -> dict[str, Any]:
+    from ..evals import evaluate
+
     bar = _ProgressBar() if sys.stderr.isatty() else None
     async with runtime:
         await reach_stores(runtime, options)
@@ -299,6 +298,8 @@ async def _report(runtime: Runtime, options: Any, name: str) -> dict[str, Any]:
 
 
 async def _reports(runtime: Runtime, options: Any, names: list[str]) -> list[dict[str, Any]]:
+    from ..evals import read_experiment, report
+
     out = []
     async with runtime:
         await reach_stores(runtime, options)
@@ -326,6 +327,8 @@ def compare_experiments(
 ) -> None:
     """Compare experiments A and B case by case: fixed, broken, changed scores, cost and
     latency deltas. Exits 1 when B fails a case that A passed (for CI gates)."""
+    from ..evals import compare
+
     runtime = store_runtime(options_of(ctx))
     first, second = run_async(_reports(runtime, options_of(ctx), [a, b]))
     result = compare(first, second)
@@ -368,6 +371,8 @@ def list_all(
 
 
 async def _list(runtime: Runtime, options: Any) -> list[dict[str, Any]]:
+    from ..evals import list_experiments
+
     async with runtime:
         await reach_stores(runtime, options)
         infos = await list_experiments(runtime.run_store)

@@ -18,7 +18,6 @@ import threading
 from collections.abc import Callable
 from types import FrameType, TracebackType
 
-from ..signals import take_back_cancel
 from ._errors import EXIT_INTERRUPTED
 
 __all__ = ["AGAIN_MESSAGE", "CtrlC"]
@@ -73,6 +72,8 @@ class CtrlC:
     def cancelled(self) -> None:
         """The command's task was cancelled by Ctrl-C (the fallback path): stop the run, and
         take the cancellation back so the command can still wait for the run to end."""
+        from ..signals import take_back_cancel
+
         take_back_cancel()
         if not self.fired:
             self.fired = True

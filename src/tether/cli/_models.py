@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from ..llm import PROVIDERS, model_problem
-from ..llm._keys import KEY_NAMES, keys_path, store_key, stored_key
+# Light (no adapter, no httpx), and named in a command's help, which typer reads at startup.
+from ..llm._keys import KEY_NAMES
 from ._errors import CommandLineError, read_stdin, reports_errors
 from ._render import emit, emit_err, emit_json, table
 
@@ -49,6 +49,8 @@ DEFAULT_MODELS = {
 
 def _env_vars(provider: str) -> tuple[str, ...]:
     """The environment variables `provider`'s adapter reads its key from."""
+    from ..llm import PROVIDERS
+
     module, name = PROVIDERS[provider].split(":")
     env_vars = getattr(getattr(importlib.import_module(module), name), "env_vars", ())
     return tuple(env_vars)
@@ -60,6 +62,8 @@ def check_model_option(model: str | None, option: str = "--model") -> None:
     Raises:
         CommandLineError: naming the option and what is wrong, with an example.
     """
+    from ..llm import model_problem
+
     if model is None:
         return
     problem = model_problem(model)
@@ -76,6 +80,8 @@ def check_model_option(model: str | None, option: str = "--model") -> None:
 def key_source(provider: str) -> str | None:
     """Where `provider`'s key would come from: the environment variable set, the keys file,
     "not needed" (the test model), or None (no key)."""
+    from ..llm._keys import keys_path, stored_key
+
     if provider == "test":
         return "not needed"
     for var in _env_vars(provider):
@@ -107,6 +113,8 @@ def models(
     `tether keys set PROVIDER` stored. Any model id a provider serves works as
     PROVIDER:MODEL; these are the ones worth knowing. `test` needs no key.
     """
+    from ..llm import PROVIDERS
+
     rows = []
     for provider in PROVIDERS:
         source = key_source(provider)
@@ -148,6 +156,8 @@ def set_key(
     The key is kept in keys.json in tether's config directory (mode 0600; $TETHER_CONFIG_DIR
     moves it) and used whenever the provider's environment variable is not set.
     """
+    from ..llm._keys import store_key
+
     if provider not in KEY_NAMES:
         raise CommandLineError(
             f"no provider {provider!r} takes a key",
@@ -166,4 +176,6 @@ def set_key(
 @keys_app.command("path")
 def keys_file() -> None:
     """Print the file the keys are stored in."""
+    from ..llm._keys import keys_path
+
     emit(str(keys_path()))

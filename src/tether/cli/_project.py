@@ -13,22 +13,15 @@ import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
 from ..errors import ConfigError, ConfigNotFoundError, RegistryError, StoreError
-from ..lab import (
-    DEFAULT_STORE,
-    Registry,
-    Runtime,
-    find_config,
-    load_registry,
-    redact_url,
-    sqlite_path,
-)
-from ..llm._keys import config_dir
 from ._errors import CommandLineError, Interrupted, ProjectError
+
+if TYPE_CHECKING:
+    from ..lab import Registry, Runtime
 
 __all__ = [
     "CONFIG_EXAMPLE",
@@ -78,6 +71,8 @@ def locate_config(start: Path | None) -> Path:
     Raises:
         ProjectError: there is none (with an example tether.toml), or it does not parse.
     """
+    from ..lab import find_config
+
     try:
         path, _ = find_config(start)
     except ConfigNotFoundError as exc:
@@ -121,6 +116,8 @@ def load_project(options: GlobalOptions) -> Registry:
         ProjectError: no config, or the registry cannot be loaded (the RegistryError text).
         CommandLineError: `--store` cannot be applied.
     """
+    from ..lab import load_registry
+
     path = locate_config(options.config)
     try:
         registry = load_registry(path)
@@ -149,12 +146,17 @@ def load_project(options: GlobalOptions) -> Registry:
 def user_store_url() -> str:
     """The store of runs made without a project (`tether prompt`): ``runs.db`` in tether's
     config directory. `tether runs` and `tether ui` read it outside any project."""
+    from ..llm._keys import config_dir
+
     return f"sqlite:///{(config_dir() / 'runs.db').resolve()}"
 
 
 def user_runtime(store: str | None = None) -> Runtime:
     """A runtime on `store` (a `--store` URL), else on `user_store_url()` (its directory
     created)."""
+    from ..lab import Runtime
+    from ..llm._keys import config_dir
+
     if store is not None:
         return Runtime(store=absolute_store_url(store, Path.cwd()), root=Path.cwd(), version=False)
     config_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -174,6 +176,8 @@ def store_runtime(options: GlobalOptions) -> Runtime:
 
 def has_project(start: Path | None = None) -> bool:
     """Whether a config file is found at or above `start` (a broken one counts)."""
+    from ..lab import find_config
+
     try:
         find_config(start)
     except ConfigNotFoundError:
@@ -186,6 +190,8 @@ def has_project(start: Path | None = None) -> bool:
 def store_project(options: GlobalOptions) -> tuple[Runtime, Registry | None]:
     """`store_runtime`, and the project's registry (None with `--store`, or outside any
     project, where the runs `tether prompt` made are read: no project is imported then)."""
+    from ..lab import Runtime, redact_url, sqlite_path
+
     if options.store is not None:
         cwd = Path.cwd()
         url = absolute_store_url(options.store, cwd)
@@ -213,6 +219,8 @@ def open_stores(runtime: Runtime, options: GlobalOptions) -> None:
         ProjectError: the `--store` URL or the project's is wrong (exit 3, as every bad
             store), or the database cannot be opened.
     """
+    from ..lab import DEFAULT_STORE, redact_url
+
     url = runtime.store_url or DEFAULT_STORE
     try:
         _ = runtime.message_store, runtime.run_store, runtime.workflow_store
@@ -241,6 +249,8 @@ async def reach_stores(runtime: Runtime, options: GlobalOptions) -> None:
     Raises:
         CommandLineError, ProjectError: as `open_stores`; ProjectError when the read fails.
     """
+    from ..lab import DEFAULT_STORE, redact_url
+
     open_stores(runtime, options)
     try:
         await runtime.run_store.get_run("")

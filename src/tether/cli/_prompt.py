@@ -4,15 +4,17 @@ answer from a model, no project needed, logged to the user's own store."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..lab import Registry
 from ._agents import _episode
 from ._errors import CommandLineError, ProjectError, check_utf8, read_stdin, reports_errors
 from ._models import MODEL_ENV, check_model_option, default_model
 from ._project import options_of, run_async, user_runtime
+
+if TYPE_CHECKING:
+    from ..lab import Registry
 
 __all__ = ["PROMPT_AGENT", "prompt", "prompt_registry"]
 
@@ -40,6 +42,8 @@ def _attachment(path: Path) -> str:
 def prompt_registry(store: str | None) -> Registry:
     """What `tether ui` shows outside any project: the runs `tether prompt` recorded, under
     one `prompt` agent on the default model (the test model when no key is set)."""
+    from ..lab import Registry
+
     runtime = user_runtime(store)
     agent = runtime.create_agent(id=PROMPT_AGENT, model=default_model() or "test")
     return Registry(runtime=runtime, agents={PROMPT_AGENT: agent})

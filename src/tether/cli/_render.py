@@ -17,13 +17,14 @@ import re
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pydantic_core
 import typer
 
 from ..events import AgentEvent
-from ..stores.run_store import RunEvent, RunInfo
+
+if TYPE_CHECKING:
+    from ..stores.run_store import RunEvent, RunInfo
 
 __all__ = [
     "EpisodeRenderer",
@@ -79,6 +80,8 @@ def emit_err(text: str = "") -> None:
 def to_jsonable(value: Any) -> Any:
     """`value` as plain JSON data (pydantic models, dataclasses and the like dumped; anything
     unknown as its string)."""
+    import pydantic_core
+
     return pydantic_core.to_jsonable_python(value, serialize_unknown=True)
 
 

@@ -6,13 +6,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..lab import DEFAULT_STORE, Runtime
-from ..stores import RunEvent, RunInfo
-from ..stores.run_store import RunQuery
 from ._errors import CommandLineError, reports_errors
 from ._project import (
     GlobalOptions,
@@ -38,6 +35,10 @@ from ._render import (
     run_to_json,
     table,
 )
+
+if TYPE_CHECKING:
+    from ..lab import Runtime
+    from ..stores import RunEvent, RunInfo
 
 __all__ = ["RunKind", "runs_app"]
 
@@ -92,6 +93,8 @@ def list_runs(
     Only the runs of the agents and workflows the project's registry lists, as the UI does;
     --all shows every run (and so does --store without a project).
     """
+    from ..lab import DEFAULT_STORE
+
     options = options_of(ctx)
     runtime, registry = store_project(options)
     listed = None
@@ -152,6 +155,8 @@ async def _list(
     kind: str | None,
     listed: tuple[tuple[str, ...], tuple[str, ...]] | None,
 ) -> list[RunInfo]:
+    from ..stores.run_store import RunQuery
+
     async with runtime:
         await reach_stores(runtime, options)
         if listed is None:
@@ -314,6 +319,9 @@ async def _by_prefix(runtime: Runtime, prefix: str) -> RunInfo:
     Raises:
         CommandLineError: no run, or several, start with it (naming a few of them).
     """
+    from ..lab import DEFAULT_STORE
+    from ..stores.run_store import RunQuery
+
     where = runtime.store_url or DEFAULT_STORE
     if len(prefix) < MIN_PREFIX:
         raise CommandLineError(

@@ -6,14 +6,11 @@ import asyncio
 import inspect
 import json
 import typing
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import RegistryError, WorkflowInputError, WorkflowRunBusyError
-from ..lab import Registry, Runtime
-from ..stores import WorkflowRunRecord
-from ..workflows import Workflow, WorkflowEvent
 from ._errors import CommandLineError, Interrupted, RunFailedError, read_stdin, reports_errors
 from ._interrupt import CtrlC
 from ._project import GlobalOptions, load_project, options_of, reach_stores, run_async
@@ -27,6 +24,11 @@ from ._render import (
     json_error_excerpt,
     table,
 )
+
+if TYPE_CHECKING:
+    from ..lab import Registry, Runtime
+    from ..stores import WorkflowRunRecord
+    from ..workflows import Workflow, WorkflowEvent
 
 __all__ = ["workflow_app"]
 

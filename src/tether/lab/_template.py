@@ -13,12 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
 import pydantic
 
 from ..errors import TemplateError
+
+if TYPE_CHECKING:
+    import jinja2  # imported when a template is first compiled: most commands never render one
 
 __all__ = ["PromptInspection", "Template", "create_template"]
 
@@ -123,6 +125,8 @@ class Template:
         return dict(value)
 
     def _template(self) -> jinja2.Template:
+        import jinja2
+
         if self.source is not None:
             if self._compiled is None:
                 env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
@@ -164,6 +168,8 @@ class Template:
                 `input_data`, or the template uses a variable the input does not define (the
                 error's `template` and `variable` attributes name them).
         """
+        import jinja2
+
         variables = (
             self._validate(data) if data is not None else (self._bound or self._validate(None))
         )

@@ -12,7 +12,6 @@ import logging
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from importlib import metadata
 from typing import Any, ClassVar
 
 import httpx
@@ -70,6 +69,8 @@ _PREFIX = re.compile(r"^[A-Za-z0-9_-]*$")
 
 
 def _client_info() -> JsonObject:
+    from importlib import metadata  # on first connect, not at import (it costs ~15 ms)
+
     try:
         version = metadata.version("tether")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout

@@ -15,6 +15,9 @@ of `__all__`, and using one says what to install. SQLite's own plumbing (`connec
 
 from __future__ import annotations
 
+import typing as _typing
+from importlib.util import find_spec as _find_spec
+
 from .memory import InMemoryMessageStore, InMemoryRunStore, InMemoryWorkflowStore
 from .message_store import MessageStore, ScopeInfo, ScopeLeases, StoredRecord, SystemRecord
 from .run_store import (
@@ -32,12 +35,12 @@ from .run_store import (
 from .sqlite import SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
 from .workflow_store import RunLease, RunStatus, StepRecord, WorkflowRunRecord, WorkflowStore
 
-try:
+if _typing.TYPE_CHECKING:
     from .postgres import PostgresMessageStore, PostgresRunStore, PostgresWorkflowStore
-except ImportError:  # no usable psycopg: the names are left out, and __getattr__ explains
-    _HAVE_POSTGRES = False
-else:
-    _HAVE_POSTGRES = True
+
+# psycopg is imported when a PostgreSQL store is first asked for, not with the package (it
+# costs ~0.2 s, which every command and every SQLite user would pay).
+_HAVE_POSTGRES = _find_spec("psycopg") is not None
 
 __all__ = [
     "CANCEL_REQUESTED",
@@ -73,12 +76,15 @@ __all__ = [
 
 
 _POSTGRES = ("PostgresMessageStore", "PostgresRunStore", "PostgresWorkflowStore")
-if not _HAVE_POSTGRES:
+if not _HAVE_POSTGRES:  # the names are left out, and __getattr__ explains
     __all__ = [name for name in __all__ if name not in _POSTGRES]
 
-    def __getattr__(name: str) -> object:
-        if name in _POSTGRES:
-            from . import postgres  # raises the ImportError that names the extra to install
 
-            return getattr(postgres, name)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __getattr__(name: str) -> object:
+    if name in _POSTGRES:
+        from . import postgres  # without psycopg: the ImportError that names the extra
+
+        value = getattr(postgres, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
