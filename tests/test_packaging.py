@@ -100,7 +100,7 @@ def test_the_commands_version_and_help_load_no_harness_starlette_or_jinja(
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     loaded = set(json.loads(out.stderr.splitlines()[-1]))
     assert "tether" in out.stdout
-    harness = ("agent", "loop", "turn", "tools", "mcp", "lab", "stores", "evals", "llm")
+    harness = ("agent", "loop", "turn", "tools", "mcp", "lab", "stores", "evals", "workflows")
     assert sorted(m for m in loaded if m.split(".")[:2][-1] in harness) == []
     # (typer imports pydantic itself for a command group's help: not tether's doing.)
     assert not _top_level(loaded) & {"starlette", "jinja2", "uvicorn", "httpx", "psycopg"}
