@@ -28,8 +28,9 @@ from tether.toolkits import Toolkit, fetch_tool, html_to_markdown
 from tether.tools import ToolResult
 
 PAGE = """<!doctype html><html><head><title>T</title><style>body{color:red}</style>
-<script>alert('x')</script></head><body><h1>Hello</h1><p>Some <b>bold</b> text and
-<a href="/next">a link</a>.</p><ul><li>one</li><li>two</li></ul></body></html>"""
+<script>alert('x')</script></head><body><nav><a href="/">Home</a> | <a href="/about">About</a></nav>
+<h1>Hello</h1><p>Some <b>bold</b> text and
+<a href="/next">a link</a>.</p><ul><li>one</li><li>two</li></ul><footer>© the footer</footer></body></html>"""
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -276,6 +277,7 @@ def test_the_fetch_extra_is_imported_only_to_convert_a_page() -> None:
 def test_html_to_markdown_drops_scripts_and_styles() -> None:
     text = html_to_markdown(PAGE)
     assert "alert" not in text and "color:red" not in text and text.startswith("# Hello")
+    assert "About" not in text and "footer" not in text
 
 
 @pytest.fixture(scope="module")

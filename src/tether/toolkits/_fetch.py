@@ -235,13 +235,20 @@ def _render(media: str, body: bytes, charset: str) -> str:
     return f"[{media} content, {len(body)} bytes: not shown]"
 
 
+_FURNITURE = [
+    "head", "script", "style", "noscript", "template", "iframe", "svg", "canvas",
+    "nav", "footer", "aside", "form", "button",
+]  # fmt: skip
+"""What a reader of the page's text does not read: code, styling, navigation, forms."""
+
+
 def html_to_markdown(html: str) -> str:
     """Readable Markdown of an HTML page: scripts, styles and page furniture dropped."""
     from bs4 import BeautifulSoup
     from markdownify import MarkdownConverter
 
     soup = BeautifulSoup(html, "html.parser")
-    for tag in soup(["script", "style", "noscript", "template", "iframe", "svg", "head"]):
+    for tag in soup(_FURNITURE):
         tag.decompose()
     markdown: str = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(soup)
     lines = [line.rstrip() for line in markdown.splitlines()]
