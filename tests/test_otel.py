@@ -654,3 +654,89 @@ async def test_a_lab_workflow_run_is_the_parent_of_its_episodes(
         chain.append(ancestors[parent.span_id].name)
         parent = ancestors[parent.span_id].parent
     assert chain[-1] == "workflow ask" and run.context.trace_id == turn.context.trace_id
+
+
+ANTHROPIC_SSE = "".join(
+    f"event: {name}\ndata: {json.dumps(data)}\n\n"
+    for name, data in [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-6-20260115",
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": {"input_tokens": 12, "output_tokens": 1},
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "4°C."},
+            },
+        ),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"output_tokens": 3},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+)
+"""One Messages stream as Anthropic sends it: the response's id and dated model come first."""
+
+
+@pytest.mark.parametrize("definitions", [False, True], ids=["default", "opt-in"])
+async def test_a_chat_span_names_the_response_and_its_model_and_tools_on_opt_in(
+    provider: TracerProvider, exporter: InMemorySpanExporter, definitions: bool
+) -> None:
+    import httpx
+
+    from tether.llm.anthropic import AnthropicClient
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, content=ANTHROPIC_SSE.encode(), headers={"content-type": "text/event-stream"}
+        )
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    client = AnthropicClient("claude-sonnet-4-6", api_key="k", http_client=http)
+    sink = OtelSink(provider, tool_definitions=definitions)
+    agent = create_agent(llm=client, tools=[weather_tool()], trace=sink)
+    try:
+        events = await collect(agent, Session(), "Weather in Oslo?")
+    finally:
+        await agent.aclose()
+        await http.aclose()
+    assert events[-1]["type"] == "done"
+    [chat] = by_name(exporter.get_finished_spans())["chat claude-sonnet-4-6"]
+    attrs = dict(chat.attributes or {})
+    assert attrs["gen_ai.response.id"] == "msg_01XFDUDYJgAACzvnptvVoYEL"
+    assert attrs["gen_ai.response.model"] == "claude-sonnet-4-6-20260115"
+    assert attrs["gen_ai.request.model"] == "claude-sonnet-4-6"
+    if not definitions:
+        assert "gen_ai.tool.definitions" not in attrs
+        return
+    assert json.loads(str(attrs["gen_ai.tool.definitions"])) == [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "Weather for a city",
+            "parameters": WEATHER_SCHEMA,
+        }
+    ]

@@ -393,6 +393,8 @@ class _Turn:
             ended: dict[str, Any] = {"usage": finish["usage"]}
             ended["stop_reason"] = finish["stop_reason"]
             ended.update(finish_reason=reason, content=finish["content"])
+            ended.update(response_id=finish.get("response_id"))
+            ended.update(response_model=finish.get("response_model"))
             self.end_chat_span(ended)
         return step
 

@@ -75,6 +75,9 @@ AGENT_NAME = "gen_ai.agent.name"
 CONVERSATION_ID = "gen_ai.conversation.id"
 REQUEST_MODEL = "gen_ai.request.model"
 FINISH_REASONS = "gen_ai.response.finish_reasons"
+RESPONSE_ID = "gen_ai.response.id"
+RESPONSE_MODEL = "gen_ai.response.model"
+TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_TYPE = "gen_ai.tool.type"
@@ -178,6 +181,8 @@ class OtelSink:
         agent_name: ``gen_ai.agent.name``, and the suffix of the ``invoke_agent`` span name.
         provider_name: ``gen_ai.provider.name`` for every span; None infers it per model call.
         capture_content: Record message content; None reads `CAPTURE_CONTENT_ENV`.
+        tool_definitions: Record the tools offered on each model call
+            (``gen_ai.tool.definitions``, opt-in in the conventions: they can be large).
     """
 
     def __init__(
@@ -187,11 +192,13 @@ class OtelSink:
         agent_name: str | None = None,
         provider_name: str | None = None,
         capture_content: bool | None = None,
+        tool_definitions: bool = False,
     ) -> None:
         self._tracer = trace.get_tracer("tether.otel", tracer_provider=tracer_provider)
         self.agent_name = agent_name
         self.provider_name = provider_name
         self.capture_content = _capture_from_env() if capture_content is None else capture_content
+        self.tool_definitions = tool_definitions
         self._open: dict[str | None, list[_Live]] = {}
         """Per session: the turn's spans still open, innermost last (where events go)."""
         self._workflow: dict[str, _Live] = {}
@@ -274,6 +281,8 @@ class OtelSink:
                         attrs[attribute] = value
                     elif isinstance(value, list) and all(isinstance(v, str) for v in value):
                         attrs[attribute] = list(value)
+                if self.tool_definitions and request.get("tools"):
+                    attrs[TOOL_DEFINITIONS] = _json(_tool_definitions(request["tools"]))
                 if self.capture_content and request:
                     attrs[INPUT_MESSAGES] = _json(_messages(request.get("messages") or []))
                     system = [{"type": "text", "content": b["text"]} for b in request["system"]]
@@ -302,6 +311,10 @@ class OtelSink:
             span.set_attribute(FINISH_REASONS, [str(reason)])
         if data.get("stop_reason") is not None:
             span.set_attribute("tether.stop_reason", str(data["stop_reason"]))
+        if data.get("response_id") is not None:
+            span.set_attribute(RESPONSE_ID, str(data["response_id"]))
+        if data.get("response_model") is not None:
+            span.set_attribute(RESPONSE_MODEL, str(data["response_model"]))
         if self.capture_content:
             if live.kind == "chat" and "content" in data:
                 out = {"role": "assistant", "parts": _parts(data["content"])}
@@ -417,6 +430,19 @@ def _parts(content: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 {"type": "tool_call_response", "id": part.get("id"), "response": part.get("output")}
             )
     return out
+
+
+def _tool_definitions(specs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The offered tools in the conventions' shape (``parameters`` is the JSON Schema)."""
+    return [
+        {
+            "type": "function",
+            "name": spec["name"],
+            "description": spec.get("description", ""),
+            "parameters": spec.get("input_schema", {}),
+        }
+        for spec in specs
+    ]
 
 
 def _messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

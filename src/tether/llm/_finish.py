@@ -21,7 +21,7 @@ from ..events import FinishReason
 if TYPE_CHECKING:
     from .base import FinishChunk
 
-__all__ = ["finish_reason_of", "normalize_finish"]
+__all__ = ["finish_reason_of", "identify", "normalize_finish"]
 
 _ADAPTERS = ("anthropic", "openai_chat", "openai_responses", "gemini")
 _known: dict[str, FinishReason] | None = None
@@ -74,3 +74,12 @@ def finish_reason_of(finish: FinishChunk) -> FinishReason:
         calls = any(p["type"] == "tool_call" for p in finish["content"])
         return "tool_calls" if calls else "stop"
     return _known_reasons().get(raw, "error")
+
+
+def identify(finish: FinishChunk, response_id: object, model: object) -> FinishChunk:
+    """`finish` with the response's id and model, where the provider sent them (strings)."""
+    if isinstance(response_id, str) and response_id:
+        finish["response_id"] = response_id
+    if isinstance(model, str) and model:
+        finish["response_model"] = model
+    return finish

@@ -37,7 +37,7 @@ from ..errors import ModelSettingError
 from ..events import FinishReason, Part, ThinkingPart, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
-from ._finish import normalize_finish
+from ._finish import identify, normalize_finish
 from ._settings import check_settings, forced_tool, unsupported
 from ._wire import loads, parse_json_or_raw, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, SystemBlock
@@ -134,13 +134,15 @@ class _Block:
 class AnthropicStream:
     """Parser for one Messages stream."""
 
-    __slots__ = ("_blocks", "_usage", "done", "stop_reason")
+    __slots__ = ("_blocks", "_usage", "done", "response_id", "response_model", "stop_reason")
 
     def __init__(self) -> None:
         self._blocks: dict[int, _Block] = {}
         self._usage: dict[str, Any] = {}
         self.stop_reason: str | None = None
         self.done = False
+        self.response_id: str | None = None
+        self.response_model: str | None = None
 
     # C901 allowed: the SSE event state machine, run per event; no dispatch call per event.
     def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:  # noqa: C901
@@ -218,7 +220,9 @@ class AnthropicStream:
             self._overlay(payload.get("usage"))
             return _NONE
         if kind == "message_start":
-            self._overlay((payload.get("message") or {}).get("usage"))
+            message = payload.get("message") or {}
+            self.response_id, self.response_model = message.get("id"), message.get("model")
+            self._overlay(message.get("usage"))
             return _NONE
         if kind == "message_stop":
             self.done = True
@@ -274,13 +278,14 @@ class AnthropicStream:
                 content.append(part)
             else:
                 content.append({"type": "thinking", "text": "", "redacted": block.data})
-        return {
+        finish: FinishChunk = {
             "type": "finish",
             "content": content,
             "stop_reason": self.stop_reason,
             "finish_reason": normalize_finish(self.stop_reason, FINISH_REASONS),
             "usage": self.usage(),
         }
+        return identify(finish, self.response_id, self.response_model)
 
 
 class AnthropicClient(HTTPAdapter):

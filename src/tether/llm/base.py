@@ -140,6 +140,11 @@ class FinishChunk(TypedDict):
     finish_reason: NotRequired[FinishReason]
     """The adapter's normalized reading of `stop_reason` (see `FinishReason`)."""
     usage: Usage
+    response_id: NotRequired[str]
+    """The provider's id of this response (OpenTelemetry's ``gen_ai.response.id``)."""
+    response_model: NotRequired[str]
+    """The model that answered, as the provider names it (``gen_ai.response.model``; may be
+    a dated snapshot of the requested one)."""
 
 
 StreamChunk: TypeAlias = TextChunk | ThinkingChunk | ToolInputDeltaChunk | RetryChunk | FinishChunk

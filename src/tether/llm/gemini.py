@@ -52,7 +52,7 @@ from .._sse import ServerSentEvent
 from ..events import FinishReason, Part, ThinkingPart, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
-from ._finish import normalize_finish
+from ._finish import identify, normalize_finish
 from ._settings import check_settings, forced_tool, unsupported
 from ._wire import loads, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
@@ -163,7 +163,17 @@ class _Run:
 class GeminiStream:
     """Parser for one streamGenerateContent SSE stream (candidate 0)."""
 
-    __slots__ = ("_blocked", "_calls", "_parts", "_response_id", "_usage", "done", "stop_reason")
+    __slots__ = (
+        "_blocked",
+        "_calls",
+        "_parts",
+        "_response_id",
+        "_usage",
+        "done",
+        "response_id",
+        "response_model",
+        "stop_reason",
+    )
 
     def __init__(self) -> None:
         self._parts: list[_Run | Part] = []
@@ -173,6 +183,8 @@ class GeminiStream:
         self._usage: dict[str, Any] | None = None
         self.stop_reason: str | None = None
         self.done = False
+        self.response_id: str | None = None
+        self.response_model: str | None = None
 
     def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:
         payload = loads(event.data)
@@ -187,7 +199,9 @@ class GeminiStream:
         if "error" in payload:
             raise stream_error("gemini", payload)
         if self._response_id is None and payload.get("responseId"):
-            self._response_id = payload["responseId"]
+            self._response_id = self.response_id = payload["responseId"]
+        if self.response_model is None and payload.get("modelVersion"):
+            self.response_model = payload["modelVersion"]
         usage = payload.get("usageMetadata")
         if usage:
             self._usage = usage
@@ -302,13 +316,14 @@ class GeminiStream:
             if self._blocked
             else normalize_finish(self.stop_reason, FINISH_REASONS, tool_calls=self._calls > 0)
         )
-        return {
+        finish: FinishChunk = {
             "type": "finish",
             "content": content,
             "stop_reason": self.stop_reason,
             "finish_reason": reason,
             "usage": self.usage(),
         }
+        return identify(finish, self.response_id, self.response_model)
 
 
 _MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}

@@ -49,7 +49,7 @@ from .._sse import ServerSentEvent
 from ..events import FinishReason, Part, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
-from ._finish import normalize_finish
+from ._finish import identify, normalize_finish
 from ._settings import check_settings, forced_tool, unsupported
 from ._wire import loads, parse_json_or_raw, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
@@ -152,6 +152,8 @@ class OpenAIChatStream:
         "_usage",
         "done",
         "refused",
+        "response_id",
+        "response_model",
         "stop_reason",
     )
 
@@ -167,6 +169,8 @@ class OpenAIChatStream:
         self.refused = False
         """A ``delta.refusal`` arrived: the model refused (the API still says ``stop``)."""
         self.done = False
+        self.response_id: str | None = None
+        self.response_model: str | None = None
 
     def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:
         data = event.data
@@ -179,6 +183,12 @@ class OpenAIChatStream:
             # OpenAI's {"error": {...}} in place of a chunk, or OpenRouter's error object
             # inside a chunk that also has choices: either way the response failed.
             raise stream_error("openai", payload)
+        # On every chunk; the first that names them says it (Azure's first, its prompt
+        # filter results, has both empty).
+        if self.response_id is None and payload.get("id"):
+            self.response_id = payload["id"]
+        if self.response_model is None and payload.get("model"):
+            self.response_model = payload["model"]
         choices = payload.get("choices")
         if not choices:
             # The usage chunk (no choices), or vLLM's bare {"object": "error", "message",
@@ -338,7 +348,7 @@ class OpenAIChatStream:
                     "input": parse_json_or_raw("".join(call.chunks), {}),
                 }
             )
-        return {
+        finish: FinishChunk = {
             "type": "finish",
             "content": content,
             "stop_reason": self.stop_reason,
@@ -347,6 +357,7 @@ class OpenAIChatStream:
             ),
             "usage": self.usage(),
         }
+        return identify(finish, self.response_id, self.response_model)
 
 
 def _details_text(details: Any) -> str:

@@ -44,7 +44,7 @@ from .._sse import ServerSentEvent
 from ..events import FinishReason, Part, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
-from ._finish import normalize_finish
+from ._finish import identify, normalize_finish
 from ._settings import check_settings, forced_tool, unsupported
 from ._wire import loads, parse_json_or_raw, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
@@ -152,7 +152,15 @@ class _Item:
 class OpenAIResponsesStream:
     """Parser for one Responses stream."""
 
-    __slots__ = ("_items", "_usage", "done", "refused", "stop_reason")
+    __slots__ = (
+        "_items",
+        "_usage",
+        "done",
+        "refused",
+        "response_id",
+        "response_model",
+        "stop_reason",
+    )
 
     def __init__(self) -> None:
         self._items: dict[str, _Item] = {}
@@ -160,6 +168,8 @@ class OpenAIResponsesStream:
         self.stop_reason: str | None = None
         self.refused = False
         self.done = False
+        self.response_id: str | None = None
+        self.response_model: str | None = None
 
     def _item(self, kind: str, item_id: str) -> _Item:
         item = self._items.get(item_id)
@@ -219,6 +229,7 @@ class OpenAIResponsesStream:
             return self._item_done(payload["item"])
         if kind == "response.completed" or kind == "response.incomplete":
             response = payload.get("response") or {}
+            self.response_id, self.response_model = response.get("id"), response.get("model")
             self._usage = response.get("usage") or self._usage
             status = response.get("status") or kind.rsplit(".", 1)[-1]
             reason = (response.get("incomplete_details") or {}).get("reason")
@@ -317,7 +328,7 @@ class OpenAIResponsesStream:
                     {"type": "thinking", "text": "".join(item.chunks), "signature": dumps(ref)}
                 )
         calls = any(p["type"] == "tool_call" for p in content)
-        return {
+        finish: FinishChunk = {
             "type": "finish",
             "content": content,
             "stop_reason": self.stop_reason,
@@ -326,6 +337,7 @@ class OpenAIResponsesStream:
             ),
             "usage": self.usage(),
         }
+        return identify(finish, self.response_id, self.response_model)
 
 
 def _settings(body: dict[str, Any], settings: ModelSettings, request: ChatRequest) -> None:
