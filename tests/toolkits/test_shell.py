@@ -6,6 +6,7 @@ not, and they skip saying so); the fork bomb runs only where a limit on processe
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -80,6 +81,13 @@ async def run(tk: Toolkit, command: str, ctx: RunContext | None = None) -> ToolR
 
 def exists(path: str) -> bool:
     return os.path.exists(path)
+
+
+def leftover_cgroups() -> list[str]:
+    """The pids cgroups this process made and did not remove (cgroup v1's hierarchy)."""
+    base = "/sys/fs/cgroup/pids"
+    mine = f"tether-shell-{os.getpid()}-"
+    return [d for d in os.listdir(base) if d.startswith(mine)] if os.path.isdir(base) else []
 
 
 def survivors(marker: str) -> list[int]:
@@ -318,6 +326,7 @@ async def test_a_fork_bomb_is_contained_and_nothing_survives(
     assert time.monotonic() - started < 10
     assert result.is_error and "timed out after 2s" in result.output
     assert survivors("bomb") == []
+    assert leftover_cgroups() == []
     assert "exit code: 0" in (await run(tk, "echo still fine")).output
 
 
@@ -417,3 +426,25 @@ async def test_no_background_process_survives_the_call(
     result = await run(tk, how.format(m=marker) + " echo started")
     assert "exit code: 0" in result.output
     assert survivors(marker) == []
+
+
+@pytest.mark.parametrize("isolation", ["bubblewrap", "none"])
+async def test_a_cancelled_call_leaves_nothing_running(
+    dirs: tuple[Path, Path], isolation: str
+) -> None:
+    if isolation == "bubblewrap" and NO_BWRAP:
+        pytest.skip(NO_BWRAP)
+    root, _ = dirs
+    marker = f"{os.getpid() % 1000}.77"
+    tk = sandboxed(root) if isolation == "bubblewrap" else unsandboxed(root)
+    task = asyncio.ensure_future(run(tk, f"sleep {marker} & sleep {marker}"))
+    for _ in range(100):  # until the command runs
+        await asyncio.sleep(0.02)
+        if survivors(marker):
+            break
+    assert survivors(marker)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert survivors(marker) == []
+    assert leftover_cgroups() == []
