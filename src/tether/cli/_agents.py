@@ -330,7 +330,11 @@ async def _episode(
         if isinstance(outcome, AgentRunResult):
             # The turn is stored: say so now, then give the title a short grace.
             _report_result(agent, outcome, structured=structured, as_json=as_json)
-            await _await_title(runtime, title_wait)
+            if await _await_title(runtime, title_wait) and not as_json:
+                store = agent.memory_store or runtime.message_store
+                title = await store.get_title(outcome.memory_scope)
+                if title is not None:
+                    emit_err(key_values([("title", title)]))
             return
     # The runtime is closed: every event of the episode is stored by now.
     run = f"tether runs show {handle.run_id}"
@@ -351,12 +355,13 @@ async def _episode(
     )
 
 
-async def _await_title(runtime: Runtime, wait: float) -> None:
+async def _await_title(runtime: Runtime, wait: float) -> bool:
     """Wait up to `wait` seconds for the title workflow the episode started; Ctrl-C, or the
-    time running out, gives it up (the title stays absent; the turn is done: exit 0)."""
+    time running out, gives it up (the title stays absent; the turn is done: exit 0). True
+    when a title workflow ran to its end."""
     background = runtime.background
     if not len(background):
-        return
+        return False
     waiting = asyncio.ensure_future(runtime.wait_idle())
 
     def give_up() -> None:
@@ -365,7 +370,7 @@ async def _await_title(runtime: Runtime, wait: float) -> None:
     with CtrlC(give_up) as ctrl_c:
         try:
             await asyncio.wait_for(waiting, wait)
-            return
+            return True
         except TimeoutError:
             reason = f"not done after {wait:g} s"
         except asyncio.CancelledError:
@@ -374,6 +379,7 @@ async def _await_title(runtime: Runtime, wait: float) -> None:
             reason = "interrupted"
     await background.cancel_all()
     emit_err(f"title  given up ({reason})")
+    return False
 
 
 def _report_result(
