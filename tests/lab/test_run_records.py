@@ -234,6 +234,25 @@ async def test_runs_get_version_and_commit_tags_automatically(tmp_path: Path, he
     await lab.aclose()
 
 
+async def test_a_dynamic_version_is_the_installed_distributions(tmp_path: Path) -> None:
+    # Like tether's own pyproject (hatch reads the version from a file): the project says only
+    # that the build computes it, so the installed distribution is where it is known.
+    from importlib import metadata
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "httpx"\ndynamic = ["version"]\n', encoding="utf-8"
+    )
+    lab = Runtime(store="memory", root=tmp_path)
+    assert await tags_of(lab) == [f"version:{metadata.version('httpx')}"]
+    await lab.aclose()
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "no-such-dist-tether"\ndynamic = ["version"]\n', encoding="utf-8"
+    )
+    absent = Runtime(store="memory", root=tmp_path)
+    assert await tags_of(absent) == []
+    await absent.aclose()
+
+
 async def test_a_given_tag_with_the_prefix_replaces_the_automatic_one(tmp_path: Path) -> None:
     lab = Runtime(store="memory", root=project(tmp_path))
     assert await tags_of(lab, tags=["version:custom"]) == ["version:custom", f"commit:{SHA}"]

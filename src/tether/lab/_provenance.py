@@ -1,7 +1,7 @@
 """Automatic `version:` and `commit:` run tags: which code produced a run.
 
 Both are read from files, once per runtime: the version from the nearest `pyproject.toml`
-(`[project].version`), the commit from the nearest git checkout (`HEAD`, a loose ref or
+(`[project].version`; where it is `dynamic`, the installed distribution's version), the commit from the nearest git checkout (`HEAD`, a loose ref or
 `packed-refs`; worktrees and submodules through their `.git` file). Nothing is executed.
 """
 
@@ -24,7 +24,8 @@ def _upwards(start: Path) -> Iterable[Path]:
 
 
 def detect_version(root: Path) -> str | None:
-    """`[project].version` of the nearest pyproject.toml at or above `root`."""
+    """`[project].version` of the nearest pyproject.toml at or above `root`, or the installed
+    distribution's version where the project declares its version dynamic."""
     for directory in _upwards(root):
         candidate = directory / "pyproject.toml"
         if candidate.is_file():
@@ -32,9 +33,27 @@ def detect_version(root: Path) -> str | None:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
                 return None
-            version = data.get("project", {}).get("version")
-            return version if isinstance(version, str) and version else None
+            project = data.get("project", {})
+            version = project.get("version")
+            if isinstance(version, str) and version:
+                return version
+            dynamic = project.get("dynamic")
+            name = project.get("name")
+            if isinstance(dynamic, list) and "version" in dynamic and isinstance(name, str):
+                return _installed_version(name)
+            return None
     return None
+
+
+def _installed_version(name: str) -> str | None:
+    """The version of the installed distribution `name` (a version the build computes, from
+    a file or a VCS tag, is only known there); None when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
 
 
 def _git_dir(root: Path) -> Path | None:
