@@ -1,8 +1,9 @@
 """Automatic `version:` and `commit:` run tags: which code produced a run.
 
 Both are read from files, once per runtime: the version from the nearest `pyproject.toml`
-(`[project].version`; where it is `dynamic`, the installed distribution's version), the commit from the nearest git checkout (`HEAD`, a loose ref or
-`packed-refs`; worktrees and submodules through their `.git` file). Nothing is executed.
+(`[project].version`; where it is `dynamic`, the installed distribution's version), the commit
+from the nearest git checkout (`HEAD`, a loose ref or `packed-refs`; worktrees and submodules
+through their `.git` file). Nothing is executed.
 """
 
 from __future__ import annotations
