@@ -322,10 +322,11 @@ async def test_a_fork_bomb_is_contained_and_nothing_survives(
     kwargs: dict[str, Any] = {"timeout": 2, "limits": limits}
     tk = sandboxed(root, **kwargs) if isolation == "bubblewrap" else unsandboxed(root, **kwargs)
     started = time.monotonic()
-    result = await run(tk, "bomb() { bomb | bomb & }; bomb; sleep 30")
+    bomb = f"forkbomb{os.getpid()}"  # named after this process: no other command line has it
+    result = await run(tk, f"{bomb}() {{ {bomb} | {bomb} & }}; {bomb}; sleep 30")
     assert time.monotonic() - started < 10
     assert result.is_error and "timed out after 2s" in result.output
-    assert survivors("bomb") == []
+    assert survivors(bomb) == []
     assert leftover_cgroups() == []
     assert "exit code: 0" in (await run(tk, "echo still fine")).output
 
