@@ -78,7 +78,7 @@ from ..lab import LabAgent, tool_provider
 from ..session import Message
 from ..stores.message_store import StoredRecord
 from ..tools import Tool, define_tool
-from ..web import ApiError, json_body
+from ..web import ApiError, client_id, json_body
 from ._api import RunsApi
 from ._sse import EventStream, sse_message
 
@@ -102,9 +102,7 @@ class AgUiApi:
             raise ApiError(
                 400, "bad_request", f"the body is not an AG-UI RunAgentInput: {exc}"
             ) from None
-        scope = run_input.thread_id
-        if not scope:
-            raise ApiError(400, "bad_request", "threadId must be a non-empty string")
+        scope = client_id(run_input.thread_id, "threadId")
         stored = await self.runs.runtime.message_store.load(scope)
         fresh, new = new_messages(stored, run_input.messages)
         return EventStream(self._events(agent, run_input, stored, fresh, new))

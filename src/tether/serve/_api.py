@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -27,7 +27,7 @@ from ..client_messages import frame_client_message, should_run_turn
 from ..errors import ClientMessageError, TetherError
 from ..lab import LabAgent, Registry, Runtime
 from ..stores.run_store import CancelRequests
-from ..web import ApiError, JSONResponse, error_response, json_body, last_event_id
+from ..web import ApiError, JSONResponse, client_id, error_response, json_body, last_event_id
 from ..workflows import Workflow, WorkflowHandle
 from ._feed import RunEnd, RunFeed
 from ._sse import EventStream, sse_message
@@ -119,9 +119,7 @@ class RunsApi:
         options: dict[str, Any] = {**_input_options(body.get("input")), "tags": _tags(body)}
         scope = body.get("scope")
         if scope is not None:
-            if not isinstance(scope, str) or not scope:
-                raise ApiError(400, "bad_request", "scope must be a non-empty string")
-            options["memory_scope"] = scope
+            options["memory_scope"] = client_id(scope, "scope")
         if body.get("context") is not None:
             options["context"] = body["context"]
         return await self.run_agent(agent, options)
@@ -134,7 +132,7 @@ class RunsApi:
             {
                 "run_id": handle.run_id,
                 "scope": handle.memory_scope,
-                "stream": f"/api/runs/{handle.run_id}/stream",
+                "stream": stream_link(handle.run_id),
             },
             status_code=202,
         )
@@ -144,8 +142,9 @@ class RunsApi:
         body = await json_body(request)
         _only(body, {"input", "run_id"})
         run_id = body.get("run_id")
-        if run_id is not None and (not isinstance(run_id, str) or not run_id):
-            raise ApiError(400, "bad_request", "run_id must be a non-empty string")
+        if run_id is not None:
+            run_id = client_id(run_id, "run_id")
+            await self._check_workflow_run_id(workflow, run_id)
         if "input" not in body:
             if run_id is None:
                 raise ApiError(
@@ -158,6 +157,15 @@ class RunsApi:
                     f"there is no stored run {run_id!r} to resume; pass an input to start a "
                     "new run under that id",
                 )
+        # From the check to the handle's tracking nothing awaits: of two starts of one run id
+        # in this process, the second sees the first (and gets 409).
+        if run_id is not None and run_id in self.handles:
+            raise ApiError(
+                409,
+                "WorkflowRunBusyError",
+                f"run {run_id!r} is running here already: follow it at {stream_link(run_id)}",
+            )
+        if "input" not in body:
             handle: WorkflowHandle[Any] = workflow.run(workflow_run_id=run_id)
         else:
             handle = workflow.run(body["input"], workflow_run_id=run_id)
@@ -166,10 +174,30 @@ class RunsApi:
         return JSONResponse(
             {
                 "run_id": handle.workflow_run_id,
-                "stream": f"/api/runs/{handle.workflow_run_id}/stream",
+                "stream": stream_link(handle.workflow_run_id),
             },
             status_code=202,
         )
+
+    async def _check_workflow_run_id(self, workflow: Workflow[Any, Any], run_id: str) -> None:
+        """One run id, one kind: a client-chosen id already used by another run (an agent run,
+        another workflow's run) is a 409 naming that run, never an overwrite."""
+        info = await self.runtime.run_store.get_run(run_id)
+        if info is not None and (info.kind != "workflow" or info.name != workflow.id):
+            raise ApiError(
+                409,
+                "run_id_taken",
+                f"run id {run_id!r} is taken by a {info.kind} run of {info.name!r}; choose "
+                "another run_id (or leave it out for a new one)",
+            )
+        stored = await self.runtime.workflow_store.get_run(run_id)
+        if stored is not None and stored.workflow_id != workflow.id:
+            raise ApiError(
+                409,
+                "run_id_taken",
+                f"run id {run_id!r} is taken by a run of workflow {stored.workflow_id!r}; "
+                "choose another run_id",
+            )
 
     # -- following and steering runs ---------------------------------------------------------
 
@@ -228,7 +256,7 @@ class RunsApi:
     # -- client messages ---------------------------------------------------------------------
 
     async def client_message(self, request: Request) -> Response:
-        scope = _path_tail(request, "/client-messages", "/api/scopes/")
+        scope = client_id(_path_tail(request, "/client-messages", "/api/scopes/"), "scope")
         body = await json_body(request)
         if "kind" in body:
             message: Any = body
@@ -310,9 +338,14 @@ def _tags(body: Mapping[str, Any]) -> list[str]:
     tags = body.get("tags")
     if tags is None:
         return []
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+    if not isinstance(tags, list):
         raise ApiError(400, "bad_request", "tags must be a list of strings")
-    return tags
+    return [client_id(t, "a tag", separators=True) for t in tags]
+
+
+def stream_link(run_id: str) -> str:
+    """Where a run's stream is read (the id percent-encoded: `/`, `?`, `#` and `%` too)."""
+    return f"/api/runs/{quote(run_id, safe='')}/stream"
 
 
 def _path_tail(request: Request, suffix: str, prefix: str) -> str:

@@ -14,11 +14,12 @@ from ._body import MAX_JSON_DEPTH, json_body, json_depth
 from ._errors import ApiError, error_response
 from ._hostnames import LOOPBACK_NAMES, allowed_hosts, host_name, is_loopback
 from ._logs import TokenScrubber, scrub_access_log
-from ._params import MAX_SEQ, count_param, last_event_id, seq_param
+from ._params import MAX_ID, MAX_SEQ, client_id, count_param, last_event_id, seq_param
 from ._responses import JSONResponse, api_error, error_body, send_error, send_plain
 
 __all__ = [
     "LOOPBACK_NAMES",
+    "MAX_ID",
     "MAX_JSON_DEPTH",
     "MAX_SEQ",
     "Access",
@@ -28,6 +29,7 @@ __all__ = [
     "TokenScrubber",
     "allowed_hosts",
     "api_error",
+    "client_id",
     "count_param",
     "error_body",
     "error_response",

@@ -1,12 +1,11 @@
 """One order of access checks around an app, outside its own error middleware.
 
 Outermost first: security headers (on every answer, an unexpected failure's too), the Host
-allow-list, CORS for the configured origins only, the cross-site request check (a
-state-changing request from another origin, or with a body that is not JSON, is refused), the
-request body limit, and the token gate.
-CORS sits outside the gate so that a browser's preflight, which never carries credentials,
-gets its answer; all of it sits outside Starlette's error middleware, so nothing reaches a
-handler before the checks.
+allow-list, NUL refused in paths and queries, CORS for the configured origins only, the
+cross-site request check (a state-changing request from another origin, or with a body that is
+not JSON, is refused), the request body limit, and the token gate. CORS sits outside the gate
+so that a browser's preflight, which never carries credentials, gets its answer; all of it sits
+outside Starlette's error middleware, so nothing reaches a handler before the checks.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from .middleware import (
     DEFAULT_MAX_BODY,
     BodyLimit,
     HostAllowList,
+    NulRefusal,
     OriginCheck,
     SecurityHeaders,
     TokenGate,
@@ -78,7 +78,7 @@ def guard(app: ASGIApp, access: Access) -> ASGIApp:
             allow_credentials=False,
             max_age=600,
         )
-    return SecurityHeaders(HostAllowList(app, access.hosts))
+    return SecurityHeaders(HostAllowList(NulRefusal(app), access.hosts))
 
 
 class GuardedApp(Starlette):

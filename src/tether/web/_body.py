@@ -41,7 +41,7 @@ async def json_body(request: Request) -> dict[str, Any]:
 
     Raises:
         ApiError: 415 for a body that is not `application/json`, 400 for one nested deeper
-            than `MAX_JSON_DEPTH` or that is not a JSON object.
+            than `MAX_JSON_DEPTH`, that is not a JSON object, or that holds NUL in a string.
     """
     raw = await request.body()
     if not raw.strip():
@@ -61,4 +61,22 @@ async def json_body(request: Request) -> dict[str, Any]:
         raise ApiError(400, "bad_request", f"the body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ApiError(400, "bad_request", "the body must be a JSON object")
+    # JSON carries NUL only as the \u0000 escape: look for it in the text first (cheap).
+    if b"\\u0000" in raw and _holds_nul(value):
+        raise ApiError(
+            400,
+            "bad_request",
+            "the body holds NUL (\\u0000) in a string: no stored text may hold it (PostgreSQL "
+            "cannot), so no store takes it",
+        )
     return value
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any("\x00" in k or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False

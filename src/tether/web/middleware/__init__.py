@@ -4,6 +4,7 @@
 from ._body import DEFAULT_MAX_BODY, BodyLimit
 from ._headers import CONTENT_SECURITY_POLICY, SecurityHeaders
 from ._hosts import HostAllowList
+from ._nul import NulRefusal
 from ._origin import SAFE_METHODS, OriginCheck
 from ._token import CSRF_HEADER, GUESS_WINDOW, GUESSES, SESSION_COOKIE, TokenGate, csrf_token
 
@@ -17,6 +18,7 @@ __all__ = [
     "SESSION_COOKIE",
     "BodyLimit",
     "HostAllowList",
+    "NulRefusal",
     "OriginCheck",
     "SecurityHeaders",
     "TokenGate",
