@@ -300,19 +300,30 @@ def _root_conftest(config: pytest.Config) -> ModuleType:
     raise RuntimeError(f"{target} is not loaded as a conftest")
 
 
+OWN_FIXTURES = Path(__file__).parent / "wire"
+"""The project's own wire fixtures: stream bodies written from each API's public reference (see
+the README beside them), so a clone without ../shared tests every adapter."""
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """`wire_case` parametrizes a test over the `.sse` files of the API named by the module's
-    `API` (or over all of them); where ../shared is absent it becomes one case that skips."""
+    `API` (or over all of them): the project's own (`tests/llm/wire/`), then the shared recorded
+    corpus (../shared, a second and larger check); where ../shared is absent it adds one case
+    that skips, saying so."""
     if "wire_case" not in metafunc.fixturenames:
         return
     root: Path = _root_conftest(metafunc.config).FIXTURES
     api = getattr(metafunc.module, "API", None)
     pattern = f"{api}/*.sse" if api else "*/*.sse"
-    cases = sorted(root.glob(pattern)) if root.is_dir() else []
-    if not cases:
-        metafunc.parametrize("wire_case", [None], ids=["fixtures-missing"])
-        return
-    metafunc.parametrize("wire_case", cases, ids=[f"{p.parent.name}/{p.stem}" for p in cases])
+    own = sorted(OWN_FIXTURES.glob(pattern))
+    shared = sorted(root.glob(pattern)) if root.is_dir() else []
+    cases: list[Path | None] = [*own, *shared]
+    ids = [f"own/{p.parent.name}/{p.stem}" for p in own]
+    ids += [f"shared/{p.parent.name}/{p.stem}" for p in shared]
+    if not shared:
+        cases.append(None)
+        ids.append("shared-fixtures-missing")
+    metafunc.parametrize("wire_case", cases, ids=ids)
 
 
 @dataclass
@@ -328,9 +339,12 @@ class WireCase:
 
 @pytest.fixture
 def case(wire_case: Path | None, pytestconfig: pytest.Config) -> WireCase:
-    """The recorded case, read where it lies (skips when ../shared is absent)."""
-    root: Path = _root_conftest(pytestconfig).provider_fixtures()
-    assert wire_case is not None and wire_case.is_relative_to(root)
+    """The case, read where it lies (the shared one skips when ../shared is absent)."""
+    if wire_case is None:
+        _root_conftest(pytestconfig).provider_fixtures()  # skips, naming where it looked
+        raise AssertionError("the shared fixtures are missing but did not skip")
+    shared: Path = _root_conftest(pytestconfig).FIXTURES
+    assert wire_case.is_relative_to(OWN_FIXTURES) or wire_case.is_relative_to(shared)
     expected = json.loads(wire_case.with_name(wire_case.stem + ".expected.json").read_text())
     return WireCase(wire_case, wire_case.read_bytes(), expected)
 

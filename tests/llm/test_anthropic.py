@@ -37,6 +37,7 @@ API = "anthropic"
 
 ANTHROPIC_FINISH = {
     "end_turn": "stop",
+    "stop_sequence": "stop",
     "tool_use": "tool_calls",
     "max_tokens": "length",
     "refusal": "refusal",

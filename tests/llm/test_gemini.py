@@ -60,6 +60,13 @@ def check_case(case: WireCase, out: Outcome) -> None:
         assert trailing["error"]["message"] in str(out.error)
         assert out.error.retryable  # CANCELLED on the server side: worth another attempt
         return
+    if exp.get("errors"):
+        # An error object framed as an event: the provider's message, retryable as it says.
+        assert isinstance(out.error, LLMStreamError) and out.finish is None
+        for err in exp["errors"]:
+            assert err["message"] in str(out.error)
+        assert out.error.retryable is exp["retryable"]
+        return
     assert out.error is None and out.finish is not None
     assert "".join(p["text"] for p in out.parts("text")) == exp["text"]
     assert out.thinking == exp["thought_summary"]
@@ -85,12 +92,13 @@ def check_case(case: WireCase, out: Outcome) -> None:
     assert len({p["id"] for _, p in calls}) == len(calls)
     assert out.finish["stop_reason"] == (exp["stop_reason"] or exp["prompt_block_reason"])
     # STOP with function calls is tool_calls; a blocked prompt is content_filter.
-    assert out.finish["finish_reason"] == (
+    assert out.finish["finish_reason"] == exp.get(
+        "finish_reason",
         "content_filter"
         if exp["prompt_block_reason"]
         else "tool_calls"
         if exp["tool_calls"]
-        else "stop"
+        else "stop",
     )
     assert out.finish["usage"] == normalized_usage(exp["usage"])
 

@@ -37,7 +37,12 @@ from .conftest import (
 
 API = "openai_chat"
 
-CHAT_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls"}
+CHAT_FINISH = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "content_filter": "content_filter",
+}
 
 
 def normalized_usage(raw: dict[str, Any] | None) -> dict[str, int]:

@@ -53,6 +53,14 @@ def normalized_usage(raw: dict[str, Any] | None) -> dict[str, int]:
 
 def check_case(case: WireCase, out: Outcome) -> None:
     exp = case.expected
+    if exp.get("errors"):
+        # response.failed, or an error event: the provider's message, retryable as it says.
+        assert isinstance(out.error, LLMStreamError) and out.finish is None
+        for err in exp["errors"]:
+            assert err["message"] in str(out.error)
+        assert out.error.retryable is exp["retryable"]
+        assert out.text == exp["text"]
+        return
     assert out.error is None and out.finish is not None
     assert out.text == exp["text"]
     assert "".join(p["text"] for p in out.parts("text")) == exp["text"]
@@ -64,7 +72,9 @@ def check_case(case: WireCase, out: Outcome) -> None:
     assert thinking == [("\n\n".join(r["summary"]), {"id": r["item_id"]}) for r in exp["reasoning"]]
     assert out.thinking == "".join("\n\n".join(r["summary"]) for r in exp["reasoning"])
     assert out.finish["stop_reason"] == exp["stop_reason"]
-    assert out.finish["finish_reason"] == ("tool_calls" if exp["tool_calls"] else "stop")
+    assert out.finish["finish_reason"] == exp.get(
+        "finish_reason", "tool_calls" if exp["tool_calls"] else "stop"
+    )
     assert out.finish["usage"] == normalized_usage(exp["usage"])
 
 
