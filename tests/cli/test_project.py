@@ -87,7 +87,7 @@ def test_tool_tether_in_pyproject_found_from_a_subdirectory(
             'agents = ["APP.lab:echo"]',
             "raise ValueError('broken at import')\n",
             "Error: RegistryError: agents[0] = 'APP.lab:echo': importing 'APP.lab' raised "
-            "ValueError: broken at import",
+            "ValueError at APP/lab.py, line 1: broken at import",
         ),
         (
             "agents = [",
@@ -110,6 +110,8 @@ def test_registry_errors_are_shown_with_their_text(
     assert result.stderr.startswith(expected)
     if "not valid TOML" in message:
         assert "Fix the TOML of the file named above." in result.stderr
+    elif " raised " in message:
+        assert "Fix the code at the line named above" in result.stderr
     else:
         assert f"Fix the entry in {root / 'tether.toml'}" in result.stderr
 
@@ -237,3 +239,44 @@ def test_tether_toml_in_a_parent_directory_is_found_and_its_store_stays_there(
     assert [
         r["memory_scope"] for r in json.loads(project.invoke("runs", "list", "--json").stdout)
     ] == ["up"]
+
+
+@pytest.mark.parametrize(
+    ("lab", "where", "what"),
+    [
+        (
+            "from tether.lab import Runtime\nlab = Runtime()\n\necho = lab.create_agent(\n"
+            "    id='echo', model='gpt-4o'\n)\n",
+            "APP/lab.py, line 4",
+            "ConfigError at APP/lab.py, line 4: agent 'echo': model= must be 'provider:model'",
+        ),
+        ("x = 1\ndef broken(:\n", "APP/lab.py, line 2", "SyntaxError at APP/lab.py, line 2"),
+        (
+            "from tether import tool\n\n\n@tool\ndef f(x: object.__class__) -> str:\n"
+            "    return ''\n",
+            "APP/lab.py, line 4",
+            "ToolDefinitionError at APP/lab.py, line 4: tool 'f'",
+        ),
+    ],
+    ids=["bad-model", "syntax", "tool-type"],
+)
+def test_an_error_in_the_users_code_names_its_file_and_line_and_debug_prints_the_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lab: str, where: str, what: str
+) -> None:
+    root = tmp_path / "mine"
+    root.mkdir()
+    package = write_project(root, lab=lab, config='agents = ["APP.lab:echo"]')
+    monkeypatch.chdir(root)
+    project = Project(root, package)
+    result = project.invoke("agent", "list")
+    assert result.exit_code == EXIT_PROJECT
+    first, hint = result.stderr.splitlines()[:2]
+    assert what.replace("APP", package) in first
+    assert "Traceback" not in result.stderr
+    assert "--debug" in hint and "TETHER_DEBUG=1" in hint
+    debug = project.invoke("--debug", "agent", "list")
+    assert debug.exit_code == EXIT_PROJECT
+    assert debug.stderr.startswith("Traceback (most recent call last):")
+    assert f'{where.split(",")[0].replace("APP", package)}", line' in debug.stderr
+    monkeypatch.setenv("TETHER_DEBUG", "1")
+    assert project.invoke("agent", "list").stderr.startswith("Traceback (most recent call last):")

@@ -350,3 +350,31 @@ def test_runs_show_gives_the_traceback_and_the_run_that_started_it(project: Proj
     assert fields["started by"].strip() == f"{failed_id} (tool call call_7)"
     kid_json = json.loads(project.invoke("runs", "show", "kid", "--json").stdout)["run"]
     assert (kid_json["parent_run_id"], kid_json["parent_tool_call_id"]) == (failed_id, "call_7")
+
+
+def test_runs_list_hides_nested_runs_and_experiment_cases_unless_all(project: Project) -> None:
+    assert project.invoke("workflow", "run", "ask", "--input", "nested hello").exit_code == 0
+    dataset = project.root / "cases.jsonl"
+    dataset.write_text('{"id": "c1", "input": "case one"}\n{"id": "c2", "input": "two"}\n')
+    ran = project.invoke("eval", "run", "echo", "--dataset", str(dataset), "-e", "exp")
+    assert ran.exit_code == 0, ran.output
+    assert project.invoke("agent", "run", "echo", "-i", "top").exit_code == 0
+    listed = json.loads(project.invoke("runs", "list", "--json").stdout)
+    assert [(r["kind"], r["name"]) for r in listed] == [
+        ("agent", "echo"),
+        ("experiment", "exp"),
+        ("workflow", "ask"),
+    ]
+    every = json.loads(project.invoke("runs", "list", "--all", "--json").stdout)
+    names = sorted((r["kind"], r["name"], "experiment:exp" in r["tags"]) for r in every)
+    assert names == [
+        ("agent", "echo", False),  # the top-level episode
+        ("agent", "echo", False),  # the one inside the workflow run
+        ("agent", "echo", True),
+        ("agent", "echo", True),
+        ("experiment", "exp", True),
+        ("workflow", "ask", False),
+    ]
+    # The limit counts the runs shown, not those left out.
+    limited = json.loads(project.invoke("runs", "list", "-n", "2", "--json").stdout)
+    assert [r["name"] for r in limited] == ["echo", "exp"]

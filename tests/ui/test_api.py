@@ -11,7 +11,7 @@ from urllib.parse import quote
 import httpx
 
 from tether import define_tool
-from tether.lab import Runtime
+from tether.lab import Registry, Runtime
 from tether.stores.run_store import RunInfo
 from tether.testing import script_client
 
@@ -223,3 +223,20 @@ async def test_after_out_of_a_stores_range_is_a_400(
     for bad in ("limit=x", "limit=0", "limit=201", "status=nope", "since=yesterday", "cursor=zz"):
         page = await get_json(client, f"/api/runs?{bad}", 400)
         assert page["error"]["type"] == "bad_request", bad
+
+
+async def test_experiment_case_conversations_are_left_out_of_the_conversation_list() -> None:
+    runtime = Runtime(store="memory", version=False)
+    agent = runtime.create_agent(id="echo", model="test")
+    await agent.run(memory_scope="mine", user="hello").result
+    await agent.run(memory_scope="eval/exp/1/c1/0", user="a case").result
+    registry = Registry(runtime, {"echo": agent}, {})
+    async with client_for(runtime, registry) as client:
+        listed = await get_json(client, "/api/scopes")
+        assert [s["scope"] for s in listed["scopes"]] == ["mine"]
+        found = await get_json(client, "/api/scopes?q=case")
+        assert found["scopes"] == []
+        # Still there for the experiment's page to link to.
+        case = await get_json(client, f"/api/scopes/{quote('eval/exp/1/c1/0', safe='')}")
+        assert len(case["turns"]) == 1
+    await runtime.aclose()

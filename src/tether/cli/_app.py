@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,7 +12,7 @@ import typer
 from .._version import __version__
 from ._agents import agent_app
 from ._chat import chat
-from ._errors import EXIT_INTERRUPTED, EXIT_USAGE, error_json
+from ._errors import DEBUG_ENV, EXIT_INTERRUPTED, EXIT_USAGE, error_json
 from ._eval import eval_app
 from ._init import init
 from ._models import keys_app, models
@@ -78,6 +79,13 @@ def _root(
             "postgresql://user:password@host/db. The runs commands then need no config at all.",
         ),
     ] = None,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help=f"On an error, also print the traceback behind it (as {DEBUG_ENV}=1 does).",
+        ),
+    ] = False,
     version: Annotated[
         bool,
         typer.Option(
@@ -89,6 +97,8 @@ def _root(
         ),
     ] = False,
 ) -> None:
+    if debug:
+        os.environ[DEBUG_ENV] = "1"  # read where errors are reported, and by worker processes
     ctx.obj = GlobalOptions(config=config, store=store)
 
 

@@ -16,7 +16,9 @@ failure as one JSON object on stdout: `{"error": {"type", "message", "exit_code"
 from __future__ import annotations
 
 import functools
+import os
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any, ClassVar, ParamSpec
 
@@ -26,6 +28,7 @@ from ..errors import ConfigError, MissingKeyError, TetherError
 from ._render import emit_err, emit_json
 
 __all__ = [
+    "DEBUG_ENV",
     "EXIT_INTERRUPTED",
     "EXIT_PROJECT",
     "EXIT_RUN_FAILED",
@@ -36,6 +39,7 @@ __all__ = [
     "ProjectError",
     "RunFailedError",
     "check_utf8",
+    "debugging",
     "error_json",
     "read_stdin",
     "report_error",
@@ -104,6 +108,15 @@ def start_error(exc: ConfigError, again: str) -> ProjectError:
     return ProjectError(str(exc), kind=type(exc).__name__, hint=hint)
 
 
+DEBUG_ENV = "TETHER_DEBUG"
+"""Set to 1 (or pass `tether --debug`): an error also prints the traceback behind it."""
+
+
+def debugging() -> bool:
+    """Whether errors print their tracebacks (`--debug`, or TETHER_DEBUG=1)."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def error_json(kind: str, message: str, exit_code: int, hint: str | None = None) -> None:
     """Print a failure as `--json` shows it: one object on stdout."""
     error: dict[str, object] = {"type": kind, "message": message, "exit_code": exit_code}
@@ -118,6 +131,8 @@ def report_error(exc: CliError, *, as_json: bool = False) -> None:
     `as_json`, also as `{"error": {"type", "message", "exit_code"}}` on stdout."""
     if as_json:
         error_json(exc.kind or type(exc).__name__, exc.message, exc.exit_code, exc.hint)
+    if debugging() and exc.__cause__ is not None:
+        emit_err("".join(traceback.format_exception(exc.__cause__)).rstrip())
     kind = f"{exc.kind}: " if exc.kind else ""
     emit_err(f"Error: {kind}{exc.message}")
     if exc.hint:

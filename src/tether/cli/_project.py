@@ -122,11 +122,14 @@ def load_project(options: GlobalOptions) -> Registry:
     try:
         registry = load_registry(path)
     except RegistryError as exc:
-        raise ProjectError(
-            str(exc),
-            kind="RegistryError",
-            hint=f"Fix the entry in {path} (each is 'module:attribute'), or the module it names.",
-        ) from exc
+        if exc.__cause__ is not None and " not found " not in str(exc):
+            hint = (
+                "Fix the code at the line named above; `tether --debug ...` (or TETHER_DEBUG=1) "
+                "prints the traceback."
+            )
+        else:
+            hint = f"Fix the entry in {path} (each is 'module:attribute'), or the module it names."
+        raise ProjectError(str(exc), kind="RegistryError", hint=hint) from exc
     except ConfigError as exc:
         raise ProjectError(str(exc), kind=type(exc).__name__) from exc
     if options.store is not None:

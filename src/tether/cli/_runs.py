@@ -39,6 +39,7 @@ from ._render import (
 if TYPE_CHECKING:
     from ..lab import Runtime
     from ..stores import RunEvent, RunInfo
+    from ..stores.run_store import RunQuery
 
 __all__ = ["RunKind", "runs_app"]
 
@@ -82,25 +83,36 @@ def list_runs(
         bool,
         typer.Option(
             "--all",
-            help="Also the runs of agents and workflows the project's registry does not list "
-            "(title workflows, helper agents, removed ones).",
+            help="Also the runs nested in workflow runs and episodes, the cases of "
+            "experiments, and the runs of agents and workflows the project's registry does "
+            "not list (title workflows, helper agents, removed ones).",
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
     """List recorded runs, newest first.
 
-    Only the runs of the agents and workflows the project's registry lists, as the UI does;
-    --all shows every run (and so does --store without a project).
+    As the UI does: only the runs nothing else started (not those nested in a workflow run
+    or an episode, nor an experiment's cases: `tether runs show` lists those under their
+    parent, `tether eval show` the cases), and only of the agents and workflows the
+    project's registry lists (with --store and no project, of any). --all shows every run.
     """
     from ..lab import DEFAULT_STORE
+    from ..stores.run_store import RunQuery
 
     options = options_of(ctx)
     runtime, registry = store_project(options)
-    listed = None
-    if registry is not None and not show_all:
-        listed = (tuple(sorted(registry.agents)), tuple(sorted(registry.workflows)))
-    infos = run_async(_list(runtime, options, limit, kind.value if kind else None, listed))
+    query = RunQuery(kind=kind.value if kind else None)
+    if not show_all:
+        query = RunQuery(kind=query.kind, roots_only=True)
+        if registry is not None:
+            query = RunQuery(
+                kind=query.kind,
+                roots_only=True,
+                agents=tuple(sorted(registry.agents)),
+                workflows=tuple(sorted(registry.workflows)),
+            )
+    infos = run_async(_list(runtime, options, limit, query, hide_cases=not show_all))
     if as_json:
         emit_json([run_to_json(i) for i in infos])
         return
@@ -149,21 +161,28 @@ def list_runs(
 
 
 async def _list(
-    runtime: Runtime,
-    options: GlobalOptions,
-    limit: int,
-    kind: str | None,
-    listed: tuple[tuple[str, ...], tuple[str, ...]] | None,
+    runtime: Runtime, options: GlobalOptions, limit: int, query: RunQuery, *, hide_cases: bool
 ) -> list[RunInfo]:
-    from ..stores.run_store import RunQuery
-
+    """Up to `limit` runs matching `query`, newest first; with `hide_cases`, without the runs
+    an experiment made for its cases (read page after page until `limit` are found)."""
     async with runtime:
         await reach_stores(runtime, options)
-        if listed is None:
-            return await runtime.run_store.list_runs(kind=kind, limit=limit)
-        agents, workflows = listed
-        query = RunQuery(kind=kind, agents=agents, workflows=workflows)
-        return (await runtime.run_store.query_runs(query, limit=limit)).runs
+        found: list[RunInfo] = []
+        cursor: str | None = None
+        while len(found) < limit:
+            page = await runtime.run_store.query_runs(query, limit=limit, cursor=cursor)
+            found.extend(r for r in page.runs if not (hide_cases and _is_case(r)))
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return found[:limit]
+
+
+def _is_case(info: RunInfo) -> bool:
+    """Whether an experiment ran `info` for one of its cases (the experiment's own record is
+    not a case)."""
+    # Inlined here, not imported from tether.evals: the command loads no more than it needs.
+    return info.kind != "experiment" and any(t.startswith("experiment:") for t in info.tags)
 
 
 # -- show ------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ UI show it like any other; the experiment itself is a run of kind ``"experiment"
 are its results (see `tether.evals._record`).
 """
 
-from ._case import Plan, Target, resolve_target
+from ._case import CASE_SCOPE_PREFIX, EXPERIMENT_TAG_PREFIX, Plan, Target, resolve_target
 from ._dataset import AGENT_INPUT_KEYS, Case, Dataset, load_dataset, load_evaluators
 from ._evaluators import (
     CaseResult,
@@ -31,7 +31,9 @@ from ._report import compare, percentiles, report
 
 __all__ = [
     "AGENT_INPUT_KEYS",
+    "CASE_SCOPE_PREFIX",
     "EXPERIMENT_KIND",
+    "EXPERIMENT_TAG_PREFIX",
     "Case",
     "CaseResult",
     "Dataset",

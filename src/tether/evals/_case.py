@@ -29,7 +29,22 @@ from ..workflows import Workflow
 from ._dataset import AGENT_INPUT_KEYS, Case
 from ._evaluators import CaseResult, EvaluationResult, Evaluator, EvaluatorContext, run_evaluator
 
-__all__ = ["Plan", "Target", "check_inputs", "resolve_target", "run_case"]
+__all__ = [
+    "CASE_SCOPE_PREFIX",
+    "EXPERIMENT_TAG_PREFIX",
+    "Plan",
+    "Target",
+    "check_inputs",
+    "resolve_target",
+    "run_case",
+]
+
+CASE_SCOPE_PREFIX = "eval/"
+"""Every experiment case's conversation (memory scope) starts with this: lists of
+conversations leave them out."""
+EXPERIMENT_TAG_PREFIX = "experiment:"
+"""The tag of every run an experiment made (``experiment:NAME``): lists of runs leave the
+cases out unless asked for all."""
 
 _NAMESPACE = uuid.UUID("3b0d3f57-9a43-4b36-8d8e-6a3c1f0b7e21")
 _SCOPE_PROBES = 100
@@ -65,14 +80,14 @@ class Plan:
     (Ray)."""
 
     def tags(self, case_id: str) -> list[str]:
-        return [f"experiment:{self.experiment}", f"case:{case_id}", *self.versions]
+        return [f"{EXPERIMENT_TAG_PREFIX}{self.experiment}", f"case:{case_id}", *self.versions]
 
     def key(self, case_id: str, repeat: int) -> str:
         return f"{self.experiment}/{self.generation}/{case_id}/{repeat}"
 
     def scope(self, case_id: str, repeat: int) -> str:
         """The memory scope of an agent case's first attempt."""
-        return f"eval/{self.key(case_id, repeat)}"
+        return f"{CASE_SCOPE_PREFIX}{self.key(case_id, repeat)}"
 
     def workflow_run_id(self, case_id: str, repeat: int) -> str:
         return str(uuid.uuid5(_NAMESPACE, self.key(case_id, repeat)))

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+import sysconfig
 import tomllib
+import traceback
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -125,6 +127,38 @@ def _check_keys(path: Path, table: dict[str, Any]) -> dict[str, Any]:
     return table
 
 
+_TETHER = str(Path(__file__).resolve().parents[1])
+"""The tether package's directory: its frames are not the user's."""
+
+
+def user_line(exc: BaseException) -> str:
+    """ " at FILE, line N" for the line of the user's code `exc` came from: a SyntaxError's own
+    place, else the innermost frame that is neither tether's nor the import machinery's nor an
+    installed package's (empty when there is none)."""
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        return f" at {_shown(exc.filename)}, line {exc.lineno}"
+    found = ""
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        name = frame.f_code.co_filename
+        if (
+            name.startswith("<")
+            or name.startswith(_TETHER)
+            or "site-packages" in name
+            or name.startswith(sysconfig.get_paths()["stdlib"])
+        ):
+            continue
+        found = f" at {_shown(name)}, line {lineno}"
+    return found
+
+
+def _shown(filename: str) -> str:
+    """`filename` relative to the current directory when it is under it."""
+    try:
+        return str(Path(filename).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return filename
+
+
 def _import(entry: str, where: str) -> Any:
     module_name, sep, attr_path = entry.partition(":")
     if not sep or not module_name or not attr_path:
@@ -141,11 +175,12 @@ def _import(entry: str, where: str) -> Any:
                 f"(is it under the project directory or installed?)"
             ) from exc
         raise RegistryError(
-            f"{where} = {entry!r}: importing {module_name!r} failed: {exc}"
+            f"{where} = {entry!r}: importing {module_name!r} failed{user_line(exc)}: {exc}"
         ) from exc
     except Exception as exc:
         raise RegistryError(
-            f"{where} = {entry!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+            f"{where} = {entry!r}: importing {module_name!r} raised {type(exc).__name__}"
+            f"{user_line(exc)}: {exc}"
         ) from exc
     value: Any = module
     for part in attr_path.split("."):

@@ -83,7 +83,8 @@ def model_problem(model: object) -> str | None:
         return None
     if not isinstance(model, str) or ":" not in model:
         return (
-            f"must be 'provider:model' (a provider of {', '.join(provider_names())}) or 'test', "
+            "must be 'provider:model' (a provider of "
+            f"{', '.join(p for p in provider_names() if p != 'test')}) or 'test', "
             f"got {model!r}"
         )
     provider = model.split(":", 1)[0]

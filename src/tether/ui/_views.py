@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import StoreCorruptError, StoreError
+from ..evals import CASE_SCOPE_PREFIX
 from ..lab import IntegrationInspection, LabAgent, Registry, Runtime, Template
 from ..stores.message_store import ScopeInfo, StoredRecord
 from ..stores.run_store import RunEvent, RunInfo, RunQuery, RunTotals
@@ -741,7 +742,8 @@ async def list_scopes(
 ) -> tuple[list[ScopeRow], bool]:
     """One page of listed conversations (most recently written first) and whether there is
     a next page. A conversation is listed when its latest episode's agent is registered, or
-    when no episode of it was recorded (a store written by other means). With `title`, only
+    when no episode of it was recorded (a store written by other means), unless it is an
+    experiment case's (`tether.evals.CASE_SCOPE_PREFIX`). With `title`, only
     conversations whose title contains it.
 
     Raises:
@@ -754,6 +756,8 @@ async def list_scopes(
     while len(rows) <= PAGE_SIZE:
         batch = await _read(runtime.message_store.scopes(limit=_BATCH, offset=offset, title=title))
         for info in batch:
+            if info.scope.startswith(CASE_SCOPE_PREFIX):
+                continue  # an experiment case's: the experiment's page shows it
             agent_id, error = await _scope_agent(runtime, info.scope)
             if agent_id is not None and agent_id not in catalog.agents:
                 continue
@@ -796,7 +800,9 @@ async def search_scopes(
             raise Unreadable(f"{type(exc).__name__}: {exc}") from exc
         for run in page.runs:
             scope = run.memory_scope
-            if scope is None or any(r.info.scope == scope for r in rows):
+            if scope is None or scope.startswith(CASE_SCOPE_PREFIX):
+                continue
+            if any(r.info.scope == scope for r in rows):
                 continue
             newest = await runtime.run_store.query_runs(
                 RunQuery(kind="agent", q=q, memory_scope=scope), limit=1
