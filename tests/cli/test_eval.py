@@ -138,9 +138,11 @@ def test_eval_run_json_is_the_show_report(evalproj: Project) -> None:
     assert "3 passed, 0 failed" in text.stdout and "EVALUATOR" in text.stdout
     listed = evalproj.invoke("eval", "list", "--json")
     assert [e["name"] for e in json.loads(listed.stdout)] == ["v1"]
-    # The case runs are ordinary runs, listed by `tether runs list`.
-    runs = json.loads(evalproj.invoke("runs", "list", "--json").stdout)
+    # The case runs are ordinary runs, listed by `tether runs list --all` (not without it).
+    runs = json.loads(evalproj.invoke("runs", "list", "--all", "--json").stdout)
     assert sum(r["name"] == "answerer" for r in runs) == 3
+    shown_runs = json.loads(evalproj.invoke("runs", "list", "--json").stdout)
+    assert [r["name"] for r in shown_runs] == ["v1"]
 
 
 def test_compare_exits_1_when_b_breaks_a_case_a_passed(
