@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeAlias, cast
 
 from ..errors import LLMError
-from ..events import FinishReason, Part, ThinkingPart, Usage
+from ..events import Part, ThinkingPart, Usage
+from ..llm.anthropic import FINISH_REASONS  # its stop reasons are Anthropic's
 from ..llm.base import ChatRequest, FinishChunk, StreamChunk
 
 __all__ = ["ScriptClient", "ScriptTurn", "script_client"]
@@ -17,14 +18,6 @@ ScriptTurn: TypeAlias = dict[str, Any]
 "input", "id"?, "partials"?: [str]}], "stop_reason"?, "finish_reason"?, "usage"?, "error"?:
 LLMError}``. `finish_reason` defaults to the normalized reading of the stop reason (an
 unknown stop reason gets none, as a custom client might send it); None leaves it out."""
-
-
-_FINISH_REASONS: dict[str, FinishReason] = {
-    "end_turn": "stop",
-    "tool_use": "tool_calls",
-    "max_tokens": "length",
-    "refusal": "refusal",
-}
 
 
 class ScriptClient:
@@ -101,7 +94,7 @@ class ScriptClient:
             "stop_reason": stop,
             "usage": usage.copy(),
         }
-        reason = turn.get("finish_reason", _FINISH_REASONS.get(stop))
+        reason = turn.get("finish_reason", FINISH_REASONS.get(stop))
         if reason is not None:  # like an adapter: the normalized reason beside the raw one
             finish["finish_reason"] = reason
         yield finish
