@@ -359,7 +359,8 @@ async def test_a_hard_link_to_a_file_outside_is_not_read_nor_written_through(
             tk, "edit_file", {"path": "hard.txt", "old_string": "OUTSIDE", "new_string": "x"}
         )
     )
-    assert (await call(tk, "grep", {"pattern": "OUTSIDE"})).output == "no line matches 'OUTSIDE'"
+    grep = await call(tk, "grep", {"pattern": "OUTSIDE"})
+    assert grep.output.startswith("no line matches 'OUTSIDE'\n[1 files not searched")
     # a write replaces the root's entry; the file outside keeps its content
     written = await call(tk, "write_file", {"path": "hard.txt", "content": "mine"})
     assert not written.is_error
@@ -457,4 +458,34 @@ async def test_a_root_that_is_itself_a_link_is_the_callers_choice(
     alias.symlink_to(root, target_is_directory=True)
     assert (await call(file_tools(alias), "read_file", {"path": "notes.txt"})).output.startswith(
         "alpha"
+    )
+
+
+async def test_a_line_of_megabytes_is_read_in_bounded_pieces(tmp_path: Path) -> None:
+    (tmp_path / "one-line.txt").write_text("y" * 5_000_000)
+    result = await call(file_tools(tmp_path, max_bytes=100), "read_file", {"path": "one-line.txt"})
+    assert result.output == "y" * 100 + "\n[cut at 100 bytes, in line 1; read on with start_line=1]"
+
+
+async def test_a_start_line_far_into_a_huge_file_is_refused_not_scanned_forever(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "log.txt").write_text("line\n" * 100_000)  # 500 KB
+    tk = file_tools(tmp_path, max_bytes=1000)  # scans at most 256 KB for the start line
+    far = await call(tk, "read_file", {"path": "log.txt", "start_line": 90_000})
+    assert far.is_error and "use grep" in far.output
+    near = await call(
+        tk, "read_file", {"path": "log.txt", "start_line": 40_000, "end_line": 40_001}
+    )
+    assert near.output == "line\nline\n[lines 40000-40001 of log.txt]"
+
+
+async def test_grep_says_how_many_files_it_did_not_search(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("needle\n")
+    (tmp_path / "b.bin").write_bytes(b"needle\x00\x01")
+    (tmp_path / "big.txt").write_text("needle\n" * 2000)
+    result = await call(file_tools(tmp_path, max_bytes=1000), "grep", {"pattern": "needle"})
+    assert result.output.splitlines()[0] == "a.txt:1: needle"
+    assert result.output.endswith(
+        "[2 files not searched: binary, larger than 8000 bytes, linked or unreadable]"
     )

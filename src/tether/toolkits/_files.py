@@ -88,22 +88,35 @@ class _Files:
             f.seek(0)
             lines: list[bytes] = []
             size = 0
-            number = 0
+            number = 0  # lines seen (a long line arrives in pieces)
+            shown_end = start - 1
+            at_line_start = True
+            scanned = 0
             cut = False
-            for number, line in enumerate(f, 1):
+            while piece := f.readline(65536):  # bounded: a line of gigabytes is not one read
+                scanned += len(piece)
+                if at_line_start:
+                    number += 1
+                at_line_start = piece.endswith(b"\n")
                 if number < start:
+                    if scanned > self.max_bytes * 256:
+                        raise PathRefused(
+                            f"line {start} of {path!r} is beyond its first {scanned} bytes; "
+                            "use grep to find what you need"
+                        )
                     continue
                 if end is not None and number > end:
                     number -= 1
                     break
-                if size + len(line) > self.max_bytes:
-                    lines.append(line[: self.max_bytes - size])
+                if size + len(piece) > self.max_bytes:
+                    lines.append(piece[: self.max_bytes - size])
+                    shown_end = number
                     cut = True
                     break
-                lines.append(line)
-                size += len(line)
+                lines.append(piece)
+                shown_end = number
+                size += len(piece)
         text = b"".join(lines).decode("utf-8", "replace")
-        shown_end = start + len(lines) - 1
         data = {"path": path, "bytes": len(text.encode()), "size": st.st_size}
         if cut:
             text += (
@@ -250,6 +263,11 @@ class _Files:
             )
         elif summary.get("limited") or size >= self.max_bytes:
             text += f"\n[stopped after {len(rows)} matches]"
+        if summary.get("skipped"):
+            text += (
+                f"\n[{summary['skipped']} files not searched: binary, larger than "
+                f"{8 * self.max_bytes} bytes, linked or unreadable]"
+            )
         data = {"pattern": pattern, "path": path, "matches": len(rows), "timed_out": timed_out}
         return text, data
 
