@@ -21,11 +21,13 @@ __all__ = ["TextBuffer"]
 class TextBuffer:
     """Collects one model call's text deltas and makes their `text` events."""
 
-    __slots__ = ("_joined", "_joined_n", "parts")
+    __slots__ = ("_joined", "_joined_n", "parts", "size")
 
     def __init__(self) -> None:
         self.parts: list[str] = []
         """The deltas so far."""
+        self.size = 0
+        """Their total length, in characters."""
         self._joined = ""
         self._joined_n = 0
 
@@ -34,6 +36,7 @@ class TextBuffer:
         the event is a `_LazyText` that reads as a TextEvent, and a cast costs on this path."""
         parts = self.parts
         parts.append(delta)
+        self.size += len(delta)
         lazy = _LazyText()
         lazy["type"] = "text"
         lazy["text"] = delta

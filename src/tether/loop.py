@@ -113,10 +113,16 @@ async def stream_turn(  # noqa: C901
                     async for chunk in it:
                         if chunk["type"] == "text":
                             yield add_text(chunk["text"])
-                            if partial is not None and (parsed := partial.feed(call.text)):
+                            if (
+                                partial is not None
+                                and call.text.size >= partial.next
+                                and (parsed := partial.feed(call.text))
+                            ):
                                 yield parsed
                         elif (other := call.take(chunk)) is not None:
                             yield other
+                    if partial is not None and (parsed := partial.flush(call.text)):
+                        yield parsed
                     continue
                 while True:  # the same loop, each wait armed so an abort interrupts it
                     scope.arm()
@@ -132,10 +138,16 @@ async def stream_turn(  # noqa: C901
                         scope.disarm()
                     if chunk["type"] == "text":
                         yield add_text(chunk["text"])
-                        if partial is not None and (parsed := partial.feed(call.text)):
+                        if (
+                            partial is not None
+                            and call.text.size >= partial.next
+                            and (parsed := partial.feed(call.text))
+                        ):
                             yield parsed
                     elif (other := call.take(chunk)) is not None:
                         yield other
+                if partial is not None and (parsed := partial.flush(call.text)):
+                    yield parsed
             except Exception as exc:  # an LLMError, an abort, or a client that raised
                 call.error = exc
             finally:
