@@ -219,7 +219,9 @@ class OtelSink:
 
     def __call__(self, record: TraceRecord) -> None:
         phase = record["phase"]
-        if phase in _SPAN_RECORDS or (phase == "tool" and record["name"] != "result:truncated"):
+        # A tool's own record is its span; the records named `what:how` (a truncated result, a
+        # toolkit's file:read, shell:run, fetch:get) are events on it. Tool names have no ':'.
+        if phase in _SPAN_RECORDS or (phase == "tool" and ":" not in record["name"]):
             return
         attributes = _event_attributes(record)
         with self._lock:

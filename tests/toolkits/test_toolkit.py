@@ -43,3 +43,35 @@ async def test_a_lab_agent_gets_one_workspace_per_memory_scope(tmp_path: Path) -
         assert offered[:5] == ["read_file", "list_dir", "glob", "grep", "shell"]
     finally:
         await lab.aclose()
+
+
+async def test_toolkit_records_are_events_on_the_tool_span(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tether import Session, create_agent
+    from tether.otel import OtelSink
+    from tether.testing import collect
+
+    (tmp_path / "a.txt").write_text("hello")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    client = script_client([read("a.txt"), {"text": "ok"}])
+    agent = create_agent(llm=client, tools=[*file_tools(tmp_path)], trace=OtelSink(provider))
+    await collect(agent, Session(), "read it")
+    provider.shutdown()
+    span = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool read_file")
+    events = [(e.name, dict(e.attributes or {})) for e in span.events]
+    assert events == [
+        (
+            "tether.tool",
+            {
+                "tether.name": "file:read",
+                "tether.path": "a.txt",
+                "tether.bytes": 5,
+                "tether.size": 5,
+            },
+        )
+    ]
