@@ -355,13 +355,13 @@ async def test_a_gigabyte_of_output_is_cut_to_head_and_tail(
         pytest.skip(NO_BWRAP)
     root, _ = dirs
     tk = (
-        sandboxed(root, max_output=1000)
+        sandboxed(root, max_output=1000, timeout=50)
         if isolation == "bubblewrap"
-        else unsandboxed(root, max_output=1000)
+        else unsandboxed(root, max_output=1000, timeout=50)
     )
-    result = await run(tk, "echo START; head -c 1000000000 /dev/zero | tr '\\0' x; echo; echo END")
+    result = await run(tk, "echo START; head -c 1000000000 /dev/zero; echo; echo END")
     assert "--- stdout (1000000011 bytes) ---" in result.output
-    assert "\nSTART\nxxx" in result.output and result.output.endswith("xxx\nEND")
+    assert "\nSTART\n\x00\x00" in result.output and result.output.endswith("\x00\nEND")
     assert "[... 1000000011" not in result.output and "bytes cut ...]" in result.output
     assert len(result.output) < 1200
 
@@ -378,10 +378,10 @@ async def test_a_file_cannot_outgrow_the_file_size_limit(dirs: tuple[Path, Path]
 @needs_bwrap
 async def test_a_cpu_burner_is_stopped_by_its_cpu_limit(dirs: tuple[Path, Path]) -> None:
     root, _ = dirs
-    tk = sandboxed(root, timeout=20, limits=ShellLimits(cpu_seconds=1))
+    tk = sandboxed(root, timeout=50, limits=ShellLimits(cpu_seconds=1))
     started = time.monotonic()
     result = await run(tk, "while :; do :; done")
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 45
     assert not result.is_error  # not the wall timeout: the kernel's SIGXCPU
     assert "exit code: 0" not in result.output
 
