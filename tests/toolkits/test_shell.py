@@ -366,6 +366,13 @@ async def test_a_gigabyte_of_output_is_cut_to_head_and_tail(
     assert len(result.output) < 1200
 
 
+async def test_limits_can_come_from_the_run(dirs: tuple[Path, Path]) -> None:
+    root, _ = dirs
+    tk = unsandboxed(root, limits=lambda ctx: ShellLimits(open_files=ctx.services["files"]))
+    result = await run(tk, "ulimit -n", RunContext("s", services={"files": 77}))
+    assert result.output.endswith("\n77")
+
+
 @needs_bwrap
 async def test_a_file_cannot_outgrow_the_file_size_limit(dirs: tuple[Path, Path]) -> None:
     root, _ = dirs

@@ -163,7 +163,7 @@ class _Shell:
         isolation: Isolation,
         network: bool,
         env: Mapping[str, str] | Callable[[RunContext], Mapping[str, str]] | None,
-        limits: ShellLimits,
+        limits: ShellLimits | Callable[[RunContext], ShellLimits],
         max_output: int,
         hide: Sequence[str],
         bwrap: str | None,
@@ -236,8 +236,11 @@ class _Shell:
         command = args["command"]
         root = self.resolve_root(ctx)
         env = self.environment(root, ctx)
-        gate = _GATE.format(limits=self.limits.ulimit_args())
-        cgroup = PidsCgroup.create(self.limits.processes)
+        limits = from_run(self.limits, ctx)
+        if not isinstance(limits, ShellLimits):
+            raise ToolError(f"the shell's limits must be ShellLimits, got {limits!r:.80}")
+        gate = _GATE.format(limits=limits.ulimit_args())
+        cgroup = PidsCgroup.create(limits.processes)
         out, err = _Capture(self.max_output), _Capture(self.max_output)
         timed_out = False
         loop = asyncio.get_running_loop()
@@ -345,7 +348,7 @@ def shell_tool(
     network: bool = False,
     env: Mapping[str, str] | Callable[[RunContext], Mapping[str, str]] | None = None,
     approval: bool | None = None,
-    limits: ShellLimits | None = None,
+    limits: ShellLimits | Callable[[RunContext], ShellLimits] | None = None,
     max_output: int = 32 * 1024,
     hide: Sequence[str] = (),
     name: str = "shell",
@@ -368,7 +371,8 @@ def shell_tool(
             credentials for one run, say.
         approval: Must be False for now: a shell tool asks a human before each command by
             default, and tether's approvals have not landed; False runs commands unattended.
-        limits: Resource limits of each call (`ShellLimits`).
+        limits: Resource limits of each call (`ShellLimits`), or a function of the
+            `RunContext` returning them (a run's own budget).
         max_output: Bytes kept of stdout and of stderr each (the head and the tail; the middle
             is replaced by a marker saying how much was cut).
         hide: More directories to cover with an empty tmpfs under bubblewrap.
