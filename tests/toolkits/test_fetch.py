@@ -9,6 +9,7 @@ import asyncio
 import gzip
 import json
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -482,3 +483,26 @@ async def test_a_dns_answer_that_changes_between_lookups_changes_nothing(servers
 async def test_other_schemes_userinfo_and_malformed_urls_are_refused(url: str) -> None:
     result = await get(fetch_tool(allow_private=True), url)
     assert result.is_error, result.output
+
+
+async def test_an_ipv6_address_is_connected_to_when_allowed() -> None:
+    class V6Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+
+    seen: list[dict[str, Any]] = []
+    server = V6Server(("::1", 0), type("HandlerV6", (Handler,), {"label": "V6", "seen": seen}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        tk = fetch_tool(allow_private=["::1"], resolver=names({"v6.tether.test": ["::1"]}))
+        assert (await get(tk, f"http://v6.tether.test:{port}/text")).output.endswith(
+            "plain from V6\n"
+        )
+        assert (await get(tk, f"http://[::1]:{port}/text")).output.endswith("plain from V6\n")
+        assert seen[0]["headers"]["Host"] == f"v6.tether.test:{port}"
+        assert seen[1]["headers"]["Host"] == f"[::1]:{port}"
+        refused = await get(fetch_tool(), f"http://[::1]:{port}/text")
+        assert refused.is_error and len(seen) == 2
+    finally:
+        server.shutdown()
+        server.server_close()
