@@ -151,7 +151,8 @@ def test_compare_exits_1_when_b_breaks_a_case_a_passed(
     data = dataset(evalproj.root, "qa.jsonl", QA)
     assert evalproj.invoke("eval", "run", "answerer", "-d", data, "-e", "good").exit_code == 0
     monkeypatch.setenv("BUGGY", "1")
-    assert evalproj.invoke("eval", "run", "answerer", "-d", data, "-e", "bad").exit_code == 0
+    bad = evalproj.invoke("eval", "run", "answerer", "-d", data, "-e", "bad")
+    assert bad.exit_code == EXIT_RUN_FAILED  # a case failed
     worse = evalproj.invoke("eval", "compare", "good", "bad", "--json")
     assert worse.exit_code == EXIT_RUN_FAILED, worse.output
     diff = json.loads(worse.stdout)
@@ -311,6 +312,61 @@ def test_the_text_report_escapes_what_the_model_said(evalproj: Project) -> None:
         [{"id": "e", "input": "esc", "evaluators": [{"type": "contains", "value": "nope"}]}],
     )
     result = evalproj.invoke("eval", "run", "answerer", "-d", data, "-e", "esc")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == EXIT_RUN_FAILED, result.output  # its one case failed
     assert "\x1b" not in result.stdout
     assert "\\x1b]0;pwned" in result.stdout
+
+
+def test_eval_run_exits_1_when_a_case_fails_unless_the_rate_is_accepted(
+    evalproj: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = dataset(evalproj.root, "qa.jsonl", QA)
+    monkeypatch.setenv("BUGGY", "1")  # one of the three cases fails
+    failed = evalproj.invoke("eval", "run", "answerer", "-d", data, "-e", "gate")
+    assert failed.exit_code == EXIT_RUN_FAILED
+    assert "2 passed, 1 failed" in failed.stdout  # the report is printed first
+    assert failed.stderr.splitlines()[-1] == "1 of 3 case(s) did not pass (exit 1)"
+    as_json = evalproj.invoke("eval", "run", "answerer", "-d", data, "-e", "gate", "--json")
+    assert as_json.exit_code == EXIT_RUN_FAILED
+    assert json.loads(as_json.stdout)["summary"]["failed"] == 1  # one JSON object still
+    accepted = evalproj.invoke(
+        "eval", "run", "answerer", "-d", data, "-e", "gate", "--fail-under", "0.6"
+    )
+    assert accepted.exit_code == 0, accepted.output
+    strict = evalproj.invoke(
+        "eval", "run", "answerer", "-d", data, "-e", "gate", "--fail-under", "0.9"
+    )
+    assert strict.exit_code == EXIT_RUN_FAILED
+    assert "a pass rate of 66.7% is under --fail-under 0.9" in strict.stderr
+    bad = evalproj.invoke("eval", "run", "answerer", "-d", data, "--fail-under", "1.5")
+    assert bad.exit_code == EXIT_USAGE
+
+
+def test_equals_cases_without_expected_are_refused_before_any_model_call(
+    evalproj: Project,
+) -> None:
+    data = dataset(
+        evalproj.root,
+        "eq.jsonl",
+        [
+            {"id": "ok", "input": "a", "expected": "yes: a", "evaluators": [{"type": "equals"}]},
+            {"id": "no1", "input": "b", "evaluators": [{"type": "equals"}]},
+            {"id": "no2", "input": "c", "evaluators": [{"type": "equals"}]},
+        ],
+    )
+    result = evalproj.invoke("eval", "run", "answerer", "-d", data, "-e", "eq")
+    assert result.exit_code == EXIT_USAGE
+    assert "line 2, field 'expected': case 'no1' has no 'expected' for the equals evaluator" in (
+        result.stderr
+    )
+    assert "(and 1 more case(s))" in result.stderr
+    runs = json.loads(evalproj.invoke("runs", "list", "--all", "--json").stdout)
+    assert runs == []  # nothing ran
+
+
+def test_a_dataset_that_is_not_there_says_so_not_fix_that_line(evalproj: Project) -> None:
+    result = evalproj.invoke("eval", "run", "answerer", "-d", "missing.jsonl")
+    assert result.exit_code == EXIT_USAGE
+    assert "missing.jsonl: no such file" in result.stderr
+    assert "Fix that line" not in result.stderr
+    assert "relative to the current directory" in result.stderr

@@ -4,6 +4,10 @@ recording level (secrets masked, size capped), and cost per call and per run."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -206,3 +210,41 @@ def test_pricing_must_be_a_bool() -> None:
 def test_bad_price_overrides_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="missing"):
         Runtime(store="memory", prices={"m": {"input_mtok": 1}})
+
+
+_PRICING_THREAD = """
+import asyncio, sys, threading
+
+class Watch:
+    seen = []
+    def find_spec(self, name, path=None, target=None):
+        if name == "genai_prices":
+            Watch.seen.append(threading.current_thread().name)
+        return None
+
+sys.meta_path.insert(0, Watch())
+from tether.lab import Runtime
+
+async def main():
+    lab = Runtime(store="memory", version=False)
+    agent = lab.create_agent(id="a", model="test")
+    results = await asyncio.gather(*(agent.run(user=f"hi {i}").result for i in range(4)))
+    assert [r.text for r in results] == [f"hi {i}" for i in range(4)]
+    await lab.aclose()
+    print(",".join(Watch.seen))
+
+asyncio.run(main())
+"""
+
+
+def test_the_price_data_is_loaded_off_the_event_loop(tmp_path: Path) -> None:
+    # A fresh interpreter, where genai-prices is not imported yet: the first model calls of
+    # concurrent runs must not import it on the event loop's thread.
+    script = tmp_path / "pricing_thread.py"
+    script.write_text(_PRICING_THREAD)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "tether-pricing"

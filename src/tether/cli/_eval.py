@@ -112,11 +112,25 @@ def run_experiment(
             "target's version changed (its earlier results stay in the record).",
         ),
     ] = False,
+    fail_under: Annotated[
+        float | None,
+        typer.Option(
+            "--fail-under",
+            metavar="RATE",
+            min=0.0,
+            max=1.0,
+            help="Exit 0 when at least this share of the cases passed (0.9: nine in ten), "
+            "instead of only when every case passed.",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the report as JSON (as `eval show --json`).")
     ] = False,
 ) -> None:
     """Run TARGET over the cases of --dataset and score every run.
+
+    Exits 1 when a case failed (or errored, or did not finish), as a test runner does, so CI
+    can gate on it; --fail-under RATE accepts a pass rate below 1 instead.
 
     Each case is an ordinary episode or workflow run, tagged experiment:NAME and case:ID.
     Running the same experiment again resumes it: finished cases are not run again. A rerun
@@ -133,9 +147,7 @@ def run_experiment(
     try:
         data = load_dataset(dataset, evaluators=evaluators)
     except DatasetError as exc:
-        raise CommandLineError(
-            str(exc), kind="DatasetError", hint="Fix that line of the dataset and run again."
-        ) from None
+        raise CommandLineError(str(exc), kind="DatasetError", hint=_dataset_hint(exc)) from None
     registry = load_project(options)
     runtime = registry.runtime
     try:
@@ -164,6 +176,33 @@ def run_experiment(
         emit_json(result)
     else:
         emit(render_report(result))
+    _gate(result["summary"], fail_under)
+
+
+def _gate(summary: dict[str, Any], fail_under: float | None) -> None:
+    """Exit 1 when fewer cases passed than asked: all of them, or `fail_under` of them."""
+    cases = int(summary["cases"])
+    passed = int(summary["passed"])
+    rate = passed / cases if cases else 1.0
+    needed = 1.0 if fail_under is None else fail_under
+    if rate >= needed:
+        return
+    why = f"{cases - passed} of {cases} case(s) did not pass"
+    if fail_under is not None:
+        why += f": a pass rate of {rate:.1%} is under --fail-under {fail_under:g}"
+    emit_err(f"{why} (exit {EXIT_RUN_FAILED})")
+    raise typer.Exit(EXIT_RUN_FAILED)
+
+
+def _dataset_hint(exc: DatasetError) -> str | None:
+    """What to do about a dataset that does not load: fix the line it names, or (a problem
+    with the file itself: missing, unreadable, a YAML file without PyYAML) nothing more than
+    the message says."""
+    if exc.line is not None:
+        return "Fix that line of the dataset and run again."
+    if "no such file" in str(exc):
+        return "A relative --dataset path is relative to the current directory."
+    return None
 
 
 async def _run(

@@ -105,6 +105,7 @@ class Dataset:
         header = [to_evaluator(e, f"evaluators[{i}]") for i, e in enumerate(evaluators)]
         dataset = cls(out, header, None, name)
         _check_ids(dataset, None)
+        check_expected(dataset)
         return dataset
 
 
@@ -130,7 +131,34 @@ def load_dataset(
     dataset.name = p.stem
     if evaluators is not None:
         dataset.evaluators = [*load_evaluators(evaluators), *dataset.evaluators]
+    check_expected(dataset)
     return dataset
+
+
+def check_expected(dataset: Dataset) -> None:
+    """Refuse a dataset whose cases an `equals` evaluator applies to without an `expected`:
+    found before any model call, not as one failed case after another.
+
+    Raises:
+        DatasetError: naming the first such case (its line in the file) and how many there are.
+    """
+    lacking = [
+        (i, c)
+        for i, c in enumerate(dataset.cases)
+        if not c.has_expected
+        and any(getattr(e, "type", None) == "equals" for e in dataset.evaluators_for(c))
+    ]
+    if not lacking:
+        return
+    i, case = lacking[0]
+    more = f" (and {len(lacking) - 1} more case(s))" if len(lacking) > 1 else ""
+    raise DatasetError(
+        f"case {case.id!r} has no 'expected' for the equals evaluator{more}; give each such "
+        "case an expected value, or use another evaluator",
+        path=dataset.path,
+        line=case.line,
+        field="expected" if dataset.path is not None else f"cases[{i}].expected",
+    )
 
 
 def load_evaluators(path: str | PathLike[str]) -> list[Evaluator]:

@@ -38,11 +38,13 @@ key is masked wherever it turns up.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import logging
 import operator
 import re
+import threading
 import time
 import weakref
 from collections import Counter
@@ -581,6 +583,7 @@ class RecordingClient:
                 yield chunk
             return
         call, model = recorder._call_started(self, request)
+        pricing = pricing_loaded()  # loads in a thread while the model answers
         started = time.perf_counter()
         first: float | None = None
         ended = False
@@ -592,6 +595,8 @@ class RecordingClient:
                     first = round(time.perf_counter() - started, 6)
                 if kind == "finish":
                     ended = True
+                    if not pricing.done():
+                        await asyncio.wrap_future(pricing)
                     recorder._call_finished(
                         self,
                         call,
@@ -626,6 +631,34 @@ class RecordingClient:
 def unwrapped(client: LLMClient) -> LLMClient:
     """The client a `RecordingClient` stands in front of (itself for any other client)."""
     return client.inner if isinstance(client, RecordingClient) else client
+
+
+_PRICING: concurrent.futures.Future[None] | None = None
+_PRICING_LOCK = threading.Lock()
+
+
+def pricing_loaded() -> concurrent.futures.Future[None]:
+    """Done once `tether.pricing` and the price data are loaded: the first call starts loading
+    them in a thread of their own. Importing genai-prices and reading its data takes most of a
+    second; done on the event loop at the first model call, it would stall every concurrent
+    run (and fail their latency budgets)."""
+    global _PRICING
+    with _PRICING_LOCK:
+        if _PRICING is None:
+            future: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+            def load() -> None:
+                try:
+                    from ..pricing import quote
+
+                    quote({"input_tokens": 1, "output_tokens": 1}, "openai:gpt-4o-mini")
+                except Exception:  # no extra, or no data: `_price` says why per call
+                    pass
+                future.set_result(None)
+
+            threading.Thread(target=load, name="tether-pricing", daemon=True).start()
+            _PRICING = future
+        return _PRICING
 
 
 def _price(
