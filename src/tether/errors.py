@@ -36,6 +36,8 @@ TetherError
 │   ├── WorkflowInputError       a run's input is not what the workflow takes (start anew)
 │   └── WorkflowRunBusyError     another live process runs that workflow run (.run_id, .holder)
 ├── StoreError                   a message / workflow / run store failed
+│   └── LeaseLostError           a write refused: another holder took over the lease it was
+│                                made under (.lease, .key, .holder); its writer stops
 ├── ToolError                    raised inside a tool: its message goes to the model as the
 │                                call's error result (the turn goes on)
 ├── AgentRunError                a lab episode failed
@@ -67,6 +69,7 @@ __all__ = [
     "LLMError",
     "LLMHTTPError",
     "LLMStreamError",
+    "LeaseLostError",
     "McpAuthError",
     "McpCallError",
     "McpConnectionError",
@@ -348,6 +351,25 @@ class StepOutputError(WorkflowError, NotJSONSafeError):
 
 class StoreError(TetherError):
     """A store operation failed."""
+
+
+class LeaseLostError(StoreError):
+    """A write made under a lease was refused: another holder took the lease over (this one
+    stalled past it, and the other found it expired). Nothing of the write is stored; the
+    episode or run that made it stops with this error and writes nothing more.
+
+    `lease` says what was held (`"memory scope"`, `"run"`, `"workflow run"`), `key` which one
+    (the scope or the run id), `holder` who holds it now when that is known."""
+
+    def __init__(self, lease: str, key: str, holder: str | None = None) -> None:
+        now = f"{holder} holds it now" if holder else "another holder took it over"
+        super().__init__(
+            f"the lease of {lease} {key!r} was lost: {now} (this process did not renew it for "
+            "longer than it lasts); nothing more of this writer is stored"
+        )
+        self.lease = lease
+        self.key = key
+        self.holder = holder
 
 
 class ToolError(TetherError):

@@ -323,11 +323,11 @@ class WaitingStore(InMemoryMessageStore):
             await self._wait()
         return await super().load(scope, start=start, end=end)
 
-    async def append(self, scope: str, records: Any) -> int:
+    async def append(self, scope: str, records: Any, *, lease: str | None = None) -> int:
         self.appends += 1
         if self.where == f"append {self.appends}":
             await self._wait()
-        return await super().append(scope, records)
+        return await super().append(scope, records, lease=lease)
 
 
 @pytest.mark.parametrize("where", ["load", "append 1", "append 2"])

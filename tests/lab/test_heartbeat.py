@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tether.errors import ScopeBusyError
+from tether.errors import LeaseLostError
 from tether.lab import Runtime
 from tether.llm.base import ChatRequest
 from tether.stores import ScopeLeases
@@ -90,7 +90,7 @@ async def test_an_episode_whose_scope_was_taken_over_stores_nothing_more(lab: Ru
 
     agent = lab.create_agent(id="a", model=GatedClient([{"text": "late"}], gate))
     handle = agent.run(memory_scope="s", user="hi")
-    with pytest.raises(ScopeBusyError, match="taken over by another episode"):
+    with pytest.raises(LeaseLostError, match="memory scope 's' was lost"):
         await handle.result
     assert await store.load("s") == []
     info = await lab.run_store.get_run(handle.run_id)

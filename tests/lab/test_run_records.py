@@ -13,7 +13,7 @@ import pytest
 from tether import define_tool
 from tether.errors import LLMError, StoreError
 from tether.lab import Runtime
-from tether.stores import InMemoryRunStore, NewRunEvent, RunEvent, RunInfo
+from tether.stores import EventBatch, InMemoryRunStore, NewRunEvent, RunEvent, RunInfo
 from tether.workflows import WorkflowContext
 
 from .conftest import event_types, scripted
@@ -82,10 +82,12 @@ class CountingRunStore(InMemoryRunStore):
         super().__init__()
         self.appends = 0
 
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
         self.appends += 1
         await asyncio.sleep(0)  # a store write takes a turn of the loop at least
-        return await super().append_events(run_id, events)
+        return await super().append_events(run_id, events, lease=lease)
 
 
 async def test_thousands_of_text_deltas_are_stored_in_order_in_a_few_batched_writes() -> None:
@@ -125,8 +127,10 @@ class SlowStartRunStore(InMemoryRunStore):
         super().__init__()
         self.written = asyncio.Event()
 
-    async def start_run(self, info: RunInfo, *, lease_ttl: float | None = None) -> None:
-        await super().start_run(info, lease_ttl=lease_ttl)
+    async def start_run(
+        self, info: RunInfo, *, lease_ttl: float | None = None, lease: str | None = None
+    ) -> None:
+        await super().start_run(info, lease_ttl=lease_ttl, lease=lease)
         self.written.set()
         for _ in range(3):
             await asyncio.sleep(0)
@@ -375,9 +379,11 @@ class CommitCountingRunStore(InMemoryRunStore):
         super().__init__()
         self.committed: dict[str, int] = {}
 
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
         await asyncio.sleep(0)
-        last = await super().append_events(run_id, events)
+        last = await super().append_events(run_id, events, lease=lease)
         self.committed[run_id] = last
         return last
 
@@ -409,12 +415,14 @@ class FailingAppendRunStore(InMemoryRunStore):
         self.appends = 0
         self.first_write = asyncio.Event()
 
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
         self.appends += 1
         self.first_write.set()
         if self.appends > self.fail_after:
             raise StoreError("disk full")
-        return await super().append_events(run_id, events)
+        return await super().append_events(run_id, events, lease=lease)
 
 
 async def test_a_failed_write_of_events_fails_the_run_instead_of_leaving_a_gap() -> None:
@@ -472,15 +480,15 @@ class WriteCountingRunStore(InMemoryRunStore):
         self.writes = 0
         self.runs_per_write: list[int] = []
 
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
         self.writes += 1
         self.runs_per_write.append(1)
         await asyncio.sleep(0.002)  # a database write takes a while
-        return await super().append_events(run_id, events)
+        return await super().append_events(run_id, events, lease=lease)
 
-    async def append_events_many(
-        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
-    ) -> list[int]:
+    async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
         self.writes += 1
         self.runs_per_write.append(len(batches))
         await asyncio.sleep(0.002)
@@ -510,17 +518,17 @@ class OneBadRunStore(WriteCountingRunStore):
         super().__init__()
         self.doomed: str | None = None
 
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
         if run_id == self.doomed and any(e["type"] == "agent_text_delta" for e in events):
             raise StoreError("this run's disk is full")
-        return await super().append_events(run_id, events)
+        return await super().append_events(run_id, events, lease=lease)
 
-    async def append_events_many(
-        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
-    ) -> list[int]:
+    async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
         if any(
             r == self.doomed and any(e["type"] == "agent_text_delta" for e in events)
-            for r, events in batches
+            for r, events, _ in batches
         ):
             raise StoreError("one run's batch is bad")
         return await super().append_events_many(batches)
@@ -545,7 +553,9 @@ class StuckRunStore(InMemoryRunStore):
         super().__init__()
         self.writing = asyncio.Event()
 
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
         self.writing.set()
         await asyncio.Event().wait()  # a write that never returns
         raise AssertionError("unreachable")
@@ -585,14 +595,14 @@ class WriteSizesRunStore(InMemoryRunStore):
         super().__init__()
         self.writes: list[int] = []
 
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
         self.writes.append(len(events))
-        return await super().append_events(run_id, events)
+        return await super().append_events(run_id, events, lease=lease)
 
-    async def append_events_many(
-        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
-    ) -> list[int]:
-        self.writes.extend(len(events) for _, events in batches)
+    async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
+        self.writes.extend(len(events) for _, events, _ in batches)
         return await super().append_events_many(batches)
 
 

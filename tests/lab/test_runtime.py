@@ -168,7 +168,9 @@ async def test_a_workflow_tool_called_inside_a_workflow_nests_under_it(lab: Runt
 
 
 class BrokenRunStore(InMemoryRunStore):
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
         raise OSError("disk full")
 
 
@@ -244,10 +246,12 @@ async def test_cancelling_aclose_ends_a_title_workflow_that_never_finishes(tmp_p
 
 
 class StepEventsLostRunStore(InMemoryRunStore):
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
         if any(e["type"] == "workflow_step_finished" for e in events):
             raise OSError("disk full")
-        return await super().append_events(run_id, events)
+        return await super().append_events(run_id, events, lease=lease)
 
 
 async def test_a_workflow_event_the_run_store_cannot_take_fails_the_run() -> None:

@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import assistant, text_of, user
 from tests.postgres_server import postgres_url
 
-from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
+from tether.errors import LeaseLostError, NotJSONSafeError, StoreCorruptError, StoreError
 from tether.stores import (
     InMemoryMessageStore,
     MessageStore,
@@ -355,3 +355,26 @@ async def test_of_many_owners_taking_one_scope_at_once_exactly_one_gets_it(
     winners = [f"o{n}" for n, holder in enumerate(results) if holder is None]
     assert len(winners) == 1
     assert {holder for holder in results if holder is not None} == set(winners)
+
+
+async def test_an_append_under_a_lease_is_refused_once_another_owner_took_the_scope(
+    store: MessageStore,
+) -> None:
+    assert isinstance(store, ScopeLeases)
+    assert await store.acquire_scope("s", "a", ttl=0.2) is None
+    assert await store.append("s", [user("a's first")], lease="a") == 1
+    await asyncio.sleep(0.3)  # a stalls past its lease; b takes the scope over
+    assert await store.acquire_scope("s", "b", ttl=30) is None
+    with pytest.raises(LeaseLostError, match="memory scope 's'") as lost:
+        await store.append("s", [user("a's late")], lease="a")
+    assert (lost.value.lease, lost.value.key, lost.value.holder) == ("memory scope", "s", "b")
+    assert await store.append("s", [user("b's")], lease="b") == 2
+    # Released: nobody's lease, so no fenced write goes in (an unfenced one still does).
+    await store.release_scope("s", "b")
+    with pytest.raises(LeaseLostError):
+        await store.append("s", [user("b's late")], lease="b")
+    with pytest.raises(LeaseLostError):
+        await store.append("never", [user("x")], lease="a")
+    assert [text_of(r) for r in await store.load("s")] == ["a's first", "b's"]
+    assert await store.info("never") is None
+    assert await store.append("s", [user("unfenced")]) == 3

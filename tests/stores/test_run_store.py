@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from tests.postgres_server import postgres_url
 
-from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
+from tether.errors import LeaseLostError, NotJSONSafeError, StoreCorruptError, StoreError
 from tether.stores import (
     CANCEL_REQUESTED,
     CancelRequests,
@@ -399,7 +399,9 @@ async def test_appends_of_many_runs_go_in_one_write(store: RunStore) -> None:
     await store.start_run(agent_run("a"))
     await store.start_run(agent_run("b"))
     await store.append_events("a", [ev("x")])
-    lasts = await store.append_events_many([("a", [ev("y"), ev("z")]), ("b", [ev("w")])])
+    lasts = await store.append_events_many(
+        [("a", [ev("y"), ev("z")], None), ("b", [ev("w")], None)]
+    )
     assert lasts == [3, 1]
     assert [(e["seq"], e["type"]) for e in await store.events("a")] == [
         (1, "x"),
@@ -409,10 +411,10 @@ async def test_appends_of_many_runs_go_in_one_write(store: RunStore) -> None:
     assert [(e["seq"], e["type"]) for e in await store.events("b")] == [(1, "w")]
     # One unknown run: nothing of the write is stored.
     with pytest.raises(StoreError, match="never started"):
-        await store.append_events_many([("a", [ev("lost")]), ("never", [ev("lost")])])
+        await store.append_events_many([("a", [ev("lost")], None), ("never", [ev("lost")], None)])
     assert len(await store.events("a")) == 3
     with pytest.raises(NotJSONSafeError):
-        await store.append_events_many([("b", [ev("bad", value=object())])])
+        await store.append_events_many([("b", [ev("bad", value=object())], None)])
     assert len(await store.events("b")) == 1
 
 
@@ -464,3 +466,30 @@ async def test_a_resumed_run_takes_a_new_lease_and_an_ended_one_drops_it(store: 
     await store.renew_leases(["wf"], lease_ttl=30)
     info = await store.get_run("wf")
     assert info is not None and info.lease_expires_at is None
+
+
+async def test_writes_under_a_lease_token_are_refused_once_another_writer_took_the_run(
+    store: RunStore,
+) -> None:
+    assert isinstance(store, ManyAppends)
+    await store.start_run(agent_run("r"), lease_ttl=30, lease="a")
+    await store.start_run(agent_run("other"))
+    assert await store.append_events("r", [ev("a1")], lease="a") == 1
+    # Another writer takes the run over (a resumed workflow run): its token is the run's now.
+    await store.finish_run("r", "running", lease_ttl=30, lease="b")
+    with pytest.raises(LeaseLostError, match="run 'r'") as lost:
+        await store.append_events("r", [ev("a2")], lease="a")
+    assert (lost.value.lease, lost.value.key, lost.value.holder) == ("run", "r", "b")
+    # In a batch of many runs, the stale batch refuses the whole write.
+    with pytest.raises(LeaseLostError):
+        await store.append_events_many([("other", [ev("o")], None), ("r", [ev("a3")], "a")])
+    assert await store.append_events("r", [ev("b1")], lease="b") == 2
+    with pytest.raises(LeaseLostError):
+        await store.finish_run("r", "completed", output_text="a's", lease="a")
+    await store.finish_run("r", "completed", output_text="b's", lease="b")
+    info = await store.get_run("r")
+    assert info is not None and (info.status, info.output_text) == ("completed", "b's")
+    assert [e["type"] for e in await store.events("r")] == ["a1", "b1"]
+    assert await store.events("other") == []
+    with pytest.raises(StoreError, match="never started"):
+        await store.append_events("nope", [ev("x")], lease="a")

@@ -19,7 +19,13 @@ import psycopg
 import pytest
 from tests.postgres_server import postgres_url
 
-from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError, WorkflowRunBusyError
+from tether.errors import (
+    LeaseLostError,
+    NotJSONSafeError,
+    StoreCorruptError,
+    StoreError,
+    WorkflowRunBusyError,
+)
 from tether.stores import InMemoryWorkflowStore, RunLease, SqliteWorkflowStore, WorkflowStore
 from tether.stores.postgres import PostgresWorkflowStore
 from tether.stores.sqlite import connect
@@ -410,11 +416,44 @@ async def test_an_expired_lease_reads_interrupted_and_the_run_may_be_taken_over(
     assert done is not None and done.lease_owner is None
     # The old holder finds out: it may neither renew nor finish what is not its any more.
     assert await store.renew_lease("root", short) is False
-    with pytest.raises(WorkflowRunBusyError, match=B.owner):
+    with pytest.raises(LeaseLostError, match=B.owner) as lost:
         await store.finish_run(
             "root", status="failed", error={"type": "E", "message": "x"}, lease=short
         )
+    assert (lost.value.lease, lost.value.key, lost.value.holder) == (
+        "workflow run",
+        "root",
+        B.owner,
+    )
     assert (await store.get_run("root")).status == "running"  # type: ignore[union-attr]
+
+
+async def test_a_taken_over_holder_journals_no_step_and_cannot_finish_the_run(
+    store: WorkflowStore,
+) -> None:
+    short = RunLease(A.owner, 0.2)
+    await store.create_run(run_id="r", workflow_id="wf", input=1, lease=short)
+    await store.append_step("r", step_id="one", name="one", output="a's", lease=short)
+    await asyncio.sleep(0.3)
+    await store.start_attempt("r", lease=B)
+    # Each write of the stalled holder carries its lease and is refused in that write.
+    with pytest.raises(LeaseLostError, match=B.owner):
+        await store.append_step("r", step_id="two", name="two", output="a's", lease=short)
+    await store.append_step("r", step_id="two", name="two", output="b's", lease=B)
+    await store.finish_run("r", status="completed", output="b's", lease=B)
+    # Ended by its new holder: the old one may not finish it over the new one's outcome.
+    with pytest.raises(LeaseLostError):
+        await store.finish_run("r", status="completed", output="a's", lease=short)
+    with pytest.raises(LeaseLostError):
+        await store.append_step("r", step_id="three", name="three", output="a's", lease=short)
+    record = await store.get_run("r")
+    assert record is not None and (record.status, record.output) == ("completed", "b's")
+    assert [(s.step_id, s.output) for s in await store.list_steps("r")] == [
+        ("one", "a's"),
+        ("two", "b's"),
+    ]
+    with pytest.raises(StoreError, match="no workflow run"):
+        await store.append_step("nope", step_id="s", name="s", output=1, lease=B)
 
 
 async def test_renewing_a_lease_extends_the_whole_tree_it_holds(store: WorkflowStore) -> None:

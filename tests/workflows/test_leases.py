@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tether.errors import WorkflowRunBusyError
+from tether.errors import LeaseLostError, WorkflowRunBusyError
 from tether.stores import InMemoryWorkflowStore, RunLease
 from tether.workflows import WorkflowContext, create_workflow
 
@@ -166,7 +166,7 @@ async def test_a_holder_that_lost_its_lease_stops_and_leaves_the_run_to_the_new_
     other = RunLease("other-host:99:beef", 30.0)
     await store.start_attempt(handle.workflow_run_id, lease=other)
     stalled = False
-    with pytest.raises(WorkflowRunBusyError, match="lost its lease") as lost:
+    with pytest.raises(LeaseLostError, match="was lost") as lost:
         await handle
     assert lost.value.holder == other.owner
     assert ran == ["step"]  # stopped in the step: nothing after it ran here

@@ -687,9 +687,18 @@ class Episode:
             records.insert(0, self.pending_pin)
         if not records:
             return
+        lease = None
         if self._hold is not None:
-            self._hold.check()  # the scope is still this episode's
-        length = await self._interruptible(lambda: self.store.append(self.scope, records))
+            self._hold.check()  # the scope is still this episode's, as far as we know
+            lease = self._hold.lease
+        if lease is None:
+            length = await self._interruptible(lambda: self.store.append(self.scope, records))
+        else:
+            # Fenced: refused by the store, in the write itself, once another episode took the
+            # scope over (this one stalled past its lease without knowing it).
+            length = await self._interruptible(
+                lambda: self.store.append(self.scope, records, lease=lease)
+            )
         if self.first_index is None:
             self.first_index = length - len(records)
         self.committed = len(self.view)

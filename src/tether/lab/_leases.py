@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from typing import TypeGuard
 
-from ..errors import ScopeBusyError
+from ..errors import LeaseLostError, ScopeBusyError
 from ..stores.message_store import MessageStore, ScopeLeases
 from ..stores.run_store import RunStore
 
@@ -140,24 +140,30 @@ class Heartbeat:
 class ScopeHold:
     """An episode's hold on its scope, for as long as the episode runs."""
 
-    __slots__ = ("_heartbeat", "_leases", "scope")
+    __slots__ = ("_heartbeat", "_leases", "owner", "scope")
 
-    def __init__(self, scope: str, heartbeat: Heartbeat, leases: ScopeLeases | None) -> None:
+    def __init__(
+        self, scope: str, owner: str, heartbeat: Heartbeat, leases: ScopeLeases | None
+    ) -> None:
         self.scope = scope
+        self.owner = owner
         self._heartbeat = heartbeat
         self._leases = leases
 
+    @property
+    def lease(self) -> str | None:
+        """The owner the episode's writes to the scope carry (`MessageStore.append(lease=)`),
+        so that the store refuses them once another episode took the scope over; None for a
+        store without scope leases."""
+        return self.owner if self._leases is not None else None
+
     def check(self) -> None:
-        """Raise ScopeBusyError when the scope's lease was taken over (this process did not
-        renew it for longer than it lasts, and another episode took the scope): what the
-        episode would write now could interleave with that episode's turn."""
+        """Raise LeaseLostError when a renewal found the scope's lease taken over (this
+        process did not renew it for longer than it lasts, and another episode took the
+        scope): what the episode would write now could interleave with that episode's turn.
+        The store refuses such a write by itself; this only stops the episode sooner."""
         if self._leases is not None and self._heartbeat.lost_scope(self._leases, self.scope):
-            raise ScopeBusyError(
-                f"memory scope {self.scope!r} was taken over by another episode while this one "
-                "ran (its lease was not renewed in time); nothing more of this episode is "
-                "stored",
-                scope=self.scope,
-            )
+            raise LeaseLostError("memory scope", self.scope)
 
 
 class ScopeLocks:
@@ -205,7 +211,7 @@ class ScopeLocks:
                     await self._lease(leases, scope, owner, deadline)
                 token = _HELD.set(_HELD.get() | {key})
                 try:
-                    yield ScopeHold(scope, self.heartbeat, leases)
+                    yield ScopeHold(scope, owner, self.heartbeat, leases)
                 finally:
                     _HELD.reset(token)
                     if leases is not None:

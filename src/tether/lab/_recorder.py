@@ -506,7 +506,7 @@ class EventBatcher:
                 _settle(future, exc)
             return
         try:
-            lasts = await many.append_events_many([(r, e) for r, e, _ in batch])
+            lasts = await many.append_events_many([(r, e, None) for r, e, _ in batch])
         except Exception:
             # One run's batch may be the bad one: each run gets its own answer.
             for run_id, events, future in batch:

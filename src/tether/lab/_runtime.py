@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pydantic
 
 from ..context import RunContext
-from ..errors import ConfigError, StoreError, WorkflowInputError
+from ..errors import ConfigError, LeaseLostError, StoreError, WorkflowInputError
 from ..guardrails import Guardrail
 from ..integrations import IntegrationSource
 from ..llm.base import ModelSettings
@@ -627,6 +627,8 @@ class Runtime:
         # is the exception: the run has ended anyway, and its own outcome is kept.
         try:
             await self._write_workflow_event(event)
+        except LeaseLostError:
+            raise  # another process runs the run now: this one stops, and records nothing more
         except Exception as exc:
             kind = event.get("type")
             logger.exception("could not record workflow event %s", kind)
@@ -640,6 +642,10 @@ class Runtime:
         store = self.run_store
         kind = event["type"]
         run_id = event["workflow_run_id"]
+        # The run's record is fenced by its workflow lease (recorded in the run's own task):
+        # once another process took the run over, this one's writes to it are refused.
+        ctx = current_run()
+        lease = ctx.lease.owner if ctx is not None and ctx.workflow_run_id == run_id else None
         # A failure's traceback is kept with the run's error, not in its events.
         data = {k: v for k, v in event.items() if k not in ("type", "at", "traceback")}
         if kind == "workflow_started":
@@ -662,22 +668,29 @@ class Runtime:
                         input_text=_as_text(event.get("input")),
                     ),
                     lease_ttl=self.lease_ttl,
+                    lease=lease,
                 )
             else:
-                await store.finish_run(run_id, "running", lease_ttl=self.lease_ttl)
+                await store.finish_run(run_id, "running", lease_ttl=self.lease_ttl, lease=lease)
             # While it runs, the run's record is renewed with the runtime's other leases: if
             # this process dies, `tether runs list` shows the run interrupted.
             self._heartbeat.hold_run(store, run_id)
         elif kind in ("workflow_finished", "workflow_failed"):
             self._heartbeat.drop_run(store, run_id)
-        seq = await store.append_events(run_id, [{"type": kind, "at": event["at"], "data": data}])
+        seq = await store.append_events(
+            run_id, [{"type": kind, "at": event["at"], "data": data}], lease=lease
+        )
         notify(
             self._listeners,
             {"run_id": run_id, "seq": seq, "type": kind, "at": event["at"], "data": data},
         )
         if kind == "workflow_finished":
             await store.finish_run(
-                run_id, "completed", ended_at=event["at"], output_text=_as_text(event.get("output"))
+                run_id,
+                "completed",
+                ended_at=event["at"],
+                output_text=_as_text(event.get("output")),
+                lease=lease,
             )
         elif kind == "workflow_failed":
             fields: dict[str, Any] = dict(event)
@@ -688,6 +701,7 @@ class Runtime:
                 ended_at=event["at"],
                 error=f"{error.get('type')}: {error.get('message')}",
                 traceback=fields.get("traceback"),
+                lease=lease,
             )
 
     # -- experiments -------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from .message_store import MessageStore, ScopeInfo, ScopeLeases, StoredRecord, S
 from .run_store import (
     CANCEL_REQUESTED,
     CancelRequests,
+    EventBatch,
     ManyAppends,
     NewRunEvent,
     RunEvent,
@@ -45,6 +46,7 @@ _HAVE_POSTGRES = _find_spec("psycopg") is not None
 __all__ = [
     "CANCEL_REQUESTED",
     "CancelRequests",
+    "EventBatch",
     "InMemoryMessageStore",
     "InMemoryRunStore",
     "InMemoryWorkflowStore",

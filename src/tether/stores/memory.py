@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import LeaseLostError, StoreError
 from ..workflows._store import InMemoryWorkflowStore
 from ._codecs import (
     RUN_INFO_COLUMNS,
@@ -40,6 +40,7 @@ from ._codecs import (
 from .message_store import ScopeInfo, StoredRecord
 from .run_store import (
     CANCEL_REQUESTED,
+    EventBatch,
     NewRunEvent,
     RunEvent,
     RunInfo,
@@ -90,10 +91,16 @@ class InMemoryMessageStore:
             raw = entry.records[start:end] if entry is not None else []
         return decode_records(scope, start, raw)
 
-    async def append(self, scope: str, records: Sequence[StoredRecord]) -> int:
+    async def append(
+        self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
+    ) -> int:
         encoded = encode_records(scope, records)
         now = time.time()
         with self._lock:
+            if lease is not None:
+                held = self._leases.get(scope)
+                if held is None or held[0] != lease:
+                    raise LeaseLostError("memory scope", scope, held[0] if held else None)
             entry = self._entry(scope, now)
             entry.records.extend(encoded)
             entry.updated_at = now
@@ -198,9 +205,13 @@ class InMemoryRunStore:
         self._order: dict[str, int] = {}
         """run_id -> its position in start order (what breaks ties of equal start times)."""
         self._events: dict[str, list[tuple[str, float, str]]] = {}
+        self._owners: dict[str, str | None] = {}
+        """run_id -> the token of the lease its writer holds (None: not fenced)."""
         self._lock = threading.Lock()
 
-    async def start_run(self, info: RunInfo, *, lease_ttl: float | None = None) -> None:
+    async def start_run(
+        self, info: RunInfo, *, lease_ttl: float | None = None, lease: str | None = None
+    ) -> None:
         row = [*encode_run_info(info), None if lease_ttl is None else time.time() + lease_ttl]
         with self._lock:
             if info.run_id in self._runs:
@@ -208,24 +219,30 @@ class InMemoryRunStore:
             self._order[info.run_id] = len(self._runs)
             self._runs[info.run_id] = row
             self._events[info.run_id] = []
+            self._owners[info.run_id] = lease
 
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+    def _fence(self, run_id: str, lease: str | None) -> None:
+        if run_id not in self._events:
+            raise StoreError(f"run {run_id!r} was never started")
+        owner = self._owners.get(run_id)
+        if lease is not None and owner is not None and owner != lease:
+            raise LeaseLostError("run", run_id, owner)
+
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
         encoded = encode_events(run_id, events)
         with self._lock:
-            log = self._events.get(run_id)
-            if log is None:
-                raise StoreError(f"run {run_id!r} was never started")
+            self._fence(run_id, lease)
+            log = self._events[run_id]
             log.extend(encoded)
             return len(log)
 
-    async def append_events_many(
-        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
-    ) -> list[int]:
-        encoded = [(run_id, encode_events(run_id, events)) for run_id, events in batches]
+    async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
+        encoded = [(run_id, encode_events(run_id, events)) for run_id, events, _ in batches]
         with self._lock:
-            for run_id, _ in encoded:
-                if run_id not in self._events:
-                    raise StoreError(f"run {run_id!r} was never started")
+            for run_id, _, lease in batches:
+                self._fence(run_id, lease)
             lasts = []
             for run_id, rows in encoded:
                 log = self._events[run_id]
@@ -245,6 +262,7 @@ class InMemoryRunStore:
         cost_usd: float | None = None,
         lease_ttl: float | None = None,
         traceback: str | None = None,
+        lease: str | None = None,
     ) -> None:
         check_run_status(status)
         values = {
@@ -260,6 +278,10 @@ class InMemoryRunStore:
             row = self._runs.get(run_id)
             if row is None:
                 raise StoreError(f"run {run_id!r} was never started")
+            if status == "running" and lease is not None:
+                self._owners[run_id] = lease  # a writer that took the run over
+            else:
+                self._fence(run_id, lease)
             for column, value in values.items():
                 row[_COLUMN[column]] = value
 

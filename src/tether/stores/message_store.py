@@ -69,10 +69,19 @@ class MessageStore(Protocol):
         """
         ...
 
-    async def append(self, scope: str, records: Sequence[StoredRecord]) -> int:
+    async def append(
+        self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
+    ) -> int:
         """Append `records` atomically (all or none) and return the new length.
 
+        `lease` (for a store with `ScopeLeases`) is the owner of the scope's lease the append
+        is made under: it is refused, in the statement that would write it, unless that owner
+        still holds the lease (a holder that stalled past its lease and was taken over writes
+        nothing more).
+
         Raises:
+            LeaseLostError: `lease` is given and does not hold the scope's lease; nothing is
+                written.
             NotJSONSafeError: a record would not survive a JSON round trip; nothing is written.
             StoreError: a record is not a dict with a string `role`; nothing is written.
         """

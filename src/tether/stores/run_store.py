@@ -12,6 +12,13 @@ reads back as `"interrupted"` (its process was killed, or its machine lost power
 read, in `get_run`, `list_runs` and `query_runs` alike; a run stopped with Ctrl-C stays
 `"cancelled"`.
 
+**Fencing.** A writer may also give its lease a token (`start_run(info, lease=token)`: unique per
+holder, such as the owner name of the workflow run it records). Every `append_events` and
+`finish_run` that carries `lease=token` is then refused with `LeaseLostError`, in the same
+statement that would write it, once the run's lease has another token: another process took
+the run over (`finish_run(run_id, "running", lease=its_token)`), and the writer that stalled
+past its lease may write nothing more.
+
 Three implementations pass one contract suite (`tests/stores/test_run_store.py`):
 `InMemoryRunStore` (`tether.stores.memory`), `SqliteRunStore` (`tether.stores.sqlite`) and
 `PostgresRunStore` (`tether.stores.postgres`).
@@ -21,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, TypeAlias, TypedDict, runtime_checkable
 
 from .workflow_store import RunStatus
 
@@ -30,6 +37,7 @@ __all__ = [
     "TEXT_LIMIT",
     "TRACEBACK_LIMIT",
     "CancelRequests",
+    "EventBatch",
     "ManyAppends",
     "NewRunEvent",
     "RunEvent",
@@ -172,13 +180,20 @@ class RunEvent(TypedDict):
     data: dict[str, Any]
 
 
+EventBatch: TypeAlias = tuple[str, Sequence[NewRunEvent], str | None]
+"""One run's events in `ManyAppends.append_events_many`: (run id, events, lease token or None)."""
+
+
 class RunStore(Protocol):
     """Run summaries and their ordered events."""
 
-    async def start_run(self, info: RunInfo, *, lease_ttl: float | None = None) -> None:
+    async def start_run(
+        self, info: RunInfo, *, lease_ttl: float | None = None, lease: str | None = None
+    ) -> None:
         """Create the summary of a new run. With `lease_ttl`, the run holds a heartbeat lease
         of that many seconds (by the store's clock; `info.lease_expires_at` is ignored) that the
-        writer keeps renewing with `renew_leases` while the run goes on.
+        writer keeps renewing with `renew_leases` while the run goes on. `lease` is the token
+        that fences the run's later writes (see the module docstring).
 
         Raises:
             StoreError: a run with that id already exists.
@@ -190,10 +205,13 @@ class RunStore(Protocol):
         now (one write for all of them; unknown or ended runs are skipped)."""
         ...
 
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
         """Append events to a started run atomically; return the seq of the last one.
 
         Raises:
+            LeaseLostError: `lease` is given and the run's lease has another token now.
             StoreError: the run does not exist; nothing is written.
             NotJSONSafeError: an event's data would not survive JSON; nothing is written.
         """
@@ -211,12 +229,18 @@ class RunStore(Protocol):
         cost_usd: float | None = None,
         lease_ttl: float | None = None,
         traceback: str | None = None,
+        lease: str | None = None,
     ) -> None:
         """Set the final status of a run (and why, for a failure: `error`, and `traceback`
         cut to its last `TRACEBACK_LIMIT` characters), releasing its lease. Setting
         "running" again (a resumed workflow run) clears the end time and the error and, with
-        `lease_ttl`, takes a new lease. `output_text`, `usage` and `cost_usd`
-        are set when given (an output is cut at `TEXT_LIMIT` characters)."""
+        `lease_ttl`, takes a new lease (with `lease`, under that token: a takeover). `output_text`,
+        `usage` and `cost_usd` are set when given (an output is cut at `TEXT_LIMIT` characters).
+
+        Raises:
+            LeaseLostError: `lease` is given, the status is an end, and the run's lease has
+                another token now; nothing is written.
+        """
         ...
 
     async def query_runs(
@@ -288,13 +312,12 @@ class ManyAppends(Protocol):
     running at once (a server's) cost one transaction, not one each. The three built-in
     RunStores implement it; the run recorder uses it when the store has it."""
 
-    async def append_events_many(
-        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
-    ) -> list[int]:
-        """`append_events` for each (run id, events), atomically together; the seq of each
-        batch's last event, in order. At most one batch per run.
+    async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
+        """`append_events` for each (run id, events, lease token), atomically together; the
+        seq of each batch's last event, in order. At most one batch per run.
 
         Raises:
+            LeaseLostError: a batch's token is not its run's any more; nothing is written.
             StoreError: a run does not exist; nothing is written.
             NotJSONSafeError: an event's data would not survive JSON; nothing is written.
         """

@@ -24,7 +24,9 @@ conditional update of the lease. Of two processes resuming the same run at once,
 gets it; the other fails at once with `WorkflowRunBusyError` naming the holder (or, with
 `lease_wait=`, waits that long for the lease first). So a step never runs twice while its
 holder is alive. A holder that finds its lease taken over (it stalled past the lease) stops the
-run with `WorkflowRunBusyError` instead of finishing it over the new holder's head.
+run with `LeaseLostError` instead of finishing it over the new holder's head: every write it
+makes under the lease (a step, the run's end, its run record) carries the lease, and the store
+refuses it in the same statement once another owner holds the run.
 
 The active run and step are kept in context variables, so code running inside a step — an agent
 run, a tool — reads them with `current_run()` / `current_step()` without being handed them.
@@ -48,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from .._json import check_json_safe, dumps
 from ..errors import (
+    LeaseLostError,
     NotJSONSafeError,
     StepOutputError,
     StoreError,
@@ -299,8 +302,9 @@ class WorkflowContext(Generic[In]):
             raise
         finally:
             _current_step.reset(token)
+        # Fenced by the run's lease: a holder that was taken over journals nothing more.
         record = await self.store.append_step(
-            self.workflow_run_id, step_id=step_id, name=name, output=value
+            self.workflow_run_id, step_id=step_id, name=name, output=value, lease=self.lease
         )
         await self._emit(
             "workflow_step_finished",
@@ -610,15 +614,15 @@ class Workflow(Generic[In, Out]):
             except asyncio.CancelledError as exc:
                 lost = heartbeat.taken_over(exc) if heartbeat is not None else None
                 if lost is not None:
-                    # Not ours to finish any more: the new holder runs it now.
-                    await ctx._emit("workflow_failed", status="failed", error=_error(lost))
+                    # Not ours to finish any more: the new holder runs it now, and this
+                    # process writes nothing more of it.
                     raise lost from None
                 await _finish_as(store, run_id, "cancelled", exc, lease)
                 await ctx._emit("workflow_failed", status="cancelled", error=_error(exc))
                 raise
-            except WorkflowRunBusyError as exc:
-                # Taken over meanwhile (found on the last renewal or by the final write).
-                await ctx._emit("workflow_failed", status="failed", error=_error(exc))
+            except LeaseLostError:
+                # Taken over meanwhile (found by a renewal or refused by a fenced write): the
+                # store refuses whatever this process would write now, so it stops here.
                 raise
             except Exception as exc:
                 await _finish_as(store, run_id, "failed", exc, lease)
@@ -657,7 +661,7 @@ async def _finish_as(
     is theirs, and what ended here is only this attempt)."""
     try:
         await store.finish_run(run_id, status=status, error=_error(exc), lease=lease)
-    except WorkflowRunBusyError:
+    except LeaseLostError:
         pass
 
 
@@ -671,7 +675,7 @@ class _Heartbeat:
         self._run_id = run_id
         self._lease = lease
         self._run = asyncio.current_task()
-        self._lost: WorkflowRunBusyError | None = None
+        self._lost: LeaseLostError | None = None
         self._task = asyncio.get_running_loop().create_task(
             self._beat(), name=f"tether-workflow-lease:{run_id}"
         )
@@ -688,14 +692,8 @@ class _Heartbeat:
                 continue
             if not held:
                 record = await self._store.get_run(self._run_id)
-                self._lost = WorkflowRunBusyError(
-                    f"workflow run {self._run_id!r} lost its lease: "
-                    f"{record.lease_owner if record else 'another process'} took it over after "
-                    "this process stopped renewing it for longer than the lease lasts",
-                    run_id=self._run_id,
-                    holder=record.lease_owner if record else None,
-                    expires_at=record.lease_expires_at if record else None,
-                )
+                holder = record.lease_owner if record else None
+                self._lost = LeaseLostError("workflow run", self._run_id, holder)
                 if self._run is not None:
                     self._run.cancel()
                 return
@@ -705,7 +703,7 @@ class _Heartbeat:
         if self._lost is not None:
             raise self._lost
 
-    def taken_over(self, cancelled: asyncio.CancelledError) -> WorkflowRunBusyError | None:
+    def taken_over(self, cancelled: asyncio.CancelledError) -> LeaseLostError | None:
         """The takeover, when that is why the run was cancelled (the cancellation is taken
         back: the run ends with the takeover instead)."""
         if self._lost is None:

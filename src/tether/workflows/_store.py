@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from .._json import check_json_safe, dumps
-from ..errors import StoreCorruptError, StoreError, WorkflowRunBusyError
+from ..errors import LeaseLostError, StoreCorruptError, StoreError, WorkflowRunBusyError
 
 __all__ = [
     "FINISHED_STATUSES",
@@ -176,8 +176,8 @@ class WorkflowStore(Protocol):
         """Record how a run ended, and release its lease.
 
         Raises:
-            WorkflowRunBusyError: `lease` is given and another owner took the run over meanwhile
-                (nothing written: the run is theirs now).
+            LeaseLostError: `lease` is given and does not hold the running run any more:
+                another owner took it over (or ended it) meanwhile; nothing is written.
         """
         ...
 
@@ -191,11 +191,24 @@ class WorkflowStore(Protocol):
         """Runs, most recently created first, optionally filtered."""
         ...
 
-    async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
+    async def append_step(
+        self,
+        run_id: str,
+        *,
+        step_id: str,
+        name: str,
+        output: Any,
+        lease: RunLease | None = None,
+    ) -> StepRecord:
         """Journal a completed step atomically.
 
         If `step_id` is already journaled for the run, nothing is written and the stored record
-        is returned: the first output wins.
+        is returned: the first output wins. With `lease`, the step is journaled only while that
+        owner holds the running run, checked in the same write.
+
+        Raises:
+            LeaseLostError: `lease` is given and another owner took the run over (or it
+                ended); nothing is written.
         """
         ...
 
@@ -329,6 +342,12 @@ class _Run:
         )
 
 
+def _fence(run: _Run, lease: RunLease) -> None:
+    """Refuse a write under `lease` unless it still holds the running run."""
+    if run.status != "running" or run.lease_owner != lease.owner:
+        raise LeaseLostError("workflow run", run.run_id, run.lease_owner)
+
+
 def _read_step(step: StepRecord) -> StepRecord:
     """A fresh copy of a kept step (whose output is its JSON text)."""
     where = f"workflow step {step.run_id!r}/{step.step_id!r}.output"
@@ -438,8 +457,8 @@ class InMemoryWorkflowStore:
     ) -> WorkflowRunRecord:
         run = self._get(run_id)
         out, err = check_finish(status, error, output)
-        if lease is not None and run.lease_owner not in (None, lease.owner):
-            raise busy_error(run_id, run.lease_owner, run.lease_expires_at)
+        if lease is not None:
+            _fence(run, lease)
         run.output, run.error = out, err
         run.status = status
         run.updated_at = time.time()
@@ -465,9 +484,19 @@ class InMemoryWorkflowStore:
             out.append(run.read())
         return out
 
-    async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
-        self._get(run_id)
+    async def append_step(
+        self,
+        run_id: str,
+        *,
+        step_id: str,
+        name: str,
+        output: Any,
+        lease: RunLease | None = None,
+    ) -> StepRecord:
+        run = self._get(run_id)
         encoded = encode_json(output, "output")
+        if lease is not None:
+            _fence(run, lease)
         steps = self._steps[run_id]
         step = steps.get(step_id)
         if step is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from ...errors import LeaseLostError
 from .._codecs import (
     LAST_INDEX,
     SCOPE_COLUMNS,
@@ -21,11 +22,18 @@ __all__ = ["PostgresMessageStore"]
 
 
 # One statement: bump the scope's length (creating the row, or row-locking it until commit) and
-# insert the records numbered after the old length.
+# insert the records numbered after the old length. Under a lease, only while its owner holds
+# the scope: the lease row is share-locked until commit, so a takeover waits for this append to
+# commit (and then sees it) instead of slipping in between the check and the write.
 _APPEND = """
-WITH bumped AS (
+WITH fence AS (
+    SELECT owner FROM tether_scope_leases
+    WHERE scope = %(scope)s AND owner = %(lease)s::text
+    FOR SHARE
+), bumped AS (
     INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at)
-    VALUES (%(scope)s, %(n)s, %(now)s, %(now)s)
+    SELECT %(scope)s, %(n)s, %(now)s, %(now)s
+    WHERE %(lease)s::text IS NULL OR EXISTS (SELECT 1 FROM fence)
     ON CONFLICT (scope) DO UPDATE
         SET length = s.length + EXCLUDED.length, updated_at = EXCLUDED.updated_at
     RETURNING s.length
@@ -56,12 +64,24 @@ class PostgresMessageStore(PostgresScopeLeases):
             )
         return decode_records(scope, rows[0][0] if rows else 0, [raw for _, raw in rows])
 
-    async def append(self, scope: str, records: Sequence[StoredRecord]) -> int:
+    async def append(
+        self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
+    ) -> int:
         encoded = encode_records(scope, records)
-        params = {"scope": scope, "n": len(encoded), "now": time.time(), "records": encoded}
+        params = {
+            "scope": scope,
+            "n": len(encoded),
+            "now": time.time(),
+            "records": encoded,
+            "lease": lease,
+        }
         async with self._session() as conn:
             row = await fetch_one(conn, _APPEND, params)
-        assert row is not None  # the upsert always returns the scope row
+            if row is None:  # only a fenced append writes nothing
+                held = await fetch_one(
+                    conn, "SELECT owner FROM tether_scope_leases WHERE scope = %s", (scope,)
+                )
+                raise LeaseLostError("memory scope", scope, None if held is None else held[0])
         return int(row[0])
 
     async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ...errors import StoreError
+from ...errors import LeaseLostError, StoreError
 from .._codecs import (
     RUN_INFO_COLUMNS,
     check_run_status,
@@ -28,6 +28,7 @@ from .._codecs import (
 )
 from ..run_store import (
     CANCEL_REQUESTED,
+    EventBatch,
     NewRunEvent,
     RunEvent,
     RunInfo,
@@ -37,19 +38,33 @@ from ..run_store import (
 )
 from ..workflow_store import RunStatus
 from ._backed import PostgresBacked
-from ._connection import NOW, execute, fetch_all, fetch_one
+from ._connection import NOW, Connection, execute, fetch_all, fetch_one
 
 __all__ = ["PostgresRunStore"]
+
+_FENCE: Final = "(%s::text IS NULL OR lease_owner IS NULL OR lease_owner = %s)"
+"""A write under a lease token (bound twice) matches the run only while the token is its own."""
+
+
+async def _refused(conn: Connection, run_id: str) -> StoreError:
+    """Why a fenced write of `run_id` matched no row: no such run, or another lease token."""
+    row = await fetch_one(conn, "SELECT lease_owner FROM tether_runs WHERE run_id = %s", (run_id,))
+    if row is None:
+        return StoreError(f"run {run_id!r} was never started")
+    return LeaseLostError("run", run_id, row[0])
+
 
 _RUN_SELECT: Final = run_info_select("postgres")
 _RUN_SELECT_R: Final = run_info_select("postgres", "r")
 
 # One statement, like a message append: the run row's count is bumped (and row-locked) and the
-# events are numbered after the old count. No row means the run was never started.
+# events are numbered after the old count. No row means the run was never started, or (under a
+# lease token) that another writer took the run over.
 _APPEND_EVENTS = """
 WITH bumped AS (
     UPDATE tether_runs SET event_count = event_count + %(n)s
     WHERE run_id = %(run_id)s
+        AND (%(lease)s::text IS NULL OR lease_owner IS NULL OR lease_owner = %(lease)s)
     RETURNING event_count
 ), inserted AS (
     INSERT INTO tether_run_events (run_id, seq, type, at, data)
@@ -62,9 +77,12 @@ SELECT event_count FROM bumped
 """
 
 
-def _append_params(run_id: str, encoded: Sequence[tuple[str, float, str]]) -> dict[str, Any]:
+def _append_params(
+    run_id: str, encoded: Sequence[tuple[str, float, str]], lease: str | None
+) -> dict[str, Any]:
     return {
         "run_id": run_id,
+        "lease": lease,
         "n": len(encoded),
         "types": [kind for kind, _, _ in encoded],
         "ats": [at for _, at, _ in encoded],
@@ -74,9 +92,9 @@ def _append_params(run_id: str, encoded: Sequence[tuple[str, float, str]]) -> di
 
 _START_RUN = f"""
 WITH created AS (
-    INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at)
+    INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at, lease_owner)
     VALUES ({", ".join(f"%(v{i})s" for i in range(len(RUN_INFO_COLUMNS.split(","))))},
-        {NOW} + %(ttl)s::float8)
+        {NOW} + %(ttl)s::float8, %(lease)s)
     ON CONFLICT (run_id) DO NOTHING
     RETURNING run_id
 ), tagged AS (
@@ -92,40 +110,46 @@ class PostgresRunStore(PostgresBacked):
 
     _kind = "run store"
 
-    async def start_run(self, info: RunInfo, *, lease_ttl: float | None = None) -> None:
+    async def start_run(
+        self, info: RunInfo, *, lease_ttl: float | None = None, lease: str | None = None
+    ) -> None:
         values = encode_run_info(info)
         params = {f"v{i}": value for i, value in enumerate(values)}
+        args = {**params, "tags": run_tags(info), "ttl": lease_ttl, "lease": lease}
         async with self._session() as conn:
-            row = await fetch_one(
-                conn, _START_RUN, {**params, "tags": run_tags(info), "ttl": lease_ttl}
-            )
+            row = await fetch_one(conn, _START_RUN, args)
         if row is None:
             raise StoreError(f"run {info.run_id!r} already exists")
 
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
         encoded = encode_events(run_id, events)
         async with self._session() as conn:
-            row = await fetch_one(conn, _APPEND_EVENTS, _append_params(run_id, encoded))
-        if row is None:
-            raise StoreError(f"run {run_id!r} was never started")
+            row = await fetch_one(conn, _APPEND_EVENTS, _append_params(run_id, encoded, lease))
+            if row is None:
+                raise await _refused(conn, run_id)
         return int(row[0])
 
-    async def append_events_many(
-        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
-    ) -> list[int]:
+    async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
         params = [
-            _append_params(run_id, encode_events(run_id, events)) for run_id, events in batches
+            _append_params(run_id, encode_events(run_id, events), lease)
+            for run_id, events, lease in batches
         ]
-        lasts: list[int] = []
+        # The run rows are locked in one order, by run id, as `renew_leases` locks them: two
+        # transactions that lock some of the same runs then never wait for each other in a
+        # circle (a deadlock PostgreSQL would break by failing one of them).
+        order = sorted(range(len(params)), key=lambda i: params[i]["run_id"])
+        lasts = [0] * len(params)
         # One connection, one transaction, the statements pipelined: one commit for them all.
         async with self._session(atomic=True) as conn:
             async with conn.pipeline():
-                cursors = [await execute(conn, _APPEND_EVENTS, p) for p in params]
-            for cur, p in zip(cursors, params, strict=True):
+                cursors = [await execute(conn, _APPEND_EVENTS, params[i]) for i in order]
+            for cur, i in zip(cursors, order, strict=True):
                 row = await cur.fetchone()
                 if row is None:
-                    raise StoreError(f"run {p['run_id']!r} was never started")
-                lasts.append(int(row[0]))
+                    raise await _refused(conn, params[i]["run_id"])
+                lasts[i] = int(row[0])
         return lasts
 
     async def finish_run(
@@ -140,21 +164,28 @@ class PostgresRunStore(PostgresBacked):
         cost_usd: float | None = None,
         lease_ttl: float | None = None,
         traceback: str | None = None,
+        lease: str | None = None,
     ) -> None:
         check_run_status(status)
         end = end_time(status, ended_at)
         extra = finish_values(output_text, usage, cost_usd, traceback)
         ttl = lease_ttl if status == "running" else None
+        # Running again under a token is a takeover (the workflow store decided who won it):
+        # the token is set, not checked; any other finish under a token is fenced by it.
+        fence = lease
+        if status == "running" and lease is not None:
+            extra["lease_owner"] = lease
+            fence = None
         async with self._session() as conn:
             row = await fetch_one(
                 conn,
                 f"UPDATE tether_runs SET status = %s, ended_at = %s, error = %s"
                 f"{finish_sets('%s', extra)}, lease_expires_at = {NOW} + %s::float8"
-                " WHERE run_id = %s RETURNING 1",
-                (status, end, error, *extra.values(), ttl, run_id),
+                f" WHERE run_id = %s AND {_FENCE} RETURNING 1",
+                (status, end, error, *extra.values(), ttl, run_id, fence, fence),
             )
-        if row is None:
-            raise StoreError(f"run {run_id!r} was never started")
+            if row is None:
+                raise await _refused(conn, run_id)
 
     async def run_totals(self, query: RunQuery) -> RunTotals:
         conds, args = query_where(query, "%s", "postgres")
@@ -170,10 +201,13 @@ class PostgresRunStore(PostgresBacked):
         if not run_ids:
             return
         async with self._session() as conn:
+            # Locked in run id order, as `append_events_many` locks them (see there).
             await execute(
                 conn,
-                f"UPDATE tether_runs SET lease_expires_at = {NOW} + %s"
-                " WHERE status = 'running' AND run_id = ANY(%s::text[])",
+                f"UPDATE tether_runs AS r SET lease_expires_at = {NOW} + %s"
+                " FROM (SELECT run_id FROM tether_runs"
+                " WHERE status = 'running' AND run_id = ANY(%s::text[])"
+                " ORDER BY run_id FOR NO KEY UPDATE) AS l WHERE r.run_id = l.run_id",
                 (lease_ttl, list(run_ids)),
             )
 

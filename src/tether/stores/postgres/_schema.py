@@ -147,3 +147,10 @@ async def m001_initial_schema(conn: Connection) -> None:
         " PRIMARY KEY (run_id, step_id),"
         " UNIQUE (run_id, seq))",
     )
+
+
+@schema
+async def m002_run_lease_tokens(conn: Connection) -> None:
+    # The token of the lease a run's writer holds: its writes are refused once another writer
+    # took the run over (`RunStore` fencing).
+    await execute(conn, "ALTER TABLE tether_runs ADD COLUMN lease_owner TEXT")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Final, Literal
 
-from ...errors import StoreError, WorkflowRunBusyError
+from ...errors import LeaseLostError, StoreError, WorkflowRunBusyError
 from .._codecs import (
     RUN_COLUMNS,
     STEP_COLUMNS,
@@ -46,6 +46,21 @@ WITH taken AS (
 )
 SELECT * FROM taken
 """
+
+
+_FENCE: Final = "(%s::text IS NULL OR (status = 'running' AND lease_owner = %s))"
+"""A write under a lease (its owner bound twice) matches the run only while that owner holds
+it running."""
+
+
+async def _refused(conn: Connection, run_id: str) -> StoreError:
+    """Why a fenced write of `run_id` matched no row: no such run, or another holder."""
+    row = await fetch_one(
+        conn, "SELECT lease_owner FROM tether_workflow_runs WHERE run_id = %s", (run_id,)
+    )
+    if row is None:
+        return StoreError(f"no workflow run {run_id!r}")
+    return LeaseLostError("workflow run", run_id, row[0])
 
 
 class PostgresWorkflowStore(PostgresBacked):
@@ -167,13 +182,11 @@ class PostgresWorkflowStore(PostgresBacked):
                 conn,
                 "UPDATE tether_workflow_runs SET status = %s, output = %s, error = %s,"
                 " updated_at = %s, lease_owner = NULL, lease_expires_at = NULL"
-                " WHERE run_id = %s"
-                " AND (%s::text IS NULL OR lease_owner IS NULL OR lease_owner = %s)"
-                f" RETURNING {_WORKFLOW_RUN_SELECT}",
+                f" WHERE run_id = %s AND {_FENCE} RETURNING {_WORKFLOW_RUN_SELECT}",
                 (status, out, err, time.time(), run_id, owner, owner),
             )
             if row is None:
-                raise await self._holder(conn, run_id)
+                raise await _refused(conn, run_id)
         return run_from_row(row)
 
     async def list_runs(
@@ -194,16 +207,28 @@ class PostgresWorkflowStore(PostgresBacked):
             )
         return [run_from_row(row) for row in rows]
 
-    async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
+    async def append_step(
+        self,
+        run_id: str,
+        *,
+        step_id: str,
+        name: str,
+        output: Any,
+        lease: RunLease | None = None,
+    ) -> StepRecord:
         encoded = encode_json(output, "output")
+        owner = None if lease is None else lease.owner
         async with self._session(atomic=True) as conn:
+            # The run row is locked until commit: a takeover waits for this step, and a step
+            # of a holder that was taken over finds another owner here.
             locked = await fetch_one(
                 conn,
-                "SELECT 1 FROM tether_workflow_runs WHERE run_id = %s FOR NO KEY UPDATE",
-                (run_id,),
+                f"SELECT 1 FROM tether_workflow_runs WHERE run_id = %s AND {_FENCE}"
+                " FOR NO KEY UPDATE",
+                (run_id, owner, owner),
             )
             if locked is None:
-                raise StoreError(f"no workflow run {run_id!r}")
+                raise await _refused(conn, run_id)
             row = await fetch_one(
                 conn,
                 f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps"

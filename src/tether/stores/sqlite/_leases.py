@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import sqlite3
 
+from ...errors import LeaseLostError
 from .._codecs import check_scope
 from ._connection import NOW, SqliteBacked, transaction
 
-__all__ = ["SqliteScopeLeases"]
+__all__ = ["SqliteScopeLeases", "fence_scope"]
+
+
+def fence_scope(conn: sqlite3.Connection, scope: str, owner: str) -> None:
+    """Refuse a write to `scope` unless `owner` holds its lease (inside the write's own
+    `BEGIN IMMEDIATE` transaction, so no takeover can come between the check and the write)."""
+    row = conn.execute("SELECT owner FROM tether_scope_leases WHERE scope = ?", (scope,)).fetchone()
+    if row is None or row[0] != owner:
+        raise LeaseLostError("memory scope", scope, None if row is None else str(row[0]))
 
 
 class SqliteScopeLeases(SqliteBacked):

@@ -18,7 +18,7 @@ from .._codecs import (
 )
 from ..message_store import ScopeInfo, StoredRecord
 from ._connection import connect, transaction
-from ._leases import SqliteScopeLeases
+from ._leases import SqliteScopeLeases, fence_scope
 from ._schema import schema
 
 __all__ = ["SqliteMessageStore"]
@@ -55,12 +55,16 @@ class SqliteMessageStore(SqliteScopeLeases):
         rows = await self._run(op)
         return decode_records(scope, rows[0][0] if rows else 0, [raw for _, raw in rows])
 
-    async def append(self, scope: str, records: Sequence[StoredRecord]) -> int:
+    async def append(
+        self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
+    ) -> int:
         encoded = encode_records(scope, records)
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> int:
             with transaction(conn):
+                if lease is not None:
+                    fence_scope(conn, scope, lease)
                 # One upsert creates the scope row or bumps its length (as on PostgreSQL); the
                 # records go after the old length.
                 (total,) = conn.execute(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from os import PathLike
 from typing import Any
 
-from ...errors import StoreError
+from ...errors import LeaseLostError, StoreError
 from .._codecs import (
     RUN_INFO_COLUMNS,
     check_run_status,
@@ -30,6 +30,7 @@ from .._codecs import (
 )
 from ..run_store import (
     CANCEL_REQUESTED,
+    EventBatch,
     NewRunEvent,
     RunEvent,
     RunInfo,
@@ -42,6 +43,18 @@ from ._connection import NOW, SqliteBacked, connect, transaction
 from ._schema import schema
 
 __all__ = ["SqliteRunStore"]
+
+_FENCE = "(? IS NULL OR lease_owner IS NULL OR lease_owner = ?)"
+"""A write under a lease token (bound twice) matches the run only while the token is its own."""
+
+
+def _refused(conn: sqlite3.Connection, run_id: str) -> StoreError:
+    """Why a fenced write of `run_id` matched no row: no such run, or another lease token."""
+    row = conn.execute("SELECT lease_owner FROM tether_runs WHERE run_id = ?", (run_id,)).fetchone()
+    if row is None:
+        return StoreError(f"run {run_id!r} was never started")
+    return LeaseLostError("run", run_id, row[0])
+
 
 _RUN_SELECT = run_info_select("sqlite")
 _RUN_SELECT_R = run_info_select("sqlite", "r")
@@ -61,7 +74,9 @@ class SqliteRunStore(SqliteBacked):
         """Open (creating if needed) the database at `path` with a connection of its own."""
         return cls(connect(path), owns=True)
 
-    async def start_run(self, info: RunInfo, *, lease_ttl: float | None = None) -> None:
+    async def start_run(
+        self, info: RunInfo, *, lease_ttl: float | None = None, lease: str | None = None
+    ) -> None:
         row = encode_run_info(info)
         tags = run_tags(info)
 
@@ -69,9 +84,9 @@ class SqliteRunStore(SqliteBacked):
             with transaction(conn):
                 try:
                     cur = conn.execute(
-                        f"INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at)"
-                        f" VALUES ({_RUN_MARKS}, {NOW} + ?)",
-                        (*row, lease_ttl),
+                        f"INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at,"
+                        f" lease_owner) VALUES ({_RUN_MARKS}, {NOW} + ?, ?)",
+                        (*row, lease_ttl, lease),
                     )
                 except sqlite3.IntegrityError as exc:
                     raise StoreError(f"run {info.run_id!r} already exists") from exc
@@ -87,28 +102,31 @@ class SqliteRunStore(SqliteBacked):
 
         await self._run(op)
 
-    async def append_events(self, run_id: str, events: Sequence[NewRunEvent]) -> int:
-        (last,) = await self.append_events_many([(run_id, events)])
+    async def append_events(
+        self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
+    ) -> int:
+        (last,) = await self.append_events_many([(run_id, events, lease)])
         return last
 
-    async def append_events_many(
-        self, batches: Sequence[tuple[str, Sequence[NewRunEvent]]]
-    ) -> list[int]:
-        encoded = [(run_id, encode_events(run_id, events)) for run_id, events in batches]
+    async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
+        encoded = [
+            (run_id, encode_events(run_id, events), lease) for run_id, events, lease in batches
+        ]
 
         def op(conn: sqlite3.Connection) -> list[int]:
             lasts: list[int] = []
             with transaction(conn):
-                for run_id, rows in encoded:
+                for run_id, rows, lease in encoded:
                     # The run row's count is bumped first (as on PostgreSQL): one statement says
-                    # where the events go, under the write lock this transaction holds.
+                    # where the events go, and whether this writer still holds the run, under
+                    # the write lock this transaction holds.
                     row = conn.execute(
                         "UPDATE tether_runs SET event_count = event_count + ? WHERE run_id = ?"
-                        " RETURNING event_count",
-                        (len(rows), run_id),
+                        f" AND {_FENCE} RETURNING event_count",
+                        (len(rows), run_id, lease, lease),
                     ).fetchone()
                     if row is None:
-                        raise StoreError(f"run {run_id!r} was never started")
+                        raise _refused(conn, run_id)
                     total = int(row[0])
                     base = total - len(rows)
                     conn.executemany(
@@ -133,22 +151,30 @@ class SqliteRunStore(SqliteBacked):
         cost_usd: float | None = None,
         lease_ttl: float | None = None,
         traceback: str | None = None,
+        lease: str | None = None,
     ) -> None:
         check_run_status(status)
         end = end_time(status, ended_at)
         extra = finish_values(output_text, usage, cost_usd, traceback)
         ttl = lease_ttl if status == "running" else None
+        # Running again under a token is a takeover (the workflow store decided who won it):
+        # the token is set, not checked; any other finish under a token is fenced by it.
+        if status == "running" and lease is not None:
+            extra["lease_owner"] = lease
+            fence: tuple[str | None, str | None] = (None, None)
+        else:
+            fence = (lease, lease)
 
         def op(conn: sqlite3.Connection) -> None:
             with transaction(conn):
                 row = conn.execute(
                     f"UPDATE tether_runs SET status = ?, ended_at = ?, error = ?"
                     f"{finish_sets('?', extra)}, lease_expires_at = {NOW} + ? WHERE run_id = ?"
-                    " RETURNING rowid, input_text, output_text",
-                    (status, end, error, *extra.values(), ttl, run_id),
+                    f" AND {_FENCE} RETURNING rowid, input_text, output_text",
+                    (status, end, error, *extra.values(), ttl, run_id, *fence),
                 ).fetchone()
                 if row is None:
-                    raise StoreError(f"run {run_id!r} was never started")
+                    raise _refused(conn, run_id)
                 if output_text is not None:
                     rowid, input_text, new_output = row
                     conn.execute(

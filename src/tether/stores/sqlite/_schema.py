@@ -129,3 +129,10 @@ def m001_initial_schema(conn: sqlite3.Connection) -> None:
         " PRIMARY KEY (run_id, step_id),"
         " UNIQUE (run_id, seq))"
     )
+
+
+@schema
+def m002_run_lease_tokens(conn: sqlite3.Connection) -> None:
+    """The token of the lease a run's writer holds: its writes are refused once another
+    writer took the run over (`RunStore` fencing)."""
+    conn.execute("ALTER TABLE tether_runs ADD COLUMN lease_owner TEXT")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlite3
 import time
 from os import PathLike
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
-from ...errors import StoreError
+from ...errors import LeaseLostError, StoreError
 from .._codecs import (
     RUN_COLUMNS,
     STEP_COLUMNS,
@@ -176,18 +176,11 @@ class SqliteWorkflowStore(SqliteBacked):
                 done = conn.execute(
                     "UPDATE tether_workflow_runs SET status = ?, output = ?, error = ?,"
                     " updated_at = ?, lease_owner = NULL, lease_expires_at = NULL"
-                    " WHERE run_id = ? AND (? IS NULL OR lease_owner IS NULL OR lease_owner = ?)"
-                    " RETURNING 1",
+                    f" WHERE run_id = ? AND {_FENCE} RETURNING 1",
                     (status, out, err, time.time(), run_id, owner, owner),
                 ).fetchone()
                 if done is None:
-                    held = conn.execute(
-                        "SELECT lease_owner, lease_expires_at FROM tether_workflow_runs"
-                        " WHERE run_id = ?",
-                        (run_id,),
-                    ).fetchone()
-                    if held is not None:
-                        raise busy_error(run_id, held[0], held[1])
+                    _refuse(conn, run_id)
                 return self._row(conn, run_id)
 
         return run_from_row(_found(await self._run(op), run_id))
@@ -210,19 +203,27 @@ class SqliteWorkflowStore(SqliteBacked):
 
         return [run_from_row(row) for row in await self._run(op)]
 
-    async def append_step(self, run_id: str, *, step_id: str, name: str, output: Any) -> StepRecord:
+    async def append_step(
+        self,
+        run_id: str,
+        *,
+        step_id: str,
+        name: str,
+        output: Any,
+        lease: RunLease | None = None,
+    ) -> StepRecord:
         encoded = encode_json(output, "output")
+        owner = None if lease is None else lease.owner
 
         def op(conn: sqlite3.Connection) -> tuple[Any, ...]:
             # Read-then-write inside BEGIN IMMEDIATE: no other writer can slip in between.
             with transaction(conn):
-                if (
-                    conn.execute(
-                        "SELECT 1 FROM tether_workflow_runs WHERE run_id = ?", (run_id,)
-                    ).fetchone()
-                    is None
-                ):
-                    raise StoreError(f"no workflow run {run_id!r}")
+                held = conn.execute(
+                    f"SELECT 1 FROM tether_workflow_runs WHERE run_id = ? AND {_FENCE}",
+                    (run_id, owner, owner),
+                ).fetchone()
+                if held is None:
+                    _refuse(conn, run_id)
                 row: tuple[Any, ...] | None = conn.execute(
                     f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps"
                     " WHERE run_id = ? AND step_id = ?",
@@ -263,6 +264,21 @@ class SqliteWorkflowStore(SqliteBacked):
             ).fetchall()
 
         return [step_from_row(row) for row in await self._run(op)]
+
+
+_FENCE = "(? IS NULL OR (status = 'running' AND lease_owner = ?))"
+"""A write under a lease (its owner bound twice) matches the run only while that owner holds
+it running."""
+
+
+def _refuse(conn: sqlite3.Connection, run_id: str) -> NoReturn:
+    """Why a fenced write of `run_id` matched no row: no such run, or another holder."""
+    row = conn.execute(
+        "SELECT lease_owner FROM tether_workflow_runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if row is None:
+        raise StoreError(f"no workflow run {run_id!r}")
+    raise LeaseLostError("workflow run", run_id, row[0])
 
 
 def _found(row: tuple[Any, ...] | None, run_id: str) -> tuple[Any, ...]:
