@@ -78,4 +78,5 @@ async def main(url: str, kind: str, role: str, run_id: str | None) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:4], sys.argv[4] if len(sys.argv) > 4 else None))
+    run_id = sys.argv[4] if len(sys.argv) > 4 else None
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], run_id))

@@ -18,7 +18,7 @@ from tests.helpers import assistant, text_of, user
 from tests.postgres_server import postgres_url
 
 from tether.errors import NotJSONSafeError, StoreCorruptError, StoreError
-from tether.stores import RunInfo
+from tether.stores import NewRunEvent, RunInfo
 from tether.stores.postgres import (
     MIGRATIONS_TABLE,
     Connection,
@@ -656,3 +656,28 @@ async def test_a_runtime_s_three_stores_share_one_pool_and_close_it(url: str) ->
     pool = lab.message_store._pool  # type: ignore[attr-defined]
     await lab.aclose()
     assert pool.closed
+
+
+async def test_lease_renewal_and_batched_event_writes_never_deadlock(url: str) -> None:
+    """Both lock the run rows they touch in one order (by run id): a renewal of many runs and a
+    batch of many runs' events, in opposite orders and at the same moments, never wait for each
+    other in a circle (PostgreSQL would fail one of them with a deadlock)."""
+    writer, renewer = PostgresRunStore(url), PostgresRunStore(url)
+    ids = [f"run-{n:02d}" for n in range(12)]
+    for run_id in ids:
+        await writer.start_run(RunInfo(run_id=run_id, kind="agent", name="a"), lease_ttl=30)
+    event: NewRunEvent = {"type": "tick", "at": 1.0, "data": {}}
+
+    async def write() -> None:
+        for _ in range(40):
+            # Newest first: the order a batcher may gather them in.
+            await writer.append_events_many([(r, [event], None) for r in reversed(ids)])
+
+    async def renew() -> None:
+        for _ in range(40):
+            await renewer.renew_leases(ids, lease_ttl=30)
+
+    await asyncio.gather(write(), renew(), write(), renew())
+    assert [len(await writer.events(r)) for r in ids] == [80] * len(ids)
+    await writer.aclose()
+    await renewer.aclose()
