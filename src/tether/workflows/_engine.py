@@ -714,7 +714,16 @@ class _Heartbeat:
 
     async def stop(self) -> None:
         self._task.cancel()
-        await asyncio.wait([self._task])
+        try:
+            await asyncio.wait([self._task])
+        except asyncio.CancelledError:
+            # The cancel this heartbeat sent the run when it found the lease lost, arriving
+            # only now (the run had stopped already, refused by a fenced write): taken back,
+            # so the run ends with the LeaseLostError it met. Any other cancel goes on.
+            run = self._run
+            if self._lost is None or run is None or run.uncancel() > 0:
+                raise
+            await asyncio.wait([self._task])
 
 
 def create_workflow(
