@@ -237,6 +237,7 @@ class _Turn:
         call = self.call
         if self.tracer is not None and self.tracer.spans is not None:
             self.open_turn_span()
+        started = False
         try:
             span = self.span
             if span is None:
@@ -244,6 +245,7 @@ class _Turn:
             else:
                 with span:  # attached reads, prompt layers and MCP connects inside the turn
                     toolset, system = await self.prepare()
+            started = True
             events = self.started_turn(text, system)
             while True:
                 events += self.begin_round(system, toolset)
@@ -271,7 +273,14 @@ class _Turn:
                     yield await self.finish(events, *ending)
                     return
         except AbortedError as exc:
-            yield self.aborted(exc)
+            if started:
+                yield self.aborted(exc)
+                return
+            # Aborted while connecting or assembling the prompt: the turn never started, and
+            # send() raises it like every other failure there (the session stays as it was).
+            self.end_spans({"error_type": type(exc).__name__})
+            yield self.end_trace([], "turn:failed")
+            raise
         except Exception as exc:
             # A fault the turn cannot degrade into (an MCP source that will not connect, an
             # attach read or a prompt layer that fails): what was traced reaches the stream.

@@ -185,8 +185,9 @@ async def test_aborting_the_turn_that_connects_cancels_the_handshake(kit: Kit) -
     )
     await server.received("tools/list")
     controller.abort()
-    events = await turn
-    assert isinstance(events[-1]["error"], AbortedError)
+    # Out of send(), like every failure to connect: the turn never started.
+    with pytest.raises(AbortedError):
+        await turn
     assert client.calls == []
     assert server.sessions == {} and len(server.deleted) == 1
 
@@ -1021,3 +1022,33 @@ async def test_an_mcp_result_over_the_limit_is_truncated_before_it_reaches_the_m
     sent = client.calls[1]["messages"][-1]["content"][0]
     assert sent["type"] == "tool_result" and "z" * 1_001 not in sent["output"]
     assert [r["data"]["chars"] for r in records if r["name"] == "result:truncated"] == [5_000]
+
+
+async def test_a_call_abandoned_mid_stream_leaves_no_task_of_the_test_server_pending(
+    kit: Kit,
+) -> None:
+    # The handshake era with SSE bodies: the server waits on its request queue beside the tool
+    # while the answer streams; the client abandons the call by aborting the turn.
+    started = asyncio.Event()
+
+    async def slow(args: dict[str, Any]) -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    tool = {"name": "slow", "description": "Slow", "input_schema": ADD_SCHEMA, "run": slow}
+    server = kit.server(tools=[tool], sse=True)
+    agent, _ = kit.agent(server, [call("slow", {"a": 1, "b": 2}), {"text": "x"}])
+    controller = AbortController()
+    turn = asyncio.create_task(
+        collect(agent, agent.create_session(), "go", signal=controller.signal)
+    )
+    await started.wait()
+    controller.abort("stop")
+    await turn
+    await kit.aclose()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    mine = asyncio.current_task()
+    pending = [t for t in asyncio.all_tasks() if t is not mine]
+    assert pending == []

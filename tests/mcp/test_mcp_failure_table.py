@@ -332,8 +332,8 @@ async def test_cancelling_an_attach_read_reaches_the_wire(kit: Kit, how: str) ->
     await started.wait()
     if how == "abort":
         controller.abort("stop")
-        events = await turn
-        assert isinstance(events[-1]["error"], AbortedError)
+        with pytest.raises(AbortedError):  # before the turn started: out of send()
+            await turn
     else:
         turn.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -781,11 +781,17 @@ class _SseBody(httpx.AsyncByteStream):
             while self._events is not None and not self._task.done():
                 # Requests of ours (an elicitation) go out on this stream while the tool runs.
                 asking = asyncio.ensure_future(self._events.get())
-                await asyncio.wait([asking, self._task], return_when=asyncio.FIRST_COMPLETED)
-                if asking.done():
+                asked = False
+                try:
+                    await asyncio.wait([asking, self._task], return_when=asyncio.FIRST_COMPLETED)
+                    asked = asking.done()
+                finally:
+                    # A client that abandons the call closes this body mid-wait: the queue
+                    # read must not outlive it (a pending task at the loop's end).
+                    if not asking.done():
+                        asking.cancel()
+                if asked:
                     yield self._event(json.dumps(asking.result()))
-                else:
-                    asking.cancel()
             try:
                 answer = await server._await_handler(self._task)
             except httpx.RemoteProtocolError:
