@@ -222,7 +222,7 @@ async def test_an_agent_calls_them_and_each_call_is_traced(sandbox: tuple[Path, 
     file_records = [r for r in records if r["phase"] == "tool" and r["name"].startswith("file:")]
     assert [r["name"] for r in file_records] == ["file:read", "file:read:refused"]
     assert file_records[0]["data"] == {"path": "notes.txt", "bytes": 6, "size": 23}
-    assert "contains '..'" in file_records[1]["data"]["reason"]
+    assert "leads outside the root" in file_records[1]["data"]["reason"]
     streamed = [e["record"]["name"] for e in events if e["type"] == "trace"]
     assert "file:read" in streamed and "file:read:refused" in streamed
 
@@ -299,8 +299,10 @@ async def test_a_symlink_to_a_file_outside_is_refused(sandbox: tuple[Path, Path]
     root, outside = sandbox
     (root / "link.txt").symlink_to(outside / "secret.txt")
     (root / "rel.txt").symlink_to("../outside/secret.txt")
+    (root / "src" / "deep.txt").symlink_to("../../outside/secret.txt")
+    (root / "src" / "round.txt").symlink_to("../../root/notes.txt")  # out, then back in: out
     tk = file_tools(root, write=True)
-    for name in ("link.txt", "rel.txt"):
+    for name in ("link.txt", "rel.txt", "src/deep.txt", "src/round.txt"):
         assert refused(await call(tk, "read_file", {"path": name}))
         edit = {"path": name, "old_string": "OUTSIDE", "new_string": "pwned"}
         assert refused(await call(tk, "edit_file", edit))
@@ -489,3 +491,51 @@ async def test_grep_says_how_many_files_it_did_not_search(tmp_path: Path) -> Non
     assert result.output.endswith(
         "[2 files not searched: binary, larger than 8000 bytes, linked or unreadable]"
     )
+
+
+async def test_links_and_dot_dot_that_stay_inside_the_root_work(sandbox: tuple[Path, Path]) -> None:
+    root, _ = sandbox
+    (root / "docs").mkdir()
+    (root / "docs" / "guide.md").write_text("# Guide\n")
+    (root / "README.md").symlink_to("docs/guide.md")
+    (root / "lib").symlink_to("src", target_is_directory=True)
+    (root / "docs" / "up").symlink_to("../notes.txt")
+    (root / "docs" / "hop").symlink_to("up")
+    tk = file_tools(root, write=True)
+    assert (await call(tk, "read_file", {"path": "README.md"})).output == "# Guide\n"
+    assert (await call(tk, "read_file", {"path": "lib/util.py"})).output.startswith("def helper")
+    assert (await call(tk, "read_file", {"path": "docs/hop"})).output.startswith("alpha")
+    assert (await call(tk, "read_file", {"path": "src/../notes.txt"})).output.startswith("alpha")
+    assert (await call(tk, "list_dir", {"path": "lib"})).output.startswith("main.py")
+    assert (
+        await call(tk, "grep", {"pattern": "Guide", "path": "README.md"})
+    ).output == "README.md:1: # Guide"
+    # writing through a link changes its target; deleting a link removes only the link
+    edit = {"path": "README.md", "old_string": "Guide", "new_string": "Handbook"}
+    assert not (await call(tk, "edit_file", edit)).is_error
+    assert (root / "docs" / "guide.md").read_text() == "# Handbook\n"
+    assert (root / "README.md").is_symlink()
+    assert not (await call(tk, "write_file", {"path": "lib/new.py", "content": "x = 1\n"})).is_error
+    assert (root / "src" / "new.py").read_text() == "x = 1\n"
+    assert not (await call(tk, "delete_file", {"path": "lib"})).is_error
+    assert not (root / "lib").exists() and (root / "src" / "util.py").exists()
+
+
+async def test_a_link_to_an_absolute_path_is_refused_even_inside_the_root(
+    sandbox: tuple[Path, Path],
+) -> None:
+    root, _ = sandbox
+    (root / "abs").symlink_to(root / "notes.txt")
+    result = await call(file_tools(root), "read_file", {"path": "abs"})
+    assert result.is_error and "absolute path" in result.output
+
+
+async def test_a_loop_of_links_is_refused(sandbox: tuple[Path, Path]) -> None:
+    root, _ = sandbox
+    (root / "a").symlink_to("b")
+    (root / "b").symlink_to("a")
+    (root / "dir-a").symlink_to("dir-b/x", target_is_directory=True)
+    (root / "dir-b").symlink_to("dir-a", target_is_directory=True)
+    tk = file_tools(root)
+    assert "more than 40 symbolic links" in (await call(tk, "read_file", {"path": "a"})).output
+    assert "more than 40 symbolic links" in (await call(tk, "list_dir", {"path": "dir-a"})).output

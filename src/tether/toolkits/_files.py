@@ -1,9 +1,10 @@
 """`file_tools`: read, list, glob and grep files under a root (and write, edit, delete them).
 
-Every path goes through `_paths`: resolved inside the root by a descriptor walk that follows no
-symbolic link. Writes are atomic (a new file in the same directory, renamed over the old one:
-a rename replaces the directory entry, so neither a symbolic link nor a hard link at the
-target is written through).
+Every path goes through `_paths`: resolved inside the root by a descriptor walk that lets the
+kernel follow no symbolic link (it walks a link's target itself, beneath the root). Writes are
+atomic (a new file in the same directory, renamed over the old one: a rename replaces the
+directory entry, so a hard link at the target is not written through; a symbolic link inside
+the root is resolved first, and its target replaced).
 """
 
 from __future__ import annotations
@@ -74,9 +75,9 @@ class _Files:
         end = args.get("end_line")
         if start < 1 or (end is not None and end < start):
             raise PathRefused("start_line must be 1 or more, and end_line at least start_line")
-        dir_fd = _paths.open_dir(root_fd, parts[:-1])
+        dir_fd, name = _paths.locate(root_fd, parts)
         try:
-            fd, st = _paths.open_file(dir_fd, parts[-1], path)
+            fd, st = _paths.open_file(dir_fd, name, path)
         finally:
             os.close(dir_fd)
         with os.fdopen(fd, "rb") as f:
@@ -162,7 +163,7 @@ class _Files:
 
     def glob(self, root_fd: int, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         pattern = args["pattern"]
-        _paths.split(pattern)  # the pattern obeys the path rules too
+        _no_parent(pattern)  # the pattern obeys the path rules too
         if not pattern.strip("/"):
             raise PathRefused("the pattern is empty")
         base = args.get("path", ".")
@@ -195,12 +196,12 @@ class _Files:
         parts = _paths.split(path)
         only = args.get("glob")
         if only is not None:
-            _paths.split(only)
+            _no_parent(only)
         is_file = False
         if parts:
-            dir_fd = _paths.open_dir(root_fd, parts[:-1])
+            dir_fd, name = _paths.locate(root_fd, parts)
             try:
-                kind = _existing_kind(dir_fd, parts[-1], path)
+                kind = _existing_kind(dir_fd, name, path)
                 if kind not in ("file", "directory"):
                     raise PathRefused(f"{path!r} is a {kind}, not a file or directory")
                 is_file = kind == "file"
@@ -281,10 +282,10 @@ class _Files:
                 f"the content is {len(data)} bytes; write_file takes {self.max_bytes} at most"
             )
         parts = _nonempty(path)
-        dir_fd = _paths.open_dir(root_fd, parts[:-1], create=True)
+        dir_fd, name = _paths.locate(root_fd, parts, create=True)  # through a link: its target
         try:
-            mode = _existing_mode(dir_fd, parts[-1], path)
-            _replace(dir_fd, parts[-1], data, 0o644 if mode is None else mode)
+            mode = _existing_mode(dir_fd, name, path)
+            _replace(dir_fd, name, data, 0o644 if mode is None else mode)
         finally:
             os.close(dir_fd)
         verb = "created" if mode is None else "replaced"
@@ -295,9 +296,9 @@ class _Files:
         if not old:
             raise PathRefused("old_string is empty: give the exact text to replace")
         parts = _nonempty(path)
-        dir_fd = _paths.open_dir(root_fd, parts[:-1])
+        dir_fd, name = _paths.locate(root_fd, parts)
         try:
-            fd, st = _paths.open_file(dir_fd, parts[-1], path)
+            fd, st = _paths.open_file(dir_fd, name, path)
             with os.fdopen(fd, "rb") as f:
                 raw = f.read(self.max_bytes + 1)
             if len(raw) > self.max_bytes:
@@ -320,7 +321,7 @@ class _Files:
             updated = text.replace(old, new, 1).encode("utf-8")
             if len(updated) > self.max_bytes:
                 raise PathRefused(f"the edited file would exceed {self.max_bytes} bytes")
-            _replace(dir_fd, parts[-1], updated, stat.S_IMODE(st.st_mode))
+            _replace(dir_fd, name, updated, stat.S_IMODE(st.st_mode))
         finally:
             os.close(dir_fd)
         line = text[: text.index(old)].count("\n") + 1
@@ -329,18 +330,23 @@ class _Files:
     def delete(self, root_fd: int, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         path = args["path"]
         parts = _nonempty(path)
-        dir_fd = _paths.open_dir(root_fd, parts[:-1])
+        dir_fd, name = _paths.locate(root_fd, parts, follow=False)  # a link itself is deleted
         try:
             try:
-                st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except FileNotFoundError:
                 raise PathRefused(f"{path!r} does not exist") from None
             if stat.S_ISDIR(st.st_mode):
                 raise PathRefused(f"{path!r} is a directory; delete_file deletes files")
-            os.unlink(parts[-1], dir_fd=dir_fd)  # unlink never follows a link: it removes it
+            os.unlink(name, dir_fd=dir_fd)  # unlink never follows a link: it removes it
         finally:
             os.close(dir_fd)
         return f"deleted {path}", {"path": path}
+
+
+def _no_parent(pattern: object) -> None:
+    if ".." in _paths.split(pattern):
+        raise PathRefused("a pattern matches paths under the root: it cannot go up with '..'")
 
 
 def _nonempty(path: object) -> list[str]:
@@ -479,7 +485,7 @@ def file_tools(
     Args:
         root: The directory the tools see, or a function of the call's `RunContext` returning
             it (``lambda ctx: ctx.services["workspace"]``). Its own path may contain symbolic
-            links; nothing under it is followed.
+            links; under it, a link is followed only while it stays inside the root.
         write: Add ``write_file``, ``edit_file`` and ``delete_file``.
         max_bytes: The most a read returns, a write takes, a grep prints.
         max_entries: The most entries ``list_dir`` shows and matches ``glob`` / ``grep`` give.

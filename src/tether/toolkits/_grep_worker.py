@@ -14,7 +14,7 @@ import re
 import sys
 from typing import Any
 
-from _paths import PathRefused, check_regular, open_dir  # type: ignore[import-not-found]
+from _paths import PathRefused, check_regular, locate, open_dir  # type: ignore[import-not-found]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
@@ -86,10 +86,13 @@ def main() -> None:
     grep = Grep(args)
     parts: list[str] = args["parts"]
     try:
-        dir_fd = open_dir(args["fd"], parts[:-1] if args["is_file"] else parts)
+        if args["is_file"]:
+            dir_fd, name = locate(args["fd"], parts)
+        else:
+            dir_fd, name = open_dir(args["fd"], parts), ""
         try:
             if args["is_file"]:
-                grep.search(dir_fd, parts[-1], "/".join(parts))
+                grep.search(dir_fd, name, "/".join(parts))
             else:
                 grep.walk(dir_fd, "/".join(parts) + "/" if parts else "")
         finally:

@@ -1,17 +1,21 @@
 """Paths a model names, opened inside a root and nowhere else.
 
 Every open walks from a descriptor of the root, one component at a time, with ``O_NOFOLLOW``
-at each step (``openat`` semantics through ``dir_fd=``): no symbolic link is ever followed, so
-a link swapped in between a check and the open cannot lead out (there is no check-then-open by
-name). ``..``, absolute paths, backslashes, NUL bytes and over-long names are refused before
-anything is opened; device files, FIFOs, sockets and files with more than one hard link (a
-link to a file outside the root looks like any other file) are refused after it.
+at each step (``openat`` semantics through ``dir_fd=``), holding a descriptor of each directory
+on the way. The kernel never follows a symbolic link: when the walk meets one it reads it
+(``readlinkat``) and walks its target itself, the way ``openat2(RESOLVE_BENEATH)`` does —
+``..`` goes back to a directory the walk holds, never above the root, and an absolute target
+is refused. So a link swapped in between a check and the open cannot lead out (there is no
+check-then-open by name). Absolute paths, backslashes, NUL bytes and over-long names are
+refused before anything is opened; device files, FIFOs, sockets and files with more than one
+hard link (a link to a file outside the root looks like any other file) are refused after it.
 
 This module uses the standard library only: the grep worker process imports it by file path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -24,6 +28,7 @@ __all__ = [
     "PathRefused",
     "check_regular",
     "glob_regex",
+    "locate",
     "open_dir",
     "open_file",
     "open_root",
@@ -36,6 +41,8 @@ MAX_PATH = 4096
 """Longest path accepted, in characters (Linux's PATH_MAX)."""
 MAX_NAME = 255
 """Longest component accepted, in bytes of UTF-8 (Linux's NAME_MAX)."""
+MAX_LINKS = 40
+"""Symbolic links one path may go through (Linux's limit)."""
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
@@ -62,8 +69,6 @@ def split(path: object) -> list[str]:
         )
     parts = [p for p in path.split("/") if p not in ("", ".")]
     for part in parts:
-        if part == "..":
-            raise PathRefused(f"path {path[:200]!r} contains '..': paths stay inside the root")
         if len(part.encode("utf-8", "surrogateescape")) > MAX_NAME:
             raise PathRefused(f"a component of path {path[:60]!r}... is longer than 255 bytes")
     return parts
@@ -107,37 +112,123 @@ def _why_not(dir_fd: int, name: str, shown: str, want: str) -> PathRefused:
     return PathRefused(f"{shown!r} is a {kind}, not a {want}")
 
 
+class _Walk:
+    """The directories a walk holds, from the root down; `..` pops, never the root."""
+
+    __slots__ = ("links", "shown", "stack")
+
+    def __init__(self, root_fd: int, shown: str) -> None:
+        self.stack = [os.dup(root_fd)]
+        self.shown = shown
+        self.links = 0
+
+    @property
+    def fd(self) -> int:
+        return self.stack[-1]
+
+    def up(self) -> None:
+        if len(self.stack) == 1:
+            raise PathRefused(f"{self.shown!r} leads outside the root")
+        os.close(self.stack.pop())
+
+    def link(self, name: str, todo: list[str]) -> None:
+        """Put the target of the link `name` in front of the components still to walk."""
+        self.links += 1
+        if self.links > MAX_LINKS:
+            raise PathRefused(f"{self.shown!r} goes through more than {MAX_LINKS} symbolic links")
+        try:
+            target = os.readlink(name, dir_fd=self.fd)
+        except OSError as exc:
+            raise PathRefused(f"{self.shown!r} cannot be resolved: {exc.strerror}") from None
+        if target.startswith("/") or "\x00" in target:
+            raise PathRefused(
+                f"{self.shown!r} goes through a symbolic link to an absolute path ({target[:200]}),"
+                " which these tools do not follow: links are followed only inside the root"
+            )
+        todo[:0] = [p for p in target.split("/") if p not in ("", ".")]
+
+    def enter(self, name: str, create: bool, todo: list[str]) -> None:
+        """Walk into the directory `name` (or the link there)."""
+        try:
+            nxt = os.open(name, _DIR_FLAGS, dir_fd=self.fd)
+        except FileNotFoundError:
+            if not create:
+                raise PathRefused(f"{self.shown!r} does not exist") from None
+            with contextlib.suppress(FileExistsError):  # made meanwhile: open what is there
+                os.mkdir(name, 0o777, dir_fd=self.fd)
+            return self.enter(name, False, todo)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(self.fd, name):
+                return self.link(name, todo)
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _why_not(self.fd, name, self.shown, "directory") from None
+            if exc.errno == errno.ENAMETOOLONG:
+                raise PathRefused(f"{self.shown[:60]!r}... is too long") from None
+            raise PathRefused(f"{self.shown!r} cannot be opened: {exc.strerror}") from None
+        self.stack.append(nxt)
+
+    def close(self, keep: int | None = None) -> None:
+        for fd in self.stack:
+            if fd != keep:
+                os.close(fd)
+        self.stack = []
+
+
+def _is_link(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _walk(
+    root_fd: int, parts: list[str], shown: str, *, final: bool, follow: bool, create: bool
+) -> tuple[int, str | None]:
+    """Walk `parts` from the root. With `final`, the last component is not entered: returns a
+    descriptor of its directory and its name (a link there followed when `follow`); else a
+    descriptor of the directory the whole path names, and None."""
+    walk = _Walk(root_fd, shown)
+    todo = list(parts)
+    try:
+        while todo:
+            part = todo.pop(0)
+            if part == "..":
+                walk.up()
+                continue
+            if final and not todo:
+                if follow and _is_link(walk.fd, part):
+                    walk.link(part, todo)
+                    if todo:
+                        continue
+                    raise PathRefused(f"{shown!r} is a symbolic link to the root itself")
+                fd = walk.fd
+                walk.close(keep=fd)
+                return fd, part
+            walk.enter(part, create, todo)
+        if final:
+            raise PathRefused(f"{shown!r} names a directory, not a file")
+        fd = walk.fd
+        walk.close(keep=fd)
+        return fd, None
+    except BaseException:
+        walk.close()
+        raise
+
+
 def open_dir(root_fd: int, parts: list[str], *, create: bool = False) -> int:
     """A descriptor of the directory `parts` names under `root_fd` (made when `create`)."""
-    fd = os.dup(root_fd)
-    try:
-        for i, part in enumerate(parts):
-            shown = "/".join(parts[: i + 1])
-            try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise PathRefused(f"{shown!r} does not exist") from None
-                try:
-                    os.mkdir(part, 0o777, dir_fd=fd)
-                except FileExistsError:
-                    pass  # made meanwhile: open what is there, still without following links
-                try:
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except OSError:
-                    raise _why_not(fd, part, shown, "directory") from None
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise _why_not(fd, part, shown, "directory") from None
-                if exc.errno == errno.ENAMETOOLONG:
-                    raise PathRefused(f"{shown[:60]!r}... is too long") from None
-                raise PathRefused(f"{shown!r} cannot be opened: {exc.strerror}") from None
-            os.close(fd)
-            fd = nxt
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+    fd, _ = _walk(root_fd, parts, "/".join(parts) or ".", final=False, follow=True, create=create)
+    return fd
+
+
+def locate(
+    root_fd: int, parts: list[str], *, follow: bool = True, create: bool = False
+) -> tuple[int, str]:
+    """(a descriptor of the directory holding the file `parts` names, the file's name there),
+    a link in the last place followed when `follow`, missing directories made when `create`."""
+    fd, name = _walk(root_fd, parts, "/".join(parts), final=True, follow=follow, create=create)
+    assert name is not None
+    return fd, name
 
 
 def open_file(dir_fd: int, name: str, shown: str) -> tuple[int, os.stat_result]:
