@@ -3,7 +3,11 @@
     .venv/bin/python bench/loop_overhead.py
 
 Prints medians of:
-- µs per tool round: one 10-round turn (one trivial `add` tool) per run, divided by 10;
+- µs per tool round: one 10-round turn (one trivial `add` tool) per run, divided by 10, and as
+  a ratio to the floor measured in the same run: a hand-written loop over the same scripted
+  client (the request, the stream, the tool called directly, its result JSON-encoded, the
+  messages appended, one event dict per step; no checks, guardrails or tracing). Target
+  (issue 23): at most 2x;
 - µs per streamed text chunk: one turn of 2,000 chunks, minus a 1-chunk turn, per chunk;
 - reduce() over one turn's events on a 10-message and a 10,000-message session;
 - bytes held by a finished 10-round session against the size of its JSON.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import statistics
 import sys
 import time
@@ -52,6 +57,41 @@ async def one_tool_run() -> tuple[float, Session, list[Any]]:
         reduce(session, event)
         events.append(event)
     return time.perf_counter() - start, session, events
+
+
+async def hand_written_run() -> float:
+    """The floor: the loop a user writes by hand around the same client."""
+    client = script_client(tool_turns())
+    tools = {"add": ADD}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "x"}]}]
+    events: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    while True:
+        request: Any = {"model": client.model, "system": [], "messages": list(messages)}
+        request["tools"] = [ADD.spec]
+        finish: Any = None
+        async for chunk in client.chat(request):
+            if chunk["type"] == "finish":
+                finish = chunk
+            else:
+                events.append(chunk)  # type: ignore[arg-type]
+        messages.append({"role": "assistant", "content": finish["content"]})
+        calls = [p for p in finish["content"] if p["type"] == "tool_call"]
+        if not calls:
+            events.append({"type": "done", "text": "", "usage": finish["usage"]})
+            break
+        results = []
+        for part in calls:
+            events.append({"type": "tool_use", **part})
+            execute: Any = tools[part["name"]].execute
+            output = execute(part["input"])
+            text = json.dumps(output)
+            result = {"type": "tool_result", "id": part["id"], "name": part["name"]}
+            result.update(output=text, is_error=False)
+            events.append(result)
+            results.append(result)
+        messages.append({"role": "tool", "content": results})
+    return time.perf_counter() - start
 
 
 async def chunk_run(n: int) -> float:
@@ -107,8 +147,13 @@ async def main() -> None:
     for _ in range(20):  # warm up
         await one_tool_run()
     gc.collect()
-    samples = [(await one_tool_run())[0] for _ in range(300)]
+    samples, floor = [], []
+    for _ in range(300):  # interleaved, so that load on the machine falls on both alike
+        samples.append((await one_tool_run())[0])
+        floor.append(await hand_written_run())
     per_round = statistics.median(samples) / ROUNDS * 1e6
+    floor_round = statistics.median(floor) / ROUNDS * 1e6
+    ratios = sorted(a / b for a, b in zip(samples, floor, strict=True))
     _, session, events = await one_tool_run()
 
     big = [await chunk_run(2000) for _ in range(30)]
@@ -125,6 +170,11 @@ async def main() -> None:
     json_r = len(realistic.to_json().encode())
 
     print(f"tool round (10 rounds/run, median of 300): {per_round:8.1f} µs per round")
+    print(f"hand-written loop round (the floor):       {floor_round:8.1f} µs per round")
+    print(
+        f"harness / floor: median {statistics.median(ratios):.2f} (middle 80%: "
+        f"{ratios[len(ratios) // 10]:.2f}-{ratios[-1 - len(ratios) // 10]:.2f}; target <= 2)"
+    )
     print(f"streamed text chunk:                       {per_chunk:8.2f} µs per chunk")
     print(f"reduce over one turn ({len(events)} events), 10 msgs:   {r10:8.1f} µs")
     print(f"reduce over one turn ({len(events)} events), 10k msgs:  {r10k:8.1f} µs")

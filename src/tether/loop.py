@@ -523,15 +523,20 @@ class _Turn:
         if isinstance(call["input"], str):  # the model's arguments were not JSON
             bad = f"Invalid arguments for tool {name}: not valid JSON: {call['input'][:200]!r}"
             return [], _result(cid, name, bad)
-        call_ctx = self.ctx.for_call(cid)
+        guards = self.plan.tool_guards
+        # The call's own context only where something reads it (a tool that takes `ctx`, an
+        # endpoint, a guardrail): a plain function tool never sees it.
+        call_ctx = (
+            self.ctx.for_call(cid)
+            if guards or tool._takes_ctx or tool.endpoint is not None
+            else self.ctx
+        )
         # Guardrails and the tool get their own copy: the call's input is also the transcript's,
         # and the transcript is written only through reduce().
         value = copy_json(call["input"])
         events: list[AgentEvent] = []
-        if self.plan.tool_guards:
-            events, value, denied = await run_tool_call_guards(
-                self.plan.tool_guards, cid, name, value, call_ctx
-            )
+        if guards:
+            events, value, denied = await run_tool_call_guards(guards, cid, name, value, call_ctx)
             if denied is not None:
                 return events, _result(cid, name, denied)
         result = await tool.call(value, call_ctx)
