@@ -1,5 +1,6 @@
 """`tether serve [--host H] [--port P] [--workers N] [--token T] [--allowed-host NAME]
-[--cors-origin ORIGIN] [--max-body BYTES]`: the HTTP API and the UI over the project."""
+[--allowed-origin ORIGIN] [--max-body BYTES] [--header-timeout S] [--body-timeout S]
+[--send-timeout S] [--max-client-connections N]`: the HTTP API and the UI over the project."""
 
 from __future__ import annotations
 
@@ -62,10 +63,12 @@ def serve(
     cors_origin: Annotated[
         list[str] | None,
         typer.Option(
+            "--allowed-origin",
             "--cors-origin",
             metavar="ORIGIN",
             help="Let pages of this origin (https://app.example.com) call the API from a "
-            "browser (repeatable). None by default.",
+            "browser, state-changing requests included (repeatable). None by default: a "
+            "POST from any other page's origin gets 403.",
         ),
     ] = None,
     max_body: Annotated[
@@ -77,6 +80,43 @@ def serve(
             help="The largest request body accepted (413 above).",
         ),
     ] = 1_048_576,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            "--header-timeout",
+            metavar="SECONDS",
+            min=0.1,
+            help="Seconds a client has to send a request's headers (408 after: slowloris).",
+        ),
+    ] = 10.0,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            "--body-timeout",
+            metavar="SECONDS",
+            min=0.1,
+            help="Seconds a client has to send a request's body (408 after).",
+        ),
+    ] = 30.0,
+    send_timeout: Annotated[
+        float,
+        typer.Option(
+            "--send-timeout",
+            metavar="SECONDS",
+            min=0.1,
+            help="Seconds an answer waits for a client that stopped reading before the "
+            "connection is cut.",
+        ),
+    ] = 30.0,
+    max_client_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-client-connections",
+            metavar="N",
+            min=1,
+            help="Connections one client address may hold open at once (503 above).",
+        ),
+    ] = 64,
     takeover_every: Annotated[
         float,
         typer.Option(
@@ -120,6 +160,10 @@ def serve(
         cors_origins=list(cors_origin or ()),
         max_body=max_body,
         takeover_every=takeover_every,
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+        send_timeout=send_timeout,
+        max_client_connections=max_client_connections,
     )
     registry = load_project(options)
     check_port(host, port)

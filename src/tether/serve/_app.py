@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 from ..lab import Registry, Runtime
 from ..ui import create_app as create_ui_app
 from ..web import Access, GuardedApp
-from ..web.middleware import DEFAULT_MAX_BODY
+from ..web.middleware import BODY_TIMEOUT, DEFAULT_MAX_BODY
 from ._agui import AgUiApi
 from ._api import RunsApi, handle_errors
 from ._chat import ChatPages
@@ -54,6 +54,7 @@ def create_app(
     token: str | None = None,
     cors_origins: Sequence[str] = (),
     max_body: int = DEFAULT_MAX_BODY,
+    body_timeout: float = BODY_TIMEOUT,
     poll: float = 0.25,
     shutdown_grace: float = SHUTDOWN_GRACE,
     sweep_every: float = SWEEP_EVERY,
@@ -75,6 +76,7 @@ def create_app(
         cors_origins: Origins (``https://app.example.com``) whose pages may call the API from
             a browser. None by default: no cross-origin access at all.
         max_body: The largest request body accepted, in bytes (413 above).
+        body_timeout: Seconds a client has to send a request body (408 after).
         poll: Seconds between two reads of the run store by a stream that follows a run
             executing in another process.
         shutdown_grace: Seconds the app lets its runs finish when the server stops, before it
@@ -139,7 +141,9 @@ def create_app(
         Mount("/", app=pages),
     ]
     app = GuardedApp(
-        Access.of(allowed_hosts, token, cors_origins, max_body), routes=routes, lifespan=lifespan
+        Access.of(allowed_hosts, token, cors_origins, max_body, body_timeout),
+        routes=routes,
+        lifespan=lifespan,
     )
     app.state.api = api
     app.state.feed = feed

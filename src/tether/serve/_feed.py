@@ -21,6 +21,7 @@ and its lease expired).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -218,10 +219,11 @@ class RunFeed:
                 if pending:
                     continue
                 wait = self.local_check if run_id in self._local else self.poll
-                try:
-                    await asyncio.wait_for(follower.wake.wait(), wait)
-                except TimeoutError:
-                    pass
+                # asyncio.timeout, not wait_for: wait_for may swallow the stream's cancellation
+                # when it meets a wake-up.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await follower.wake.wait()
                 pending, paged = follower.take(), False
                 if pending:
                     continue

@@ -11,16 +11,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
+from uvicorn.supervisors import Multiprocess
 
 from ..errors import ConfigError
 from ..lab import Registry, Runtime, load_registry
-from ..web import allowed_hosts, is_loopback, scrub_access_log
-from ..web.middleware import DEFAULT_MAX_BODY
+from ..web import GuardedConfig, ServerLimits, allowed_hosts, is_loopback, scrub_access_log
+from ..web._server import HEADER_TIMEOUT, MAX_CLIENT_CONNECTIONS, SEND_TIMEOUT
+from ..web.middleware import BODY_TIMEOUT, DEFAULT_MAX_BODY
 from ._app import create_app
 from ._sweeper import TAKEOVER_EVERY
 
@@ -49,6 +51,20 @@ class ServeOptions:
     log_level: str = "info"
     takeover_every: float = TAKEOVER_EVERY
     """Seconds between two looks for interrupted workflow runs to resume."""
+    header_timeout: float = HEADER_TIMEOUT
+    """Seconds a client has to send a request's headers (408 after: slowloris)."""
+    body_timeout: float = BODY_TIMEOUT
+    """Seconds a client has to send a request's body (408 after)."""
+    send_timeout: float = SEND_TIMEOUT
+    """Seconds an answer waits for a client that stopped reading before it is cut."""
+    max_client_connections: int = MAX_CLIENT_CONNECTIONS
+    """Connections one client address may hold open at once (503 above)."""
+
+    @property
+    def limits(self) -> ServerLimits:
+        return ServerLimits(
+            self.header_timeout, self.body_timeout, self.send_timeout, self.max_client_connections
+        )
 
     def checked(self) -> ServeOptions:
         """These options with the token from the environment when none was given.
@@ -63,16 +79,8 @@ class ServeOptions:
                 f"every stored conversation, so it needs a token: pass --token TOKEN or set "
                 f"{TOKEN_ENV}"
             )
-        return ServeOptions(
-            host=self.host,
-            port=self.port,
-            token=token,
-            allowed_hosts=list(self.allowed_hosts),
-            cors_origins=list(self.cors_origins),
-            max_body=self.max_body,
-            log_level=self.log_level,
-            takeover_every=self.takeover_every,
-        )
+        _ = self.limits  # each limit checked now, not in a worker
+        return replace(self, token=token)
 
 
 def _app(runtime: Runtime, registry: Registry | None, options: ServeOptions) -> Starlette:
@@ -83,14 +91,16 @@ def _app(runtime: Runtime, registry: Registry | None, options: ServeOptions) -> 
         token=options.token,
         cors_origins=options.cors_origins,
         max_body=options.max_body,
+        body_timeout=options.body_timeout,
         takeover_every=options.takeover_every,
     )
 
 
 def _server(runtime: Runtime, registry: Registry | None, options: ServeOptions) -> uvicorn.Server:
     options = options.checked()
-    config = uvicorn.Config(
+    config = GuardedConfig(
         _app(runtime, registry, options),
+        limits=options.limits,
         host=options.host,
         port=options.port,
         log_level=options.log_level,
@@ -176,8 +186,9 @@ def serve_workers(config: Path, store: str | None, options: ServeOptions, worker
     os.environ[_WORKER_ENV] = json.dumps(
         {"config": str(config), "store": store, "options": asdict(options)}
     )
-    uvicorn.run(
+    server = GuardedConfig(
         "tether.serve._server:worker_app",
+        limits=options.limits,
         factory=True,
         host=options.host,
         port=options.port,
@@ -186,6 +197,8 @@ def serve_workers(config: Path, store: str | None, options: ServeOptions, worker
         lifespan="on",
         timeout_graceful_shutdown=30,
     )
+    # What uvicorn.run does for workers, with this config (its limits reach every worker).
+    Multiprocess(server, sockets=[server.bind_socket()]).run()
 
 
 def worker_app() -> Starlette:

@@ -9,7 +9,7 @@ import uvicorn
 
 from ..errors import ConfigError
 from ..lab import Registry, Runtime
-from ..web import allowed_hosts, is_loopback, scrub_access_log
+from ..web import GuardedConfig, allowed_hosts, is_loopback, scrub_access_log
 from ._app import create_app
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "TOKEN_ENV", "aserve", "serve"]
@@ -39,7 +39,7 @@ def _server(
     app = create_app(
         runtime, registry, allowed_hosts=allowed_hosts(host, allowed_host), token=token
     )
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
+    config = GuardedConfig(app, host=host, port=port, log_level=log_level, lifespan="on")
     scrub_access_log()
     return uvicorn.Server(config)
 

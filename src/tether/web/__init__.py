@@ -16,6 +16,7 @@ from ._hostnames import LOOPBACK_NAMES, allowed_hosts, host_name, is_loopback
 from ._logs import TokenScrubber, scrub_access_log
 from ._params import MAX_ID, MAX_SEQ, client_id, count_param, last_event_id, seq_param
 from ._responses import JSONResponse, api_error, error_body, send_error, send_plain
+from ._server import GuardedConfig, GuardedH11Protocol, ServerLimits
 
 __all__ = [
     "LOOPBACK_NAMES",
@@ -25,7 +26,10 @@ __all__ = [
     "Access",
     "ApiError",
     "GuardedApp",
+    "GuardedConfig",
+    "GuardedH11Protocol",
     "JSONResponse",
+    "ServerLimits",
     "TokenScrubber",
     "allowed_hosts",
     "api_error",

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp
 
 from ._hostnames import LOOPBACK_NAMES
 from .middleware import (
+    BODY_TIMEOUT,
     DEFAULT_MAX_BODY,
     BodyLimit,
     HostAllowList,
@@ -45,6 +46,8 @@ class Access:
     requests: the cross-site check lets them through)."""
     max_body: int = DEFAULT_MAX_BODY
     """The largest request body accepted, in bytes."""
+    body_timeout: float = BODY_TIMEOUT
+    """Seconds a client has to send a request body."""
 
     @classmethod
     def of(
@@ -53,6 +56,7 @@ class Access:
         token: str | None = None,
         cors_origins: Iterable[str] = (),
         max_body: int = DEFAULT_MAX_BODY,
+        body_timeout: float = BODY_TIMEOUT,
     ) -> Access:
         """From a factory's keyword arguments (None hosts: the loopback names)."""
         return cls(
@@ -60,6 +64,7 @@ class Access:
             token or None,
             tuple(cors_origins),
             max_body,
+            body_timeout,
         )
 
 
@@ -67,7 +72,7 @@ def guard(app: ASGIApp, access: Access) -> ASGIApp:
     """`app` behind the checks `access` asks for, in the module docstring's order."""
     if access.token:
         app = TokenGate(app, access.token)
-    app = BodyLimit(app, access.max_body)
+    app = BodyLimit(app, access.max_body, timeout=access.body_timeout)
     app = OriginCheck(app, access.cors_origins, form_paths=["/login"])
     if access.cors_origins:
         app = CORSMiddleware(
