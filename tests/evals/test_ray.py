@@ -172,7 +172,7 @@ async def test_cases_run_on_both_nodes_and_land_in_the_shared_store(space: Space
         agents = await evaluate(
             lab,
             "answerer",
-            [{"id": "q", "input": "hello"}],
+            [{"id": "q", "input": "hello", "expected": "no"}],
             evaluators=[{"type": "equals"}, {"type": "contains", "value": "yes"}],
             experiment="agent-on-ray",
             engine="ray",
@@ -180,7 +180,7 @@ async def test_cases_run_on_both_nodes_and_land_in_the_shared_store(space: Space
         )
         [case] = agents["cases"]
         assert case["results"]["contains"]["passed"] is True
-        assert case["results"]["equals"]["error"] is True  # no expected: an error, said so
+        assert case["results"]["equals"]["passed"] is False  # the evaluators ran on Ray
     assert sorted(space.steps()) == sorted(
         [f"first w{i}" for i in range(6)] + [f"second w{i}" for i in range(6)]
     )

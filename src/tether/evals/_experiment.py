@@ -16,7 +16,8 @@ from typing import Any, Literal
 from ..errors import ConfigError
 from ..lab import Runtime
 from ._case import Plan, check_inputs, resolve_target, run_case
-from ._dataset import Case, Dataset, load_dataset
+from ._changes import changes_tag
+from ._dataset import Case, Dataset, check_expected, load_dataset
 from ._evaluators import Evaluator, to_evaluator
 from ._record import ExperimentLog, read_experiment
 from ._report import report
@@ -97,8 +98,14 @@ async def evaluate(
     extra = [to_evaluator(e, f"evaluators[{i}]") for i, e in enumerate(evaluators)]
     if extra:
         data = Dataset(data.cases, [*extra, *data.evaluators], data.path, data.name)
+        check_expected(data)
     check_inputs(resolved, data.cases, data.path)
     versions = tuple(runtime.provenance_tags())
+    if runtime.version is not False:
+        # An edit since the last commit (or, without git, any edit) is another version.
+        changes = await asyncio.to_thread(changes_tag, runtime.root)
+        if changes is not None:
+            versions = (*versions, changes)
     name = experiment or _default_name(resolved.id, data.name, versions)
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"an experiment name must be a non-empty string, got {name!r}")
@@ -209,4 +216,7 @@ async def show(runtime: Runtime, name: str) -> dict[str, Any]:
 def _default_name(target: str, dataset: str, versions: Sequence[str]) -> str:
     tags = dict(t.split(":", 1) for t in versions if ":" in t)
     version = tags.get("commit", "")[:8] or tags.get("version", "")
+    changes = tags.get("changes", "")[:8]
+    if changes:
+        version = f"{version}+{changes}" if version else changes
     return f"{target}-{dataset}" + (f"-{version}" if version else "")
