@@ -173,7 +173,7 @@ def test_init_writes_the_scaffold_and_refuses_to_overwrite(tmp_path: Path) -> No
     target = tmp_path / "proj"
     made = invoke("init", str(target), "--model", "anthropic:claude-sonnet-4-5")
     assert made.exit_code == 0, made.output
-    assert "MODEL = 'anthropic:claude-sonnet-4-5'" in (target / "app.py").read_text()
+    assert 'MODEL = "anthropic:claude-sonnet-4-5"' in (target / "app.py").read_text()
     assert (target / ".gitignore").read_text().startswith("# tether's store")
     (target / "app.py").write_text("# mine\n")
     again = invoke("init", str(target))
@@ -287,3 +287,13 @@ def test_ui_outside_a_project_shows_the_prompts(
     (call,) = calls
     assert [r.name for r in call["runs"]] == ["prompt"]
     assert sorted(call["registry"].agents) == ["prompt"]
+
+
+def test_the_first_project_page_shows_the_scaffold_as_written() -> None:
+    from tether.cli._init import SCAFFOLD
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "first-project.md").read_text()
+    app = SCAFFOLD["app.py"].format(model='"test"')
+    assert "```python\n" + app + "```" in page
+    for name in SCAFFOLD:
+        assert f"`{name}`" in page

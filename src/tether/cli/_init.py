@@ -36,7 +36,7 @@ from tether.lab import Runtime
 # The model every agent uses unless it names its own. "test" answers without a key
 # (it repeats your message; "test:tools" calls each tool once). For a real model, set its
 # key (`tether keys set anthropic`) and write e.g. "anthropic:claude-sonnet-4-5".
-MODEL = {model!r}
+MODEL = {model}
 
 lab = Runtime(defaults={{"model": MODEL}})
 
@@ -122,7 +122,7 @@ def init(
         for name, text in SCAFFOLD.items():
             path = directory / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            content = text.format(model=model) if name == "app.py" else text
+            content = text.format(model=json.dumps(model)) if name == "app.py" else text
             with path.open("x", encoding="utf-8") as f:  # "x": never replace a file
                 f.write(content)
     except FileExistsError as exc:  # created between the check and the write

@@ -185,6 +185,16 @@ def _parsed(output: Any) -> Any:
 
 
 class Equals(Declared):
+    """``{"type": "equals"}``: the output equals the case's ``expected``.
+
+    Strings are compared with surrounding whitespace stripped; any other ``expected`` (a number,
+    a list, an object) is compared with the output read as JSON. A dataset where this evaluator
+    applies to a case without ``expected`` is refused when it loads.
+
+    Spec keys:
+        name: The evaluator's name in the report (default ``equals``).
+    """
+
     type = "equals"
 
     async def evaluate(
@@ -204,6 +214,18 @@ class Equals(Declared):
 
 
 class Contains(Declared):
+    """``{"type": "contains", "value": ...}``: the output contains ``value``.
+
+    On text output, ``value`` (a string, or any JSON value as its JSON text) is a substring of
+    the answer; on a list output, one of its items; on an object output, a key of it (or, for
+    an object ``value``, a subset of its key-value pairs).
+
+    Spec keys:
+        value: What the output must contain (required).
+        case_sensitive: False compares text case-insensitively (default true).
+        name: The evaluator's name in the report (default ``contains``).
+    """
+
     type = "contains"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -236,6 +258,14 @@ class Contains(Declared):
 
 
 class Regex(Declared):
+    """``{"type": "regex", "pattern": ...}``: the answer's text matches ``pattern`` somewhere
+    (Python `re.search`; write ``(?i)`` for case-insensitive, anchor with ``^``/``$``).
+
+    Spec keys:
+        pattern: A Python regular expression (required; checked when the dataset loads).
+        name: The evaluator's name in the report (default ``regex``).
+    """
+
     type = "regex"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -254,6 +284,14 @@ class Regex(Declared):
 
 
 class JsonSchema(Declared):
+    """``{"type": "json_schema", "schema": {...}}``: the output (text read as JSON) is valid
+    against ``schema``; a failure names the path and the first problem.
+
+    Spec keys:
+        schema: A JSON Schema (required; checked when the dataset loads).
+        name: The evaluator's name in the report (default ``json_schema``).
+    """
+
     type = "json_schema"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -278,6 +316,16 @@ class JsonSchema(Declared):
 
 
 class ToolCalled(Declared):
+    """``{"type": "tool_called", "name": ...}``: the run called tool ``name`` (with
+    ``arguments`` given: at least once with input containing them).
+
+    Spec keys:
+        name: The tool's name (required).
+        arguments: An object the call's input must contain (its keys with equal values).
+        evaluator_name: The evaluator's name in the report (``name`` is the tool's; default
+            ``tool_called``).
+    """
+
     type = "tool_called"
     name_key = "evaluator_name"
 
@@ -311,6 +359,14 @@ class ToolCalled(Declared):
 
 
 class MaxLatencyMs(Declared):
+    """``{"type": "max_latency_ms", "value": N}``: the run took at most ``value``
+    milliseconds, from its start to its end.
+
+    Spec keys:
+        value: The limit in milliseconds (a number >= 0, required).
+        name: The evaluator's name in the report (default ``max_latency_ms``).
+    """
+
     type = "max_latency_ms"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -325,6 +381,15 @@ class MaxLatencyMs(Declared):
 
 
 class MaxCostUsd(Declared):
+    """``{"type": "max_cost_usd", "value": X}``: the run cost at most ``value`` US dollars
+    (its model calls' priced cost); a run without a known cost scores neither pass nor fail,
+    saying why.
+
+    Spec keys:
+        value: The limit in US dollars (a number >= 0, required).
+        name: The evaluator's name in the report (default ``max_cost_usd``).
+    """
+
     type = "max_cost_usd"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -363,6 +428,17 @@ Answer:
 
 
 class Judge(Declared):
+    """``{"type": "judge", "agent": ID, "rubric": ...}``: another agent of the project grades
+    the answer against ``rubric`` (given the case's input and its ``expected``, if any),
+    answering through structured output ``{"passed", "reason"}``; its episode is recorded with
+    the case's tags and ``judge:NAME``.
+
+    Spec keys:
+        agent: The id of the grading agent, one of the runtime's (required).
+        rubric: What a passing answer does (required).
+        name: The evaluator's name in the report (default ``judge``).
+    """
+
     type = "judge"
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
