@@ -47,6 +47,8 @@ class RunContext:
     _pending: list[dict[str, Any]] = field(default_factory=list)
     _tracer: Tracer | None = None
     _http: HttpFactory | None = None
+    _live: Callable[[dict[str, Any]], None] | None = None
+    """Where a running tool's progress goes at once (set by the loop while it runs one)."""
 
     @classmethod
     def for_turn(
@@ -94,6 +96,27 @@ class RunContext:
         self._pending.clear()  # the queue is shared with derived contexts: empty it in place
         return out
 
+    def progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Report how far the running tool call is (an MCP server's progress notifications
+        come this way): a `progress` event with stage `tool`, yielded while the call runs. A
+        no-op outside a tool call."""
+        live = self._live
+        if live is None or self.tool_call_id is None:
+            return
+        event: dict[str, Any] = {
+            "type": "progress",
+            "stage": "tool",
+            "tool_call_id": self.tool_call_id,
+            "progress": progress,
+        }
+        if total is not None:
+            event["total"] = total
+        if message is not None:
+            event["message"] = message
+        live(event)
+
     def trace(self, name: str, data: dict[str, Any] | None = None) -> None:
         """Record a `workflow`-phase trace record (a no-op when tracing is off)."""
         if self._tracer is not None:
@@ -126,4 +149,5 @@ class RunContext:
             self._pending,
             self._tracer,
             self._http,
+            self._live,
         )

@@ -250,7 +250,14 @@ class ProgressEvent(TypedDict):
     type: Literal["progress"]
     stage: ProgressStage
     """`sent` before every provider call, `retry` before a call that repeats a round after tool
-    feedback, `tool` before each tool runs, `done` right before `done`."""
+    feedback, `tool` before each tool runs (and while one reports progress), `done` right
+    before `done`."""
+    tool_call_id: NotRequired[str]
+    """While a tool call runs: the call that reported `progress` (an MCP server's progress
+    notification, or `ctx.progress()`)."""
+    progress: NotRequired[float]
+    total: NotRequired[float]
+    message: NotRequired[str]
 
 
 class SurfaceEvent(TypedDict):

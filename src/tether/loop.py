@@ -26,6 +26,7 @@ read (see `tether._text`), and nothing is copied per chunk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from typing import Any, TypeVar
@@ -264,10 +265,17 @@ class _Turn:
                     yield await self.finish(events, step.stop_reason, reason, step)
                     return
                 events = self.tool_uses(step)
+                live = bool(self.plan.toolbox.sources)  # only MCP tools report progress
                 for part in step.tool_calls:
                     events.append(_progress("tool"))
                     yield events
-                    events = await self.run_tool(part, step, toolset)
+                    if not live:
+                        events = await self.run_tool(part, step, toolset)
+                        continue
+                    reports: list[list[AgentEvent]] = []
+                    async for events in self.run_tool_live(part, step, toolset, reports):
+                        if reports:
+                            yield events
                 ending = self.bound_reached(step)
                 if ending is not None:
                     yield await self.finish(events, *ending)
@@ -510,6 +518,44 @@ class _Turn:
             for patch in self.ctx.take_memory_writes():
                 events.append({"type": "memory", "patch": patch})
         return events
+
+    async def run_tool_live(
+        self,
+        call: ToolCallPart,
+        step: RoundResult,
+        toolset: Toolset,
+        reports: list[list[AgentEvent]],
+    ) -> AsyncGenerator[list[AgentEvent], None]:
+        """`run_tool` in a task of its own, so that the progress it reports (`ctx.progress`)
+        goes out while it runs: each report is yielded as a batch (with `reports` non-empty),
+        then the call's own events (with `reports` empty)."""
+        queue: asyncio.Queue[AgentEvent] = asyncio.Queue()
+        ctx = self.ctx
+        ctx._live = queue.put_nowait  # type: ignore[assignment]
+        task = asyncio.ensure_future(self.run_tool(call, step, toolset))
+        try:
+            while not task.done():
+                getter = asyncio.ensure_future(queue.get())
+                try:
+                    await asyncio.wait((task, getter), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not getter.done():
+                        getter.cancel()
+                if getter.done() and not getter.cancelled():
+                    reports.append([getter.result()])
+                    yield reports[-1]
+            reports.clear()
+            events = task.result()
+            late = []
+            while not queue.empty():
+                late.append(queue.get_nowait())
+            yield late + events if late else events
+        finally:
+            ctx._live = None
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
 
     async def call_tool(
         self, call: ToolCallPart, toolset: Toolset

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import warnings
 from typing import Annotated
 
-from mcp.server.mcpserver import Elicit, ElicitationResult, MCPServer, Resolve
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel
 
 
@@ -81,6 +83,15 @@ def build_app() -> MCPServer:
         data = getattr(profile, "data", None)
         content = data.model_dump() if data is not None else None
         return json.dumps({"action": profile.action, "content": content}, sort_keys=True)
+
+    @app.tool(description="Works in steps, reporting progress and logging each one.")
+    async def steps(n: int, ctx: Context) -> str:
+        for i in range(1, n + 1):
+            await ctx.report_progress(i, n, message=f"step {i} of {n}")
+            with warnings.catch_warnings():  # logging is deprecated in 2026-07-28 (SEP-2577)
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await ctx.info(f"did step {i}", logger_name="steps")
+        return f"{n} steps"
 
     @app.tool(description="The server's process id.")
     def pid() -> str:

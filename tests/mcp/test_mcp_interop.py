@@ -108,6 +108,7 @@ EXPECTED_TOOLS = [
     "cancellations",
     "slow_started_probe",
     "whoami",
+    "steps",
     "pid",
     "read_notes",
 ]
@@ -245,3 +246,32 @@ async def test_without_a_handler_elicitation_is_not_declared_and_the_sdk_does_no
     assert res["is_error"] is True
     if app.kind != "http-json-legacy":
         assert "did not declare the form elicitation capability" in res["output"]
+
+
+async def test_progress_notifications_are_progress_events_and_logs_trace_records(
+    app: App,
+) -> None:
+    agent, _ = app.agent([call("steps", {"n": 3}), {"text": "done"}])
+    agent.trace = True
+    events = await collect(agent, agent.create_session(), "go")
+    [result] = results(events)
+    assert result["output"] == "3 steps", result
+    progress = [e for e in events if e["type"] == "progress" and "tool_call_id" in e]
+    logs = [
+        e["record"]["data"] for e in events if e["type"] == "trace" and e["record"]["name"] == "log"
+    ]
+    if app.transport == "http-json":
+        # A JSON body has no room for notifications: the answer alone comes back.
+        assert progress == [] and logs == []
+        return
+    assert [(e["progress"], e["total"], e["message"]) for e in progress] == [
+        (1.0, 3.0, "step 1 of 3"),
+        (2.0, 3.0, "step 2 of 3"),
+        (3.0, 3.0, "step 3 of 3"),
+    ]
+    assert {e["tool_call_id"] for e in progress} == {result["id"]}
+    # They came while the call ran: before its result.
+    assert events.index(progress[-1]) < events.index(result)
+    assert [(d["level"], d["logger"], d["data"]) for d in logs] == [
+        ("info", "steps", f"did step {i}") for i in (1, 2, 3)
+    ]

@@ -41,7 +41,10 @@ async def test_a_server_of_the_stateless_revision_gets_no_handshake(kit: Kit) ->
         assert r.protocol_version_header == "2026-07-28"
         assert r.headers["mcp-method"] == r.method
         meta = r.params["_meta"]
-        assert set(meta) == ENVELOPE_KEYS
+        # A tool call asks for progress notifications too.
+        assert set(meta) == ENVELOPE_KEYS | (
+            {"progressToken"} if r.method == "tools/call" else set()
+        )
         assert meta["io.modelcontextprotocol/clientInfo"]["name"] == "tether"
         assert meta["io.modelcontextprotocol/clientCapabilities"] == {}
     tools_call = server.requests[-1]
@@ -68,7 +71,8 @@ async def test_a_server_of_the_handshake_era_is_spoken_to_with_initialize(kit: K
     assert initialized.method == "notifications/initialized"
     assert listen.http_method == "GET"  # the session's own stream, for the server's requests
     call_request = next(r for r in rest if r.method == "tools/call")
-    assert "_meta" not in call_request.params  # the handshake era has no envelope
+    # The handshake era has no envelope: the call's _meta asks for progress notifications only.
+    assert list(call_request.params["_meta"]) == ["progressToken"]
     assert call_request.session_id is not None
 
 

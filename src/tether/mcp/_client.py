@@ -36,6 +36,12 @@ if TYPE_CHECKING:
     from ..signals import AbortSignal
     from ..tracing import Tracer
 
+_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+"""The request `_meta` key that asks for the request's log messages, from this level up."""
+
+ProgressHandler = Callable[[float, float | None, str | None], None]
+"""Takes one progress notification: progress, total, message."""
+
 __all__ = ["Aborted", "McpClient", "VersionRefused", "abortable"]
 
 T = TypeVar("T")
@@ -134,6 +140,9 @@ class McpClient:
         self._reconnecting: asyncio.Future[Channel] | None = None
         """The handshake of a reconnect in flight; `aclose()` cancels it."""
         self._background: set[asyncio.Task[None]] = set()
+        self._listening: dict[str, tuple[ProgressHandler, Tracer | None]] = {}
+        """The calls in flight that asked for progress, by progressToken (their logs go to
+        the latest one's tracer)."""
         self._closed = False
         self.era: Literal["modern", "legacy"] | None = None
         self.stage = "server/discover"
@@ -308,9 +317,39 @@ class McpClient:
 
     # -- what the server asks of us ----------------------------------------------------------
 
+    def _notified(self, message: JsonObject) -> None:
+        """A notification from the server: progress goes to the call that asked for it (by
+        its token), a log message becomes an `mcp` trace record of the latest such call."""
+        method = message.get("method")
+        params = message.get("params")
+        if not isinstance(params, dict):
+            return
+        if method == "notifications/progress":
+            listener = self._listening.get(str(params.get("progressToken")))
+            progress = params.get("progress")
+            if listener is None or not isinstance(progress, int | float):
+                return
+            total = params.get("total")
+            note = params.get("message")
+            listener[0](
+                float(progress),
+                float(total) if isinstance(total, int | float) else None,
+                note if isinstance(note, str) else None,
+            )
+        elif method == "notifications/message" and self._listening:
+            tracer = next(reversed(self._listening.values()))[1]
+            if tracer is not None:
+                data = {"server": self._label, "level": params.get("level")}
+                data.update(logger=params.get("logger"), data=params.get("data"))
+                tracer.record("mcp", "log", data, buffer=True)
+
     async def _serve(self, message: JsonObject) -> JsonObject:
         """Answer a request the server sent on a stream (the handshake era): ping, an
-        elicitation, and a JSON-RPC "method not found" for anything else."""
+        elicitation, and a JSON-RPC "method not found" for anything else. A notification
+        (no id) is read and answers nothing (an empty dict)."""
+        if "id" not in message:
+            self._notified(message)
+            return {}
         method = message.get("method")
         if method == "ping":
             return {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
@@ -462,9 +501,36 @@ class McpClient:
         signal: AbortSignal | None = None,
         tracer: Tracer | None = None,
         headers: Mapping[str, str] | None = None,
+        progress: ProgressHandler | None = None,
     ) -> JsonObject:
         """A request for a turn. Reconnects once, quietly, when the server lost the session;
-        every failure is an `McpCallError` naming `what` failed."""
+        every failure is an `McpCallError` naming `what` failed. With `progress`, the request
+        asks for progress notifications (a `progressToken`) and each goes to `progress`."""
+        if progress is None:
+            return await self._call(method, params, what, signal, tracer, headers)
+        token = f"tether-{next(self._ids)}"
+        given = params.get("_meta")
+        meta = {**(given if isinstance(given, dict) else {}), "progressToken": token}
+        if tracer is not None:
+            # 2026-07-28 sends a request's log messages only when asked (SEP-2577); they
+            # become trace records, so they are asked for only when something records them.
+            meta[_LOG_LEVEL] = "info"
+        params = {**params, "_meta": meta}
+        self._listening[token] = (progress, tracer)
+        try:
+            return await self._call(method, params, what, signal, tracer, headers)
+        finally:
+            del self._listening[token]
+
+    async def _call(
+        self,
+        method: str,
+        params: JsonObject,
+        what: str,
+        signal: AbortSignal | None,
+        tracer: Tracer | None,
+        headers: Mapping[str, str] | None,
+    ) -> JsonObject:
         for attempt in range(2):
             channel = await self._ready(what, signal, tracer)
             try:

@@ -28,6 +28,7 @@ from ._protocol import (
     JsonObject,
     ServerRequestHandler,
     SessionLost,
+    is_notification,
     is_response_to,
     is_server_request,
     parse_message,
@@ -251,13 +252,15 @@ class HttpChannel:
                 for item in message if isinstance(message, list) else [message]:
                     if request_id is not None and is_response_to(item, request_id):
                         return item, last_id
-                    if is_server_request(item):
+                    if is_server_request(item) or is_notification(item):
                         self._spawn(self._answer(item))
         return None, last_id
 
     async def _answer(self, message: JsonObject) -> None:
         """Answer a request the server sent us (an elicitation may wait on a person)."""
         reply = await self._on_request(message)
+        if not reply:
+            return  # a notification: nothing to answer
         with contextlib.suppress(ChannelError, McpAuthError, TimeoutError):
             async with asyncio.timeout(_CLOSE_TIMEOUT):
                 await self.notify(reply)

@@ -176,6 +176,10 @@ def is_server_request(message: Any) -> bool:
     return isinstance(message, dict) and "method" in message and "id" in message
 
 
+def is_notification(message: Any) -> bool:
+    return isinstance(message, dict) and "method" in message and "id" not in message
+
+
 def content_text(items: Any) -> str:
     """Flatten tool-result content (or resource contents) to the text the model reads.
 

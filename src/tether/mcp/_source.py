@@ -308,6 +308,7 @@ class McpSource:
                     signal=ctx.signal,
                     tracer=ctx.tracer,
                     headers=extra,
+                    progress=ctx.progress,
                 )
             except McpCallError as exc:
                 return ToolResult(str(exc), is_error=True)

@@ -17,6 +17,7 @@ from ._protocol import (
     JsonObject,
     ServerRequestHandler,
     SessionLost,
+    is_notification,
     is_server_request,
     parse_message,
 )
@@ -145,7 +146,7 @@ class StdioChannel:
             future = self._pending.pop(item.get("id"), None)
             if future is not None and not future.done():
                 future.set_result(item)
-        elif is_server_request(item):
+        elif is_server_request(item) or is_notification(item):
             task = asyncio.ensure_future(self._answer(item))
             self._answering.add(task)
             task.add_done_callback(self._answering.discard)
@@ -221,7 +222,7 @@ class StdioChannel:
     async def _answer(self, message: JsonObject) -> None:
         """Answer a request the server sent us (an elicitation may wait on a person)."""
         reply = await self._on_request(message)
-        if not self.lost:
+        if reply and not self.lost:  # a notification answers nothing
             with contextlib.suppress(ChannelError):
                 await self._write(reply)
 
