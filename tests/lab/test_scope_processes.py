@@ -1,7 +1,7 @@
 """Turns on one memory scope from several processes, on one SQLite file and on one PostgreSQL
 database: they run one after another (each turn is generated from a transcript holding every
 turn before it, and the scope holds one pinned prompt), and a process killed in the middle of a
-turn leaves its run "interrupted" and frees the scope once its lease expired."""
+turn frees the scope at once (its process on this host is gone)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -77,30 +76,28 @@ def test_processes_taking_turns_on_one_scope_run_them_one_after_another(
     assert answers == [f"saw {2 * k + 1}" for k in range(turns)]
 
 
-def test_a_process_killed_mid_turn_leaves_its_run_interrupted_and_the_scope_free(
-    url: str, tmp_path: Path
-) -> None:
-    ttl = "1"
+def test_a_process_killed_mid_turn_frees_the_scope_at_once(url: str, tmp_path: Path) -> None:
+    ttl = "60"  # far longer than the test: the scope is not freed by its lease expiring
     holder = _start(url, 1, "hang", LEASE_TTL=ttl)
     killed_run = _line(holder).removeprefix("RUN ")
     assert _line(holder) == "IN-MODEL"
     holder.send_signal(signal.SIGKILL)
     holder.communicate()
-    killed_at = time.monotonic()
 
-    # Another process's turn waits for the dead holder's lease, then takes the scope.
+    # Another process's turn finds the scope held by a process of this host that is gone (its
+    # lease names the pid and the start time): it takes the scope at once.
     go = tmp_path / "go"
     go.touch()
     waiter = _start(url, 1, "turns", GO=str(go), LEASE_TTL=ttl)
-    _, err = waiter.communicate(timeout=120)
+    _, err = waiter.communicate(timeout=45)
     assert waiter.returncode == 0, err
-    assert time.monotonic() - killed_at >= float(ttl) - 0.1
 
     async def check() -> None:
         lab = Runtime(store=url, version=False)
         try:
             dead = await lab.run_store.get_run(killed_run)
-            assert dead is not None and dead.status == "interrupted" and dead.ended_at is None
+            # Its run's own lease has not run out yet: it still reads running until it does.
+            assert dead is not None and dead.status == "running" and dead.ended_at is None
             stored = await lab.message_store.load("s")
             # The killed turn stored nothing; the next one is the scope's first.
             assert [r["role"] for r in stored] == ["system", "user", "assistant"]

@@ -82,7 +82,7 @@ def main(spec: str, side_effects: str, mode: str, run_id: str | None) -> int:
             if run_id is None:
                 handle = workflow.run({"topic": "crash-test", "seed": 7}, store=store)
             else:
-                handle = workflow.run(store=store, workflow_run_id=run_id, lease_wait=wait)
+                handle = workflow.run(store=store, workflow_run_id=run_id, wait=wait)
             print("RUN-ID", handle.workflow_run_id, flush=True)
             try:
                 output = await handle

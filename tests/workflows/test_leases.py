@@ -35,8 +35,10 @@ async def test_a_second_resume_of_a_running_run_is_refused_naming_the_holder() -
     record = await store.get_run(first.workflow_run_id)
     assert record is not None and record.lease_owner is not None
     with pytest.raises(WorkflowRunBusyError) as busy:
-        await workflow.run(workflow_run_id=first.workflow_run_id)
+        await workflow.run(workflow_run_id=first.workflow_run_id, wait=False)
     assert busy.value.holder == record.lease_owner
+    with pytest.raises(WorkflowRunBusyError):  # a bounded wait that ends first
+        await workflow.run(workflow_run_id=first.workflow_run_id, wait=0.1)
     release.set()
     assert await first == 2
     assert ran == ["slow"]
@@ -57,7 +59,8 @@ async def test_a_resume_that_waits_for_the_lease_gets_the_stored_output() -> Non
     workflow = create_workflow("wf", body, store=store, lease_ttl=0.6)
     first = workflow.run(4)
     await asyncio.sleep(0.05)
-    second = workflow.run(workflow_run_id=first.workflow_run_id, lease_wait=5)
+    # By default a resume of a run another holder runs waits for it: an attach.
+    second = workflow.run(workflow_run_id=first.workflow_run_id)
     assert list(await asyncio.gather(first.result, second.result)) == [40, 40]
     assert calls == [4]
 

@@ -144,15 +144,23 @@ def run_workflow(
         typer.Option("--json", help="Print the run id, status and output as one JSON object."),
     ] = False,
     wait: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--wait",
             metavar="SECONDS",
             min=0,
-            help="When another live process runs the run --run-id names, wait up to SECONDS "
-            "for it (it ends, or its lease expires because it died) instead of exiting at once.",
+            help="When another live process runs the run --run-id names, wait at most SECONDS "
+            "for it (by default as long as it runs: its output is printed once it completed).",
         ),
-    ] = 0.0,
+    ] = None,
+    no_wait: Annotated[
+        bool,
+        typer.Option(
+            "--no-wait",
+            help="When another live process runs the run --run-id names, exit at once "
+            "naming it instead of waiting for it.",
+        ),
+    ] = False,
 ) -> None:
     """Start a run of workflow ID, or resume one with --run-id.
 
@@ -185,7 +193,10 @@ def run_workflow(
         value = input_text
     else:
         value = parse_input(input_text)
-    run_async(_run(registry.runtime, workflow, options, value, run_id, as_json=as_json, wait=wait))
+    waiting: bool | float = False if no_wait else (True if wait is None else wait)
+    run_async(
+        _run(registry.runtime, workflow, options, value, run_id, as_json=as_json, wait=waiting)
+    )
 
 
 async def _resumable(
@@ -258,10 +269,8 @@ def _failed(
             f"run {rid} of workflow {workflow.id!r} is being run by another process: "
             f"{failure.holder or 'unknown'}; nothing was run here",
             kind=type(failure).__name__,
-            hint=f"Wait for it to finish (`tether runs show {rid}`), or add --wait SECONDS "
-            "to wait for it here. If that process died, its lease expires within the "
-            f"runtime's lease_ttl and the run shows as interrupted; then resume it with "
-            f"{resume}.",
+            hint=f"Wait for it to finish (`tether runs show {rid}`), or run {resume} without "
+            "--no-wait (or with a longer --wait) to wait for it here and print its output.",
         )
     if isinstance(failure, WorkflowInputError):
         return RunFailedError(
@@ -286,7 +295,7 @@ async def _run(
     run_id: str | None,
     *,
     as_json: bool,
-    wait: float = 0.0,
+    wait: bool | float = True,
 ) -> None:
     async with runtime:
         await reach_stores(runtime, options)
@@ -302,9 +311,9 @@ async def _run(
                 _progress(event)
 
         if value is _UNSET:
-            handle = workflow.run(workflow_run_id=run_id, on_event=on_event, lease_wait=wait)
+            handle = workflow.run(workflow_run_id=run_id, on_event=on_event, wait=wait)
         else:
-            handle = workflow.run(value, workflow_run_id=run_id, on_event=on_event, lease_wait=wait)
+            handle = workflow.run(value, workflow_run_id=run_id, on_event=on_event, wait=wait)
         started = "resuming run" if record is not None else "run"
         emit_err(f"{started} {handle.workflow_run_id} of workflow {clean(workflow.id)}")
         task = handle.result

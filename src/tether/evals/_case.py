@@ -330,7 +330,7 @@ async def _run_workflow(
     with run_tags(tags):
         # A case cut off mid-run (its process killed) is resumed from its journal once the dead
         # process's lease on the run expired: wait for that rather than fail the case.
-        handle = workflow.run(case.input, workflow_run_id=run_id, lease_wait=workflow.lease_ttl + 1)
+        handle = workflow.run(case.input, workflow_run_id=run_id, wait=workflow.lease_ttl + 1)
     try:
         output = await handle.result
     except Exception as exc:

@@ -21,13 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 import time
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from typing import TypeGuard
 
+from .._owners import holder_gone, owner_name
 from ..errors import LeaseLostError, ScopeBusyError
 from ..stores.message_store import MessageStore, ScopeLeases
 from ..stores.run_store import RunStore
@@ -48,9 +47,9 @@ _HELD: ContextVar[frozenset[tuple[int, str]]] = ContextVar(
 
 
 def scope_owner(run_id: str) -> str:
-    """The owner name of an episode's scope lease: `host:pid:run_id` (unique per episode, and
-    saying where the holder runs)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{run_id}"
+    """The owner name of an episode's scope lease: `host:pid.start:run_id` (unique per
+    episode, saying where the holder runs; see `tether._owners`)."""
+    return owner_name(run_id)
 
 
 class Heartbeat:
@@ -235,6 +234,12 @@ class ScopeLocks:
                 # back rather than leave the scope held until the lease expires.
                 await _release(store, scope, owner)
                 raise
+            if holder is not None and holder_gone(holder):
+                # Its process on this host is gone and will never renew the lease: take the
+                # scope now rather than when the lease expires.
+                holder = await store.acquire_scope(
+                    scope, owner, ttl=self.heartbeat.ttl, replace=holder
+                )
             if holder is None:
                 self.heartbeat.hold_scope(store, scope, owner)
                 return

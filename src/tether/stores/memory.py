@@ -151,12 +151,14 @@ class InMemoryMessageStore:
         with self._lock:
             self._scopes.pop(scope, None)
 
-    async def acquire_scope(self, scope: str, owner: str, *, ttl: float) -> str | None:
+    async def acquire_scope(
+        self, scope: str, owner: str, *, ttl: float, replace: str | None = None
+    ) -> str | None:
         check_scope(scope)
         now = time.time()
         with self._lock:
             held = self._leases.get(scope)
-            if held is not None and held[0] != owner and held[1] >= now:
+            if held is not None and held[0] not in (owner, replace) and held[1] >= now:
                 return held[0]
             self._leases[scope] = (owner, now + ttl)
             return None

@@ -136,9 +136,12 @@ class ScopeLeases(Protocol):
     in-process lock only.
     """
 
-    async def acquire_scope(self, scope: str, owner: str, *, ttl: float) -> str | None:
+    async def acquire_scope(
+        self, scope: str, owner: str, *, ttl: float, replace: str | None = None
+    ) -> str | None:
         """Take the lease on `scope` for `owner`, for `ttl` seconds, unless another owner
-        holds a lease that has not expired. None when `owner` holds it now; else the holder."""
+        holds a lease that has not expired (a holder named `replace`, which the caller knows is
+        gone, does not count). None when `owner` holds it now; else the holder."""
         ...
 
     async def renew_scope(self, scope: str, owner: str, *, ttl: float) -> bool:

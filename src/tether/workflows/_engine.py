@@ -37,8 +37,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
-import os
-import socket
+import math
 import time
 import traceback
 import uuid
@@ -49,6 +48,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from .._json import check_json_safe, dumps
+from .._owners import holder_gone, owner_name
 from ..errors import (
     LeaseLostError,
     NotJSONSafeError,
@@ -80,9 +80,10 @@ LEASE_TTL = 30.0
 
 
 def lease_owner() -> str:
-    """A new owner name for a lease: `host:pid:token`, unique per execution, and saying where
-    the holder runs for the messages that name it."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """A new owner name for a lease: `host:pid.start:token`, unique per execution, saying where
+    the holder runs (for the messages that name it, and so that a holder on this host whose
+    process is gone is taken over at once: `tether._owners`)."""
+    return owner_name(uuid.uuid4().hex[:8])
 
 
 In = TypeVar("In")
@@ -388,7 +389,7 @@ class Workflow(Generic[In, Out]):
         store: WorkflowStore | None = None,
         on_event: WorkflowEventHandler | None = None,
         signal: AbortSignal | None = None,
-        lease_wait: float = 0.0,
+        wait: bool | float = True,
     ) -> WorkflowHandle[Out]:
         """Start (or resume) a run in a new task and return its handle at once.
 
@@ -403,9 +404,12 @@ class Workflow(Generic[In, Out]):
             on_event: A recorder for this run, in addition to the workflow's and the enclosing
                 run's.
             signal: Aborting it cancels the run.
-            lease_wait: When another live process holds the run (it is running it now), wait
-                up to this many seconds for its lease (it ends, or it expires because that
-                process died) before failing with `WorkflowRunBusyError`. 0: fail at once.
+            wait: When another live process holds the run (it is running it now): True
+                waits for it — an attach: the run's output once that process completed it, or
+                the run resumed here once it failed, was cancelled or its holder died — a
+                number of seconds waits at most that long, and False (or 0) fails at once with
+                `WorkflowRunBusyError`. A holder on this host whose process is gone is taken
+                over at once, without waiting for its lease to expire.
 
         Raises:
             NotJSONSafeError: `input` is not JSON-safe (raised here, before anything starts).
@@ -455,7 +459,7 @@ class Workflow(Generic[In, Out]):
                 parent_step=parent_step,
                 store=chosen,
                 recorders=_Recorders(handlers),
-                lease_wait=lease_wait,
+                wait=wait,
             )
         )
         if parent is not None:
@@ -479,15 +483,17 @@ class Workflow(Generic[In, Out]):
         parent_step: str | None,
         store: WorkflowStore,
         lease: RunLease,
-        lease_wait: float,
+        wait: bool | float,
     ) -> WorkflowRunRecord:
         """The run to execute, created or taken over (a completed run is returned as is).
 
         Raises:
-            WorkflowRunBusyError: another owner holds a live lease on the run, and it did not
-                end within `lease_wait` seconds.
+            WorkflowRunBusyError: another live owner holds the run, and it did not end within
+                `wait`.
         """
-        deadline = time.monotonic() + max(lease_wait, 0.0)
+        bound = None if wait is True else max(float(wait), 0.0)
+        deadline = None if bound is None else time.monotonic() + bound
+        delay = 0.02
         while True:
             record, created = await self._load(
                 run_id,
@@ -503,11 +509,21 @@ class Workflow(Generic[In, Out]):
             try:
                 return await store.start_attempt(run_id, lease=lease)
             except WorkflowRunBusyError as busy:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise
-                # The holder renews its lease every sixth of its length: look again as often.
-                await asyncio.sleep(min(left, self.lease_ttl / 6, _poll(busy)))
+                seen = busy
+            if holder_gone(seen.holder):
+                # Its process on this host is gone and will never renew the lease: take the
+                # run over now rather than when the lease expires.
+                try:
+                    return await store.start_attempt(run_id, lease=lease, replace=seen.holder)
+                except WorkflowRunBusyError as busy:
+                    seen = busy  # another resumer was quicker
+            left = math.inf if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise seen
+            # Looked at again soon, then less often (at most as often as the holder renews);
+            # the run ends or its lease expires in between.
+            await asyncio.sleep(min(left, delay, _poll(seen)))
+            delay = min(delay * 2, self.lease_ttl / 6)
 
     async def _load(
         self,
@@ -561,7 +577,7 @@ class Workflow(Generic[In, Out]):
         parent_step: str | None,
         store: WorkflowStore,
         recorders: _Recorders,
-        lease_wait: float = 0.0,
+        wait: bool | float = True,
     ) -> Out:
         # A nested run is held by its root's lease; a root run takes a lease of its own.
         lease = parent.lease if parent is not None else RunLease(lease_owner(), self.lease_ttl)
@@ -574,7 +590,7 @@ class Workflow(Generic[In, Out]):
                 parent_step=parent_step,
                 store=store,
                 lease=lease,
-                lease_wait=lease_wait,
+                wait=wait,
             )
         )
         try:

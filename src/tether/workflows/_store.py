@@ -143,14 +143,15 @@ class WorkflowStore(Protocol):
         ...
 
     async def start_attempt(
-        self, run_id: str, *, lease: RunLease | None = None
+        self, run_id: str, *, lease: RunLease | None = None, replace: str | None = None
     ) -> WorkflowRunRecord:
         """Mark an existing run "running" again and count one more attempt (a resume).
 
         With `lease`, this is a takeover, done as one conditional write: it succeeds only when
         the run is not running, or nobody holds it, or `lease.owner` already does, or the
-        holder's lease expired; then the runs nested in it that are still marked running pass
-        to the same owner (one tree, one holder).
+        holder's lease expired, or the holder is `replace` (a holder the caller knows is gone:
+        its process on this host died); then the runs nested in it that are still marked
+        running pass to the same owner (one tree, one holder).
 
         Raises:
             WorkflowRunBusyError: another owner holds a live lease on the run (nothing written).
@@ -417,12 +418,13 @@ class InMemoryWorkflowStore:
         return None if run is None else run.read()
 
     async def start_attempt(
-        self, run_id: str, *, lease: RunLease | None = None
+        self, run_id: str, *, lease: RunLease | None = None, replace: str | None = None
     ) -> WorkflowRunRecord:
         run = self._get(run_id)
         now = time.time()
         if lease is not None:
-            if not run.free_for(lease.owner, now):
+            gone = replace is not None and run.lease_owner == replace
+            if not gone and not run.free_for(lease.owner, now):
                 raise busy_error(run_id, run.lease_owner, run.lease_expires_at)
             for other in self._runs.values():
                 nested = other is not run and other.root_run_id == run.root_run_id

@@ -14,7 +14,7 @@ _ACQUIRE_SCOPE = f"""
 INSERT INTO tether_scope_leases AS l (scope, owner, expires_at)
 VALUES (%(scope)s, %(owner)s, {NOW} + %(ttl)s::float8)
 ON CONFLICT (scope) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-WHERE l.owner = EXCLUDED.owner OR l.expires_at < {NOW}
+WHERE l.owner = EXCLUDED.owner OR l.owner = %(replace)s::text OR l.expires_at < {NOW}
 RETURNING owner
 """
 
@@ -23,12 +23,13 @@ class PostgresScopeLeases(PostgresBacked):
     """The `ScopeLeases` half of `PostgresMessageStore`: one row per held scope, judged by the
     server's clock."""
 
-    async def acquire_scope(self, scope: str, owner: str, *, ttl: float) -> str | None:
+    async def acquire_scope(
+        self, scope: str, owner: str, *, ttl: float, replace: str | None = None
+    ) -> str | None:
         check_scope(scope)
+        params = {"scope": scope, "owner": owner, "ttl": ttl, "replace": replace}
         async with self._session() as conn:
-            taken = await fetch_one(
-                conn, _ACQUIRE_SCOPE, {"scope": scope, "owner": owner, "ttl": ttl}
-            )
+            taken = await fetch_one(conn, _ACQUIRE_SCOPE, params)
             if taken is not None:
                 return None
             row = await fetch_one(

@@ -35,7 +35,8 @@ WITH taken AS (
         updated_at = %(now)s, lease_owner = %(owner)s,
         lease_expires_at = {NOW} + %(ttl)s::float8
     WHERE run_id = %(run_id)s AND (%(owner)s::text IS NULL OR status <> 'running'
-        OR lease_owner IS NULL OR lease_owner = %(owner)s OR lease_expires_at < {NOW})
+        OR lease_owner IS NULL OR lease_owner = %(owner)s OR lease_owner = %(replace)s::text
+        OR lease_expires_at < {NOW})
     RETURNING {_WORKFLOW_RUN_SELECT}
 ), tree AS (
     UPDATE tether_workflow_runs AS c SET lease_owner = %(owner)s,
@@ -131,9 +132,10 @@ class PostgresWorkflowStore(PostgresBacked):
         return busy_error(run_id, held[0], held[1])
 
     async def start_attempt(
-        self, run_id: str, *, lease: RunLease | None = None
+        self, run_id: str, *, lease: RunLease | None = None, replace: str | None = None
     ) -> WorkflowRunRecord:
         params = {
+            "replace": replace,
             "run_id": run_id,
             "now": time.time(),
             "owner": None if lease is None else lease.owner,

@@ -23,7 +23,9 @@ class SqliteScopeLeases(SqliteBacked):
     """The `ScopeLeases` half of `SqliteMessageStore`: one row per held scope, judged by the
     machine's clock."""
 
-    async def acquire_scope(self, scope: str, owner: str, *, ttl: float) -> str | None:
+    async def acquire_scope(
+        self, scope: str, owner: str, *, ttl: float, replace: str | None = None
+    ) -> str | None:
         check_scope(scope)
 
         def op(conn: sqlite3.Connection) -> str | None:
@@ -32,10 +34,10 @@ class SqliteScopeLeases(SqliteBacked):
                     "INSERT INTO tether_scope_leases (scope, owner, expires_at)"
                     f" VALUES (?, ?, {NOW} + ?) ON CONFLICT (scope) DO UPDATE"
                     " SET owner = excluded.owner, expires_at = excluded.expires_at"
-                    " WHERE tether_scope_leases.owner = excluded.owner"
+                    " WHERE tether_scope_leases.owner IN (excluded.owner, ?)"
                     f" OR tether_scope_leases.expires_at < {NOW}"
                     " RETURNING owner",
-                    (scope, owner, ttl),
+                    (scope, owner, ttl, replace),
                 ).fetchone()
                 if taken is not None:
                     return None

@@ -104,7 +104,7 @@ class SqliteWorkflowStore(SqliteBacked):
         return None if row is None else run_from_row(row)
 
     async def start_attempt(
-        self, run_id: str, *, lease: RunLease | None = None
+        self, run_id: str, *, lease: RunLease | None = None, replace: str | None = None
     ) -> WorkflowRunRecord:
         owner = None if lease is None else lease.owner
         ttl = None if lease is None else lease.ttl
@@ -116,9 +116,9 @@ class SqliteWorkflowStore(SqliteBacked):
                     "UPDATE tether_workflow_runs SET status = 'running', attempts = attempts + 1,"
                     f" updated_at = ?, lease_owner = ?, lease_expires_at = {NOW} + ?"
                     " WHERE run_id = ? AND (? IS NULL OR status <> 'running'"
-                    f" OR lease_owner IS NULL OR lease_owner = ? OR lease_expires_at < {NOW})"
+                    f" OR lease_owner IS NULL OR lease_owner IN (?, ?) OR lease_expires_at < {NOW})"
                     " RETURNING root_run_id",
-                    (time.time(), owner, ttl, run_id, owner, owner),
+                    (time.time(), owner, ttl, run_id, owner, owner, replace),
                 ).fetchone()
                 if taken is None:
                     held = conn.execute(
