@@ -4,7 +4,13 @@ messages appended, front-end tools answered in the client's next run."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
+import shutil
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -105,7 +111,12 @@ def test_a_thread_is_a_scope_and_only_new_messages_are_appended(client: httpx.Cl
     assert text_of(first) == "Hello from turn 1."
     (snapshot,) = of(first, EventType.MESSAGES_SNAPSHOT)
     held = wire(snapshot.messages)
-    assert [(m["role"], m["id"]) for m in held] == [("user", "tether-1"), ("assistant", "tether-2")]
+    # The client's own id, and the id the answer streamed under.
+    [streamed] = of(first, EventType.TEXT_MESSAGE_START)
+    assert [(m["role"], m["id"]) for m in held] == [
+        ("user", "u1"),
+        ("assistant", streamed.message_id),
+    ]
     assert of(first, EventType.STATE_SNAPSHOT)[0].snapshot == {}
     second = run(client, "thread-1", [*held, {"id": "u2", "role": "user", "content": "again"}])
     assert text_of(second) == "Hello from turn 2."
@@ -210,3 +221,58 @@ def test_reasoning_streams_as_its_own_message_before_the_text(client: httpx.Clie
     reasoning = "".join(e.delta for e in of(events, EventType.REASONING_MESSAGE_CONTENT))
     assert reasoning == "Pondering it."
     assert text_of(events) == "Thought through."
+
+
+# -- a real @ag-ui/client ----------------------------------------------------------------------
+
+AGUI_MODULES = os.environ.get("TETHER_TEST_AGUI_MODULES", "")
+"""A node_modules directory holding @ag-ui/client (`npm install @ag-ui/client`)."""
+needs_agui_client = pytest.mark.skipif(
+    not (shutil.which("node") and AGUI_MODULES and Path(AGUI_MODULES, "@ag-ui/client").is_dir()),
+    reason="needs node and TETHER_TEST_AGUI_MODULES=<a node_modules with @ag-ui/client> "
+    "(npm install @ag-ui/client)",
+)
+
+
+@needs_agui_client
+def test_the_ag_ui_client_keeps_its_ids_and_the_streamed_ones_in_order(server: Server) -> None:
+    done = subprocess.run(
+        [
+            "node",
+            str(Path(__file__).with_name("agui_client.mjs")),
+            server.base + "/api/agents/chat/ag-ui",
+            "thread-client",
+            "hi",
+            "tool x",
+            "again",
+        ],
+        env={
+            **os.environ,
+            "AGUI_MODULES": AGUI_MODULES,
+            "AGUI_HEADERS": json.dumps(server.headers),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    runs = [json.loads(line) for line in done.stdout.splitlines()]
+    last = runs[-1]["messages"]
+    assert [(m["role"], m["content"]) for m in last] == [
+        ("user", "hi"),
+        ("assistant", "Hello from turn 1."),
+        ("user", "tool x"),
+        ("assistant", "Looking it up. "),
+        ("tool", "found tool x"),
+        ("assistant", "The tool answered."),
+        ("user", "again"),
+        ("assistant", "Hello from turn 3."),
+    ]
+    users = [m["id"] for m in last if m["role"] == "user"]
+    assert users == ["client-user-1", "client-user-2", "client-user-3"]
+    streamed = [i for run in runs for i in run["streamed"]]
+    assert [m["id"] for m in last if m["role"] != "user"] == streamed
+    assert len({m["id"] for m in last}) == len(last)
+    # Each run's state is the previous one's plus what it added, in order.
+    for before, after in itertools.pairwise(runs):
+        assert after["messages"][: len(before["messages"])] == before["messages"]

@@ -120,7 +120,9 @@ class AgUiApi:
         state: dict[str, Any] = dict(run_input.state) if isinstance(run_input.state, dict) else {}
         if not new:
             # Nothing the scope does not hold: nothing to answer.
-            yield _sse(MessagesSnapshotEvent(messages=snapshot_messages(stored)))
+            held = snapshot_messages(stored)
+            snapshot = relabel(held, held, run_input.messages, [], [], [])
+            yield _sse(MessagesSnapshotEvent(messages=snapshot))
             yield _sse(StateSnapshotEvent(snapshot=state))
             yield _sse(RunFinishedEvent(thread_id=thread, run_id=client_run))
             return
@@ -172,7 +174,14 @@ class AgUiApi:
                 yield _sse(RunErrorEvent(message=str(failure), code=type(failure).__name__))
                 return
         transcript = await self.runs.runtime.message_store.load(thread)
-        snapshot = snapshot_messages(transcript)
+        snapshot = relabel(
+            snapshot_messages(transcript),
+            snapshot_messages(stored),
+            run_input.messages,
+            fresh,
+            out.assistant_ids,
+            out.tool_ids,
+        )
         if out.pending:
             # The turn stopped at the client's tools: the client keeps what was not stored
             # (the call, and the new input when no step completed before it) and sends it back
@@ -212,6 +221,15 @@ class _Translator:
         """The current round's calls (id, name, input), for a pending snapshot."""
         self.round_text = ""
         self.pending: list[str] = []
+        self.assistant_ids: list[str] = []
+        """The ids the run's assistant messages streamed under, in order (the snapshot names
+        the stored messages by them)."""
+        self.tool_ids: list[str] = []
+        """The ids its tool results streamed under, in order."""
+
+    def _used(self) -> None:
+        if not self.assistant_ids or self.assistant_ids[-1] != self.message_id:
+            self.assistant_ids.append(self.message_id)
 
     def _end_text(self) -> list[BaseEvent]:
         out = self._end_reasoning()
@@ -230,6 +248,7 @@ class _Translator:
     def _start_call(self, call_id: str, name: str) -> list[BaseEvent]:
         out = self._end_text()
         if call_id not in self.open_calls:
+            self._used()
             self.open_calls[call_id] = name
             out.append(
                 ToolCallStartEvent(
@@ -262,6 +281,7 @@ class _Translator:
             return []
         out = self._end_reasoning()
         if self.text_id is None:
+            self._used()
             self.text_id = self.message_id
             out.append(TextMessageStartEvent(message_id=self.text_id, role="assistant"))
         self.round_text += delta
@@ -291,9 +311,11 @@ class _Translator:
         if event["id"] in self.pending:
             return []
         output = event["output"]
+        message_id = _new_id()
+        self.tool_ids.append(message_id)
         return [
             ToolCallResultEvent(
-                message_id=_new_id(),
+                message_id=message_id,
                 tool_call_id=event["id"],
                 content=output if isinstance(output, str) else json.dumps(output),
                 role="tool",
@@ -428,6 +450,38 @@ def snapshot_messages(stored: Sequence[StoredRecord]) -> list[Any]:
     return out
 
 
+def relabel(
+    snapshot: list[Any],
+    held: list[Any],
+    given: Sequence[AgUiMessage],
+    fresh: Sequence[Any],
+    assistant_ids: Sequence[str],
+    tool_ids: Sequence[str],
+) -> list[Any]:
+    """`snapshot` (a scope's messages after a run) under the ids the client knows them by:
+    what it held and what it sent keep the client's own ids (matched by content, in order),
+    and what the run made keeps the ids it streamed under, so a client that merges the
+    snapshot by id (as `@ag-ui/client` does) neither duplicates nor reorders a message."""
+    relevant = [m for m in given if m.role in ("user", "assistant", "tool")]
+    out: list[Any] = []
+    for k, message in enumerate(snapshot[: len(held)]):
+        if k < len(relevant) and _key(relevant[k]) == _key(message):
+            message = message.model_copy(update={"id": relevant[k].id})
+        out.append(message)
+    sent = list(fresh)
+    made_assistant, made_tool = iter(assistant_ids), iter(tool_ids)
+    for message in snapshot[len(held) :]:
+        new_id = None
+        if sent and sent[0].role == message.role and _key(sent[0]) == _key(message):
+            new_id = sent.pop(0).id
+        elif message.role == "assistant":
+            new_id = next(made_assistant, None)
+        elif message.role == "tool":
+            new_id = next(made_tool, None)
+        out.append(message if new_id is None else message.model_copy(update={"id": new_id}))
+    return out
+
+
 def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -514,23 +568,24 @@ def new_messages(
 
 
 def _unheld(stored: list[StoredRecord], given: Sequence[AgUiMessage]) -> list[Any]:
-    """The user, assistant and tool messages of `given` the scope does not hold yet: by our
-    ids, or (for a client that did not keep them) by matching the stored transcript's start."""
-    held_ids = set()
-    for message in given:
+    """The user, assistant and tool messages of `given` the scope does not hold yet: the
+    leading ones that match the stored transcript (by id or, under the client's own ids, by
+    content), and any other under one of our `tether-N` ids."""
+    relevant = [m for m in given if m.role in ("user", "assistant", "tool")]
+    known = snapshot_messages(stored) if stored else []
+    k = 0
+    while (
+        k < len(relevant)
+        and k < len(known)
+        and (relevant[k].id == known[k].id or _key(relevant[k]) == _key(known[k]))
+    ):
+        k += 1
+    fresh = []
+    for message in relevant[k:]:
         match = _OUR_ID.match(message.id)
         if match and int(match.group(1)) < len(stored):
-            held_ids.add(message.id)
-    relevant = [m for m in given if m.role in ("user", "assistant", "tool")]
-    fresh = [m for m in relevant if m.id not in held_ids]
-    if not held_ids and stored:
-        # A client that did not keep our ids: its leading messages that match the stored
-        # transcript by content are held.
-        known = snapshot_messages(stored)
-        k = 0
-        while k < len(fresh) and k < len(known) and _key(fresh[k]) == _key(known[k]):
-            k += 1
-        fresh = fresh[k:]
+            continue
+        fresh.append(message)
     return fresh
 
 
