@@ -651,3 +651,60 @@ async def test_input_that_cannot_be_stored_is_refused_before_the_model_is_called
     with pytest.raises(NotJSONSafeError, match=f"^{path}: str with a lone surrogate"):
         agent.run(**kwargs)
     assert client.calls == []
+
+
+async def test_a_turn_cancelled_before_its_first_step_keeps_the_users_message_marked() -> None:
+    from tether.lab._episode import CANCELLED_MARKER
+
+    started = asyncio.Event()
+
+    async def block(args: dict[str, Any]) -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    client = script_client(
+        [
+            {"text": ["Let me ", "look"], "tool_use": [{"name": "block", "input": {}}]},
+            {"text": "the next answer"},
+        ]
+    )
+    lab = Runtime(store="memory", version=False)
+    agent = lab.create_agent(
+        id="a",
+        model=client,
+        system_prompt="Be brief.",
+        tools=[define_tool(name="block", description="Blocks.", execute=block)],
+    )
+    handle = agent.run(memory_scope="s", user="first question")
+    await started.wait()
+    handle.cancel("Ctrl-C", keep_input=True)
+    with pytest.raises(AbortedError):
+        await handle.result
+    stored = await lab.message_store.load("s")
+    roles = [r["role"] for r in stored]
+    assert roles == ["system", "user", "assistant"]  # the pin, then no dangling tool call
+    assert stored[1]["content"][0]["text"] == "first question"
+    kept = stored[2]
+    assert kept.get("cancelled") is True
+    assert kept["content"] == [{"type": "text", "text": f"Let me look\n\n{CANCELLED_MARKER}"}]
+    result = await agent.run(memory_scope="s", user="second").result
+    assert result.text == "the next answer"
+    sent = client.calls[-1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]  # a later turn sees it
+    assert CANCELLED_MARKER in sent[1]["content"][0]["text"]
+    await lab.aclose()
+
+
+async def test_a_plain_cancel_before_the_first_step_stores_nothing() -> None:
+    started = asyncio.Event()
+    client = scripted({"tool_use": [{"name": "slow", "input": {}}]})
+    lab = Runtime(store="memory", version=False)
+    agent = lab.create_agent(id="a", model=client, tools=[blocking_tool(started)])
+    handle = agent.run(memory_scope="s", user="go")
+    await started.wait()
+    handle.cancel()
+    with pytest.raises(AbortedError):
+        await handle.result
+    assert await lab.message_store.load("s") == []
+    await lab.aclose()

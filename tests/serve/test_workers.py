@@ -106,11 +106,23 @@ def test_workers_started_together_share_one_port(
                 messages = stream_all(client, run_id)
                 deltas = [m for m in messages if m.event == "agent_text_delta"]
                 assert len(deltas) == n and messages[-1].data["status"] == "completed"
-        # The supervisor and its two workers.
-        log = server.log.read_text()
+        # Both workers started: wait for the second one's line, which may come after the
+        # first worker already answered every request above.
+        log = _wait_for_log(server.log, "Started server process", 2)
         assert log.count("Started server process") == 2
     finally:
         server.stop()
+
+
+def _wait_for_log(path: Path, line: str, count: int, deadline_s: float = 120) -> str:
+    """The log once it holds `line` `count` times (a worker writes it when it has started);
+    fails after `deadline_s` seconds, a bound on a hang, not a timing the test relies on."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        text = path.read_text(errors="replace")
+        if text.count(line) >= count or time.monotonic() > deadline:
+            return text
+        time.sleep(0.05)
 
 
 def test_turns_on_one_scope_are_serialized_across_workers(workers: Workers) -> None:

@@ -143,8 +143,16 @@ class ChatSession:
             return 0
         return await self.runtime.message_store.length(self.scope)
 
-    async def turn(self, text: str, show: Callable[[str], None], done: Callable[[], None]) -> None:
-        """One episode: `show` gets each text delta; Ctrl-C cancels it (and only it)."""
+    async def turn(
+        self,
+        text: str,
+        show: Callable[[str], None],
+        done: Callable[[], None],
+        pause: Callable[[], None] | None = None,
+    ) -> None:
+        """One episode: `show` gets each text delta; Ctrl-C cancels it (and only it). `pause`
+        is called before a line about a tool call or a guardrail is printed (a redrawn
+        answer ends its drawing there, so what it said stays on the screen once)."""
         from ..lab import AgentRunResult
 
         try:
@@ -159,15 +167,17 @@ class ChatSession:
 
         def interrupt() -> None:
             tools.show_tools = False
-            handle.cancel("cancelled (Ctrl-C)")
+            handle.cancel("cancelled (Ctrl-C)", keep_input=True)
 
         with CtrlC(interrupt) as ctrl_c:
             try:
                 async for event in handle.full_stream:
                     if event["type"] == "text" and event["text"]:
                         show(event["text"])
-                    else:
-                        tools(event)
+                        continue
+                    if pause is not None and event["type"] in ("tool_use", "guardrail"):
+                        pause()
+                    tools(event)
                 outcome = await handle.result
             except asyncio.CancelledError:
                 ctrl_c.cancelled()
@@ -178,7 +188,7 @@ class ChatSession:
         _default_sigint()
         done()
         if ctrl_c.fired:
-            emit_err("(cancelled: what the turn stored stays in the conversation)")
+            emit_err("(cancelled: your message stays in the conversation, marked cancelled)")
         elif isinstance(outcome, AgentRunResult):
             if self.agent.output_schema is not None and outcome.output is not None:
                 show(_as_json(outcome.output))
@@ -253,7 +263,7 @@ def _interactive(runner: asyncio.Runner, session: ChatSession) -> None:
         message = _unescaped(message)
         answer = _MarkdownAnswer(console)
         try:
-            runner.run(session.turn(message, answer.show, answer.done))
+            runner.run(session.turn(message, answer.show, answer.done, answer.done))
         finally:
             answer.done()
     _save_history()

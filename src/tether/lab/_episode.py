@@ -59,7 +59,7 @@ from ..turn import NO_TOOLS, TurnOptions
 from ..workflows import Workflow
 from ._callers import Caller, running_episode
 from ._definition import SystemPrompt
-from ._handles import AgentRunResult, _EventBuffer
+from ._handles import KEEP_INPUT, AgentRunResult, _EventBuffer
 from ._host import AgentHost
 from ._leases import ScopeHold
 from ._output import JSON_REQUEST, NoMatch, OutputSpec, jsonable
@@ -75,6 +75,9 @@ __all__ = [
     "split_pin",
     "traceback_text",
 ]
+
+CANCELLED_MARKER = "[cancelled by the user before the answer was finished]"
+"""The text that closes a cancelled turn's kept answer: what a later turn's model reads."""
 
 logger = logging.getLogger("tether.lab")
 
@@ -227,6 +230,8 @@ class Episode:
         # Filled as the episode runs.
         self.view: list[Message] = []
         self.committed = 0
+        self._partial = ""
+        """The text streamed so far (kept if the turn is cancelled before its first step)."""
         self.pending_pin: SystemRecord | None = None
         self.first_index: int | None = None
         """Where this episode's first write landed: 0 when it is the one that created the scope
@@ -305,7 +310,14 @@ class Episode:
             )
             async with self._on_scope():
                 with recorder.recording(self.agent.harness), running_episode(self.run_id):
-                    result = await self._body(recorder)
+                    try:
+                        result = await self._body(recorder)
+                    except AbortedError:
+                        if KEEP_INPUT.pop(id(self.controller), None) is not None:
+                            await self._keep_cancelled_input()
+                        raise
+                    finally:
+                        KEEP_INPUT.pop(id(self.controller), None)
         except BaseException as exc:
             failure = self._recording_error(exc)
             if failure is not None:
@@ -637,6 +649,7 @@ class Episode:
         assert recorder is not None
         if event["type"] == "text":
             if event["text"]:
+                self._partial += event["text"]
                 recorder.emit("agent_text_delta", {"text": event["text"]})
             return
         if event["type"] == "progress" and event["stage"] == "tool":
@@ -678,6 +691,38 @@ class Episode:
             return await op()
         with AbortScope(signal) as scope:
             return await scope.wait(op())
+
+    async def _keep_cancelled_input(self) -> None:
+        """A turn cancelled before it completed a step still keeps the user's message: it is
+        stored with an assistant record holding what the answer had said so far and marked
+        cancelled (``"cancelled": true``, and the text a later turn's model reads), so the
+        conversation goes on from it. Nothing of an incomplete round (a tool call without its
+        result) is stored: the transcript stays one a provider accepts."""
+        if self.first_index is not None or not self.new_input or not self.view:
+            return  # a step was stored (the input with it), or nothing was loaded yet
+        start = self.committed + len(self.new_input)
+        said = [
+            str(part.get("text", ""))
+            for message in self.view[start:]
+            if message.get("role") == "assistant"
+            for part in message.get("content") or ()
+            if part.get("type") == "text" and part.get("text")
+        ]
+        # Before its first step is stored, the turn is in its first round: its text is in the
+        # view once the round's message was folded, else only in what streamed.
+        text = ("".join(said) or self._partial).strip()
+        marker = CANCELLED_MARKER if not text else f"{text}\n\n{CANCELLED_MARKER}"
+        del self.view[start:]
+        record: dict[str, Any] = {
+            "role": "assistant",
+            "content": [{"type": "text", "text": marker}],
+            "cancelled": True,
+        }
+        self.view.append(cast(Message, record))
+        try:
+            await asyncio.shield(self._commit())
+        except Exception:  # keeping it is a courtesy: the cancel still stands
+            logger.exception("could not keep the cancelled turn's input on %s", self.scope)
 
     async def _commit(self) -> None:
         """Append everything since the last commit as one atomic write."""

@@ -12,7 +12,11 @@ from ..session import Message
 from ..signals import AbortController
 from ..stop import RoundResult
 
-__all__ = ["AgentRunHandle", "AgentRunResult", "AgentStreamHandle"]
+__all__ = ["KEEP_INPUT", "AgentRunHandle", "AgentRunResult", "AgentStreamHandle"]
+
+KEEP_INPUT: dict[int, AbortController] = {}
+"""The controllers (by id) of running episodes cancelled with ``keep_input=True``; the
+episode reads and removes its own entry when it ends."""
 
 T = TypeVar("T")
 
@@ -103,8 +107,19 @@ class AgentRunHandle(Generic[T]):
         """Resolves to the AgentRunResult, or raises what failed the episode."""
         self._controller = controller
 
-    def cancel(self, reason: object = "cancelled") -> None:
-        """Stop the episode. `result` then raises AbortedError."""
+    def cancel(self, reason: object = "cancelled", *, keep_input: bool = False) -> None:
+        """Stop the episode. `result` then raises AbortedError.
+
+        Args:
+            reason: Why (the AbortedError's reason).
+            keep_input: A turn stopped before it completed a step still stores its input,
+                with an assistant record of what the answer said so far, marked cancelled
+                (``"cancelled": true`` and a closing text the next turn's model reads), as a
+                chat does with a message whose answer the user cut off. Without it, a
+                cancelled episode leaves the conversation as its last complete step left it.
+        """
+        if keep_input and not self.result.done():
+            KEEP_INPUT[id(self._controller)] = self._controller
         self._controller.abort(reason)
 
     def __await__(self) -> Generator[Any, None, AgentRunResult[T]]:
