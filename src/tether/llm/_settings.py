@@ -122,6 +122,17 @@ def check_settings(settings: Mapping[str, Any]) -> None:
         )
 
 
+def copy_settings(
+    body: dict[str, Any], settings: Mapping[str, Any], fields: Mapping[str, str]
+) -> None:
+    """Copy the settings a provider takes as they are into `body`, each under the field
+    `fields` names for it (``stop`` as a list); the rest are the adapter's to translate."""
+    for key, field in fields.items():
+        if key in settings:
+            value = settings[key]
+            body[field] = list(value) if key == "stop" else value
+
+
 def unsupported(provider: str, key: str, why: str) -> ModelSettingError:
     """The error for a setting `provider` cannot honour; `why` says what to do instead."""
     return ModelSettingError(

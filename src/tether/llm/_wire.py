@@ -6,10 +6,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["loads", "parse_json_or_raw", "usage_int"]
+from ..events import Usage
 
-# The decoder's scanner is public in CPython but missing from typeshed.
-_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+__all__ = ["loads", "openai_usage", "parse_json_or_raw", "usage_int"]
+
+# The decoder's scanner is an instance attribute CPython sets in `JSONDecoder.__init__`; typeshed
+# does not declare it, so it is read from the instance's namespace.
+_scan_once: Callable[[str, int], tuple[Any, int]] = vars(json.JSONDecoder())["scan_once"]
 
 
 def loads(text: str) -> Any:
@@ -43,3 +46,21 @@ def usage_int(value: Any) -> int | None:
     if isinstance(value, float):
         return int(value)
     return None
+
+
+def openai_usage(raw: Any, input_name: str, output_name: str) -> Usage:
+    """OpenAI's usage object in `Usage` terms; Chat Completions names its counts ``prompt`` and
+    ``completion``, the Responses API ``input`` and ``output`` (`input_name`, `output_name`)."""
+    out: Usage = {}
+    if not raw:
+        return out
+    out["input_tokens"] = usage_int(raw.get(f"{input_name}_tokens")) or 0
+    out["output_tokens"] = usage_int(raw.get(f"{output_name}_tokens")) or 0
+    cached = usage_int((raw.get(f"{input_name}_tokens_details") or {}).get("cached_tokens"))
+    if cached is not None:
+        out["cache_read_tokens"] = cached
+    details = raw.get(f"{output_name}_tokens_details") or {}
+    reasoning = usage_int(details.get("reasoning_tokens"))
+    if reasoning is not None:
+        out["reasoning_tokens"] = reasoning
+    return out

@@ -38,7 +38,7 @@ from ..events import FinishReason, Part, ThinkingPart, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
 from ._finish import identify, normalize_finish
-from ._settings import check_settings, forced_tool, unsupported
+from ._settings import check_settings, copy_settings, forced_tool, unsupported
 from ._wire import loads, parse_json_or_raw, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, SystemBlock
 from .credentials import AnthropicCredentials, Credentials
@@ -54,6 +54,10 @@ _NO_SETTINGS: ModelSettings = {}
 _CHOICE_TYPES = {"auto": "auto", "none": "none", "required": "any"}
 
 _NONE: tuple[StreamChunk, ...] = ()
+
+_FIELDS = {"temperature": "temperature", "top_p": "top_p", "stop": "stop_sequences"}
+"""The settings the Messages API takes as they are, and its name for each (max_tokens is
+always sent, see `_max_tokens`)."""
 
 FINISH_REASONS: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -383,12 +387,7 @@ class AnthropicClient(HTTPAdapter):
             raise unsupported(
                 "anthropic", "seed", "the Messages API has no seed; leave it out for this model"
             )
-        if "temperature" in settings:
-            body["temperature"] = settings["temperature"]
-        if "top_p" in settings:
-            body["top_p"] = settings["top_p"]
-        if "stop" in settings:
-            body["stop_sequences"] = list(settings["stop"])
+        copy_settings(body, settings, _FIELDS)
         budget = (settings.get("reasoning") or {}).get("budget_tokens")
         if budget is not None:
             if budget < MIN_THINKING_BUDGET:

@@ -53,7 +53,7 @@ from ..events import FinishReason, Part, ThinkingPart, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
 from ._finish import identify, normalize_finish
-from ._settings import check_settings, forced_tool, unsupported
+from ._settings import check_settings, copy_settings, forced_tool, unsupported
 from ._wire import loads, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
 from .credentials import Credentials, GeminiCredentials
@@ -347,17 +347,18 @@ def _tool_config(settings: ModelSettings, request: ChatRequest) -> dict[str, Any
     return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [forced]}}
 
 
+_FIELDS = {
+    "temperature": "temperature",
+    "top_p": "topP",
+    "max_tokens": "maxOutputTokens",
+    "stop": "stopSequences",
+    "seed": "seed",
+}
+"""The settings `generationConfig` takes as they are, and its name for each."""
+
+
 def _generation_config(config: dict[str, Any], settings: ModelSettings) -> None:
-    if "temperature" in settings:
-        config["temperature"] = settings["temperature"]
-    if "top_p" in settings:
-        config["topP"] = settings["top_p"]
-    if "max_tokens" in settings:
-        config["maxOutputTokens"] = settings["max_tokens"]
-    if "stop" in settings:
-        config["stopSequences"] = list(settings["stop"])
-    if "seed" in settings:
-        config["seed"] = settings["seed"]
+    copy_settings(config, settings, _FIELDS)
     reasoning = settings.get("reasoning")
     if reasoning is not None:
         if "budget_tokens" in reasoning:

@@ -50,8 +50,8 @@ from ..events import FinishReason, Part, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
 from ._finish import identify, normalize_finish
-from ._settings import check_settings, forced_tool, unsupported
-from ._wire import loads, parse_json_or_raw, usage_int
+from ._settings import check_settings, copy_settings, forced_tool, unsupported
+from ._wire import loads, openai_usage, parse_json_or_raw
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
 from .credentials import Credentials, OpenAICredentials
 
@@ -316,19 +316,7 @@ class OpenAIChatStream:
         return calls[-1]
 
     def usage(self) -> Usage:
-        raw = self._usage
-        out: Usage = {}
-        if not raw:
-            return out
-        out["input_tokens"] = usage_int(raw.get("prompt_tokens")) or 0
-        out["output_tokens"] = usage_int(raw.get("completion_tokens")) or 0
-        cached = usage_int((raw.get("prompt_tokens_details") or {}).get("cached_tokens"))
-        if cached is not None:
-            out["cache_read_tokens"] = cached
-        reasoning = usage_int((raw.get("completion_tokens_details") or {}).get("reasoning_tokens"))
-        if reasoning is not None:
-            out["reasoning_tokens"] = reasoning
-        return out
+        return openai_usage(self._usage, "prompt", "completion")
 
     def finish(self) -> FinishChunk:
         content: list[Part] = []
@@ -375,18 +363,19 @@ def _details_text(details: Any) -> str:
     return "".join(out)
 
 
+_FIELDS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "max_tokens": "max_completion_tokens",
+    "stop": "stop",
+    "seed": "seed",
+}
+"""The settings Chat Completions takes as they are, and its name for each."""
+
+
 def _settings(body: dict[str, Any], settings: ModelSettings, request: ChatRequest) -> None:
     check_settings(settings)
-    if "temperature" in settings:
-        body["temperature"] = settings["temperature"]
-    if "top_p" in settings:
-        body["top_p"] = settings["top_p"]
-    if "max_tokens" in settings:
-        body["max_completion_tokens"] = settings["max_tokens"]
-    if "stop" in settings:
-        body["stop"] = list(settings["stop"])
-    if "seed" in settings:
-        body["seed"] = settings["seed"]
+    copy_settings(body, settings, _FIELDS)
     if "tools" in request:  # without tools there is nothing to choose or parallelize
         choice = settings.get("tool_choice")
         if choice is not None:

@@ -45,8 +45,8 @@ from ..events import FinishReason, Part, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
 from ._finish import identify, normalize_finish
-from ._settings import check_settings, forced_tool, unsupported
-from ._wire import loads, parse_json_or_raw, usage_int
+from ._settings import check_settings, copy_settings, forced_tool, unsupported
+from ._wire import loads, openai_usage, parse_json_or_raw
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
 from .credentials import Credentials, OpenAICredentials
 
@@ -289,19 +289,7 @@ class OpenAIResponsesStream:
         return _NONE
 
     def usage(self) -> Usage:
-        raw = self._usage
-        out: Usage = {}
-        if not raw:
-            return out
-        out["input_tokens"] = usage_int(raw.get("input_tokens")) or 0
-        out["output_tokens"] = usage_int(raw.get("output_tokens")) or 0
-        cached = usage_int((raw.get("input_tokens_details") or {}).get("cached_tokens"))
-        if cached is not None:
-            out["cache_read_tokens"] = cached
-        reasoning = usage_int((raw.get("output_tokens_details") or {}).get("reasoning_tokens"))
-        if reasoning is not None:
-            out["reasoning_tokens"] = reasoning
-        return out
+        return openai_usage(self._usage, "input", "output")
 
     def finish(self) -> FinishChunk:
         content: list[Part] = []
@@ -340,6 +328,10 @@ class OpenAIResponsesStream:
         return identify(finish, self.response_id, self.response_model)
 
 
+_FIELDS = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_output_tokens"}
+"""The settings the Responses API takes as they are, and its name for each."""
+
+
 def _settings(body: dict[str, Any], settings: ModelSettings, request: ChatRequest) -> None:
     check_settings(settings)
     for key in ("stop", "seed"):
@@ -350,12 +342,7 @@ def _settings(body: dict[str, Any], settings: ModelSettings, request: ChatReques
                 f"the Responses API has no {key} parameter; use the 'openai:' provider "
                 "(Chat Completions), which has one",
             )
-    if "temperature" in settings:
-        body["temperature"] = settings["temperature"]
-    if "top_p" in settings:
-        body["top_p"] = settings["top_p"]
-    if "max_tokens" in settings:
-        body["max_output_tokens"] = settings["max_tokens"]
+    copy_settings(body, settings, _FIELDS)
     if "tools" in request:  # without tools there is nothing to choose or parallelize
         choice = settings.get("tool_choice")
         if choice is not None:
