@@ -32,7 +32,7 @@ import inspect
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, NotRequired, TypedDict
 
 import httpx
@@ -728,62 +728,53 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         return {"contents": [content]}
 
 
+@dataclass
 class _SseBody(httpx.AsyncByteStream):
     """One POST's event stream: optional primer / notification / ping, then the answer."""
 
-    def __init__(
-        self,
-        server: TestMcpServer,
-        task: asyncio.Task[dict[str, Any]] | None,
-        answer: dict[str, Any] | None = None,
-        *,
-        stop_after: str | None = None,
-        resumed: bool = False,
-        events: asyncio.Queue[dict[str, Any]] | None = None,
-        cancel_on_close: bool = False,
-    ) -> None:
-        self._server = server
-        self._task = task
-        self._answer = answer
-        self._stop_after = stop_after
-        self._resumed = resumed
-        self._events = events
-        self._cancel_on_close = cancel_on_close
+    server: TestMcpServer
+    task: asyncio.Task[dict[str, Any]] | None
+    answer: dict[str, Any] | None = None
+    _: KW_ONLY
+    stop_after: str | None = None
+    resumed: bool = False
+    events: asyncio.Queue[dict[str, Any]] | None = None
+    cancel_on_close: bool = False
 
     def _event(self, data: str, event_id: str | None = None) -> str:
-        nl = "\r\n" if self._server.crlf else "\n"
+        nl = "\r\n" if self.server.crlf else "\n"
         head = f"id: {event_id}{nl}" if event_id is not None else ""
         return f"{head}event: message{nl}data: {data}{nl}{nl}" if data else f"{head}data:{nl}{nl}"
 
     async def _text(self) -> AsyncIterator[str]:
-        server = self._server
-        if self._stop_after is not None:
+        server = self.server
+        if self.stop_after is not None:
             # An id, a retry hint, and goodbye: the client resumes with GET + Last-Event-ID.
             nl = "\r\n" if server.crlf else "\n"
-            yield f"id: {self._stop_after}{nl}retry: 1{nl}data:{nl}{nl}"
+            yield f"id: {self.stop_after}{nl}retry: 1{nl}data:{nl}{nl}"
             return
-        if server.prime and not self._resumed:
+        if server.prime and not self.resumed:
             yield self._event("", "0")  # the empty-data primer resumable servers send first
-        if server.notify_first and not self._resumed:
+        if server.notify_first and not self.resumed:
             note = {
                 "jsonrpc": "2.0",
                 "method": "notifications/message",
                 "params": {"level": "info", "data": "working on it"},
             }
             yield self._event(json.dumps(note))
-        if server.ping_first and not self._resumed:
+        if server.ping_first and not self.resumed:
             ping = {"jsonrpc": "2.0", "id": f"srv-{uuid.uuid4().hex[:8]}", "method": "ping"}
             yield self._event(json.dumps(ping))
-        if self._answer is not None:
-            answer = self._answer
+        if self.answer is not None:
+            answer = self.answer
         else:
-            assert self._task is not None
-            while self._events is not None and not self._task.done():
+            assert self.task is not None
+            while self.events is not None and not self.task.done():
                 # Requests of ours (an elicitation) go out on this stream while the tool runs.
-                asking = asyncio.ensure_future(self._events.get())
+                asking = asyncio.ensure_future(self.events.get())
                 asked = False
                 try:
-                    await asyncio.wait([asking, self._task], return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait([asking, self.task], return_when=asyncio.FIRST_COMPLETED)
                     asked = asking.done()
                 finally:
                     # A client that abandons the call closes this body mid-wait: the queue
@@ -793,13 +784,13 @@ class _SseBody(httpx.AsyncByteStream):
                 if asked:
                     yield self._event(json.dumps(asking.result()))
             try:
-                answer = await server._await_handler(self._task)
+                answer = await server._await_handler(self.task)
             except httpx.RemoteProtocolError:
                 raise httpx.ReadError("the server went away mid-stream") from None
         yield self._event(json.dumps(answer), "1")
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        size = self._server.chunk_size
+        size = self.server.chunk_size
         async for text in self._text():
             data = text.encode("utf-8")
             if size is None:
@@ -809,8 +800,8 @@ class _SseBody(httpx.AsyncByteStream):
                     yield data[i : i + size]
 
     async def aclose(self) -> None:
-        if self._cancel_on_close and self._task is not None and not self._task.done():
-            self._task.cancel()  # 2026-07-28: closing the response stream cancels the request
+        if self.cancel_on_close and self.task is not None and not self.task.done():
+            self.task.cancel()  # 2026-07-28: closing the response stream cancels the request
 
 
 def _answers(params: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import json
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import httpx
@@ -59,26 +60,16 @@ def _host_allowed(host: str, allow_hosts: tuple[str, ...] | None) -> bool:
     return False
 
 
+@dataclass(slots=True)
 class _Fetch:
-    def __init__(
-        self,
-        allow_hosts: tuple[str, ...] | None,
-        allowed: Networks | None,
-        max_bytes: int,
-        timeout: float,
-        max_redirects: int,
-        headers: Mapping[str, str] | Callable[[RunContext], Mapping[str, str]] | None,
-        resolver: Resolver,
-        verify: ssl.SSLContext | bool,
-    ) -> None:
-        self.allow_hosts = allow_hosts
-        self.allowed = allowed
-        self.max_bytes = max_bytes
-        self.timeout = timeout
-        self.max_redirects = max_redirects
-        self.headers = headers
-        self.resolver = resolver
-        self.verify = verify
+    allow_hosts: tuple[str, ...] | None
+    allowed: Networks | None
+    max_bytes: int
+    timeout: float
+    max_redirects: int
+    headers: Mapping[str, str] | Callable[[RunContext], Mapping[str, str]] | None
+    resolver: Resolver
+    verify: ssl.SSLContext | bool
 
     async def address(self, url: httpx.URL) -> IPAddress:
         """The one address this hop connects to, checked; or _Refused saying why."""

@@ -174,7 +174,7 @@ class _Files:
         budget = [self.max_entries * 20]
         found: list[str] = []
         try:
-            for rel, entry in _paths.walk(fd, prefix, budget):
+            for rel, entry, _ in _paths.walk(fd, prefix, budget):
                 if regex.match(rel[len(prefix) :]):
                     found.append(rel + ("/" if entry.is_dir(follow_symlinks=False) else ""))
                     if len(found) >= self.max_entries:

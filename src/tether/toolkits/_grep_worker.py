@@ -12,11 +12,13 @@ import json
 import os
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from _paths import PathRefused, check_regular, locate, open_dir  # type: ignore[import-not-found]
+if TYPE_CHECKING:  # what the script imports, seen as the package's module
+    from ._paths import PathRefused, check_regular, locate, open_dir, walk
+else:  # run as a script: `_paths` stands beside it on sys.path[0]
+    from _paths import PathRefused, check_regular, locate, open_dir, walk
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 
@@ -60,25 +62,9 @@ class Grep:
                     raise _Limit
 
     def walk(self, dir_fd: int, prefix: str) -> None:
-        try:
-            entries = sorted(os.scandir(dir_fd), key=lambda e: e.name)
-        except OSError:
-            return
-        for entry in entries:
-            rel = prefix + entry.name
-            if entry.is_dir(follow_symlinks=False):
-                try:
-                    sub = os.open(entry.name, _DIR_FLAGS, dir_fd=dir_fd)
-                except OSError:
-                    continue  # swapped for a link, or gone: not followed
-                try:
-                    self.walk(sub, rel + "/")
-                finally:
-                    os.close(sub)
-            elif entry.is_file(follow_symlinks=False) and (
-                self.only is None or self.only.match(rel)
-            ):
-                self.search(dir_fd, entry.name, rel)
+        for rel, entry, parent_fd in walk(dir_fd, prefix, [sys.maxsize]):
+            if entry.is_file(follow_symlinks=False) and (self.only is None or self.only.match(rel)):
+                self.search(parent_fd, entry.name, rel)
 
 
 def main() -> None:

@@ -262,8 +262,11 @@ def check_regular(st: os.stat_result, shown: str) -> None:
         )
 
 
-def walk(dir_fd: int, prefix: str, budget: list[int]) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Every entry under `dir_fd` as (root-relative path, entry), directories first-seen order,
+def walk(
+    dir_fd: int, prefix: str, budget: list[int]
+) -> Iterator[tuple[str, os.DirEntry[str], int]]:
+    """Every entry under `dir_fd` as (root-relative path, entry, the descriptor of the directory
+    it is in: open until the next entry), in sorted order, a directory's entries right after it,
     never descending through a symbolic link; `budget[0]` entries at most (it counts down)."""
     try:
         entries = sorted(os.scandir(dir_fd), key=lambda e: e.name)
@@ -274,7 +277,7 @@ def walk(dir_fd: int, prefix: str, budget: list[int]) -> Iterator[tuple[str, os.
             return
         budget[0] -= 1
         rel = f"{prefix}{entry.name}"
-        yield rel, entry
+        yield rel, entry, dir_fd
         if entry.is_dir(follow_symlinks=False):
             try:
                 sub = os.open(entry.name, _DIR_FLAGS, dir_fd=dir_fd)

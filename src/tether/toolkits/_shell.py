@@ -155,28 +155,17 @@ class _Protocol(asyncio.SubprocessProtocol):
             self.closed.set_result(None)
 
 
+@dataclass(slots=True)
 class _Shell:
-    def __init__(
-        self,
-        root: PathSpec,
-        timeout: float,
-        isolation: Isolation,
-        network: bool,
-        env: Mapping[str, str] | Callable[[RunContext], Mapping[str, str]] | None,
-        limits: ShellLimits | Callable[[RunContext], ShellLimits],
-        max_output: int,
-        hide: Sequence[str],
-        bwrap: str | None,
-    ) -> None:
-        self.root = root
-        self.timeout = timeout
-        self.isolation = isolation
-        self.network = network
-        self.env = env
-        self.limits = limits
-        self.max_output = max_output
-        self.hide = tuple(hide)
-        self.bwrap = bwrap
+    root: PathSpec
+    timeout: float
+    isolation: Isolation
+    network: bool
+    env: Mapping[str, str] | Callable[[RunContext], Mapping[str, str]] | None
+    limits: ShellLimits | Callable[[RunContext], ShellLimits]
+    max_output: int
+    hide: tuple[str, ...]
+    bwrap: str | None
 
     def resolve_root(self, ctx: RunContext) -> str:
         spec: Any = from_run(self.root, ctx)
@@ -415,7 +404,15 @@ def shell_tool(
             raise ConfigError(f"shell_tool: {problem}")
         bwrap = shutil.which("bwrap")
     shell = _Shell(
-        root, timeout, isolation, network, env, limits or ShellLimits(), max_output, hide, bwrap
+        root,
+        timeout,
+        isolation,
+        network,
+        env,
+        limits or ShellLimits(),
+        max_output,
+        tuple(hide),
+        bwrap,
     )
     if isolation == "bubblewrap":
         where = (
