@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,6 +30,13 @@ def decode(*pieces: bytes) -> tuple[list[ServerSentEvent], list[str]]:
 
 def ev(data: str, event: str = "message", id: str | None = None) -> ServerSentEvent:
     return ServerSentEvent(event, data, id)
+
+
+def test_an_event_compares_by_value_and_is_unhashable() -> None:
+    assert ServerSentEvent("message", "a", "1") == ServerSentEvent("message", "a", "1")
+    assert ServerSentEvent("message", "a") != ServerSentEvent("message", "a", "1")
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(ServerSentEvent("message", "a"))
 
 
 def test_fields_and_line_ends() -> None:

@@ -46,7 +46,7 @@ class ServerSentEvent:
             return NotImplemented
         return (self.event, self.data, self.id) == (other.event, other.data, other.id)
 
-    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value: unhashable
+    # Mutable and compared by value, so unhashable: defining __eq__ alone sets __hash__ to None.
 
 
 class SSEDecoder:
@@ -97,13 +97,7 @@ class SSEDecoder:
             # The two lines of nearly every event get a fast path; the rest go through _line.
             if not line:
                 if data:
-                    events.append(
-                        ServerSentEvent(
-                            self._event or "message",
-                            data[0] if len(data) == 1 else "\n".join(data),
-                            self._id,
-                        )
-                    )
+                    events.append(self._dispatch(data))
                     data = self._data = []
                 self._event = None
             elif line.startswith(b"data:"):
@@ -155,17 +149,17 @@ class SSEDecoder:
         self._line(b"", events)
         return events
 
+    def _dispatch(self, data: list[str]) -> ServerSentEvent:
+        """The event a blank line ends: its data lines joined by newlines."""
+        return ServerSentEvent(
+            self._event or "message", data[0] if len(data) == 1 else "\n".join(data), self._id
+        )
+
     def _line(self, line: bytes, events: list[ServerSentEvent]) -> None:
         if not line:
             data = self._data
             if data:
-                events.append(
-                    ServerSentEvent(
-                        self._event or "message",
-                        data[0] if len(data) == 1 else "\n".join(data),
-                        self._id,
-                    )
-                )
+                events.append(self._dispatch(data))
                 self._data = []
             self._event = None
             return

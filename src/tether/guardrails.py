@@ -143,6 +143,50 @@ def _raised(exc: Exception) -> GuardrailDecision:
     return {"action": "deny", "reason": f"guardrail raised {type(exc).__name__}: {exc}"}
 
 
+async def _decision(
+    fn: Callable[..., Any],
+    subject: Any,
+    ctx: RunContext,
+    target: Target,
+    events: list[AgentEvent],
+) -> GuardrailDecision | None:
+    """One guardrail's decision (a deny when it raised); what it traced itself goes to `events`
+    first, before its own record."""
+    try:
+        decision = await decide(fn, subject, ctx, target=target)
+    except AbortedError:
+        raise
+    except Exception as exc:
+        decision = _raised(exc)
+    if ctx.tracer is not None:
+        events.extend(ctx.tracer.drain())
+    return decision
+
+
+def _record(
+    events: list[AgentEvent],
+    ctx: RunContext,
+    name: str,
+    target: Target,
+    decision: GuardrailDecision,
+    call: tuple[str, str] | None = None,
+) -> None:
+    """Append the `guardrail` event of a decision that was not allow (and its trace record);
+    `call` is the (tool name, tool call id) of a tool-call decision."""
+    action, reason = decision["action"], decision.get("reason")
+    gev: GuardrailEvent = {"type": "guardrail", "name": name, "target": target, "action": action}
+    if call is not None:
+        gev["tool_name"], gev["tool_use_id"] = call
+    if reason is not None:
+        gev["reason"] = str(reason)
+    events.append(gev)
+    if ctx.tracer is not None:
+        data = {"target": target, "action": action, "reason": reason}
+        if call is not None:
+            data.update(tool=call[0], tool_use_id=call[1])
+        events.append(ctx.tracer.record("guardrail", name, data))
+
+
 async def run_tool_call_guards(
     guards: Sequence[tuple[str, Callable[..., Any]]],
     call_id: str,
@@ -155,35 +199,13 @@ async def run_tool_call_guards(
     traced itself first), the input to call the tool with, and the denial the model reads
     (None when the call may run)."""
     events: list[AgentEvent] = []
-    tracer = ctx.tracer
     for gname, fn in guards:
         subject: ToolCallSubject = {"id": call_id, "name": tool_name, "input": value}
-        try:
-            decision = await decide(fn, subject, ctx, target="tool_call")
-        except AbortedError:
-            raise
-        except Exception as exc:
-            decision = _raised(exc)
-        if tracer is not None:
-            events.extend(tracer.drain())
+        decision = await _decision(fn, subject, ctx, "tool_call", events)
         if decision is None:
             continue
+        _record(events, ctx, gname, "tool_call", decision, (tool_name, call_id))
         action, reason = decision["action"], decision.get("reason")
-        gev: GuardrailEvent = {
-            "type": "guardrail",
-            "name": gname,
-            "target": "tool_call",
-            "action": action,
-            "tool_name": tool_name,
-            "tool_use_id": call_id,
-        }
-        if reason is not None:
-            gev["reason"] = str(reason)
-        events.append(gev)
-        if tracer is not None:
-            data = {"target": "tool_call", "action": action, "reason": reason}
-            data.update(tool=tool_name, tool_use_id=call_id)
-            events.append(tracer.record("guardrail", gname, data))
         if action == "deny":
             why = f": {reason}" if reason else ""
             if gname == "on_tool_call":
@@ -211,36 +233,13 @@ async def run_output_guards(
 ) -> OutputOutcome:
     """Run the output chain on the final round's text (rewrites chain, the first deny stops)."""
     out = OutputOutcome(text)
-    tracer = ctx.tracer
     for gname, fn in guards:
-        try:
-            decision = await decide(fn, out.text, ctx, target="output")
-        except AbortedError:
-            raise
-        except Exception as exc:
-            decision = _raised(exc)
-        if tracer is not None:  # what the guardrail itself traced comes before its record
-            out.events.extend(tracer.drain())
+        decision = await _decision(fn, out.text, ctx, "output", out.events)
         if decision is None:
             continue
         out.decided = True
-        action, reason = decision["action"], decision.get("reason")
-        gev: GuardrailEvent = {
-            "type": "guardrail",
-            "name": gname,
-            "target": "output",
-            "action": action,
-        }
-        if reason is not None:
-            gev["reason"] = str(reason)
-        out.events.append(gev)
-        if tracer is not None:
-            out.events.append(
-                tracer.record(
-                    "guardrail", gname, {"target": "output", "action": action, "reason": reason}
-                )
-            )
-        if action == "deny":
+        _record(out.events, ctx, gname, "output", decision)
+        if decision["action"] == "deny":
             out.text, out.denied = "", True
             break
         out.text = str(decision.get("text", out.text))
