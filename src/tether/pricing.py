@@ -119,7 +119,15 @@ def check_overrides(overrides: Any, where: str = "prices") -> dict[str, PriceOve
                     f"{where}[{model!r}].{key} must be a number of US dollars per million "
                     f"tokens (0 or more), got {value!r}"
                 )
-        out[model] = dict(entry)  # type: ignore[assignment]  # every key checked above
+        price: PriceOverride = {
+            "input_mtok": entry["input_mtok"],
+            "output_mtok": entry["output_mtok"],
+        }
+        if "cache_read_mtok" in entry:
+            price["cache_read_mtok"] = entry["cache_read_mtok"]
+        if "cache_write_mtok" in entry:
+            price["cache_write_mtok"] = entry["cache_write_mtok"]
+        out[model] = price
     return out
 
 

@@ -34,21 +34,23 @@ class GateEntry:
 
     def __init__(self, lock: asyncio.Lock | None) -> None:
         self._lock = lock
-        self._held = False
+        self._held: asyncio.Lock | None = None
+        """The lock while this entry holds it."""
 
     async def __aenter__(self) -> GateEntry:
         if self._lock is not None:
             await self._lock.acquire()
-            self._held = True
+            self._held = self._lock
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self.release()
 
     def release(self) -> None:
-        if self._held:
-            self._held = False
-            self._lock.release()  # type: ignore[union-attr]  # held implies a lock
+        held = self._held
+        if held is not None:
+            self._held = None
+            held.release()
 
 
 class PoolGate:
