@@ -348,7 +348,9 @@ async def test_the_allowlist_and_prefix_choose_and_name_the_tools(kit: Kit) -> N
     [res] = results(await collect(agent, agent.create_session(), "f"))
     assert res["output"] == "fetch"
     [sent] = [r for r in server.requests if r.method == "tools/call"]
-    assert sent.params == {"name": "fetch", "arguments": {}}  # the server's own name
+    assert sent.params["name"] == "fetch"  # the server's own name
+    assert sent.params["arguments"] == {}
+    assert list(sent.params["_meta"]) == ["progressToken"]  # progress notifications asked for
 
 
 async def test_an_allowlist_naming_a_tool_the_server_lacks_fails_loudly(kit: Kit) -> None:
