@@ -358,7 +358,15 @@ class ToolCalled(Declared):
         )
 
 
-class MaxLatencyMs(Declared):
+class _Limit(Declared):
+    """An evaluator whose spec's ``value`` is a limit (a number >= 0, required)."""
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        super().__init__(spec)
+        self.limit = _number(spec)
+
+
+class MaxLatencyMs(_Limit):
     """``{"type": "max_latency_ms", "value": N}``: the run took at most ``value``
     milliseconds, from its start to its end.
 
@@ -369,10 +377,6 @@ class MaxLatencyMs(Declared):
 
     type = "max_latency_ms"
 
-    def __init__(self, spec: Mapping[str, Any]) -> None:
-        super().__init__(spec)
-        self.limit = _number(spec)
-
     async def evaluate(
         self, case: Case, result: CaseResult, ctx: EvaluatorContext
     ) -> EvaluationResult:
@@ -380,7 +384,7 @@ class MaxLatencyMs(Declared):
         return _verdict(ok, f"{result.latency_ms:.0f} ms (limit {self.limit:g} ms)")
 
 
-class MaxCostUsd(Declared):
+class MaxCostUsd(_Limit):
     """``{"type": "max_cost_usd", "value": X}``: the run cost at most ``value`` US dollars
     (its model calls' priced cost); a run without a known cost scores neither pass nor fail,
     saying why.
@@ -391,10 +395,6 @@ class MaxCostUsd(Declared):
     """
 
     type = "max_cost_usd"
-
-    def __init__(self, spec: Mapping[str, Any]) -> None:
-        super().__init__(spec)
-        self.limit = _number(spec)
 
     async def evaluate(
         self, case: Case, result: CaseResult, ctx: EvaluatorContext

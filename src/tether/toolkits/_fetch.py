@@ -25,7 +25,7 @@ from ..context import RunContext
 from ..errors import ConfigError, ToolError
 from ..tools import ToolResult, define_tool
 from ._addresses import IPAddress, Networks, ip_literal, networks, refusal
-from ._toolkit import Toolkit, from_run, trace
+from ._toolkit import Toolkit, from_run, one_string_input, trace
 
 __all__ = ["Resolver", "fetch_tool", "system_resolver"]
 
@@ -250,12 +250,7 @@ def html_to_markdown(html: str) -> str:
     return "\n".join(out).strip()
 
 
-_SCHEMA = {
-    "type": "object",
-    "properties": {"url": {"type": "string", "description": "An http or https URL."}},
-    "required": ["url"],
-    "additionalProperties": False,
-}
+_SCHEMA = one_string_input("url", "An http or https URL.")
 
 
 def fetch_tool(

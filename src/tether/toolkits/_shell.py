@@ -26,7 +26,7 @@ from ..context import RunContext
 from ..errors import ConfigError, ToolError
 from ..tools import ToolResult, define_tool
 from ._cgroup import PidsCgroup
-from ._toolkit import PathSpec, Toolkit, from_run, trace
+from ._toolkit import PathSpec, Toolkit, from_run, one_string_input, trace
 
 __all__ = ["Isolation", "ShellLimits", "bubblewrap_problem", "shell_tool"]
 
@@ -321,12 +321,7 @@ class _Shell:
         return "\n".join(lines)
 
 
-_SCHEMA = {
-    "type": "object",
-    "properties": {"command": {"type": "string", "description": "A bash command line."}},
-    "required": ["command"],
-    "additionalProperties": False,
-}
+_SCHEMA = one_string_input("command", "A bash command line.")
 
 
 def shell_tool(

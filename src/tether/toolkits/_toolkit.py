@@ -64,6 +64,16 @@ class Toolkit:
         return f"Toolkit({[t.name for t in self._tools]})"
 
 
+def one_string_input(name: str, description: str) -> dict[str, Any]:
+    """The input schema of a tool that takes one required string, `name`."""
+    return {
+        "type": "object",
+        "properties": {name: {"type": "string", "description": description}},
+        "required": [name],
+        "additionalProperties": False,
+    }
+
+
 def from_run(value: T | FromRun[T], ctx: RunContext) -> T:
     """`value`, or what it returns for this call when it is a function of the context."""
     if callable(value) and not isinstance(value, (str, os.PathLike, Mapping)):
