@@ -45,6 +45,7 @@ from ._views import (
     EVENTS_PER_POLL,
     PAGE_SIZE,
     Catalog,
+    ConversationView,
     RunFilters,
     Unreadable,
     agent_detail_json,
@@ -286,17 +287,23 @@ class _Pages:
             },
         )
 
+    async def _conversation(
+        self, request: Request, scope: str, agent_id: str | None
+    ) -> ConversationView | None:
+        """The page's and the API's view of a conversation, at the page the query names."""
+        return await build_conversation(
+            self.catalog,
+            scope,
+            agent_id or None,
+            before=count_param(request, "before"),
+            skip=count_param(request, "skip") or 0,
+        )
+
     async def conversation(self, request: Request) -> Response:
         scope = _path_id(request, "scope")
         agent_id = request.query_params.get("agent") or None
         try:
-            view = await build_conversation(
-                self.catalog,
-                scope,
-                agent_id,
-                before=count_param(request, "before"),
-                skip=count_param(request, "skip") or 0,
-            )
+            view = await self._conversation(request, scope, agent_id)
         except Unreadable as exc:
             return self.error_page(request, 500, f"Conversation {scope} cannot be read", str(exc))
         if view is None:
@@ -515,15 +522,8 @@ class _Pages:
 
     async def api_scope(self, request: Request) -> Response:
         scope = _path_id(request, "scope")
-        agent_id = request.query_params.get("agent") or None
         try:
-            view = await build_conversation(
-                self.catalog,
-                scope,
-                agent_id,
-                before=count_param(request, "before"),
-                skip=count_param(request, "skip") or 0,
-            )
+            view = await self._conversation(request, scope, request.query_params.get("agent"))
         except Unreadable as exc:
             return api_error(500, "unreadable", str(exc))
         if view is None:
