@@ -181,7 +181,8 @@ def serve(
     runtime = registry.runtime
     try:
         open_stores(runtime, options)
-        serve_with(runtime, serve_options, registry=registry)
+        # Closed by the server, in its own event loop (PostgreSQL's pool needs that loop).
+        serve_with(runtime, serve_options, registry=registry, close_runtime=True)
     except KeyboardInterrupt:
         pass
     finally:

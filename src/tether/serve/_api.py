@@ -27,7 +27,15 @@ from ..client_messages import frame_client_message, should_run_turn
 from ..errors import ClientMessageError, TetherError
 from ..lab import LabAgent, Registry, Runtime
 from ..stores.run_store import CancelRequests
-from ..web import ApiError, JSONResponse, client_id, error_response, json_body, last_event_id
+from ..web import (
+    STOPPING,
+    ApiError,
+    JSONResponse,
+    client_id,
+    error_response,
+    json_body,
+    last_event_id,
+)
 from ..workflows import Workflow, WorkflowHandle
 from ._feed import RunEnd, RunFeed
 from ._sse import EventStream, sse_message
@@ -212,7 +220,18 @@ class RunsApi:
             await self.started(run_id, self.handles[run_id].result)
             if await store.get_run(run_id) is None:
                 raise ApiError(404, "not_found", f"there is no run {run_id!r}")
-        return EventStream(self._messages(run_id, after))
+        return EventStream(
+            self._messages(run_id, after),
+            stopping=request.scope.get("state", {}).get(STOPPING),
+            farewell=sse_message(
+                {
+                    "run_id": run_id,
+                    "message": "this server is stopping; reconnect (to it or another worker) "
+                    "with Last-Event-ID to go on",
+                },
+                event="server_stopping",
+            ),
+        )
 
     async def _messages(self, run_id: str, after: int) -> AsyncIterator[bytes]:
         try:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -21,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..lab import Registry, Runtime
 from ..ui import create_app as create_ui_app
-from ..web import Access, GuardedApp
+from ..web import STOPPING, Access, GuardedApp
 from ..web.middleware import BODY_TIMEOUT, DEFAULT_MAX_BODY
 from ._agui import AgUiApi
 from ._api import RunsApi, handle_errors
@@ -33,7 +34,7 @@ __all__ = ["SHUTDOWN_GRACE", "create_app"]
 
 logger = logging.getLogger("tether.serve")
 
-SHUTDOWN_GRACE = 10.0
+SHUTDOWN_GRACE = 0.5
 """Seconds a stopping server lets the runs it executes finish before it cancels them."""
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -90,7 +91,10 @@ def create_app(
         raise TypeError(f"create_app needs a tether.lab.Runtime, got {runtime!r:.80}")
     if registry is not None and not isinstance(registry, Registry):
         raise TypeError(f"registry must be a tether.lab.Registry, got {registry!r:.80}")
-    feed = RunFeed(runtime, poll=poll)
+    # A stream of a run whose worker died waits for a takeover: a sweep may find it only
+    # takeover_every after it read back interrupted (two of them, and a second to spare).
+    takeover_wait = 2 * takeover_every + 1 if takeover_every else 0.0
+    feed = RunFeed(runtime, poll=poll, takeover_wait=takeover_wait)
     api = RunsApi(runtime, registry, feed)
     agui = AgUiApi(api)
     chat = ChatPages(api)
@@ -101,13 +105,14 @@ def create_app(
     )
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         # Open the stores now: a bad store URL fails the server's start, not the first request.
         _ = runtime.message_store, runtime.run_store, runtime.workflow_store
         feed.open()
         sweeper.start()
         try:
-            yield
+            # Set by the server's protocol when it begins to stop: open streams end at once.
+            yield {STOPPING: asyncio.Event()}
         finally:
             await sweeper.aclose()
             await _stop_runs(api, shutdown_grace)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..lab import Runtime
-from ..stores.run_store import RunEvent, RunStore
+from ..stores.run_store import RunEvent, RunInfo, RunStore
 
 __all__ = ["INBOX", "PAGE", "TERMINAL_EVENTS", "RunEnd", "RunFeed"]
 
@@ -100,12 +100,23 @@ class RunFeed:
         poll: Seconds between two reads of the store for a run that runs elsewhere.
         local_check: Seconds between two status reads for a run of this process (a run whose
             process keeps it alive ends with an event; this catches one that ended without).
+        takeover_wait: Seconds a stream of a durable root workflow run that reads back as
+            interrupted (its worker died) waits for another worker to take the run over before
+            it ends `interrupted`; 0 ends it at once (no worker takes runs over).
     """
 
-    def __init__(self, runtime: Runtime, *, poll: float = 0.25, local_check: float = 5.0) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        poll: float = 0.25,
+        local_check: float = 5.0,
+        takeover_wait: float = 0.0,
+    ) -> None:
         self.runtime = runtime
         self.poll = poll
         self.local_check = local_check
+        self.takeover_wait = takeover_wait
         self._followers: dict[str, set[_Follower]] = {}
         self._local: set[str] = set()
         """Runs executing in this process (started here, or seen emitting events here)."""
@@ -191,6 +202,8 @@ class RunFeed:
         checked = time.monotonic()
         ended: RunEvent | None = None
         """The terminal event the last batch ended on (the end, unless more follows)."""
+        orphaned: float | None = None
+        """When the run was first read back interrupted but could still be taken over."""
         try:
             # Subscribed first, read second: an event committed in between is in both, and
             # the sequence number drops the copy.
@@ -238,21 +251,40 @@ class RunFeed:
                 pending, paged = await store.events(run_id, after=last, limit=PAGE), True
                 if pending:
                     continue
-                if info is None:
-                    yield RunEnd("missing", f"run {run_id!r} is no longer stored")
-                    return
-                if info.status != "running" and run_id not in self._local:
-                    yield RunEnd(info.status, info.error)
+                end, orphaned = self._end(run_id, info, now, orphaned)
+                if end is not None:
+                    yield end
                     return
         finally:
             followers.discard(follower)
             if not followers:
                 self._followers.pop(run_id, None)
 
+    def _end(
+        self, run_id: str, info: RunInfo | None, now: float, orphaned: float | None
+    ) -> tuple[RunEnd | None, float | None]:
+        """How a followed run with nothing new ended, if it did (and since when it has been
+        waiting for a takeover)."""
+        if info is None:
+            return RunEnd("missing", f"run {run_id!r} is no longer stored"), None
+        if info.status == "running" or run_id in self._local:
+            return None, None
+        if info.status == "interrupted" and _can_be_taken_over(info):
+            # Another worker may resume it within takeover_every: wait (bounded).
+            orphaned = now if orphaned is None else orphaned
+            if now - orphaned < self.takeover_wait:
+                return None, orphaned
+        return RunEnd(info.status, info.error), None
+
     @property
     def streams(self) -> int:
         """How many streams follow runs now."""
         return sum(len(f) for f in self._followers.values())
+
+
+def _can_be_taken_over(info: RunInfo) -> bool:
+    """A durable root workflow run: what a worker's sweeper resumes when its worker died."""
+    return info.kind == "workflow" and not info.workflow_run_id and not info.parent_run_id
 
 
 def _next_in_order(

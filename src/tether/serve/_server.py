@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -105,7 +106,7 @@ def _server(runtime: Runtime, registry: Registry | None, options: ServeOptions) 
         port=options.port,
         log_level=options.log_level,
         lifespan="on",
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=2,
     )
     scrub_access_log()
     return uvicorn.Server(config)
@@ -146,10 +147,23 @@ def serve(
 
 
 def serve_with(
-    runtime: Runtime, options: ServeOptions, *, registry: Registry | None = None
+    runtime: Runtime,
+    options: ServeOptions,
+    *,
+    registry: Registry | None = None,
+    close_runtime: bool = False,
 ) -> None:
-    """`serve` with its options already gathered (what `tether serve` builds)."""
-    _server(runtime, registry, options).run()
+    """`serve` with its options already gathered (what `tether serve` builds).
+
+    `close_runtime`: close the runtime when the server stops, in the server's own event loop
+    (a PostgreSQL pool must be closed in the loop that opened it: closed from another after
+    Ctrl-C, it failed with "Event loop is closed").
+    """
+    server = _server(runtime, registry, options)
+    if close_runtime:
+        app: Any = server.config.app
+        app.state.owns_runtime = True
+    server.run()
 
 
 async def aserve(
@@ -195,7 +209,7 @@ def serve_workers(config: Path, store: str | None, options: ServeOptions, worker
         workers=workers,
         log_level=options.log_level,
         lifespan="on",
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=2,
     )
     # What uvicorn.run does for workers, with this config (its limits reach every worker).
     Multiprocess(server, sockets=[server.bind_socket()]).run()

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.responses import Response
@@ -70,14 +70,26 @@ class EventStream(Response):
         ping: float = 15.0,
         retry_ms: int = 1000,
         headers: Mapping[str, str] | None = None,
+        stopping: asyncio.Event | None = None,
+        farewell: bytes = b"",
     ) -> None:
         super().__init__(status_code=200, media_type="text/event-stream")
         self.messages = messages
+        self.stopping = stopping
+        """Set when the server begins to stop: the stream sends `farewell` and ends."""
+        self.farewell = farewell
         self.ping = ping
         self.retry_ms = retry_ms
         self.sse_headers = [*_HEADERS]
         for name, value in (headers or {}).items():
             self.sse_headers.append((name.lower().encode("latin-1"), value.encode("latin-1")))
+
+    async def _stop(self, write: Callable[[bytes], Awaitable[None]]) -> None:
+        """Returns once the server begins to stop, the farewell sent (never without `stopping`)."""
+        await (self.stopping.wait() if self.stopping is not None else asyncio.Future())
+        if self.farewell:
+            with contextlib.suppress(OSError):
+                await write(self.farewell)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         lock = asyncio.Lock()
@@ -116,6 +128,7 @@ class EventStream(Response):
         tasks = [
             asyncio.ensure_future(produce()),
             asyncio.ensure_future(listen()),
+            asyncio.ensure_future(self._stop(write)),
         ]
         ping_task = asyncio.ensure_future(pinger())
         try:
@@ -124,21 +137,24 @@ class EventStream(Response):
             for task in (*tasks, ping_task):
                 task.cancel()
             await asyncio.wait([*tasks, ping_task])
-            aclose = getattr(self.messages, "aclose", None)
-            if aclose is not None:
-                with contextlib.suppress(Exception):
-                    await aclose()
-        producer = tasks[0]
+            await _close(self.messages)
+        producer, stopper = tasks[0], tasks[2]
         if producer in done and not producer.cancelled():
-            await _finish(producer, gone, lock, send)
+            await _finish(producer.exception(), gone, lock, send)
+        elif stopper in done:
+            await _finish(None, gone, lock, send)
 
 
-async def _finish(
-    producer: asyncio.Future[None], gone: bool, lock: asyncio.Lock, send: Send
-) -> None:
-    """After the messages ran out: re-raise what broke them (unless the client left), else end
-    the body."""
-    error = producer.exception()
+async def _close(messages: AsyncIterator[bytes]) -> None:
+    aclose = getattr(messages, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await aclose()
+
+
+async def _finish(error: BaseException | None, gone: bool, lock: asyncio.Lock, send: Send) -> None:
+    """After the messages ran out (or the server began to stop): re-raise what broke them
+    (unless the client left), else end the body."""
     if error is not None and not gone and not isinstance(error, OSError):
         raise error
     if not gone:

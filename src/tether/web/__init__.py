@@ -16,13 +16,14 @@ from ._hostnames import LOOPBACK_NAMES, allowed_hosts, host_name, is_loopback
 from ._logs import TokenScrubber, scrub_access_log
 from ._params import MAX_ID, MAX_SEQ, client_id, count_param, last_event_id, seq_param
 from ._responses import JSONResponse, api_error, error_body, send_error, send_plain
-from ._server import GuardedConfig, GuardedH11Protocol, ServerLimits
+from ._server import STOPPING, GuardedConfig, GuardedH11Protocol, ServerLimits
 
 __all__ = [
     "LOOPBACK_NAMES",
     "MAX_ID",
     "MAX_JSON_DEPTH",
     "MAX_SEQ",
+    "STOPPING",
     "Access",
     "ApiError",
     "GuardedApp",

@@ -33,6 +33,7 @@ __all__ = [
     "HEADER_TIMEOUT",
     "MAX_CLIENT_CONNECTIONS",
     "SEND_TIMEOUT",
+    "STOPPING",
     "GuardedConfig",
     "GuardedH11Protocol",
     "ServerLimits",
@@ -46,6 +47,10 @@ SEND_TIMEOUT = 30.0
 """Seconds an answer waits for a client that stopped reading."""
 MAX_CLIENT_CONNECTIONS = 64
 """Connections open at once from one client address."""
+STOPPING = "tether.stopping"
+"""The lifespan state key of an `asyncio.Event` the protocol sets when the server begins to
+stop: a long response (an event stream) that waits on it ends at once, with a last message,
+instead of holding the shutdown until its client leaves."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +157,12 @@ class GuardedH11Protocol(H11Protocol):
         super().on_response_complete()
         if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
             self._arm_header_timer()
+
+    def shutdown(self) -> None:
+        stopping = self.app_state.get(STOPPING)
+        if isinstance(stopping, asyncio.Event):
+            stopping.set()
+        super().shutdown()
 
     # -- clients that do not read ------------------------------------------------------------
 
