@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 from itertools import repeat
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from pydantic_core import from_json, to_json
 
@@ -128,9 +128,19 @@ def decode_record(scope: str, index: int, raw: str) -> StoredRecord:
         value = json.loads(raw)
     except ValueError as exc:
         raise StoreCorruptError(f"scope {scope!r}, record {index}: not JSON: {exc}") from exc
-    if not isinstance(value, dict) or not isinstance(value.get("role"), str):
+    if not _is_record(value):
         raise StoreCorruptError(f"scope {scope!r}, record {index}: not a message record")
-    return value  # type: ignore[return-value]  # checked above: a dict with a str role
+    return value
+
+
+def _is_record(value: object) -> TypeGuard[StoredRecord]:
+    """What every stored record is at least: an object with a string role."""
+    return isinstance(value, dict) and isinstance(value.get("role"), str)
+
+
+def _are_records(values: list[Any]) -> TypeGuard[list[StoredRecord]]:
+    """`_is_record` for every one of `values`, the checks run in C (map over methods)."""
+    return set(map(type, values)) == {dict} and set(map(type, map(_ROLE, values))) == {str}
 
 
 def decode_records(scope: str, start: int, raws: Sequence[str]) -> list[StoredRecord]:
@@ -149,13 +159,8 @@ def decode_records(scope: str, start: int, raws: Sequence[str]) -> list[StoredRe
             values = from_json("[" + ",".join(raws) + "]")
         except ValueError:
             values = None
-        if (
-            values is not None
-            and len(values) == len(raws)
-            and set(map(type, values)) == {dict}
-            and set(map(type, map(_ROLE, values))) == {str}
-        ):
-            return values  # type: ignore[no-any-return]  # each checked in the condition
+        if values is not None and len(values) == len(raws) and _are_records(values):
+            return values
     return [decode_record(scope, start + i, raw) for i, raw in enumerate(raws)]
 
 
