@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from ..errors import ConfigError
 from ..lab import Runtime
+from ..stores.workflow_store import RunStatus
 from ._case import Plan, check_inputs, resolve_target, run_case
 from ._changes import changes_tag
 from ._dataset import Case, Dataset, check_expected, load_dataset
@@ -152,7 +153,7 @@ async def evaluate(
         log.record(record)
         notify({"type": "case", "record": record})
 
-    status = "failed"
+    status: RunStatus = "failed"
     try:
         if engine == "local":
             await _run_local(runtime, obj, plan, work, concurrency, finished)

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import ExperimentMismatchError, StoreError
 from ..stores.run_store import NewRunEvent, RunInfo, RunStore
+from ..stores.workflow_store import RunStatus
 
 __all__ = [
     "EXPERIMENT_KIND",
@@ -214,7 +215,7 @@ class ExperimentLog:
             _log.exception("could not record the results of experiment %s", self.name)
             self._error = exc
 
-    async def close(self, status: str, summary: dict[str, Any] | None = None) -> None:
+    async def close(self, status: RunStatus, summary: dict[str, Any] | None = None) -> None:
         """Write what is queued, then the end of this pass and the record's status."""
         if self._closed:
             return
@@ -227,8 +228,7 @@ class ExperimentLog:
         if self._error is not None:
             raise self._error
         await self._flush()
-        # `status` is one of the store's final statuses; the store's type is narrower.
-        await self.store.finish_run(self.run_id, status)  # type: ignore[arg-type]
+        await self.store.finish_run(self.run_id, status)
 
 
 _IDENTITY_NAMES = {
