@@ -14,7 +14,7 @@ exactly what the provider was sent.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, NotRequired, TypeAlias, TypedDict, TypeGuard
+from typing import Any, Final, Literal, NotRequired, TypeAlias, TypedDict, TypeGuard, get_args
 
 __all__ = [
     "PROGRESS_STAGES",
@@ -98,31 +98,13 @@ class Usage(TypedDict, total=False):
 ProgressStage: TypeAlias = Literal[
     "sent", "started", "reasoning", "content", "validating", "retry", "tool", "done"
 ]
-PROGRESS_STAGES: Final[tuple[ProgressStage, ...]] = (
-    "sent",
-    "started",
-    "reasoning",
-    "content",
-    "validating",
-    "retry",
-    "tool",
-    "done",
-)
+PROGRESS_STAGES: Final[tuple[ProgressStage, ...]] = get_args(ProgressStage)
 _PROGRESS = frozenset(PROGRESS_STAGES)
 
 TracePhase: TypeAlias = Literal[
     "prompt", "request", "response", "tool", "workflow", "guardrail", "usage", "mcp"
 ]
-TRACE_PHASES: Final[tuple[TracePhase, ...]] = (
-    "prompt",
-    "request",
-    "response",
-    "tool",
-    "workflow",
-    "guardrail",
-    "usage",
-    "mcp",
-)
+TRACE_PHASES: Final[tuple[TracePhase, ...]] = get_args(TracePhase)
 _PHASES = frozenset(TRACE_PHASES)
 
 
