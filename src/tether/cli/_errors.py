@@ -41,6 +41,7 @@ __all__ = [
     "check_utf8",
     "debugging",
     "error_json",
+    "missing_lab",
     "read_stdin",
     "report_error",
     "reports_errors",
@@ -106,6 +107,16 @@ def start_error(exc: ConfigError, again: str) -> ProjectError:
     else:
         hint = None
     return ProjectError(str(exc), kind=type(exc).__name__, hint=hint)
+
+
+def missing_lab(what: str, exc: ImportError) -> ProjectError:
+    """The error for a command whose `what` ("the server") cannot be imported: the lab extra
+    is missing."""
+    return ProjectError(
+        f"{what} cannot be loaded: {exc}",
+        kind=type(exc).__name__,
+        hint="Install the lab extra: pip install 'tether[lab]'.",
+    )
 
 
 DEBUG_ENV = "TETHER_DEBUG"

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ._errors import ProjectError, reports_errors
+from ._errors import missing_lab, reports_errors
 from ._project import (
     absolute_store_url,
     load_project,
@@ -147,11 +147,7 @@ def serve(
         from ..serve import ServeOptions
         from ..serve._server import serve_with, serve_workers
     except ImportError as exc:
-        raise ProjectError(
-            f"the server cannot be loaded: {exc}",
-            kind=type(exc).__name__,
-            hint="Install the lab extra: pip install 'tether[lab]'.",
-        ) from exc
+        raise missing_lab("the server", exc) from exc
     serve_options = ServeOptions(
         host=host,
         port=port,

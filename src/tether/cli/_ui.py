@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import typer
 
-from ._errors import CommandLineError, ProjectError, reports_errors
+from ._errors import CommandLineError, ProjectError, missing_lab, reports_errors
 from ._project import has_project, load_project, open_stores, options_of, run_async
 from ._prompt import prompt_registry
 
@@ -92,11 +92,7 @@ def ui(
     try:
         from ..ui import serve
     except ImportError as exc:
-        raise ProjectError(
-            f"the inspection UI cannot be loaded: {exc}",
-            kind=type(exc).__name__,
-            hint="Install the lab extra: pip install 'tether[lab]'.",
-        ) from exc
+        raise missing_lab("the inspection UI", exc) from exc
     runtime = registry.runtime
     try:
         check_port(host, port)
