@@ -79,15 +79,20 @@ def test_the_cli_defaults_are_the_uis() -> None:
     assert (real.DEFAULT_HOST, real.DEFAULT_PORT) == (DEFAULT_HOST, DEFAULT_PORT)
 
 
-def test_ui_that_cannot_be_imported_is_a_project_error(
-    project: Project, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("command", "module", "what"),
+    [("ui", "tether.ui", "the inspection UI"), ("serve", "tether.serve", "the server")],
+)
+def test_a_server_that_cannot_be_imported_is_a_project_error(
+    project: Project, monkeypatch: pytest.MonkeyPatch, command: str, module: str, what: str
 ) -> None:
-    monkeypatch.setitem(sys.modules, "tether.ui", None)
-    result = project.invoke("ui")
+    monkeypatch.setitem(sys.modules, module, None)
+    result = project.invoke(command)
     assert result.exit_code == EXIT_PROJECT
     assert result.stderr.startswith(
-        "Error: ModuleNotFoundError: the inspection UI cannot be loaded: import of tether.ui halted"
+        f"Error: ModuleNotFoundError: {what} cannot be loaded: import of {module} halted"
     )
+    assert "pip install 'tether[lab]'" in result.stderr
 
 
 def test_ui_rejects_a_port_out_of_range(project: Project) -> None:
