@@ -24,10 +24,11 @@ import sys
 import sysconfig
 import tomllib
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from ..errors import ConfigError, ConfigNotFoundError, RegistryError
 from ..workflows import Workflow
@@ -159,6 +160,37 @@ def _shown(filename: str) -> str:
         return filename
 
 
+class _Identified(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+_T = TypeVar("_T", bound=_Identified)
+
+
+def _imported(
+    table: dict[str, Any], key: str, kind: type[_T], noun: str
+) -> Iterator[tuple[str, str, _T]]:
+    """(where, entry, object) for each entry of the registry's `key` list ("agents"): imported,
+    checked to be a `kind` (`noun`, "an agent", is what the error calls one), its id not seen
+    before in the list."""
+    seen: dict[str, str] = {}
+    for i, entry in enumerate(table.get(key, [])):
+        where = f"{key}[{i}]"
+        value = _import(entry, where)
+        if not isinstance(value, kind):
+            raise RegistryError(
+                f"{where} = {entry!r} is a {type(value).__name__}, not {noun} "
+                f"(made with runtime.create_{key[:-1]})"
+            )
+        if value.id in seen:
+            raise RegistryError(
+                f"duplicate {key[:-1]} id {value.id!r}: {seen[value.id]} and {where} = {entry!r}"
+            )
+        seen[value.id] = f"{where} = {entry!r}"
+        yield where, entry, value
+
+
 def _import(entry: str, where: str) -> Any:
     module_name, sep, attr_path = entry.partition(":")
     if not sep or not module_name or not attr_path:
@@ -213,21 +245,8 @@ def load_registry(start: str | PathLike[str] | None = None) -> Registry:
                 "not a tether.lab.Runtime"
             )
     agents: dict[str, LabAgent[Any]] = {}
-    where_of: dict[str, str] = {}
-    for i, entry in enumerate(table.get("agents", [])):
-        where = f"agents[{i}]"
-        agent = _import(entry, where)
-        if not isinstance(agent, LabAgent):
-            raise RegistryError(
-                f"{where} = {entry!r} is a {type(agent).__name__}, not an agent "
-                "(made with runtime.create_agent)"
-            )
-        if agent.id in agents:
-            raise RegistryError(
-                f"duplicate agent id {agent.id!r}: {where_of[agent.id]} and {where} = {entry!r}"
-            )
+    for where, entry, agent in _imported(table, "agents", LabAgent, "an agent"):
         agents[agent.id] = agent
-        where_of[agent.id] = f"{where} = {table['agents'][i]!r}"
         owner = agent.runtime
         if runtime is None and isinstance(owner, Runtime):
             runtime = owner
@@ -236,23 +255,10 @@ def load_registry(start: str | PathLike[str] | None = None) -> Registry:
                 f"{where} = {entry!r} belongs to a different runtime than "
                 + ("the registry's runtime" if "runtime" in table else "the agents before it")
             )
-    workflows: dict[str, Workflow[Any, Any]] = {}
-    where_of = {}
-    for i, entry in enumerate(table.get("workflows", [])):
-        where = f"workflows[{i}]"
-        workflow = _import(entry, where)
-        if not isinstance(workflow, Workflow):
-            raise RegistryError(
-                f"{where} = {entry!r} is a {type(workflow).__name__}, not a workflow "
-                "(made with runtime.create_workflow)"
-            )
-        if workflow.id in workflows:
-            raise RegistryError(
-                f"duplicate workflow id {workflow.id!r}: {where_of[workflow.id]} and "
-                f"{where} = {entry!r}"
-            )
-        workflows[workflow.id] = workflow
-        where_of[workflow.id] = f"{where} = {entry!r}"
+    workflows: dict[str, Workflow[Any, Any]] = {
+        workflow.id: workflow
+        for _, _, workflow in _imported(table, "workflows", Workflow, "a workflow")
+    }
     if runtime is None:
         runtime = Runtime(root=root)
     runtime.adopt_project(root, table.get("store"))
