@@ -325,24 +325,18 @@ def _messages(lines: Iterator[str], *, interactive: bool = False) -> Iterator[st
     for raw in lines:
         line = raw.rstrip("\r\n")
         if in_block:
-            if line.strip() == BLOCK:
-                in_block = False
-                text = "\n".join(pending)
-                pending = []
-                if text.strip():
-                    yield text
-                if interactive:
-                    return
-            else:
+            if line.strip() != BLOCK:
                 pending.append(line)
-            continue
-        if not pending and line.strip() == BLOCK:
+                continue
+            in_block = False  # the block's closing line ends the message
+        elif not pending and line.strip() == BLOCK:
             in_block = True
             continue
-        if line.endswith("\\"):
+        elif line.endswith("\\"):
             pending.append(line[:-1])
             continue
-        pending.append(line)
+        else:
+            pending.append(line)
         text = "\n".join(pending)
         pending = []
         if text.strip():
