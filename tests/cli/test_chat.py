@@ -12,6 +12,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tether.cli._chat import _messages
+
 from .conftest import Project, lines
 
 TETHER = Path(sys.executable).parent / "tether"
@@ -164,3 +166,11 @@ def test_ctrl_c_cancels_the_turn_not_the_chat_and_ctrl_d_leaves(project: Project
     assert stored[2]["content"][0]["text"] == "noop"
     history = project.root / ".tether" / "chat_history"
     assert "noop" in history.read_text()
+
+
+def test_input_lines_make_messages() -> None:
+    given = ["one\\", "two", "", '"""', "in", "", "block", '"""', "three", '"""', "unclosed"]
+    assert list(_messages(iter(given))) == ["one\ntwo", "in\n\nblock", "three", "unclosed"]
+    assert list(_messages(iter(given), interactive=True)) == ["one\ntwo"]
+    assert list(_messages(iter(['"""', "a", '"""', "b"]), interactive=True)) == ["a"]
+    assert list(_messages(iter(["", "a"]), interactive=True)) == []
