@@ -121,6 +121,8 @@ def test_a_bare_text_is_a_prompt_and_commands_stay_commands() -> None:
     assert _with_prompt(["runs", "list"]) == ["runs", "list"]
     assert _with_prompt(["init"]) == ["init"]
     assert _with_prompt(["--help"]) == ["--help"]
+    assert _with_prompt(["agnet", "list"]) == ["agnet", "list"]  # a typo stays a typo
+    assert _with_prompt(["hello"]) == ["prompt", "hello"]
 
 
 def test_tether_text_through_the_real_command(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from pathlib import Path
@@ -121,7 +122,8 @@ _VALUED = ("--config", "--store")
 
 def _with_prompt(args: list[str]) -> list[str]:
     """`tether "text"` as `tether prompt "text"`: the first word that is not a global option
-    (or its value) and names no command is a prompt."""
+    (or its value) and names no command is a prompt, unless it is one word close to a
+    command's name (a typo is reported as one)."""
     i = 0
     while i < len(args):
         word = args[i]
@@ -134,7 +136,12 @@ def _with_prompt(args: list[str]) -> list[str]:
             i += 1
             continue
         names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
-        return args if word in names else [*args[:i], "prompt", *args[i:]]
+        if word in names:
+            return args
+        known = [n for n in names if n]
+        if " " not in word and difflib.get_close_matches(word, known, cutoff=0.75):
+            return args  # a mistyped command (`tether agnet list`): typer says so
+        return [*args[:i], "prompt", *args[i:]]
     return args
 
 
