@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..client_messages import frame_client_message, should_run_turn
-from ..errors import ClientMessageError, TetherError
+from ..errors import ClientMessageError, StoreError, TetherError
 from ..lab import LabAgent, Registry, Runtime
 from ..stores.run_store import CancelRequests
 from ..web import (
@@ -93,9 +93,15 @@ class RunsApi:
 
         def ended(done: asyncio.Task[Any]) -> None:
             self.handles.pop(run_id, None)
-            self.feed.ended_here(run_id)
-            if not done.cancelled():
-                done.exception()  # reported on the run's stream and in the run store
+            error = None if done.cancelled() else done.exception()
+            # Reported on the run's stream and in the run store; a store that failed (a full
+            # disk) may not hold the run's end, so this process's streams are told here.
+            failure = (
+                RunEnd("failed", f"{type(error).__name__}: {error}")
+                if isinstance(error, StoreError)
+                else None
+            )
+            self.feed.ended_here(run_id, failure)
 
         task.add_done_callback(ended)
 

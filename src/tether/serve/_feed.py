@@ -121,6 +121,9 @@ class RunFeed:
         self._local: set[str] = set()
         """Runs executing in this process (started here, or seen emitting events here)."""
         self._first: dict[str, asyncio.Future[RunEvent | None]] = {}
+        self._failed: dict[str, RunEnd] = {}
+        """Runs of this process that failed where the store could not record it (a full
+        disk): how their streams end here."""
         self._unsubscribe: Callable[[], None] | None = None
 
     @property
@@ -160,9 +163,18 @@ class RunFeed:
         """Mark a run this process is about to execute (its first event may come later)."""
         self._local.add(run_id)
 
-    def ended_here(self, run_id: str) -> None:
-        """The run's task in this process is over, however it ended: wake its streams."""
+    def ended_here(self, run_id: str, failure: RunEnd | None = None) -> None:
+        """The run's task in this process is over, however it ended: wake its streams.
+
+        `failure`: how it ended when the store may not hold it (the task failed with a
+        `StoreError`: a full disk cannot take the run's end either); a stream here that finds
+        the run still running in the store ends with it at once.
+        """
         self._local.discard(run_id)
+        if failure is not None:
+            self._failed[run_id] = failure
+            while len(self._failed) > 1000:
+                del self._failed[next(iter(self._failed))]
         first = self._first.pop(run_id, None)
         if first is not None and not first.done():
             first.set_result(None)
@@ -267,6 +279,8 @@ class RunFeed:
         waiting for a takeover)."""
         if info is None:
             return RunEnd("missing", f"run {run_id!r} is no longer stored"), None
+        if info.status == "running" and run_id in self._failed:
+            return self._failed[run_id], None
         if info.status == "running" or run_id in self._local:
             return None, None
         if info.status == "interrupted" and _can_be_taken_over(info):

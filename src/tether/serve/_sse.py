@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from starlette.responses import Response
@@ -84,12 +84,9 @@ class EventStream(Response):
         for name, value in (headers or {}).items():
             self.sse_headers.append((name.lower().encode("latin-1"), value.encode("latin-1")))
 
-    async def _stop(self, write: Callable[[bytes], Awaitable[None]]) -> None:
-        """Returns once the server begins to stop, the farewell sent (never without `stopping`)."""
+    async def _stop(self) -> None:
+        """Returns once the server begins to stop (never without `stopping`)."""
         await (self.stopping.wait() if self.stopping is not None else asyncio.Future())
-        if self.farewell:
-            with contextlib.suppress(OSError):
-                await write(self.farewell)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         lock = asyncio.Lock()
@@ -128,7 +125,7 @@ class EventStream(Response):
         tasks = [
             asyncio.ensure_future(produce()),
             asyncio.ensure_future(listen()),
-            asyncio.ensure_future(self._stop(write)),
+            asyncio.ensure_future(self._stop()),
         ]
         ping_task = asyncio.ensure_future(pinger())
         try:
@@ -142,6 +139,10 @@ class EventStream(Response):
         if producer in done and not producer.cancelled():
             await _finish(producer.exception(), gone, lock, send)
         elif stopper in done:
+            # The producer is stopped by now: the farewell is the stream's last message.
+            if self.farewell and not gone:
+                with contextlib.suppress(OSError):
+                    await write(self.farewell)
             await _finish(None, gone, lock, send)
 
 
