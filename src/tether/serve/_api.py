@@ -179,10 +179,11 @@ class RunsApi:
                 "WorkflowRunBusyError",
                 f"run {run_id!r} is running here already: follow it at {stream_link(run_id)}",
             )
+        # A run another worker holds is a 409 naming it, not a wait in the request.
         if "input" not in body:
-            handle: WorkflowHandle[Any] = workflow.run(workflow_run_id=run_id)
+            handle: WorkflowHandle[Any] = workflow.run(workflow_run_id=run_id, wait=False)
         else:
-            handle = workflow.run(body["input"], workflow_run_id=run_id)
+            handle = workflow.run(body["input"], workflow_run_id=run_id, wait=False)
         self.track(handle.workflow_run_id, handle, handle.result)
         await self.started(handle.workflow_run_id, handle.result)
         return JSONResponse(

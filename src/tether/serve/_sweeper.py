@@ -100,7 +100,8 @@ class Sweeper:
             workflow = served.get(info.name)
             if workflow is None or info.run_id in self.api.handles:
                 continue
-            handle = workflow.run(workflow_run_id=info.run_id)
+            # Another worker quicker to take it over holds it now: let it (no wait here).
+            handle = workflow.run(workflow_run_id=info.run_id, wait=False)
             self.api.track(info.run_id, handle, handle.result)
             try:
                 await self.api.started(info.run_id, handle.result)
