@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
@@ -112,24 +113,17 @@ def run_chat(ctx: typer.Context, agent_id: str, scope: str | None, model: str | 
             runner.run(session.close())
 
 
+@dataclass(eq=False)
 class ChatSession:
     """The conversation: its agent, its scope (None until a new one has its first turn), and
     the runtime the turns run on."""
 
-    def __init__(
-        self,
-        runtime: Runtime,
-        agent: LabAgent[Any],
-        options: GlobalOptions,
-        *,
-        scope: str | None,
-        model: str | None,
-    ) -> None:
-        self.runtime = runtime
-        self.agent = agent
-        self.options = options
-        self.scope = scope
-        self.model = model
+    runtime: Runtime
+    agent: LabAgent[Any]
+    options: GlobalOptions
+    _: KW_ONLY
+    scope: str | None
+    model: str | None
 
     async def open(self) -> None:
         await self.runtime.__aenter__()

@@ -728,7 +728,7 @@ class TestMcpServer(httpx.AsyncBaseTransport):
         return {"contents": [content]}
 
 
-@dataclass
+@dataclass(eq=False)
 class _SseBody(httpx.AsyncByteStream):
     """One POST's event stream: optional primer / notification / ping, then the answer."""
 

@@ -60,7 +60,7 @@ def _host_allowed(host: str, allow_hosts: tuple[str, ...] | None) -> bool:
     return False
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # compared and hashed by identity, as before
 class _Fetch:
     allow_hosts: tuple[str, ...] | None
     allowed: Networks | None

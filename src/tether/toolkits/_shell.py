@@ -155,7 +155,7 @@ class _Protocol(asyncio.SubprocessProtocol):
             self.closed.set_result(None)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # compared and hashed by identity, as before
 class _Shell:
     root: PathSpec
     timeout: float
