@@ -88,6 +88,14 @@ def _explain(value: Any, path: str) -> None:
     raise NotJSONSafeError(path, type(value).__name__)
 
 
+class CheckedJSON(dict[str, Any]):
+    """A dict whose values were already checked JSON-safe, and that nobody else changes: a
+    store writing it (as a run event's data) need not walk it again. Made by code that checked
+    what it holds, such as committed messages the message store just checked and encoded."""
+
+    __slots__ = ()
+
+
 def copy_json(value: Any) -> Any:
     """A deep copy of JSON-shaped data: dicts and lists are copied, everything else is shared
     (strings, numbers and None are immutable). Several times faster than copy.deepcopy."""

@@ -493,3 +493,26 @@ async def test_writes_under_a_lease_token_are_refused_once_another_writer_took_t
     assert await store.events("other") == []
     with pytest.raises(StoreError, match="never started"):
         await store.append_events("nope", [ev("x")], lease="a")
+
+
+async def test_a_runs_last_events_and_its_end_are_one_write(store: RunStore) -> None:
+    await store.start_run(agent_run("r"), lease_ttl=30)
+    await store.append_events("r", [ev("a")])
+    last = await store.finish_run(
+        "r", "completed", output_text="done", events=[ev("b"), ev("c", n=1)]
+    )
+    assert last == 3
+    assert [(e["seq"], e["type"]) for e in await store.events("r")] == [
+        (1, "a"),
+        (2, "b"),
+        (3, "c"),
+    ]
+    info = await store.get_run("r")
+    assert info is not None and (info.status, info.output_text) == ("completed", "done")
+    # An event that cannot be stored: neither it nor the end is written.
+    await store.start_run(agent_run("s"), lease_ttl=30)
+    with pytest.raises(NotJSONSafeError):
+        await store.finish_run("s", "completed", events=[ev("ok"), ev("bad", value=object())])
+    info = await store.get_run("s")
+    assert info is not None and info.status == "running" and await store.events("s") == []
+    assert await store.finish_run("s", "failed", error="E: x") == 0  # no events: the count stays

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from traceback import format_exception
 from typing import Any, Literal, TypeAlias, TypeVar, cast
 
-from .._json import copy_json
+from .._json import CheckedJSON, copy_json
 from ..agent import Agent
 from ..errors import (
     AbortedError,
@@ -753,7 +753,9 @@ class Episode:
         snapshot = copy_json(records)
         self.new_messages.extend(snapshot[len(records) - len(batch) :])
         assert self.recorder is not None
+        # The store checked these records as it wrote them: the run event need not walk the
+        # messages again (CheckedJSON).
         self.recorder.emit(
             "agent_messages_committed",
-            {"start": length - len(records), "count": len(records), "messages": snapshot},
+            CheckedJSON(start=length - len(records), count=len(records), messages=snapshot),
         )

@@ -265,8 +265,10 @@ class InMemoryRunStore:
         lease_ttl: float | None = None,
         traceback: str | None = None,
         lease: str | None = None,
-    ) -> None:
+        events: Sequence[NewRunEvent] = (),
+    ) -> int:
         check_run_status(status)
+        encoded = encode_events(run_id, events)
         values = {
             "status": status,
             "ended_at": end_time(status, ended_at),
@@ -286,6 +288,9 @@ class InMemoryRunStore:
                 self._fence(run_id, lease)
             for column, value in values.items():
                 row[_COLUMN[column]] = value
+            log = self._events[run_id]
+            log.extend(encoded)
+            return len(log)
 
     async def request_cancel(self, run_id: str) -> bool:
         with self._lock:

@@ -230,16 +230,20 @@ class RunStore(Protocol):
         lease_ttl: float | None = None,
         traceback: str | None = None,
         lease: str | None = None,
-    ) -> None:
+        events: Sequence[NewRunEvent] = (),
+    ) -> int:
         """Set the final status of a run (and why, for a failure: `error`, and `traceback`
         cut to its last `TRACEBACK_LIMIT` characters), releasing its lease. Setting
         "running" again (a resumed workflow run) clears the end time and the error and, with
         `lease_ttl`, takes a new lease (with `lease`, under that token: a takeover). `output_text`,
         `usage` and `cost_usd` are set when given (an output is cut at `TEXT_LIMIT` characters).
+        `events` are the run's last events, appended in the same transaction (a turn's final
+        events and its end are one write). Returns the seq of the run's last event.
 
         Raises:
             LeaseLostError: `lease` is given, the status is an end, and the run's lease has
                 another token now; nothing is written.
+            NotJSONSafeError: an event's data would not survive JSON; nothing is written.
         """
         ...
 

@@ -15,7 +15,6 @@ from .._codecs import (
     encode_events,
     encode_run_info,
     end_time,
-    finish_sets,
     finish_values,
     query_where,
     run_info_from_row,
@@ -60,19 +59,22 @@ _RUN_SELECT_R: Final = run_info_select("postgres", "r")
 # One statement, like a message append: the run row's count is bumped (and row-locked) and the
 # events are numbered after the old count. No row means the run was never started, or (under a
 # lease token) that another writer took the run over.
-_APPEND_EVENTS = """
-WITH bumped AS (
-    UPDATE tether_runs SET event_count = event_count + %(n)s
-    WHERE run_id = %(run_id)s
-        AND (%(lease)s::text IS NULL OR lease_owner IS NULL OR lease_owner = %(lease)s)
-    RETURNING event_count
-), inserted AS (
+_INSERT_EVENTS: Final = """
     INSERT INTO tether_run_events (run_id, seq, type, at, data)
     SELECT %(run_id)s, bumped.event_count - %(n)s + e.i, e.type, e.at, e.data
     FROM bumped,
         unnest(%(types)s::text[], %(ats)s::float8[], %(datas)s::text[])
         WITH ORDINALITY AS e (type, at, data, i)
-)
+"""
+"""Inserts a run's new events numbered after the count the `bumped` CTE returns."""
+
+_APPEND_EVENTS = f"""
+WITH bumped AS (
+    UPDATE tether_runs SET event_count = event_count + %(n)s
+    WHERE run_id = %(run_id)s
+        AND (%(lease)s::text IS NULL OR lease_owner IS NULL OR lease_owner = %(lease)s)
+    RETURNING event_count
+), inserted AS ({_INSERT_EVENTS})
 SELECT event_count FROM bumped
 """
 
@@ -165,8 +167,10 @@ class PostgresRunStore(PostgresBacked):
         lease_ttl: float | None = None,
         traceback: str | None = None,
         lease: str | None = None,
-    ) -> None:
+        events: Sequence[NewRunEvent] = (),
+    ) -> int:
         check_run_status(status)
+        encoded = encode_events(run_id, events)
         end = end_time(status, ended_at)
         extra = finish_values(output_text, usage, cost_usd, traceback)
         ttl = lease_ttl if status == "running" else None
@@ -176,16 +180,36 @@ class PostgresRunStore(PostgresBacked):
         if status == "running" and lease is not None:
             extra["lease_owner"] = lease
             fence = None
+        sets = "".join(f", {column} = %(x_{column})s" for column in extra)
+        params = {
+            **_append_params(run_id, encoded, fence),
+            **{f"x_{column}": value for column, value in extra.items()},
+            "status": status,
+            "ended_at": end,
+            "error": error,
+            "ttl": ttl,
+        }
         async with self._session() as conn:
+            # One statement: the run's end, its count bumped, and its last events numbered
+            # after the old count (none: the count stays).
             row = await fetch_one(
                 conn,
-                f"UPDATE tether_runs SET status = %s, ended_at = %s, error = %s"
-                f"{finish_sets('%s', extra)}, lease_expires_at = {NOW} + %s::float8"
-                f" WHERE run_id = %s AND {_FENCE} RETURNING 1",
-                (status, end, error, *extra.values(), ttl, run_id, fence, fence),
+                f"""
+                WITH bumped AS (
+                    UPDATE tether_runs SET status = %(status)s, ended_at = %(ended_at)s,
+                        error = %(error)s{sets}, lease_expires_at = {NOW} + %(ttl)s::float8,
+                        event_count = event_count + %(n)s
+                    WHERE run_id = %(run_id)s AND (%(lease)s::text IS NULL
+                        OR lease_owner IS NULL OR lease_owner = %(lease)s)
+                    RETURNING event_count
+                ), inserted AS ({_INSERT_EVENTS})
+                SELECT event_count FROM bumped
+                """,
+                params,
             )
             if row is None:
                 raise await _refused(conn, run_id)
+        return int(row[0])
 
     async def run_totals(self, query: RunQuery) -> RunTotals:
         conds, args = query_where(query, "%s", "postgres")

@@ -152,8 +152,10 @@ class SqliteRunStore(SqliteBacked):
         lease_ttl: float | None = None,
         traceback: str | None = None,
         lease: str | None = None,
-    ) -> None:
+        events: Sequence[NewRunEvent] = (),
+    ) -> int:
         check_run_status(status)
+        rows = encode_events(run_id, events)
         end = end_time(status, ended_at)
         extra = finish_values(output_text, usage, cost_usd, traceback)
         ttl = lease_ttl if status == "running" else None
@@ -165,24 +167,34 @@ class SqliteRunStore(SqliteBacked):
         else:
             fence = (lease, lease)
 
-        def op(conn: sqlite3.Connection) -> None:
+        def op(conn: sqlite3.Connection) -> int:
             with transaction(conn):
                 row = conn.execute(
                     f"UPDATE tether_runs SET status = ?, ended_at = ?, error = ?"
-                    f"{finish_sets('?', extra)}, lease_expires_at = {NOW} + ? WHERE run_id = ?"
-                    f" AND {_FENCE} RETURNING rowid, input_text, output_text",
-                    (status, end, error, *extra.values(), ttl, run_id, *fence),
+                    f"{finish_sets('?', extra)}, lease_expires_at = {NOW} + ?,"
+                    f" event_count = event_count + ? WHERE run_id = ? AND {_FENCE}"
+                    " RETURNING rowid, input_text, output_text, event_count",
+                    (status, end, error, *extra.values(), ttl, len(rows), run_id, *fence),
                 ).fetchone()
                 if row is None:
                     raise _refused(conn, run_id)
+                last = int(row[3])
+                if rows:
+                    base = last - len(rows)
+                    conn.executemany(
+                        "INSERT INTO tether_run_events (run_id, seq, type, at, data)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        [(run_id, base + i + 1, k, at, raw) for i, (k, at, raw) in enumerate(rows)],
+                    )
                 if output_text is not None:
-                    rowid, input_text, new_output = row
+                    rowid, input_text, new_output, _ = row
                     conn.execute(
                         "UPDATE tether_runs_fts SET body = ? WHERE rowid = ?",
                         (f"{input_text}\n{new_output}", rowid),
                     )
+                return last
 
-        await self._run(op)
+        return await self._run(op)
 
     async def run_totals(self, query: RunQuery) -> RunTotals:
         conds, args = query_where(query, "?", "sqlite")
