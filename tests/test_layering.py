@@ -110,6 +110,12 @@ def test_the_lab_never_imports_cli_or_ui(path: Path) -> None:
     ] == []
 
 
+@pytest.mark.parametrize("path", modules("lab"), ids=lambda p: module_name(p))
+def test_the_lab_never_imports_the_experiments_that_run_on_it(path: Path) -> None:
+    # tether.evals runs on a Runtime; `evaluate(lab, ...)` is the one entry point (no cycle).
+    assert [m for m in tether_imports(path) if under(m, ("tether.evals",))] == []
+
+
 @pytest.mark.parametrize("path", modules("ui"), ids=lambda p: module_name(p))
 def test_the_ui_never_imports_the_server_or_the_cli(path: Path) -> None:
     # serve mounts the UI's pages; the pages know nothing of the endpoints that start runs.

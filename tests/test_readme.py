@@ -122,7 +122,8 @@ def setup_for(example: CodeExample, namespace: dict[str, Any]) -> None:
         problem = bubblewrap_problem()
         if problem is not None:
             pytest.skip(f"the example sandboxes its shell with bubblewrap: {problem}")
-    if example.source.startswith("report = await lab.evaluate("):
+    if example.source.startswith("report = await evaluate(lab,"):
+        from tether.evals import evaluate
         from tether.lab import Runtime
 
         Path("cases.jsonl").write_text(
@@ -130,7 +131,7 @@ def setup_for(example: CodeExample, namespace: dict[str, Any]) -> None:
         )
         lab = Runtime(defaults={"model": "openai:gpt-4o-mini"})
         lab.create_agent(id="assistant", system_prompt="Answer briefly.")
-        namespace.update(lab=lab, my_check=lambda case, result: True)
+        namespace.update(lab=lab, evaluate=evaluate, my_check=lambda case, result: True)
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda ex: f"README.md:{ex.start_line}")

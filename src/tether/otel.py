@@ -49,11 +49,13 @@ import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from contextvars import Token
 from typing import Any
 
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import trace
+    from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
     from opentelemetry.util.types import AttributeValue
 except ImportError as exc:  # pragma: no cover - exercised by a test that hides opentelemetry
@@ -62,6 +64,14 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
     ) from exc
 
 from .events import TraceRecord
+from .run_events import (
+    WORKFLOW_FAILED,
+    WORKFLOW_FINISHED,
+    WORKFLOW_STARTED,
+    WORKFLOW_STEP_FAILED,
+    WORKFLOW_STEP_FINISHED,
+    WORKFLOW_STEP_STARTED,
+)
 from .tracing import SpanKind as PhaseKind
 from .tracing import SpanSink
 from .workflows import WorkflowEvent
@@ -155,7 +165,7 @@ class _Live:
         self.span = span
         self.kind = kind
         self.turn_key = turn_key
-        self.tokens: list[object] = []
+        self.tokens: list[Token[Context]] = []
         self.ended = False
         self.denied = False
 
@@ -164,8 +174,7 @@ class _Live:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        # The token attach() returned; OTel types it loosely across versions.
-        otel_context.detach(self.tokens.pop())  # type: ignore[arg-type]
+        otel_context.detach(self.tokens.pop())
 
     def end(self, data: Mapping[str, Any]) -> None:
         if not self.ended:
@@ -352,7 +361,7 @@ class OtelSink:
         """A workflow recorder (`on_event=`): a span per run and per executed step, current
         while it runs. Called in the run's own task, so what it makes current stays there."""
         run_id = event["workflow_run_id"]
-        if event["type"] == "workflow_started":
+        if event["type"] == WORKFLOW_STARTED:
             attrs: dict[str, AttributeValue] = {
                 "tether.workflow.id": event["workflow_id"],
                 "tether.workflow.run_id": run_id,
@@ -360,23 +369,23 @@ class OtelSink:
             }
             span = self._tracer.start_span(f"workflow {event['workflow_id']}", attributes=attrs)
             self._workflow[run_id] = _entered(_Live(self, span, "workflow", None))
-        elif event["type"] == "workflow_step_started":
+        elif event["type"] == WORKFLOW_STEP_STARTED:
             attrs = {"tether.workflow.run_id": run_id, "tether.step.id": event["step_id"]}
             span = self._tracer.start_span(f"step {event['step']}", attributes=attrs)
             self._workflow[f"{run_id}/{event['step_id']}"] = _entered(
                 _Live(self, span, "step", None)
             )
-        elif event["type"] == "workflow_step_finished":
+        elif event["type"] == WORKFLOW_STEP_FINISHED:
             if event["replayed"]:
                 attrs = {"tether.step.id": event["step_id"], "tether.step.replayed": True}
                 self._tracer.start_span(f"step {event['step']}", attributes=attrs).end()
             else:
                 self._close(f"{run_id}/{event['step_id']}", None)
-        elif event["type"] == "workflow_step_failed":
+        elif event["type"] == WORKFLOW_STEP_FAILED:
             self._close(f"{run_id}/{event['step_id']}", event["error"])
-        elif event["type"] == "workflow_finished":
+        elif event["type"] == WORKFLOW_FINISHED:
             self._close(run_id, None)
-        elif event["type"] == "workflow_failed":
+        elif event["type"] == WORKFLOW_FAILED:
             self._close(run_id, event["error"])
 
     def _close(self, key: str, error: Any) -> None:

@@ -239,8 +239,3 @@ async def test_an_agent_case_may_give_run_options(lab: Runtime) -> None:
         experiment="opts",
     )
     assert report["cases"][0]["status"] == "passed"
-
-
-async def test_the_runtime_method_delegates(lab: Runtime) -> None:
-    report = await lab.evaluate(lab.agents["echo"], CASES, experiment="method", concurrency=1)
-    assert report["summary"]["done"] == 3

@@ -22,6 +22,25 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ..events import AgentEvent
+from ..run_events import (
+    AGENT_FAILED,
+    AGENT_FINISHED,
+    AGENT_MESSAGES_COMMITTED,
+    AGENT_STARTED,
+    AGENT_TEXT_DELTA,
+    AGENT_TOOL_CALL,
+    AGENT_TOOL_RESULT,
+    AGENT_WARNING,
+    MODEL_CALL_FAILED,
+    MODEL_CALL_FINISHED,
+    MODEL_CALL_STARTED,
+    WORKFLOW_FAILED,
+    WORKFLOW_FINISHED,
+    WORKFLOW_STARTED,
+    WORKFLOW_STEP_FAILED,
+    WORKFLOW_STEP_FINISHED,
+    WORKFLOW_STEP_STARTED,
+)
 
 if TYPE_CHECKING:
     from ..stores.run_store import RunEvent, RunInfo
@@ -236,34 +255,34 @@ def _summary(kind: str, data: Mapping[str, Any]) -> str:
     if kind.startswith("model_call_"):
         return _model_call_summary(kind, data)
     get = data.get
-    if kind == "agent_started":
+    if kind == AGENT_STARTED:
         return f"agent={get('agent_id')} scope={get('memory_scope')} model={get('model')}"
-    if kind == "agent_tool_call":
+    if kind == AGENT_TOOL_CALL:
         return f"{get('name')} {compact(get('input'))}"
-    if kind == "agent_tool_result":
+    if kind == AGENT_TOOL_RESULT:
         mark = " (error)" if get("is_error") else ""
         return f"{get('name')}{mark} -> {compact(get('output'))}"
-    if kind == "agent_messages_committed":
+    if kind == AGENT_MESSAGES_COMMITTED:
         return f"{get('count')} record(s) stored from index {get('start')}"
-    if kind == "agent_finished":
+    if kind == AGENT_FINISHED:
         usage = get("usage")
         shown = format_usage(usage) if isinstance(usage, Mapping) else "-"
         cost = get("cost_usd")
         priced = f" cost={format_cost(cost)}" if isinstance(cost, int | float) else ""
         return f"turns={get('turns')} usage: {shown}{priced} stop={get('stop_reason')}"
-    if kind == "agent_failed":
+    if kind == AGENT_FAILED:
         mark = " (cancelled)" if get("cancelled") else ""
         return f"{_error_text(get('error'))}{mark}"
-    if kind == "agent_warning":
+    if kind == AGENT_WARNING:
         return f"{get('code')}: {get('message')}"
     return compact(dict(data))
 
 
 def _model_call_summary(kind: str, data: Mapping[str, Any]) -> str:
     get = data.get
-    if kind == "model_call_started":
+    if kind == MODEL_CALL_STARTED:
         return f"call {get('call')} to {get('model')}"
-    if kind == "model_call_finished":
+    if kind == MODEL_CALL_FINISHED:
         usage = get("usage")
         shown = format_usage(usage) if isinstance(usage, Mapping) else "-"
         cost = get("cost_usd")
@@ -273,25 +292,25 @@ def _model_call_summary(kind: str, data: Mapping[str, Any]) -> str:
             if isinstance(cost, int | float) or cost is None
             else f"call {get('call')}"
         )
-    if kind == "model_call_failed":
+    if kind == MODEL_CALL_FAILED:
         return f"call {get('call')} after {_ms(get('duration_s'))}: {_error_text(get('error'))}"
     return compact(dict(data))
 
 
 def _workflow_summary(kind: str, data: Mapping[str, Any]) -> str:
     get = data.get
-    if kind == "workflow_started":
+    if kind == WORKFLOW_STARTED:
         return f"attempt {get('attempt')} input={compact(get('input'))}"
-    if kind == "workflow_step_started":
+    if kind == WORKFLOW_STEP_STARTED:
         return f"{get('step_id')}"
-    if kind == "workflow_step_finished":
+    if kind == WORKFLOW_STEP_FINISHED:
         mark = " (replayed)" if get("replayed") else ""
         return f"{get('step_id')}{mark} -> {compact(get('output'))}"
-    if kind == "workflow_step_failed":
+    if kind == WORKFLOW_STEP_FAILED:
         return f"{get('step_id')}: {_error_text(get('error'))}"
-    if kind == "workflow_finished":
+    if kind == WORKFLOW_FINISHED:
         return f"output={compact(get('output'))}"
-    if kind == "workflow_failed":
+    if kind == WORKFLOW_FAILED:
         return f"{get('status')}: {_error_text(get('error'))}"
     return compact(dict(data))
 
@@ -308,10 +327,10 @@ def event_lines(events: Sequence[RunEvent]) -> list[str]:
     i = 0
     while i < len(events):
         event = events[i]
-        if event["type"] == "agent_text_delta":
+        if event["type"] == AGENT_TEXT_DELTA:
             j = i
             parts: list[str] = []
-            while j < len(events) and events[j]["type"] == "agent_text_delta":
+            while j < len(events) and events[j]["type"] == AGENT_TEXT_DELTA:
                 parts.append(str(events[j]["data"].get("text", "")))
                 j += 1
             seq = f"{events[i]['seq']}-{events[j - 1]['seq']}" if j - i > 1 else str(event["seq"])

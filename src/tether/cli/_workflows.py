@@ -11,6 +11,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import RegistryError, WorkflowInputError, WorkflowRunBusyError
+from ..run_events import (
+    WORKFLOW_STARTED,
+    WORKFLOW_STEP_FAILED,
+    WORKFLOW_STEP_FINISHED,
+    WORKFLOW_STEP_STARTED,
+)
 from ._errors import CommandLineError, Interrupted, RunFailedError, read_stdin, reports_errors
 from ._interrupt import CtrlC
 from ._project import GlobalOptions, load_project, options_of, reach_stores, run_async
@@ -243,12 +249,12 @@ async def _resumable(
 def _progress(event: WorkflowEvent) -> None:
     """Step progress on stderr, nested runs named by their workflow."""
     where = event["workflow_id"]
-    if event["type"] == "workflow_step_started":
+    if event["type"] == WORKFLOW_STEP_STARTED:
         emit_err(f"[{clean(where)}] {clean(event['step_id'])} ...")
-    elif event["type"] == "workflow_step_finished":
+    elif event["type"] == WORKFLOW_STEP_FINISHED:
         mark = " (replayed)" if event["replayed"] else ""
         emit_err(f"[{clean(where)}] {clean(event['step_id'])} done{mark}")
-    elif event["type"] == "workflow_step_failed":
+    elif event["type"] == WORKFLOW_STEP_FAILED:
         error = event["error"]
         reason = compact(f"{error.get('type')}: {error.get('message')}")
         emit_err(f"[{clean(where)}] {clean(event['step_id'])} failed: {reason}")
@@ -305,7 +311,7 @@ async def _run(
 
         def on_event(event: WorkflowEvent) -> None:
             nonlocal ran_here
-            if event["type"] == "workflow_started" and event["workflow_run_id"] == run_id:
+            if event["type"] == WORKFLOW_STARTED and event["workflow_run_id"] == run_id:
                 ran_here = True
             if not quiet:
                 _progress(event)

@@ -8,7 +8,7 @@ report = await evaluate(lab, "assistant", "cases.jsonl", experiment="baseline")
 report["evaluators"]            # {"contains": {"passed": 9, "total": 10, "rate": 0.9}, ...}
 ```
 
-or `await lab.evaluate(...)`, or on the command line `tether eval run assistant --dataset
+or on the command line `tether eval run assistant --dataset
 cases.jsonl`. Each case is an ordinary episode or workflow run tagged `experiment:<name>` and
 `case:<id>` (plus the `version:` / `commit:` provenance), so the run records, the CLI and the
 UI show it like any other; the experiment itself is a run of kind ``"experiment"`` whose events

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import ConfigError, DatasetError
 from ..lab import LabAgent, Runtime, run_tags
+from ..run_events import AGENT_FINISHED, AGENT_TOOL_CALL
 from ..stores.run_store import RunInfo, RunStore
 from ..workflows import Workflow
 from ._dataset import AGENT_INPUT_KEYS, Case
@@ -264,7 +265,7 @@ async def _run_agent(
         run_id=handle.run_id,
         kind="agent",
         latency_ms=latency,
-        usage=dict(episode.usage),  # type: ignore[arg-type]  # Usage holds ints only
+        usage={k: v for k, v in episode.usage.items() if isinstance(v, int)},
         cost_usd=cost,
         cost_note=note,
         tool_calls=calls,
@@ -291,9 +292,9 @@ async def _recover_agent(store: RunStore, info: RunInfo) -> CaseResult:
     finished: dict[str, Any] = {}
     calls: list[dict[str, Any]] = []
     for event in await store.events(info.run_id):
-        if event["type"] == "agent_finished":
+        if event["type"] == AGENT_FINISHED:
             finished = event["data"]
-        elif event["type"] == "agent_tool_call":
+        elif event["type"] == AGENT_TOOL_CALL:
             data = event["data"]
             calls.append({"name": data.get("name"), "arguments": data.get("input")})
     output = finished.get("output", finished.get("text", ""))
@@ -381,9 +382,9 @@ async def _tree(
             episodes.append(child)
             for event in await store.events(child.run_id):
                 data = event["data"]
-                if event["type"] == "agent_tool_call":
+                if event["type"] == AGENT_TOOL_CALL:
                     calls.append({"name": data.get("name"), "arguments": data.get("input")})
-                elif event["type"] == "agent_finished":
+                elif event["type"] == AGENT_FINISHED:
                     for key, n in (data.get("usage") or {}).items():
                         if isinstance(n, int):
                             usage[key] = usage.get(key, 0) + n

@@ -49,6 +49,19 @@ from ..events import AgentEvent, DoneEvent, Usage
 from ..llm.base import ModelSettings
 from ..loop import stream_turn
 from ..prompt import PromptLayer
+from ..run_events import (
+    AGENT_FAILED,
+    AGENT_FINISHED,
+    AGENT_MESSAGES_COMMITTED,
+    AGENT_STARTED,
+    AGENT_TEXT_DELTA,
+    AGENT_TOOL_CALL,
+    AGENT_TOOL_RESULT,
+    AGENT_WARNING,
+    AgentFailedData,
+    AgentMessagesCommittedData,
+    ErrorData,
+)
 from ..session import Message, Session, fold
 from ..signals import AbortController, AbortScope
 from ..stop import RoundResult, StopCondition, step_count_is
@@ -147,7 +160,7 @@ def traceback_text(exc: BaseException) -> str:
     return "".join(format_exception(exc))[-TRACEBACK_LIMIT:]
 
 
-def _error_data(exc: BaseException) -> dict[str, Any]:
+def _error_data(exc: BaseException) -> ErrorData:
     return {"type": type(exc).__name__, "message": str(exc)}
 
 
@@ -297,16 +310,18 @@ class Episode:
             self._leased = self.host.run_store
             heartbeat.hold_run(self._leased, self.run_id)
             recorder.emit(
-                "agent_started",
                 {
-                    "agent_id": self.agent.id,
-                    "memory_scope": self.scope,
-                    "memory_scope_generated": self.scope_generated,
-                    "tags": list(self.tags),
-                    "workflow_run_id": link.workflow_run_id if link else None,
-                    "step_id": link.step_id if link else None,
-                    "model": self.model,
-                },
+                    "type": AGENT_STARTED,
+                    "data": {
+                        "agent_id": self.agent.id,
+                        "memory_scope": self.scope,
+                        "memory_scope_generated": self.scope_generated,
+                        "tags": list(self.tags),
+                        "workflow_run_id": link.workflow_run_id if link else None,
+                        "step_id": link.step_id if link else None,
+                        "model": self.model,
+                    },
+                }
             )
             async with self._on_scope():
                 with recorder.recording(self.agent.harness), running_episode(self.run_id):
@@ -322,16 +337,21 @@ class Episode:
             failure = self._recording_error(exc)
             if failure is not None:
                 # The run's record broke: the episode stopped for that, not by a cancel.
-                recorder.emit("agent_failed", {"error": _error_data(failure), "cancelled": False})
+                recorder.emit(
+                    {
+                        "type": AGENT_FAILED,
+                        "data": {"error": _error_data(failure), "cancelled": False},
+                    }
+                )
                 await recorder.close(
                     "failed", error=f"StoreError: {failure}", traceback=traceback_text(exc)
                 )
                 raise failure from exc
             cancelled = isinstance(exc, AbortedError | asyncio.CancelledError)
-            data: dict[str, Any] = {"error": _error_data(exc), "cancelled": cancelled}
+            data: AgentFailedData = {"error": _error_data(exc), "cancelled": cancelled}
             if isinstance(exc, NoObjectGeneratedError):
                 data["text"] = exc.text
-            recorder.emit("agent_failed", data)
+            recorder.emit({"type": AGENT_FAILED, "data": data})
             await recorder.close(
                 "cancelled" if cancelled else "failed",
                 error=f"{type(exc).__name__}: {exc}",
@@ -340,16 +360,18 @@ class Episode:
             )
             raise
         recorder.emit(
-            "agent_finished",
             {
-                "text": result.text,
-                "output": jsonable(result.output),
-                "turns": result.turns,
-                "usage": dict(result.usage),
-                "stop_reason": result.stop_reason,
-                "memory_scope": self.scope,
-                "cost_usd": recorder.cost_usd,
-            },
+                "type": AGENT_FINISHED,
+                "data": {
+                    "text": result.text,
+                    "output": jsonable(result.output),
+                    "turns": result.turns,
+                    "usage": {**result.usage},
+                    "stop_reason": result.stop_reason,
+                    "memory_scope": self.scope,
+                    "cost_usd": recorder.cost_usd,
+                },
+            }
         )
         await recorder.close("completed", output_text=_output_text(result))
         failure = self._recording_error(None)
@@ -541,15 +563,17 @@ class Episode:
             )
             logger.warning(message)
             recorder.emit(
-                "agent_warning",
                 {
-                    "code": "template_unrendered",
-                    "message": message,
-                    "memory_scope": self.scope,
-                    "agent_id": agent.id,
-                    "template": exc.template,
-                    "variable": exc.variable,
-                },
+                    "type": AGENT_WARNING,
+                    "data": {
+                        "code": "template_unrendered",
+                        "message": message,
+                        "memory_scope": self.scope,
+                        "agent_id": agent.id,
+                        "template": exc.template,
+                        "variable": exc.variable,
+                    },
+                }
             )
             return pinned
         if current == pinned:
@@ -565,14 +589,16 @@ class Episode:
             )
             logger.warning(message)
             recorder.emit(
-                "agent_warning",
                 {
-                    "code": "system_prompt_conflict",
-                    "message": message,
-                    "memory_scope": self.scope,
-                    "agent_id": agent.id,
-                    "pinned_agent_id": pin.get("agent_id"),
-                },
+                    "type": AGENT_WARNING,
+                    "data": {
+                        "code": "system_prompt_conflict",
+                        "message": message,
+                        "memory_scope": self.scope,
+                        "agent_id": agent.id,
+                        "pinned_agent_id": pin.get("agent_id"),
+                    },
+                }
             )
         return pinned
 
@@ -650,7 +676,7 @@ class Episode:
         if event["type"] == "text":
             if event["text"]:
                 self._partial += event["text"]
-                recorder.emit("agent_text_delta", {"text": event["text"]})
+                recorder.emit({"type": AGENT_TEXT_DELTA, "data": {"text": event["text"]}})
             return
         if event["type"] == "progress" and event["stage"] == "tool":
             self._tool_started = time.time()  # the loop runs the call right after this
@@ -658,19 +684,23 @@ class Episode:
         fold(view, memory, event)
         if event["type"] == "tool_use":
             recorder.emit(
-                "agent_tool_call",
-                {"id": event["id"], "name": event["name"], "input": event["input"]},
+                {
+                    "type": AGENT_TOOL_CALL,
+                    "data": {"id": event["id"], "name": event["name"], "input": event["input"]},
+                }
             )
         elif event["type"] == "tool_result":
             recorder.emit(
-                "agent_tool_result",
                 {
-                    "id": event["id"],
-                    "name": event["name"],
-                    "output": event["output"],
-                    "is_error": bool(event.get("is_error", False)),
-                    "started_at": self._tool_started,
-                },
+                    "type": AGENT_TOOL_RESULT,
+                    "data": {
+                        "id": event["id"],
+                        "name": event["name"],
+                        "output": event["output"],
+                        "is_error": bool(event.get("is_error", False)),
+                        "started_at": self._tool_started,
+                    },
+                }
             )
             self._tool_started = None
             step = steps[-1] if steps else None
@@ -756,6 +786,12 @@ class Episode:
         # The store checked these records as it wrote them: the run event need not walk the
         # messages again (CheckedJSON).
         self.recorder.emit(
-            "agent_messages_committed",
-            CheckedJSON(start=length - len(records), count=len(records), messages=snapshot),
+            {
+                "type": AGENT_MESSAGES_COMMITTED,
+                # a dict of AgentMessagesCommittedData's keys, marked as checked
+                "data": cast(
+                    AgentMessagesCommittedData,
+                    CheckedJSON(start=length - len(records), count=len(records), messages=snapshot),
+                ),
+            }
         )

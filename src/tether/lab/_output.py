@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import pydantic
 
@@ -100,7 +100,7 @@ class OutputSpec(Generic[T]):
             why = self.check(value)
             if why is not None:
                 raise NoMatch(f"the JSON object does not match the schema: {why}")
-            return value  # type: ignore[return-value]
+            return cast(T, value)  # a JSON Schema output is the checked dict
         try:
             return self.adapter.validate_json(text)
         except pydantic.ValidationError as exc:

@@ -56,6 +56,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 from ..errors import ConfigError, StoreError
 from ..events import Usage
 from ..llm.base import ChatRequest, LLMClient, StreamChunk
+from ..run_events import (
+    MODEL_CALL_FAILED,
+    MODEL_CALL_FINISHED,
+    MODEL_CALL_STARTED,
+    ModelCallFinishedData,
+    ModelCallStartedData,
+    RunEventBody,
+)
 from ..stores.run_store import ManyAppends, NewRunEvent, RunEvent, RunInfo, RunStore
 from ..stores.workflow_store import RunStatus
 
@@ -197,13 +205,13 @@ class RunRecorder:
     def _call_started(self, client: RecordingClient, request: ChatRequest) -> tuple[int, str]:
         self._calls += 1
         model = client.model_ref
-        data: dict[str, Any] = {"call": self._calls, "model": model}
+        data: ModelCallStartedData = {"call": self._calls, "model": model}
         if self.level != "off":
             try:
                 data["request"] = _request_record(request, self.level, client.secrets())
             except Exception:  # recording never fails a call
                 logger.exception("could not record the request of run %s", self.run_id)
-        self.emit("model_call_started", data)
+        self.emit({"type": MODEL_CALL_STARTED, "data": data})
         return self._calls, model
 
     def _call_finished(
@@ -224,23 +232,22 @@ class RunRecorder:
         if usage:
             self._cost = None if cost is None or self._cost is None else self._cost + cost
         content = finish.get("content") or []
-        self.emit(
-            "model_call_finished",
-            {
-                "call": call,
-                "model": model,
-                "first_token_s": first_token,
-                "duration_s": duration,
-                "usage": usage,
-                "stop_reason": finish.get("stop_reason"),
-                "finish_reason": finish.get("finish_reason"),
-                "tool_calls": sum(
-                    1 for p in content if isinstance(p, dict) and p.get("type") == "tool_call"
-                ),
-                "cost_usd": float(cost) if cost is not None else None,
-                **({"unpriced": unpriced} if unpriced is not None else {}),
-            },
-        )
+        data: ModelCallFinishedData = {
+            "call": call,
+            "model": model,
+            "first_token_s": first_token,
+            "duration_s": duration,
+            "usage": usage,
+            "stop_reason": finish.get("stop_reason"),
+            "finish_reason": finish.get("finish_reason"),
+            "tool_calls": sum(
+                1 for p in content if isinstance(p, dict) and p.get("type") == "tool_call"
+            ),
+            "cost_usd": float(cost) if cost is not None else None,
+        }
+        if unpriced is not None:
+            data["unpriced"] = unpriced
+        self.emit({"type": MODEL_CALL_FINISHED, "data": data})
 
     def _call_failed(
         self,
@@ -251,14 +258,16 @@ class RunRecorder:
         duration: float,
     ) -> None:
         self.emit(
-            "model_call_failed",
             {
-                "call": call,
-                "model": model,
-                "first_token_s": first_token,
-                "duration_s": duration,
-                "error": {"type": type(exc).__name__, "message": str(exc)},
-            },
+                "type": MODEL_CALL_FAILED,
+                "data": {
+                    "call": call,
+                    "model": model,
+                    "first_token_s": first_token,
+                    "duration_s": duration,
+                    "error": {"type": type(exc).__name__, "message": str(exc)},
+                },
+            }
         )
 
     async def start(self) -> None:
@@ -292,11 +301,14 @@ class RunRecorder:
             self._drain(), name="tether-lab:run-recorder"
         )
 
-    def emit(self, kind: str, data: dict[str, Any]) -> None:
-        """Record one event: listeners now, the store soon."""
+    def emit(self, event: RunEventBody) -> None:
+        """Record one event (``{"type": KIND, "data": {...}}``, `tether.run_events`): listeners
+        now, the store soon. The dict given becomes the stored event (its `at` is set here)."""
         if self._closed:
             raise RuntimeError(f"run {self.run_id} is already closed")
-        self._queue.append({"type": kind, "at": time.time(), "data": data})
+        record = cast(NewRunEvent, event)  # the body plus its time: no copy per streamed token
+        record["at"] = time.time()
+        self._queue.append(record)
         if not self._scheduled and not self._wake.is_set():
             if self.flush_every > 0:
                 self._scheduled = True

@@ -15,7 +15,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import Any, TypeVar, overload
 from urllib.parse import quote
 
 import pydantic
@@ -26,6 +26,7 @@ from ..guardrails import Guardrail
 from ..integrations import IntegrationSource
 from ..llm.base import ModelSettings
 from ..resources import Resource
+from ..run_events import WORKFLOW_FAILED, WORKFLOW_FINISHED, WORKFLOW_STARTED
 from ..stop import StopCondition
 from ..stores.message_store import MessageStore
 from ..stores.run_store import RunInfo, RunStore
@@ -53,9 +54,6 @@ from ._tags import context_tags
 from ._template import Template
 from ._titles import ConversationTitleInput, ConversationTitleOutput
 from ._tools import ToolsSpec
-
-if TYPE_CHECKING:
-    from ..evals import Progress
 
 __all__ = ["ConversationTitleInput", "ConversationTitleOutput", "Runtime", "ToolCallInfo"]
 
@@ -632,7 +630,7 @@ class Runtime:
         except Exception as exc:
             kind = event.get("type")
             logger.exception("could not record workflow event %s", kind)
-            if kind not in ("workflow_finished", "workflow_failed"):
+            if kind not in (WORKFLOW_FINISHED, WORKFLOW_FAILED):
                 raise StoreError(
                     f"workflow run {event.get('workflow_run_id')} stopped: its event {kind} "
                     f"could not be recorded ({type(exc).__name__}: {exc})"
@@ -648,7 +646,7 @@ class Runtime:
         lease = ctx.lease.owner if ctx is not None and ctx.workflow_run_id == run_id else None
         # A failure's traceback is kept with the run's error, not in its events.
         data = {k: v for k, v in event.items() if k not in ("type", "at", "traceback")}
-        if kind == "workflow_started":
+        if kind == WORKFLOW_STARTED:
             existing = await store.get_run(run_id)
             if existing is None:
                 # Recorded in the run's own task, whose context it inherited from where it was
@@ -675,7 +673,7 @@ class Runtime:
             # While it runs, the run's record is renewed with the runtime's other leases: if
             # this process dies, `tether runs list` shows the run interrupted.
             self._heartbeat.hold_run(store, run_id)
-        elif kind in ("workflow_finished", "workflow_failed"):
+        elif kind in (WORKFLOW_FINISHED, WORKFLOW_FAILED):
             self._heartbeat.drop_run(store, run_id)
         seq = await store.append_events(
             run_id, [{"type": kind, "at": event["at"], "data": data}], lease=lease
@@ -684,7 +682,7 @@ class Runtime:
             self._listeners,
             {"run_id": run_id, "seq": seq, "type": kind, "at": event["at"], "data": data},
         )
-        if kind == "workflow_finished":
+        if kind == WORKFLOW_FINISHED:
             await store.finish_run(
                 run_id,
                 "completed",
@@ -692,7 +690,7 @@ class Runtime:
                 output_text=_as_text(event.get("output")),
                 lease=lease,
             )
-        elif kind == "workflow_failed":
+        elif kind == WORKFLOW_FAILED:
             fields: dict[str, Any] = dict(event)
             error = fields.get("error") or {}
             await store.finish_run(
@@ -703,42 +701,6 @@ class Runtime:
                 traceback=fields.get("traceback"),
                 lease=lease,
             )
-
-    # -- experiments -------------------------------------------------------------------------
-
-    async def evaluate(
-        self,
-        target: Any,
-        dataset: Any,
-        *,
-        evaluators: Sequence[Any] = (),
-        experiment: str | None = None,
-        engine: Literal["local", "ray"] = "local",
-        concurrency: int = 8,
-        repeat: int = 1,
-        restart: bool = False,
-        address: str | None = None,
-        progress: Progress | None = None,
-    ) -> dict[str, Any]:
-        """Run an experiment: `target` (an agent, a workflow or its id) over `dataset` (a
-        JSONL/YAML path or a list of cases), each case an ordinary tagged run, scored by the
-        dataset's and `evaluators`' verdicts. Returns its report. See `tether.evals.evaluate`.
-        """
-        from ..evals import evaluate
-
-        return await evaluate(
-            self,
-            target,
-            dataset,
-            evaluators=evaluators,
-            experiment=experiment,
-            engine=engine,
-            concurrency=concurrency,
-            repeat=repeat,
-            restart=restart,
-            address=address,
-            progress=progress,
-        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any, TypedDict
 
+from ..run_events import AGENT_WARNING
 from ..session import Message
 from ..stores.message_store import MessageStore
 from ..stores.run_store import RunEvent, RunStore
@@ -107,7 +108,7 @@ async def _title(
         data = {"code": "title_failed", "message": message, "memory_scope": scope}
         try:
             seq = await host.run_store.append_events(
-                run_id, [{"type": "agent_warning", "at": at, "data": data}]
+                run_id, [{"type": AGENT_WARNING, "at": at, "data": data}]
             )
         except Exception:
             logger.exception("could not record the title failure of run %s", run_id)
@@ -115,7 +116,7 @@ async def _title(
             event: RunEvent = {
                 "run_id": run_id,
                 "seq": seq,
-                "type": "agent_warning",
+                "type": AGENT_WARNING,
                 "at": at,
                 "data": data,
             }

@@ -28,12 +28,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..lab import Runtime
+from ..run_events import AGENT_FAILED, AGENT_FINISHED, WORKFLOW_FAILED, WORKFLOW_FINISHED
 from ..stores.run_store import RunEvent, RunInfo, RunStore
 
 __all__ = ["INBOX", "PAGE", "TERMINAL_EVENTS", "RunEnd", "RunFeed"]
 
 TERMINAL_EVENTS: Final = frozenset(
-    {"agent_finished", "agent_failed", "workflow_finished", "workflow_failed"}
+    {AGENT_FINISHED, AGENT_FAILED, WORKFLOW_FINISHED, WORKFLOW_FAILED}
 )
 """The events after which a run has nothing more to say (unless a workflow run is resumed)."""
 PAGE = 256
@@ -61,9 +62,9 @@ def _end_of(event: RunEvent) -> RunEnd:
     error = data.get("error")
     message = f"{error.get('type')}: {error.get('message')}" if isinstance(error, dict) else None
     kind = event["type"]
-    if kind in ("agent_finished", "workflow_finished"):
+    if kind in (AGENT_FINISHED, WORKFLOW_FINISHED):
         return RunEnd("completed")
-    if kind == "agent_failed":
+    if kind == AGENT_FAILED:
         return RunEnd("cancelled" if data.get("cancelled") else "failed", message)
     status = data.get("status")
     return RunEnd(status if status in ("failed", "cancelled") else "failed", message)

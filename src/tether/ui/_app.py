@@ -27,6 +27,12 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigError, StoreCorruptError, StoreError
 from ..lab import Registry, Runtime
+from ..run_events import (
+    AGENT_MESSAGES_COMMITTED,
+    MODEL_CALL_FAILED,
+    MODEL_CALL_FINISHED,
+    MODEL_CALL_STARTED,
+)
 from ..stores.run_store import RunInfo, RunQuery
 from ..stores.workflow_store import READ_STATUSES
 from ..web import (
@@ -486,9 +492,9 @@ class _Pages:
         page's items that start at a seq in `redraw` (the text item being extended, a model
         call that has ended since), drawn again to replace the page's."""
         calls = {
-            e["data"].get("call"): {**e["data"], "failed": e["type"] == "model_call_failed"}
+            e["data"].get("call"): {**e["data"], "failed": e["type"] == MODEL_CALL_FAILED}
             for e in events
-            if e["type"] in ("model_call_finished", "model_call_failed")
+            if e["type"] in (MODEL_CALL_FINISHED, MODEL_CALL_FAILED)
         }
         base = request.scope.get("root_path", "").rstrip("/")
         macros = self.env.get_template("_macros.html").make_module({"base": base})
@@ -498,9 +504,9 @@ class _Pages:
             if item["last_seq"] <= after:
                 if item["seq"] not in redraw:
                     continue  # drawn by an earlier answer
-                if item["kind"] == "model_call_started" and item["data"].get("call") not in calls:
+                if item["kind"] == MODEL_CALL_STARTED and item["data"].get("call") not in calls:
                     continue  # still running: drawn as it is
-            if item["kind"] == "agent_messages_committed" and not storage:
+            if item["kind"] == AGENT_MESSAGES_COMMITTED and not storage:
                 continue
             out.append({"seq": item["seq"], "html": str(event(item, info.started_at, calls))})
         return out

@@ -22,6 +22,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..run_events import (
+    AGENT_TOOL_CALL,
+    AGENT_TOOL_RESULT,
+    MODEL_CALL_FAILED,
+    MODEL_CALL_FINISHED,
+    MODEL_CALL_STARTED,
+    WORKFLOW_STEP_FAILED,
+    WORKFLOW_STEP_FINISHED,
+    WORKFLOW_STEP_STARTED,
+)
 from ..stores.run_store import RunEvent, RunInfo
 
 __all__ = ["Bar", "Timeline", "build_timeline"]
@@ -117,7 +127,7 @@ def _model_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
     bars: list[Bar] = []
     for event in events:
         kind, data = event["type"], event["data"]
-        if kind == "model_call_started":
+        if kind == MODEL_CALL_STARTED:
             bar = Bar(
                 "model",
                 f"model call {data.get('call')} · {data.get('model') or '?'}",
@@ -128,7 +138,7 @@ def _model_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
             )
             open_calls[data.get("call")] = bar
             bars.append(bar)
-        elif kind in ("model_call_finished", "model_call_failed"):
+        elif kind in (MODEL_CALL_FINISHED, MODEL_CALL_FAILED):
             ended = open_calls.pop(data.get("call"), None)
             if ended is None:
                 continue
@@ -136,7 +146,7 @@ def _model_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
             ended.end = ended.start + duration if duration is not None else event["at"]
             first = _num(data.get("first_token_s"))
             ended.first_token = ended.start + first if first is not None else None
-            ended.status = "ok" if kind == "model_call_finished" else "error"
+            ended.status = "ok" if kind == MODEL_CALL_FINISHED else "error"
             usage = data.get("usage") or {}
             if isinstance(usage, dict) and usage:
                 ended.detail = (
@@ -150,7 +160,7 @@ def _tool_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
     bars: list[Bar] = []
     for event in events:
         kind, data = event["type"], event["data"]
-        if kind == "agent_tool_call":
+        if kind == AGENT_TOOL_CALL:
             call_id = data.get("id")
             bar = Bar(
                 "tool",
@@ -163,7 +173,7 @@ def _tool_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
             )
             open_calls[call_id] = bar
             bars.append(bar)
-        elif kind == "agent_tool_result":
+        elif kind == AGENT_TOOL_RESULT:
             ended = open_calls.pop(data.get("id"), None)
             if ended is None:
                 continue
@@ -181,14 +191,14 @@ def _step_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
     for event in events:
         kind, data = event["type"], event["data"]
         step_id = data.get("step_id")
-        if kind == "workflow_step_started":
+        if kind == WORKFLOW_STEP_STARTED:
             bar = Bar("step", f"step {step_id}", event["at"], now, "running", seq=event["seq"])
             open_steps[step_id] = bar
             bars.append(bar)
-        elif kind in ("workflow_step_finished", "workflow_step_failed"):
+        elif kind in (WORKFLOW_STEP_FINISHED, WORKFLOW_STEP_FAILED):
             ended = open_steps.pop(step_id, None)
             if ended is None:
-                if kind == "workflow_step_finished" and data.get("replayed"):
+                if kind == WORKFLOW_STEP_FINISHED and data.get("replayed"):
                     bars.append(
                         Bar(
                             "step",
@@ -200,7 +210,7 @@ def _step_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
                     )
                 continue
             ended.end = event["at"]
-            ended.status = "ok" if kind == "workflow_step_finished" else "error"
+            ended.status = "ok" if kind == WORKFLOW_STEP_FINISHED else "error"
     return bars
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from ...errors import StoreCorruptError, StoreError
 from ...evals import CASE_SCOPE_PREFIX
 from ...lab import Runtime
+from ...run_events import AGENT_MESSAGES_COMMITTED
 from ...stores.message_store import ScopeInfo, StoredRecord
 from ...stores.run_store import RunInfo, RunQuery, RunTotals
 from ._catalog import Catalog
@@ -250,7 +251,7 @@ async def _commits(runtime: Runtime, run_id: str) -> list[tuple[int, int]]:
     events = await runtime.run_store.events(run_id)
     out: list[tuple[int, int]] = []
     for event in events:
-        if event["type"] != "agent_messages_committed":
+        if event["type"] != AGENT_MESSAGES_COMMITTED:
             continue
         start, count = event["data"].get("start"), event["data"].get("count")
         if isinstance(start, int) and isinstance(count, int) and start >= 0 and count >= 0:

@@ -9,6 +9,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...lab import Runtime
+from ...run_events import (
+    AGENT_MESSAGES_COMMITTED,
+    AGENT_TEXT_DELTA,
+    MODEL_CALL_FAILED,
+    MODEL_CALL_FINISHED,
+    WORKFLOW_STEP_FAILED,
+    WORKFLOW_STEP_FINISHED,
+    WORKFLOW_STEP_STARTED,
+)
 from ...stores.run_store import RunEvent, RunInfo, RunQuery
 from .._timeline import Timeline, build_timeline
 from ._catalog import Catalog
@@ -33,7 +42,7 @@ def timeline(events: Sequence[RunEvent]) -> list[dict[str, Any]]:
 
     for event in events:
         kind = event["type"]
-        if kind == "agent_text_delta":
+        if kind == AGENT_TEXT_DELTA:
             chunk = event["data"].get("text")
             piece = chunk if isinstance(chunk, str) else json.dumps(chunk)
             if text:
@@ -126,14 +135,14 @@ def steps_from_events(events: Sequence[RunEvent]) -> list[StepView]:
             continue
         name = str(data.get("step", step_id))
         kind = event["type"]
-        if kind == "workflow_step_started":
+        if kind == WORKFLOW_STEP_STARTED:
             steps.setdefault(step_id, StepView(step_id, name, "running"))
-        elif kind == "workflow_step_finished":
+        elif kind == WORKFLOW_STEP_FINISHED:
             step = steps.setdefault(step_id, StepView(step_id, name, "running"))
             step.status = "replayed" if data.get("replayed") else "completed"
             step.output = data.get("output")
             step.has_output = True
-        elif kind == "workflow_step_failed":
+        elif kind == WORKFLOW_STEP_FAILED:
             step = steps.setdefault(step_id, StepView(step_id, name, "running"))
             step.status = "failed"
             step.error = data.get("error")
@@ -384,9 +393,9 @@ async def build_run(catalog: Catalog, run_id: str) -> RunView | None:
             }
         tree = await build_tree(catalog, info)
     calls = {
-        e["data"].get("call"): {**e["data"], "failed": e["type"] == "model_call_failed"}
+        e["data"].get("call"): {**e["data"], "failed": e["type"] == MODEL_CALL_FAILED}
         for e in events
-        if e["type"] in ("model_call_finished", "model_call_failed")
+        if e["type"] in (MODEL_CALL_FINISHED, MODEL_CALL_FAILED)
     }
     return RunView(
         info=info,
@@ -398,7 +407,7 @@ async def build_run(catalog: Catalog, run_id: str) -> RunView | None:
         tree=tree,
         errors=errors,
         timeline=build_timeline(info, events, _nested(tree), time.time()),
-        storage_rows=sum(1 for e in events if e["type"] == "agent_messages_committed"),
+        storage_rows=sum(1 for e in events if e["type"] == AGENT_MESSAGES_COMMITTED),
         calls=calls,
         caller=caller,
         totals=tree_totals(info, tree),
