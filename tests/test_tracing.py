@@ -216,8 +216,8 @@ async def test_tool_records_carry_name_id_ms_and_is_error() -> None:
     agent = create_agent(llm=two_rounds(), tools=[add_tool()], trace=received.append)
     events = await collect(agent, Session(), "go")
     tools = by_phase(received, "tool")
-    for r in tools:
-        assert r["data"].pop("ms") >= 0
+    spent = [r["data"].pop("ms") for r in tools]
+    assert all(isinstance(ms, float) and ms >= 0 for ms in spent), spent
     assert [(r["name"], r["data"]) for r in tools] == [
         ("add", {"id": "call_1", "is_error": False}),
         ("add", {"id": "call_2", "is_error": True}),
@@ -227,6 +227,20 @@ async def test_tool_records_carry_name_id_ms_and_is_error() -> None:
         before = events[events.index(result) - 1]
         assert before["type"] == "trace"
         assert before["record"]["data"]["id"] == result["id"]
+
+
+async def test_a_tool_records_ms_is_the_time_the_tool_took() -> None:
+    async def slow(value: Any, ctx: RunContext) -> str:
+        await asyncio.sleep(0.05)
+        return "done"
+
+    received: list[Any] = []
+    tool = define_tool(name="slow", input_schema={"type": "object"}, execute=slow)
+    client = script_client([{"tool_use": [{"name": "slow", "input": {}}]}, {"text": "ok"}])
+    agent = create_agent(llm=client, tools=[tool], trace=received.append)
+    await collect(agent, Session(), "go")
+    [record] = by_phase(received, "tool")
+    assert record["data"]["ms"] >= 50  # the 50 ms the tool slept, at the least
 
 
 async def test_guardrail_records_carry_target_action_reason_and_the_call() -> None:
