@@ -16,10 +16,11 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import httpx
 
+from ._options import AgentOptions, TurnOverrides, keys_of, refuse_unknown
 from ._params import (
     check_function,
     check_limit,
@@ -128,27 +129,11 @@ class Agent:
         ConfigError: a parameter of the wrong type or value (the message names it).
     """
 
-    def __init__(
-        self,
-        *,
-        model: ModelSpec | None = None,
-        llm: ModelSpec | None = None,
-        system_prompt: SystemPromptSpec | None = None,
-        prompt: SystemPromptSpec | None = None,
-        tools: Sequence[Tool] = (),
-        workflows: Sequence[LadderWorkflow | Workflow[Any, Any]] = (),
-        resources: Sequence[Resource] = (),
-        guardrails: Sequence[Guardrail] = (),
-        integrations: Sequence[IntegrationSource] = (),
-        settings: ModelSettings | None = None,
-        max_tool_rounds: int | None = DEFAULT_MAX_TOOL_ROUNDS,
-        stop_when: Sequence[StopCondition] | StopCondition | None = None,
-        max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
-        trace: bool | TraceSink = False,
-        services: Mapping[str, Any] | None = None,
-        on_tool_call: ToolCallGuardrail | None = None,
-    ) -> None:
-        spec = one_of("model", model, "llm", llm)
+    def __init__(self, **options: Unpack[AgentOptions]) -> None:
+        refuse_unknown("create_agent", options, _AGENT_KEYS)
+        o = options
+        model = o.get("model")
+        spec = one_of("model", model, "llm", o.get("llm"))
         if spec is None:
             raise ConfigError(
                 "create_agent() needs model= ('provider:model', an LLMClient or a model config "
@@ -159,18 +144,22 @@ class Agent:
         self.client: LLMClient = client_from_config(config)
         """The model client (built from the model string or config, or the one given)."""
         layers = prompt_layers(
-            "system_prompt", one_of("system_prompt", system_prompt, "prompt", prompt)
+            "system_prompt",
+            one_of("system_prompt", o.get("system_prompt"), "prompt", o.get("prompt")),
         )
         self.system_prompt: tuple[PromptLayer, ...] = tuple(layers)
         """The system prompt's layers, in order."""
         self._static = static_blocks(layers)
         self._dynamic = tuple(layer for layer in layers if not layer.is_static)
         self.guardrails: tuple[Guardrail, ...] = tuple(
-            sequence_of("guardrails", guardrails, Guardrail, "a Guardrail (define_guardrail)")
+            sequence_of(
+                "guardrails", o.get("guardrails"), Guardrail, "a Guardrail (define_guardrail)"
+            )
         )
-        self.on_tool_call = check_function(
-            "on_tool_call", on_tool_call, "a function (call, ctx) -> decision | None"
+        on_tool_call = check_function(
+            "on_tool_call", o.get("on_tool_call"), "a function (call, ctx) -> decision | None"
         )
+        self.on_tool_call: ToolCallGuardrail | None = on_tool_call
         guards: list[tuple[str, Any]] = []
         if on_tool_call is not None:
             guards.append(("on_tool_call", on_tool_call))
@@ -178,11 +167,11 @@ class Agent:
         self._tool_guards = tuple(guards)
         self._output_guards = tuple((g.name, g.output) for g in self.guardrails if g.output)
         self.toolbox = Toolbox(
-            sequence_of("tools", tools, Tool, "a Tool (define_tool or @tool)"),
-            sequence_of("resources", resources, Resource, "a Resource (define_resource)"),
+            sequence_of("tools", o.get("tools"), Tool, "a Tool (define_tool or @tool)"),
+            sequence_of("resources", o.get("resources"), Resource, "a Resource (define_resource)"),
             sequence_of(
                 "integrations",
-                integrations,
+                o.get("integrations"),
                 IntegrationSource,
                 "an MCP source (mcp_server / mcp_stdio)",
             ),
@@ -192,7 +181,7 @@ class Agent:
         """The declared workflows by name (a ladder's name, a durable workflow's id)."""
         declared: list[LadderWorkflow | Workflow[Any, Any]] = sequence_of(
             "workflows",
-            workflows,
+            o.get("workflows"),
             (LadderWorkflow, Workflow),
             "a workflow (define_workflow or create_workflow)",
         )
@@ -201,15 +190,19 @@ class Agent:
             if name in self.workflows:
                 raise ConfigError(f"workflows= has two workflows named {name!r}")
             self.workflows[name] = w
-        self.settings: ModelSettings = merge_settings(check_settings("settings", settings))
+        self.settings: ModelSettings = merge_settings(check_settings("settings", o.get("settings")))
         """The agent's model settings (a run's overlay them key by key)."""
         if self._owns_client:
             self._validate_settings_for_client()
-        self.max_tool_rounds = check_max_tool_rounds(max_tool_rounds)
-        self.stop_when: tuple[StopCondition, ...] = tuple(check_stop_when(stop_when) or ())
-        self.max_tool_result_chars = check_limit("max_tool_result_chars", max_tool_result_chars)
-        self.trace: bool | TraceSink = check_trace(trace) or False
-        self.services: dict[str, Any] = check_services(services) or {}
+        self.max_tool_rounds = check_max_tool_rounds(
+            o.get("max_tool_rounds", DEFAULT_MAX_TOOL_ROUNDS)
+        )
+        self.stop_when: tuple[StopCondition, ...] = tuple(check_stop_when(o.get("stop_when")) or ())
+        self.max_tool_result_chars = check_limit(
+            "max_tool_result_chars", o.get("max_tool_result_chars", DEFAULT_MAX_TOOL_RESULT_CHARS)
+        )
+        self.trace: bool | TraceSink = check_trace(o.get("trace")) or False
+        self.services: dict[str, Any] = check_services(o.get("services")) or {}
         self._http_client: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:
@@ -311,17 +304,8 @@ class Agent:
         session: SessionLike,
         text: str | None,
         *,
-        signal: AbortSignal | None = None,
-        services: Mapping[str, Any] | None = None,
-        context: Any = None,
-        system_prompt: SystemPromptSpec | None = None,
-        prompt: SystemPromptSpec | None = None,
-        tools: Sequence[Tool] | None = None,
-        stop_when: Sequence[StopCondition] | StopCondition | None = None,
-        response_format: dict[str, Any] | None = None,
-        stream_retries: int | None = None,
-        settings: ModelSettings | None = None,
         options: TurnOptions | None = None,
+        **overrides: Unpack[TurnOverrides],
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run one turn, yielding events. Fold each with `reduce(session, event)`.
 
@@ -333,29 +317,10 @@ class Agent:
         source that cannot connect, an attached resource that cannot be read or a prompt layer
         that fails raised; the session is left exactly as it was.
         """
-        if (
-            options is None
-            and _none(
-                signal, services, context, system_prompt, prompt, tools, stop_when, response_format
-            )
-            and stream_retries is None
-            and settings is None
-        ):
+        if options is None and _none(overrides):
             plan = self.plan_turn(session)  # no overrides: the common case, kept cheap
         else:
-            opts = _options(
-                options,
-                signal=signal,
-                services=services,
-                context=context,
-                system_prompt=one_of("system_prompt", system_prompt, "prompt", prompt),
-                tools=tools,
-                stop_when=stop_when,
-                response_format=response_format,
-                stream_retries=stream_retries,
-                settings=settings,
-            )
-            plan = self.plan_turn(session, opts)
+            plan = self.plan_turn(session, _options(options, overrides))
         return stream_turn(plan, as_session(session), text)
 
     async def run_turn(
@@ -363,17 +328,8 @@ class Agent:
         session: SessionLike,
         text: str | None,
         *,
-        signal: AbortSignal | None = None,
-        services: Mapping[str, Any] | None = None,
-        context: Any = None,
-        system_prompt: SystemPromptSpec | None = None,
-        prompt: SystemPromptSpec | None = None,
-        tools: Sequence[Tool] | None = None,
-        stop_when: Sequence[StopCondition] | StopCondition | None = None,
-        response_format: dict[str, Any] | None = None,
-        stream_retries: int | None = None,
-        settings: ModelSettings | None = None,
         on_event: Callable[[AgentEvent], Any] | None = None,
+        **overrides: Unpack[TurnOverrides],
     ) -> TurnResult:
         """Run one turn to its end, folding every event into `session` (in place).
 
@@ -384,18 +340,7 @@ class Agent:
                 after folding what came before it; what `send()` raises before the turn
                 starts.
         """
-        opts = _options(
-            None,
-            signal=signal,
-            services=services,
-            context=context,
-            system_prompt=one_of("system_prompt", system_prompt, "prompt", prompt),
-            tools=tools,
-            stop_when=stop_when,
-            response_format=response_format,
-            stream_retries=stream_retries,
-            settings=settings,
-        )
+        opts = _options(None, overrides)
         target = session if isinstance(session, MutableMapping) else as_session(session)
         plan = self.plan_turn(target, opts)
         events: list[AgentEvent] = []
@@ -430,36 +375,13 @@ class Agent:
         session: SessionLike,
         text: str | None,
         *,
-        signal: AbortSignal | None = None,
-        services: Mapping[str, Any] | None = None,
-        context: Any = None,
-        system_prompt: SystemPromptSpec | None = None,
-        prompt: SystemPromptSpec | None = None,
-        tools: Sequence[Tool] | None = None,
-        stop_when: Sequence[StopCondition] | StopCondition | None = None,
-        response_format: dict[str, Any] | None = None,
-        stream_retries: int | None = None,
-        settings: ModelSettings | None = None,
         on_event: Callable[[AgentEvent], Any] | None = None,
+        **overrides: Unpack[TurnOverrides],
     ) -> TurnResult:
         """`run_turn()` from synchronous code (a script, a test). Inside a running event loop
         (a notebook cell), the turn runs to its end in a worker thread with its own loop while
         this call blocks; `on_event` is then called from that thread."""
-        coro = self.run_turn(
-            session,
-            text,
-            signal=signal,
-            services=services,
-            context=context,
-            system_prompt=system_prompt,
-            prompt=prompt,
-            tools=tools,
-            stop_when=stop_when,
-            response_format=response_format,
-            stream_retries=stream_retries,
-            settings=settings,
-            on_event=on_event,
-        )
+        coro = self.run_turn(session, text, on_event=on_event, **overrides)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -553,16 +475,35 @@ def _tools(tools: Sequence[Tool]) -> tuple[Tool, ...]:
     return tools if isinstance(tools, tuple) and tools is NO_TOOLS else tuple(tools)
 
 
-def _none(*values: object) -> bool:
-    return values.count(None) == len(values)
+_AGENT_KEYS = keys_of(AgentOptions)
+_TURN_KEYS = keys_of(TurnOverrides)
 
 
-def _options(base: TurnOptions | None, **given: Any) -> TurnOptions:
-    """A copy of `base` (or fresh options) with every given (not None) keyword set on it; the
-    caller's options are left as they were."""
+def _none(overrides: Mapping[str, Any]) -> bool:
+    """No override given (or each given as None, under a known name)."""
+    if not overrides:
+        return True
+    return overrides.keys() <= _TURN_KEYS and all(v is None for v in overrides.values())
+
+
+def _options(base: TurnOptions | None, overrides: Mapping[str, Any]) -> TurnOptions:
+    """A copy of `base` (or fresh options) with every given (not None) override set on it; the
+    caller's options are left as they were.
+
+    Raises:
+        TypeError: a keyword `TurnOverrides` does not name.
+        ConfigError: both `system_prompt=` and its alias `prompt=`.
+    """
+    refuse_unknown("send", overrides, _TURN_KEYS)
+    given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
+    prompt = given.pop("prompt", None)
+    if prompt is not None:
+        given["system_prompt"] = one_of(
+            "system_prompt", given.get("system_prompt"), "prompt", prompt
+        )
     if base is None:
         return TurnOptions(**given)
-    return dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
+    return dataclasses.replace(base, **given)
 
 
 def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
@@ -586,42 +527,7 @@ def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
     return result[0]
 
 
-def create_agent(
-    *,
-    model: ModelSpec | None = None,
-    llm: ModelSpec | None = None,
-    system_prompt: SystemPromptSpec | None = None,
-    prompt: SystemPromptSpec | None = None,
-    tools: Sequence[Tool] = (),
-    workflows: Sequence[LadderWorkflow | Workflow[Any, Any]] = (),
-    resources: Sequence[Resource] = (),
-    guardrails: Sequence[Guardrail] = (),
-    integrations: Sequence[IntegrationSource] = (),
-    settings: ModelSettings | None = None,
-    max_tool_rounds: int | None = DEFAULT_MAX_TOOL_ROUNDS,
-    stop_when: Sequence[StopCondition] | StopCondition | None = None,
-    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
-    trace: bool | TraceSink = False,
-    services: Mapping[str, Any] | None = None,
-    on_tool_call: ToolCallGuardrail | None = None,
-) -> Agent:
+def create_agent(**options: Unpack[AgentOptions]) -> Agent:
     """Assemble an agent (see `Agent` for the parameters). Synchronous: nothing here reaches
     the network; MCP sources connect on the first turn or on `agent.connect()`."""
-    return Agent(
-        model=model,
-        llm=llm,
-        system_prompt=system_prompt,
-        prompt=prompt,
-        tools=tools,
-        workflows=workflows,
-        resources=resources,
-        guardrails=guardrails,
-        integrations=integrations,
-        settings=settings,
-        max_tool_rounds=max_tool_rounds,
-        stop_when=stop_when,
-        max_tool_result_chars=max_tool_result_chars,
-        trace=trace,
-        services=services,
-        on_tool_call=on_tool_call,
-    )
+    return Agent(**options)

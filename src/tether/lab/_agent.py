@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar, overload
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar, Unpack, overload
 
 from .._json import check_json_safe
+from .._options import keys_of
 from .._params import (
     check_count,
     check_model,
@@ -34,7 +35,6 @@ from ..signals import AbortController
 from ..stop import StopCondition, step_count_is
 from ..stores.message_store import MessageStore
 from ..tools import Tool
-from ..tracing import TraceSink
 from ..turn import DEFAULT_MAX_TOOL_RESULT_CHARS
 from ..workflows import Workflow, current_step
 from ._callers import caller, current_workflow_run
@@ -42,6 +42,7 @@ from ._definition import (
     AGENT_KEYS,
     ALIASES,
     Definition,
+    LabAgentOptions,
     ModelSpec,
     SystemPrompt,
     SystemPromptSpec,
@@ -54,12 +55,12 @@ from ._handles import AgentRunHandle, AgentStreamHandle, _EventBuffer
 from ._host import AgentHost
 from ._output import OutputSpec
 from ._provenance import merge_tags
-from ._recorder import RecordingLevel, unwrapped
+from ._recorder import unwrapped
 from ._tags import context_tags
 from ._template import PromptInspection
 from ._tools import ToolProvider, ToolsSpec, is_provider
 
-__all__ = ["DEFAULT_STOP_WHEN", "IntegrationInspection", "LabAgent", "ModelSpec"]
+__all__ = ["DEFAULT_STOP_WHEN", "IntegrationInspection", "LabAgent", "ModelSpec", "RunOptions"]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -69,28 +70,30 @@ DEFAULT_STOP_WHEN: StopCondition = step_count_is(20)
 
 _CONFLICTS = ("keep-pinned", "use-current")
 
-_RUN_OPTIONS = frozenset(
-    {
-        "memory_scope",
-        "context",
-        "user",
-        "messages",
-        "output_schema",
-        "stop_when",
-        "max_retries",
-        "stream_retries",
-        "system_prompt_conflict",
-        "suppress_system_prompt_conflict_warning",
-        "workflow",
-        "tools",
-        "tool_provider_context",
-        "tags",
-        "model",
-        "llm",
-        "settings",
-        "services",
-    }
-)
+
+class RunOptions(TypedDict, total=False):
+    """The keywords of `LabAgent.run()` / `stream()` besides `output_schema` (see `run()`)."""
+
+    memory_scope: str | None
+    context: Any
+    user: str | None
+    messages: Sequence[Mapping[str, Any]] | None
+    model: ModelSpec | None
+    llm: ModelSpec | None
+    settings: ModelSettings | None
+    stop_when: StopCondition | Sequence[StopCondition] | None
+    max_retries: int | None
+    stream_retries: int | None
+    system_prompt_conflict: SystemPromptConflict
+    suppress_system_prompt_conflict_warning: bool
+    workflow: Any
+    tools: ToolsSpec | None
+    tool_provider_context: Any
+    services: Mapping[str, Any] | None
+    tags: Sequence[str] | None
+
+
+_RUN_OPTIONS = keys_of(RunOptions) | {"output_schema"}
 
 
 @dataclass(slots=True, frozen=True)
@@ -168,28 +171,8 @@ class LabAgent(Generic[T]):
         runtime: AgentHost,
         *,
         id: str,
-        model: ModelSpec | None = None,
-        llm: ModelSpec | None = None,
-        system_prompt: SystemPromptSpec | None = None,
-        prompt: SystemPromptSpec | None = None,
-        settings: ModelSettings | None = None,
-        tools: ToolsSpec | None = None,
-        resources: Sequence[Resource] | None = None,
-        integrations: Sequence[IntegrationSource] | None = None,
-        guardrails: Sequence[Guardrail] | None = None,
-        services: Mapping[str, Any] | None = None,
-        trace: bool | TraceSink | None = None,
-        max_tool_rounds: int | None = None,
-        max_tool_result_chars: int | None = None,
-        stop_when: StopCondition | Sequence[StopCondition] | None = None,
-        on_tool_call: Callable[..., Any] | None = None,
         output_schema: Any = None,
-        title_workflow: Workflow[Any, Any] | None = None,
-        max_retries: int | None = None,
-        stream_retries: int | None = None,
-        memory_store: MessageStore | None = None,
-        description: str = "",
-        recording: RecordingLevel | None = None,
+        **options: Unpack[LabAgentOptions],
     ) -> None:
         if not isinstance(id, str) or not id.strip():
             raise ConfigError(f"an agent id must be a non-empty string, got {id!r}")
@@ -197,30 +180,7 @@ class LabAgent(Generic[T]):
         """The runtime that created the agent (its stores, defaults and clients)."""
         self.id = id
         self._where = f"agent {id!r}"
-        given: dict[str, Any] = {
-            "model": model,
-            "llm": llm,
-            "system_prompt": system_prompt,
-            "prompt": prompt,
-            "settings": settings,
-            "tools": tools,
-            "resources": resources,
-            "integrations": integrations,
-            "guardrails": guardrails,
-            "services": services,
-            "trace": trace,
-            "max_tool_rounds": max_tool_rounds,
-            "max_tool_result_chars": max_tool_result_chars,
-            "stop_when": stop_when,
-            "on_tool_call": on_tool_call,
-            "output_schema": output_schema,
-            "title_workflow": title_workflow,
-            "max_retries": max_retries,
-            "stream_retries": stream_retries,
-            "memory_store": memory_store,
-            "description": description,
-            "recording": recording,
-        }
+        given: dict[str, Any] = {**options, "output_schema": output_schema}
         own = Definition.check(given, self._where)
         if own.model is None and runtime.defaults.model is None:
             raise ConfigError(
@@ -229,7 +189,8 @@ class LabAgent(Generic[T]):
             )
         merge_models([runtime.defaults.model, own.model], self._where)
         self._own = own
-        self._raw_prompt = system_prompt if system_prompt is not None else prompt
+        system_prompt = options.get("system_prompt")
+        self._raw_prompt = system_prompt if system_prompt is not None else options.get("prompt")
         self._harnesses: dict[str, Agent] = {}
         self._retired: list[Agent] = []
         self._apply()
@@ -459,73 +420,15 @@ class LabAgent(Generic[T]):
 
     @overload
     def run(
-        self,
-        *,
-        memory_scope: str | None = ...,
-        context: Any = ...,
-        user: str | None = ...,
-        messages: Sequence[Mapping[str, Any]] | None = ...,
-        output_schema: None = ...,
-        model: ModelSpec | None = ...,
-        llm: ModelSpec | None = ...,
-        settings: ModelSettings | None = ...,
-        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
-        max_retries: int | None = ...,
-        stream_retries: int | None = ...,
-        system_prompt_conflict: SystemPromptConflict = ...,
-        suppress_system_prompt_conflict_warning: bool = ...,
-        workflow: Any = ...,
-        tools: ToolsSpec | None = ...,
-        tool_provider_context: Any = ...,
-        services: Mapping[str, Any] | None = ...,
-        tags: Sequence[str] | None = ...,
+        self, *, output_schema: None = ..., **options: Unpack[RunOptions]
     ) -> AgentRunHandle[T]: ...
     @overload
     def run(
-        self,
-        *,
-        memory_scope: str | None = ...,
-        context: Any = ...,
-        user: str | None = ...,
-        messages: Sequence[Mapping[str, Any]] | None = ...,
-        output_schema: type[U],
-        model: ModelSpec | None = ...,
-        llm: ModelSpec | None = ...,
-        settings: ModelSettings | None = ...,
-        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
-        max_retries: int | None = ...,
-        stream_retries: int | None = ...,
-        system_prompt_conflict: SystemPromptConflict = ...,
-        suppress_system_prompt_conflict_warning: bool = ...,
-        workflow: Any = ...,
-        tools: ToolsSpec | None = ...,
-        tool_provider_context: Any = ...,
-        services: Mapping[str, Any] | None = ...,
-        tags: Sequence[str] | None = ...,
+        self, *, output_schema: type[U], **options: Unpack[RunOptions]
     ) -> AgentRunHandle[U]: ...
-
     @overload
     def run(
-        self,
-        *,
-        memory_scope: str | None = ...,
-        context: Any = ...,
-        user: str | None = ...,
-        messages: Sequence[Mapping[str, Any]] | None = ...,
-        output_schema: Mapping[str, Any],
-        model: ModelSpec | None = ...,
-        llm: ModelSpec | None = ...,
-        settings: ModelSettings | None = ...,
-        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
-        max_retries: int | None = ...,
-        stream_retries: int | None = ...,
-        system_prompt_conflict: SystemPromptConflict = ...,
-        suppress_system_prompt_conflict_warning: bool = ...,
-        workflow: Any = ...,
-        tools: ToolsSpec | None = ...,
-        tool_provider_context: Any = ...,
-        services: Mapping[str, Any] | None = ...,
-        tags: Sequence[str] | None = ...,
+        self, *, output_schema: Mapping[str, Any], **options: Unpack[RunOptions]
     ) -> AgentRunHandle[dict[str, Any]]: ...
 
     def run(self, **kwargs: Any) -> AgentRunHandle[Any]:
@@ -573,73 +476,15 @@ class LabAgent(Generic[T]):
 
     @overload
     def stream(
-        self,
-        *,
-        memory_scope: str | None = ...,
-        context: Any = ...,
-        user: str | None = ...,
-        messages: Sequence[Mapping[str, Any]] | None = ...,
-        output_schema: None = ...,
-        model: ModelSpec | None = ...,
-        llm: ModelSpec | None = ...,
-        settings: ModelSettings | None = ...,
-        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
-        max_retries: int | None = ...,
-        stream_retries: int | None = ...,
-        system_prompt_conflict: SystemPromptConflict = ...,
-        suppress_system_prompt_conflict_warning: bool = ...,
-        workflow: Any = ...,
-        tools: ToolsSpec | None = ...,
-        tool_provider_context: Any = ...,
-        services: Mapping[str, Any] | None = ...,
-        tags: Sequence[str] | None = ...,
+        self, *, output_schema: None = ..., **options: Unpack[RunOptions]
     ) -> AgentStreamHandle[T]: ...
     @overload
     def stream(
-        self,
-        *,
-        memory_scope: str | None = ...,
-        context: Any = ...,
-        user: str | None = ...,
-        messages: Sequence[Mapping[str, Any]] | None = ...,
-        output_schema: type[U],
-        model: ModelSpec | None = ...,
-        llm: ModelSpec | None = ...,
-        settings: ModelSettings | None = ...,
-        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
-        max_retries: int | None = ...,
-        stream_retries: int | None = ...,
-        system_prompt_conflict: SystemPromptConflict = ...,
-        suppress_system_prompt_conflict_warning: bool = ...,
-        workflow: Any = ...,
-        tools: ToolsSpec | None = ...,
-        tool_provider_context: Any = ...,
-        services: Mapping[str, Any] | None = ...,
-        tags: Sequence[str] | None = ...,
+        self, *, output_schema: type[U], **options: Unpack[RunOptions]
     ) -> AgentStreamHandle[U]: ...
-
     @overload
     def stream(
-        self,
-        *,
-        memory_scope: str | None = ...,
-        context: Any = ...,
-        user: str | None = ...,
-        messages: Sequence[Mapping[str, Any]] | None = ...,
-        output_schema: Mapping[str, Any],
-        model: ModelSpec | None = ...,
-        llm: ModelSpec | None = ...,
-        settings: ModelSettings | None = ...,
-        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
-        max_retries: int | None = ...,
-        stream_retries: int | None = ...,
-        system_prompt_conflict: SystemPromptConflict = ...,
-        suppress_system_prompt_conflict_warning: bool = ...,
-        workflow: Any = ...,
-        tools: ToolsSpec | None = ...,
-        tool_provider_context: Any = ...,
-        services: Mapping[str, Any] | None = ...,
-        tags: Sequence[str] | None = ...,
+        self, *, output_schema: Mapping[str, Any], **options: Unpack[RunOptions]
     ) -> AgentStreamHandle[dict[str, Any]]: ...
 
     def stream(self, **kwargs: Any) -> AgentStreamHandle[Any]:

@@ -22,8 +22,9 @@ import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias, TypedDict
+from typing import Any, Final, TypeAlias
 
+from .._options import AgentParts, keys_of
 from .._params import (
     MODEL_CONFIG_KEYS,
     SETTINGS_KEYS,
@@ -66,6 +67,7 @@ __all__ = [
     "MODEL_CONFIG_KEYS",
     "SETTINGS_KEYS",
     "AgentDefaults",
+    "LabAgentOptions",
     "ModelSpec",
     "SystemPrompt",
     "SystemPromptSpec",
@@ -83,57 +85,33 @@ those."""
 ALIASES: Final[Mapping[str, str]] = {"llm": "model", "prompt": "system_prompt"}
 """The other seed's spelling -> tether's one name."""
 
-AGENT_KEYS: Final = (
-    "model",
-    "system_prompt",
-    "settings",
-    "tools",
-    "resources",
-    "integrations",
-    "guardrails",
-    "services",
-    "trace",
-    "max_tool_rounds",
-    "max_tool_result_chars",
-    "stop_when",
-    "on_tool_call",
-    "output_schema",
-    "title_workflow",
-    "max_retries",
-    "stream_retries",
-    "memory_store",
-    "description",
-    "recording",
-)
-"""The keywords of `Runtime.create_agent` besides `id`, and so the keys of `Runtime(defaults=)`."""
+
+class LabAgentOptions(AgentParts, total=False):
+    """The keywords of `Runtime.create_agent` besides `id` and `output_schema`: every harness
+    part (`AgentParts`) under its harness name, and what persistence adds."""
+
+    system_prompt: SystemPromptSpec | None
+    prompt: SystemPromptSpec | None
+    """The harness seed's name for `system_prompt` (give one of the two)."""
+    tools: ToolsSpec | None
+    title_workflow: Workflow[Any, Any] | None
+    max_retries: int | None
+    stream_retries: int | None
+    memory_store: MessageStore | None
+    description: str | None
+    recording: RecordingLevel | None
 
 
-class AgentDefaults(TypedDict, total=False):
+class AgentDefaults(LabAgentOptions, total=False):
     """`Runtime(defaults=...)`: the keys of an agent (its `id` aside), used by every agent
     that does not set them."""
 
-    model: ModelSpec
-    llm: ModelSpec
-    system_prompt: SystemPromptSpec
-    prompt: SystemPromptSpec
-    settings: ModelSettings
-    tools: ToolsSpec
-    resources: Sequence[Resource]
-    integrations: Sequence[IntegrationSource]
-    guardrails: Sequence[Guardrail]
-    services: Mapping[str, Any]
-    trace: bool | TraceSink
-    max_tool_rounds: int | None
-    max_tool_result_chars: int
-    stop_when: StopCondition | Sequence[StopCondition]
-    on_tool_call: Callable[..., Any]
     output_schema: Any
-    title_workflow: Workflow[Any, Any]
-    max_retries: int
-    stream_retries: int
-    memory_store: MessageStore
-    description: str
-    recording: RecordingLevel
+
+
+AGENT_KEYS: Final = tuple(sorted(keys_of(AgentDefaults) - set(ALIASES)))
+"""The keywords of `Runtime.create_agent` besides `id` (aliases aside), and so the keys of
+`Runtime(defaults=)`."""
 
 
 # -- keys ------------------------------------------------------------------------------------

@@ -15,24 +15,18 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, Unpack, overload
 from urllib.parse import quote
 
 import pydantic
 
 from ..context import RunContext
 from ..errors import ConfigError, LeaseLostError, StoreError, WorkflowInputError
-from ..guardrails import Guardrail
-from ..integrations import IntegrationSource
-from ..llm.base import ModelSettings
-from ..resources import Resource
 from ..run_events import WORKFLOW_FAILED, WORKFLOW_FINISHED, WORKFLOW_STARTED
-from ..stop import StopCondition
 from ..stores.message_store import MessageStore
 from ..stores.run_store import RunInfo, RunStore
 from ..stores.workflow_store import WorkflowStore
 from ..tools import Tool, define_tool
-from ..tracing import TraceSink
 from ..workflows import Workflow, WorkflowContext, WorkflowEvent, create_workflow, current_run
 from ._agent import LabAgent
 from ._callers import caller, tool_call
@@ -40,20 +34,18 @@ from ._definition import (
     AGENT_KEYS,
     AgentDefaults,
     Definition,
-    ModelSpec,
-    SystemPromptSpec,
+    LabAgentOptions,
     check_keys,
 )
 from ._host import ClientPool, TaskSet
 from ._leases import LEASE_TTL, SCOPE_LOCK_TIMEOUT, Heartbeat, ScopeLocks
 from ._output import jsonable
 from ._provenance import detect_commit, detect_version
-from ._recorder import RecordingLevel, RunListener, logger, notify
+from ._recorder import RunListener, logger, notify
 from ._stores import DEFAULT_STORE, StoreSet, open_stores
 from ._tags import context_tags
 from ._template import Template
 from ._titles import ConversationTitleInput, ConversationTitleOutput
-from ._tools import ToolsSpec
 
 __all__ = ["ConversationTitleInput", "ConversationTitleOutput", "Runtime", "ToolCallInfo"]
 
@@ -298,88 +290,15 @@ class Runtime:
 
     @overload
     def create_agent(
-        self,
-        *,
-        id: str,
-        model: ModelSpec | None = ...,
-        llm: ModelSpec | None = ...,
-        system_prompt: SystemPromptSpec | None = ...,
-        prompt: SystemPromptSpec | None = ...,
-        settings: ModelSettings | None = ...,
-        tools: ToolsSpec | None = ...,
-        resources: Sequence[Resource] | None = ...,
-        integrations: Sequence[IntegrationSource] | None = ...,
-        guardrails: Sequence[Guardrail] | None = ...,
-        services: Mapping[str, Any] | None = ...,
-        trace: bool | TraceSink | None = ...,
-        max_tool_rounds: int | None = ...,
-        max_tool_result_chars: int | None = ...,
-        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
-        on_tool_call: Callable[..., Any] | None = ...,
-        output_schema: None = ...,
-        title_workflow: Workflow[Any, Any] | None = ...,
-        max_retries: int | None = ...,
-        stream_retries: int | None = ...,
-        memory_store: MessageStore | None = ...,
-        description: str = ...,
-        recording: RecordingLevel | None = ...,
+        self, *, id: str, output_schema: None = ..., **options: Unpack[LabAgentOptions]
     ) -> LabAgent[str]: ...
     @overload
     def create_agent(
-        self,
-        *,
-        id: str,
-        model: ModelSpec | None = ...,
-        llm: ModelSpec | None = ...,
-        system_prompt: SystemPromptSpec | None = ...,
-        prompt: SystemPromptSpec | None = ...,
-        settings: ModelSettings | None = ...,
-        tools: ToolsSpec | None = ...,
-        resources: Sequence[Resource] | None = ...,
-        integrations: Sequence[IntegrationSource] | None = ...,
-        guardrails: Sequence[Guardrail] | None = ...,
-        services: Mapping[str, Any] | None = ...,
-        trace: bool | TraceSink | None = ...,
-        max_tool_rounds: int | None = ...,
-        max_tool_result_chars: int | None = ...,
-        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
-        on_tool_call: Callable[..., Any] | None = ...,
-        output_schema: type[T],
-        title_workflow: Workflow[Any, Any] | None = ...,
-        max_retries: int | None = ...,
-        stream_retries: int | None = ...,
-        memory_store: MessageStore | None = ...,
-        description: str = ...,
-        recording: RecordingLevel | None = ...,
+        self, *, id: str, output_schema: type[T], **options: Unpack[LabAgentOptions]
     ) -> LabAgent[T]: ...
-
     @overload
     def create_agent(
-        self,
-        *,
-        id: str,
-        model: ModelSpec | None = ...,
-        llm: ModelSpec | None = ...,
-        system_prompt: SystemPromptSpec | None = ...,
-        prompt: SystemPromptSpec | None = ...,
-        settings: ModelSettings | None = ...,
-        tools: ToolsSpec | None = ...,
-        resources: Sequence[Resource] | None = ...,
-        integrations: Sequence[IntegrationSource] | None = ...,
-        guardrails: Sequence[Guardrail] | None = ...,
-        services: Mapping[str, Any] | None = ...,
-        trace: bool | TraceSink | None = ...,
-        max_tool_rounds: int | None = ...,
-        max_tool_result_chars: int | None = ...,
-        stop_when: StopCondition | Sequence[StopCondition] | None = ...,
-        on_tool_call: Callable[..., Any] | None = ...,
-        output_schema: Mapping[str, Any],
-        title_workflow: Workflow[Any, Any] | None = ...,
-        max_retries: int | None = ...,
-        stream_retries: int | None = ...,
-        memory_store: MessageStore | None = ...,
-        description: str = ...,
-        recording: RecordingLevel | None = ...,
+        self, *, id: str, output_schema: Mapping[str, Any], **options: Unpack[LabAgentOptions]
     ) -> LabAgent[dict[str, Any]]: ...
 
     def create_agent(self, **kwargs: Any) -> LabAgent[Any]:
