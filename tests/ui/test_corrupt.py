@@ -150,7 +150,7 @@ async def test_the_app_starts_and_stops_with_a_lifespan(tmp_path: Path) -> None:
     app = create_app(runtime)
     async with app.router.lifespan_context(app):
         # Started: the stores are open (so a bad store URL fails the start, not a page).
-        assert runtime._stores is not None
+        assert runtime.stores_open
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://localhost"
         ) as client:

@@ -1,5 +1,18 @@
 """The lab Runtime: defaults, stores and run recording shared by a project's agents and workflows.
 
+The Runtime composes and delegates; each job is an object of its own:
+
+| job                          | where                                                     |
+|------------------------------|-----------------------------------------------------------|
+| the registry                 | `agents` / `workflows` dicts (`create_agent`, `create_workflow`) |
+| defaults                     | a checked `Definition` (`tether.lab._definition`)         |
+| stores                       | `RuntimeStores` (`tether.lab._stores`), open on first use |
+| leases and heartbeat         | `Heartbeat`, `ScopeLocks` (`tether.lab._leases`)          |
+| model clients, running tasks | `ClientPool`, `TaskSet` (`tether.lab._host`)              |
+| workflow runs in the store   | `WorkflowRunRecorder` (`tether.lab._workflow_runs`)       |
+| agents and workflows as tools| `tether.lab._as_tools`                                    |
+| experiments                  | `tether.evals.evaluate(runtime, ...)`, on a Runtime       |
+
 ```python
 lab = Runtime(defaults={"model": "openai:gpt-4o"}, store="sqlite:///.tether/tether.db")
 researcher = lab.create_agent(id="researcher", system_prompt="You are a research assistant.")
@@ -10,26 +23,18 @@ result = await researcher.run(memory_scope="notes", user="First turn").result
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any, TypeVar, Unpack, overload
-from urllib.parse import quote
 
-import pydantic
-
-from ..context import RunContext
-from ..errors import ConfigError, LeaseLostError, StoreError, WorkflowInputError
-from ..run_events import WORKFLOW_FAILED, WORKFLOW_FINISHED, WORKFLOW_STARTED
+from ..errors import ConfigError
 from ..stores.message_store import MessageStore
-from ..stores.run_store import RunInfo, RunStore
+from ..stores.run_store import RunStore
 from ..stores.workflow_store import WorkflowStore
-from ..tools import Tool, define_tool
-from ..workflows import Workflow, WorkflowContext, WorkflowEvent, create_workflow, current_run
+from ..workflows import Workflow, WorkflowContext, create_workflow
 from ._agent import LabAgent
-from ._callers import caller, tool_call
+from ._as_tools import ToolCallInfo, tool_from_agent, tool_from_workflow, workflow_from_agent
 from ._definition import (
     AGENT_KEYS,
     AgentDefaults,
@@ -39,33 +44,18 @@ from ._definition import (
 )
 from ._host import ClientPool, TaskSet
 from ._leases import LEASE_TTL, SCOPE_LOCK_TIMEOUT, Heartbeat, ScopeLocks
-from ._output import jsonable
 from ._provenance import detect_commit, detect_version
-from ._recorder import RunListener, logger, notify
-from ._stores import DEFAULT_STORE, StoreSet, open_stores
-from ._tags import context_tags
+from ._recorder import RunListener
+from ._stores import DEFAULT_STORE, RuntimeStores
 from ._template import Template
 from ._titles import ConversationTitleInput, ConversationTitleOutput
+from ._workflow_runs import WorkflowRunRecorder
 
 __all__ = ["ConversationTitleInput", "ConversationTitleOutput", "Runtime", "ToolCallInfo"]
 
 T = TypeVar("T")
 In = TypeVar("In")
 Out = TypeVar("Out")
-
-_TOOL_NAME_BAD = re.compile(r"[^A-Za-z0-9_-]")
-
-
-class ToolCallInfo:
-    """What `map_run` / `map_input` receive beside the tool's arguments."""
-
-    __slots__ = ("ctx", "tool_ctx")
-
-    def __init__(self, ctx: WorkflowContext[Any] | None, tool_ctx: RunContext) -> None:
-        self.ctx = ctx
-        """The workflow run the tool runs inside, or None outside any workflow."""
-        self.tool_ctx = tool_ctx
-        """The tool call's own context (`context`, `signal`, `services`, ...)."""
 
 
 class _LazyWorkflowStore:
@@ -128,13 +118,8 @@ class Runtime:
             )
         self._defaults = Definition.check(defaults or {}, "Runtime(defaults=...)")
         self._prices: dict[str, Any] = _check_prices(prices) if prices is not None else {}
-        self.root = Path(root) if root is not None else Path.cwd()
-        self._root_given = root is not None
-        self.store_url = store
-        self._message_store = message_store
-        self._run_store = run_store
-        self._workflow_store = workflow_store
-        self._stores: StoreSet | None = None
+        self.stores = RuntimeStores(store, root, message_store, run_store, workflow_store)
+        """Where conversations, journals and run records live (opened on first use)."""
         self.version = version
         self._provenance: list[str] | None = None
         self.agents: dict[str, LabAgent[Any]] = {}
@@ -156,6 +141,7 @@ class Runtime:
         """Seconds a lease of this runtime lasts unless renewed (renewed every sixth of it)."""
         self._heartbeat = Heartbeat(self.lease_ttl)
         self._scopes = ScopeLocks(self._heartbeat, timeout=float(scope_lock_timeout))
+        self._workflow_runs = WorkflowRunRecorder(self, self._defaults.trace)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -207,54 +193,42 @@ class Runtime:
         """The LLM clients built from model strings and configs (closed with the runtime)."""
         return self._clients
 
-    # -- stores ------------------------------------------------------------------------------
+    # -- stores (`tether.lab._stores.RuntimeStores`) ---------------------------------------
 
-    def _open(self) -> StoreSet:
-        if self._closed:
-            raise ConfigError("this runtime is closed")
-        if self._stores is None:
-            self._stores = open_stores(self.store_url or DEFAULT_STORE, self.root)
-        return self._stores
+    @property
+    def root(self) -> Path:
+        """The project directory: relative SQLite paths and provenance are read under it."""
+        return self.stores.root
+
+    @property
+    def store_url(self) -> str | None:
+        """The store URL given (or the project's), None for the default."""
+        return self.stores.url
 
     @property
     def stores_open(self) -> bool:
         """True once the stores of the store URL were opened (the URL is then fixed)."""
-        return self._stores is not None
+        return self.stores.is_open
 
     def adopt_project(self, root: Path, store: str | None) -> None:
-        """Make this runtime the project's at `root` (the registry does this): a runtime given
-        no root keeps its default store and provenance in the project, not in whatever
-        directory a command runs in; `store` (the project's store key) applies when the
-        runtime was given none. Nothing changes once the stores are open."""
-        if self._stores is not None:
-            return
-        if not self._root_given:
-            self.root = root
-        if store is not None and self.store_url is None:
-            self.root = root
-            self.use_store(store)
+        """See `RuntimeStores.adopt_project` (the registry does this)."""
+        self.stores.adopt_project(root, store)
 
     def use_store(self, url: str) -> None:
-        """Point a runtime that has not opened its stores yet at `url` (the registry's `store`
-        key does this when the runtime was created without one)."""
-        if self._stores is not None:
-            raise ConfigError("the runtime's stores are already open; pass store= when creating it")
-        self.store_url = url
+        """See `RuntimeStores.use`."""
+        self.stores.use(url)
 
     @property
     def message_store(self) -> MessageStore:
-        given = self._message_store
-        return given if given is not None else self._open().message
+        return self.stores.message
 
     @property
     def run_store(self) -> RunStore:
-        given = self._run_store
-        return given if given is not None else self._open().run
+        return self.stores.run
 
     @property
     def workflow_store(self) -> WorkflowStore:
-        given = self._workflow_store
-        return given if given is not None else self._open().workflow
+        return self.stores.workflow
 
     # -- provenance --------------------------------------------------------------------------
 
@@ -380,135 +354,17 @@ class Runtime:
             id,
             run,
             store=self._lazy_workflow_store,
-            on_event=self._workflow_recorder(),
+            on_event=self._workflow_runs.handler(),
             lease_ttl=self.lease_ttl,
         )
         self.workflows[id] = workflow
         return workflow
 
-    # -- agents and workflows as tools -------------------------------------------------------
+    # -- agents and workflows as tools (`tether.lab._as_tools`) -------------------------------
 
-    def tool_from_agent(
-        self,
-        agent: LabAgent[Any],
-        *,
-        description: str | None = None,
-        name: str | None = None,
-        input_schema: Any = None,
-        map_run: Callable[[Any, ToolCallInfo], Mapping[str, Any] | Awaitable[Mapping[str, Any]]]
-        | None = None,
-    ) -> Tool:
-        """A tool that runs one episode of `agent` and returns its output.
-
-        Without `input_schema` the tool takes `{"user": str}` and each call is a new
-        conversation. With one (a pydantic model or a JSON Schema dict), `map_run(args, info)`
-        receives the validated arguments (a model instance for a pydantic schema) and returns
-        the run options (`memory_scope`, `user`, `messages`, `tags`, ...). `info.ctx` is the
-        enclosing workflow run, or None. The caller's run `context` is passed on unless
-        `map_run` sets `context` itself; aborting the outer turn cancels the inner episode.
-        """
-        if not isinstance(agent, LabAgent):
-            raise ConfigError(f"tool_from_agent needs a lab agent, got {agent!r:.80}")
-        schema, model = _tool_schema(input_schema, default=_USER_SCHEMA)
-        if input_schema is None and map_run is None:
-
-            def default_map(args: Any, info: ToolCallInfo) -> Mapping[str, Any]:
-                return {"user": args["user"]}
-
-            map_run = default_map
-        elif map_run is None:
-            raise ConfigError(
-                f"tool_from_agent({agent.id!r}): with an input_schema, pass map_run to turn "
-                "the arguments into run options"
-            )
-        mapper = map_run
-
-        async def execute(value: Any, ctx: RunContext) -> Any:
-            args = model.model_validate(value) if model is not None else value
-            options = mapper(args, ToolCallInfo(current_run(), ctx))
-            if asyncio.iscoroutine(options) or isinstance(options, Awaitable):
-                options = await options
-            if not isinstance(options, Mapping):
-                raise ConfigError(
-                    f"map_run of tool {tool_name!r} must return a dict of run options"
-                )
-            options = dict(options)
-            options.setdefault("context", ctx.context)
-            with tool_call(ctx.tool_call_id):
-                handle = agent.run(**options)
-            remove = ctx.signal.add_callback(handle.cancel) if ctx.signal is not None else None
-            try:
-                result = await handle.result
-            finally:
-                if remove is not None:
-                    remove()
-            return jsonable(result.output)
-
-        tool_name = name or _tool_name(agent.id)
-        return define_tool(
-            name=tool_name,
-            description=description
-            or agent.description
-            or f"Run one episode of the {agent.id} agent.",
-            input_schema=schema,
-            execute=execute,
-        )
-
-    def tool_from_workflow(
-        self,
-        workflow: Workflow[Any, Any],
-        *,
-        description: str | None = None,
-        name: str | None = None,
-        input_schema: Any = None,
-        map_input: Callable[[Any, ToolCallInfo], Any] | None = None,
-    ) -> Tool:
-        """A tool that runs `workflow` and returns its output. The tool's arguments are the
-        run's input, or `map_input(args, info)` turns them into it. Called inside a workflow
-        run, the run nests under it."""
-        if not isinstance(workflow, Workflow):
-            raise ConfigError(f"tool_from_workflow needs a workflow, got {workflow!r:.80}")
-        schema, model = _tool_schema(input_schema, default={"type": "object"})
-
-        async def execute(value: Any, ctx: RunContext) -> Any:
-            args = model.model_validate(value) if model is not None else value
-            if map_input is not None:
-                run_input = map_input(args, ToolCallInfo(current_run(), ctx))
-                if asyncio.iscoroutine(run_input):
-                    run_input = await run_input
-            else:
-                run_input = jsonable(args)
-            with tool_call(ctx.tool_call_id):
-                handle = workflow.run(run_input, signal=ctx.signal)
-            return await handle.result
-
-        return define_tool(
-            name=name or _tool_name(workflow.id),
-            description=description or f"Run the {workflow.id} workflow.",
-            input_schema=schema,
-            execute=execute,
-        )
-
-    def workflow_from_agent(self, agent: LabAgent[Any], *, id: str) -> Workflow[str, Any]:
-        """A workflow that takes a user message (a string), runs one episode of `agent` as a
-        journaled step on a scope private to the run, and returns the agent's output."""
-        if not isinstance(agent, LabAgent):
-            raise ConfigError(f"workflow_from_agent needs a lab agent, got {agent!r:.80}")
-
-        async def run(user: str, ctx: WorkflowContext[str]) -> Any:
-            if not isinstance(user, str):
-                raise WorkflowInputError(
-                    f"workflow {id!r} takes a user message (a string), got {type(user).__name__}"
-                )
-
-            async def episode() -> Any:
-                handle = agent.run(memory_scope=ctx.run_local_scope(agent.id), user=user)
-                return jsonable((await handle.result).output)
-
-            # Step names may not hold '#' or '/'; agent ids may.
-            return await ctx.step(quote(agent.id, safe=""), episode)
-
-        return self.create_workflow(id, run)
+    tool_from_agent = staticmethod(tool_from_agent)
+    tool_from_workflow = staticmethod(tool_from_workflow)
+    workflow_from_agent = workflow_from_agent
 
     # -- background work ---------------------------------------------------------------------
 
@@ -517,109 +373,6 @@ class Runtime:
         while self._episodes or self._background:
             pending = [*self._episodes.pending(), *self._background.pending()]
             await asyncio.gather(*pending, return_exceptions=True)
-
-    # -- recording workflow runs -------------------------------------------------------------
-
-    def _workflow_recorder(self) -> Callable[[WorkflowEvent], Awaitable[None]]:
-        """The run store's recorder, after the default trace sink's workflow spans when it has
-        them (`tether.otel.OtelSink.workflow_events`): a run and its steps are spans, current
-        while they run, so the episodes they start are their children in one trace."""
-        spans = getattr(self._defaults.trace, "workflow_events", None)
-        if not callable(spans):
-            return self._record_workflow_event
-        workflow_events: Callable[[WorkflowEvent], object] = spans
-
-        async def record(event: WorkflowEvent) -> None:
-            try:
-                workflow_events(event)
-            except Exception:
-                logger.exception("the trace sink could not take workflow event %s", event["type"])
-            await self._record_workflow_event(event)
-
-        return record
-
-    async def _record_workflow_event(self, event: WorkflowEvent) -> None:
-        # An event the run store could not take fails the run (StoreError: the engine lets it
-        # through), rather than leave a gap in what the run's stream shows. The run's end
-        # is the exception: the run has ended anyway, and its own outcome is kept.
-        try:
-            await self._write_workflow_event(event)
-        except LeaseLostError:
-            raise  # another process runs the run now: this one stops, and records nothing more
-        except Exception as exc:
-            kind = event.get("type")
-            logger.exception("could not record workflow event %s", kind)
-            if kind not in (WORKFLOW_FINISHED, WORKFLOW_FAILED):
-                raise StoreError(
-                    f"workflow run {event.get('workflow_run_id')} stopped: its event {kind} "
-                    f"could not be recorded ({type(exc).__name__}: {exc})"
-                ) from exc
-
-    async def _write_workflow_event(self, event: WorkflowEvent) -> None:
-        store = self.run_store
-        kind = event["type"]
-        run_id = event["workflow_run_id"]
-        # The run's record is fenced by its workflow lease (recorded in the run's own task):
-        # once another process took the run over, this one's writes to it are refused.
-        ctx = current_run()
-        lease = ctx.lease.owner if ctx is not None and ctx.workflow_run_id == run_id else None
-        # A failure's traceback is kept with the run's error, not in its events.
-        data = {k: v for k, v in event.items() if k not in ("type", "at", "traceback")}
-        if kind == WORKFLOW_STARTED:
-            existing = await store.get_run(run_id)
-            if existing is None:
-                # Recorded in the run's own task, whose context it inherited from where it was
-                # started: the episode whose tool started it, if one did.
-                parent = caller(event["parent_run_id"])
-                await store.start_run(
-                    RunInfo(
-                        run_id=run_id,
-                        kind="workflow",
-                        name=event["workflow_id"],
-                        started_at=event["at"],
-                        tags=list(context_tags()),
-                        workflow_run_id=event["parent_run_id"],
-                        parent_run_id=parent.run_id if parent else None,
-                        parent_tool_call_id=parent.tool_call_id if parent else None,
-                        meta={"root_run_id": event["root_run_id"]},
-                        input_text=_as_text(event.get("input")),
-                    ),
-                    lease_ttl=self.lease_ttl,
-                    lease=lease,
-                )
-            else:
-                await store.finish_run(run_id, "running", lease_ttl=self.lease_ttl, lease=lease)
-            # While it runs, the run's record is renewed with the runtime's other leases: if
-            # this process dies, `tether runs list` shows the run interrupted.
-            self._heartbeat.hold_run(store, run_id)
-        elif kind in (WORKFLOW_FINISHED, WORKFLOW_FAILED):
-            self._heartbeat.drop_run(store, run_id)
-        seq = await store.append_events(
-            run_id, [{"type": kind, "at": event["at"], "data": data}], lease=lease
-        )
-        notify(
-            self._listeners,
-            {"run_id": run_id, "seq": seq, "type": kind, "at": event["at"], "data": data},
-        )
-        if kind == WORKFLOW_FINISHED:
-            await store.finish_run(
-                run_id,
-                "completed",
-                ended_at=event["at"],
-                output_text=_as_text(event.get("output")),
-                lease=lease,
-            )
-        elif kind == WORKFLOW_FAILED:
-            fields: dict[str, Any] = dict(event)
-            error = fields.get("error") or {}
-            await store.finish_run(
-                run_id,
-                "cancelled" if fields.get("status") == "cancelled" else "failed",
-                ended_at=event["at"],
-                error=f"{error.get('type')}: {error.get('message')}",
-                traceback=fields.get("traceback"),
-                lease=lease,
-            )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -647,12 +400,12 @@ class Runtime:
 
     async def _release(self) -> None:
         self._closed = True
+        self.stores.closed = True
         await self._heartbeat.aclose()
         for agent in self._created:
             await agent.aclose()
         await self._clients.aclose()
-        if self._stores is not None:
-            await self._stores.aclose()
+        await self.stores.aclose()
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -661,45 +414,7 @@ class Runtime:
         await self.aclose()
 
 
-_USER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"user": {"type": "string", "description": "The message to send"}},
-    "required": ["user"],
-}
-
-
-def _tool_schema(
-    input_schema: Any, *, default: dict[str, Any]
-) -> tuple[dict[str, Any], type[pydantic.BaseModel] | None]:
-    if input_schema is None:
-        return default, None
-    if isinstance(input_schema, dict):
-        return input_schema, None
-    if isinstance(input_schema, type) and issubclass(input_schema, pydantic.BaseModel):
-        schema = input_schema.model_json_schema()
-        schema.pop("title", None)
-        return schema, input_schema
-    raise ConfigError(
-        "input_schema must be a pydantic model class or a JSON Schema dict, "
-        f"got {input_schema!r:.80}"
-    )
-
-
-def _tool_name(id: str) -> str:
-    return _TOOL_NAME_BAD.sub("_", id)[:64] or "agent"
-
-
 def _check_prices(prices: Any) -> dict[str, Any]:
     from ..pricing import check_overrides  # the lab extra's genai-prices
 
     return dict(check_overrides(prices, "Runtime(prices=...)"))
-
-
-def _as_text(value: Any) -> str:
-    """A run's input or output as plain text for listing and search."""
-    if isinstance(value, str):
-        return value[:4000]
-    try:
-        return json.dumps(value, ensure_ascii=False, default=repr)[:4000]
-    except (TypeError, ValueError):
-        return repr(value)[:4000]

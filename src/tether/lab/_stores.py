@@ -10,6 +10,7 @@ use and sized by `pool_min_size` / `pool_max_size` in the URL. The runtime close
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -23,6 +24,7 @@ from ..stores.workflow_store import WorkflowStore
 
 __all__ = [
     "DEFAULT_STORE",
+    "RuntimeStores",
     "StoreSet",
     "open_stores",
     "redact_url",
@@ -52,6 +54,78 @@ class StoreSet:
         owned, self.owned = self.owned, []
         for store in owned:
             await store.aclose()
+
+
+class RuntimeStores:
+    """A runtime's three stores: the ones given stay the caller's (never closed here); the rest
+    open from one URL the first time one is needed, relative paths under `root`."""
+
+    def __init__(
+        self,
+        url: str | None,
+        root: str | PathLike[str] | None,
+        message: MessageStore | None = None,
+        run: RunStore | None = None,
+        workflow: WorkflowStore | None = None,
+    ) -> None:
+        self.url = url
+        """The store URL (None: `DEFAULT_STORE`)."""
+        self.root = Path(root) if root is not None else Path.cwd()
+        """The project directory (default: the current directory)."""
+        self._root_given = root is not None
+        self._message, self._run, self._workflow = message, run, workflow
+        self._opened: StoreSet | None = None
+        self.closed = False
+        """Set when the runtime closed: opening is refused from then on."""
+
+    def _open(self) -> StoreSet:
+        if self.closed:
+            raise ConfigError("this runtime is closed")
+        if self._opened is None:
+            self._opened = open_stores(self.url or DEFAULT_STORE, self.root)
+        return self._opened
+
+    @property
+    def is_open(self) -> bool:
+        """True once the stores of the URL were opened (the URL is then fixed)."""
+        return self._opened is not None
+
+    def adopt_project(self, root: Path, store: str | None) -> None:
+        """Make these the project's stores at `root` (the registry does this): a runtime given
+        no root keeps its default store and provenance in the project, not in whatever
+        directory a command runs in; `store` (the project's store key) applies when the
+        runtime was given none. Nothing changes once the stores are open."""
+        if self._opened is not None:
+            return
+        if not self._root_given:
+            self.root = root
+        if store is not None and self.url is None:
+            self.root = root
+            self.use(store)
+
+    def use(self, url: str) -> None:
+        """Point stores that are not open yet at `url` (the registry's `store` key does this
+        when the runtime was created without one)."""
+        if self._opened is not None:
+            raise ConfigError("the runtime's stores are already open; pass store= when creating it")
+        self.url = url
+
+    @property
+    def message(self) -> MessageStore:
+        return self._message if self._message is not None else self._open().message
+
+    @property
+    def run(self) -> RunStore:
+        return self._run if self._run is not None else self._open().run
+
+    @property
+    def workflow(self) -> WorkflowStore:
+        return self._workflow if self._workflow is not None else self._open().workflow
+
+    async def aclose(self) -> None:
+        """Close what was opened here (idempotent)."""
+        if self._opened is not None:
+            await self._opened.aclose()
 
 
 def redact_url(url: str) -> str:

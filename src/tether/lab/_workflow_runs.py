@@ -1,0 +1,160 @@
+"""Workflow runs in the run store: what a runtime's durable workflows record as they run.
+
+Each workflow event (`tether.workflows.WorkflowEvent`) becomes a run event of the same kind
+(`tether.run_events`), a run summary is started and finished around them, and the run holds a
+heartbeat lease while it runs. An event the store cannot take fails the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from ..errors import LeaseLostError, StoreError
+from ..run_events import WORKFLOW_FAILED, WORKFLOW_FINISHED, WORKFLOW_STARTED
+from ..stores.run_store import RunInfo, RunStore
+from ..workflows import WorkflowEvent, current_run
+from ._callers import caller
+from ._leases import Heartbeat
+from ._recorder import RunListener, logger, notify
+from ._tags import context_tags
+
+__all__ = ["WorkflowRunHost", "WorkflowRunRecorder"]
+
+
+class WorkflowRunHost(Protocol):
+    """What the recorder needs of its runtime."""
+
+    @property
+    def run_store(self) -> RunStore: ...
+
+    @property
+    def heartbeat(self) -> Heartbeat: ...
+
+    @property
+    def listeners(self) -> Sequence[RunListener]: ...
+
+    lease_ttl: float
+
+
+class WorkflowRunRecorder:
+    """Records the runs of a runtime's workflows (`handler()` is their `on_event`)."""
+
+    def __init__(self, host: WorkflowRunHost, trace: Any) -> None:
+        self.host = host
+        self.trace = trace
+        """The runtime's default trace sink (its workflow spans come first, when it has them)."""
+
+    def handler(self) -> Callable[[WorkflowEvent], Awaitable[None]]:
+        """The run store's recorder, after the default trace sink's workflow spans when it has
+        them (`tether.otel.OtelSink.workflow_events`): a run and its steps are spans, current
+        while they run, so the episodes they start are their children in one trace."""
+        spans = getattr(self.trace, "workflow_events", None)
+        if not callable(spans):
+            return self._record
+        workflow_events: Callable[[WorkflowEvent], object] = spans
+
+        async def record(event: WorkflowEvent) -> None:
+            try:
+                workflow_events(event)
+            except Exception:
+                logger.exception("the trace sink could not take workflow event %s", event["type"])
+            await self._record(event)
+
+        return record
+
+    async def _record(self, event: WorkflowEvent) -> None:
+        # An event the run store could not take fails the run (StoreError: the engine lets it
+        # through), rather than leave a gap in what the run's stream shows. The run's end
+        # is the exception: the run has ended anyway, and its own outcome is kept.
+        try:
+            await self._write(event)
+        except LeaseLostError:
+            raise  # another process runs the run now: this one stops, and records nothing more
+        except Exception as exc:
+            kind = event.get("type")
+            logger.exception("could not record workflow event %s", kind)
+            if kind not in (WORKFLOW_FINISHED, WORKFLOW_FAILED):
+                raise StoreError(
+                    f"workflow run {event.get('workflow_run_id')} stopped: its event {kind} "
+                    f"could not be recorded ({type(exc).__name__}: {exc})"
+                ) from exc
+
+    async def _write(self, event: WorkflowEvent) -> None:
+        store = self.host.run_store
+        kind = event["type"]
+        run_id = event["workflow_run_id"]
+        # The run's record is fenced by its workflow lease (recorded in the run's own task):
+        # once another process took the run over, this one's writes to it are refused.
+        ctx = current_run()
+        lease = ctx.lease.owner if ctx is not None and ctx.workflow_run_id == run_id else None
+        # A failure's traceback is kept with the run's error, not in its events.
+        data = {k: v for k, v in event.items() if k not in ("type", "at", "traceback")}
+        if kind == WORKFLOW_STARTED:
+            existing = await store.get_run(run_id)
+            if existing is None:
+                # Recorded in the run's own task, whose context it inherited from where it was
+                # started: the episode whose tool started it, if one did.
+                parent = caller(event["parent_run_id"])
+                await store.start_run(
+                    RunInfo(
+                        run_id=run_id,
+                        kind="workflow",
+                        name=event["workflow_id"],
+                        started_at=event["at"],
+                        tags=list(context_tags()),
+                        workflow_run_id=event["parent_run_id"],
+                        parent_run_id=parent.run_id if parent else None,
+                        parent_tool_call_id=parent.tool_call_id if parent else None,
+                        meta={"root_run_id": event["root_run_id"]},
+                        input_text=_as_text(event.get("input")),
+                    ),
+                    lease_ttl=self.host.lease_ttl,
+                    lease=lease,
+                )
+            else:
+                await store.finish_run(
+                    run_id, "running", lease_ttl=self.host.lease_ttl, lease=lease
+                )
+            # While it runs, the run's record is renewed with the runtime's other leases: if
+            # this process dies, `tether runs list` shows the run interrupted.
+            self.host.heartbeat.hold_run(store, run_id)
+        elif kind in (WORKFLOW_FINISHED, WORKFLOW_FAILED):
+            self.host.heartbeat.drop_run(store, run_id)
+        seq = await store.append_events(
+            run_id, [{"type": kind, "at": event["at"], "data": data}], lease=lease
+        )
+        notify(
+            self.host.listeners,
+            {"run_id": run_id, "seq": seq, "type": kind, "at": event["at"], "data": data},
+        )
+        if kind == WORKFLOW_FINISHED:
+            await store.finish_run(
+                run_id,
+                "completed",
+                ended_at=event["at"],
+                output_text=_as_text(event.get("output")),
+                lease=lease,
+            )
+        elif kind == WORKFLOW_FAILED:
+            fields: dict[str, Any] = dict(event)
+            error = fields.get("error") or {}
+            await store.finish_run(
+                run_id,
+                "cancelled" if fields.get("status") == "cancelled" else "failed",
+                ended_at=event["at"],
+                error=f"{error.get('type')}: {error.get('message')}",
+                traceback=fields.get("traceback"),
+                lease=lease,
+            )
+
+
+def _as_text(value: Any) -> str:
+    """A run's input or output as plain text for listing and search."""
+    if isinstance(value, str):
+        return value[:4000]
+    try:
+        return json.dumps(value, ensure_ascii=False, default=repr)[:4000]
+    except (TypeError, ValueError):
+        return repr(value)[:4000]
