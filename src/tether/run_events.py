@@ -30,7 +30,7 @@ Imports nothing of tether but `tether.events` (the token counts' `Usage`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, Literal, NotRequired, TypeAlias, TypedDict, cast
+from typing import Any, Final, Literal, NotRequired, TypeAlias, TypedDict, cast, get_args
 
 from .events import Usage
 
@@ -313,25 +313,7 @@ RunEventKind: TypeAlias = Literal[
     "workflow_failed",
 ]
 
-RUN_EVENT_KINDS: Final[tuple[RunEventKind, ...]] = (
-    AGENT_STARTED,
-    AGENT_TEXT_DELTA,
-    AGENT_TOOL_CALL,
-    AGENT_TOOL_RESULT,
-    AGENT_MESSAGES_COMMITTED,
-    AGENT_WARNING,
-    AGENT_FINISHED,
-    AGENT_FAILED,
-    MODEL_CALL_STARTED,
-    MODEL_CALL_FINISHED,
-    MODEL_CALL_FAILED,
-    WORKFLOW_STARTED,
-    WORKFLOW_STEP_STARTED,
-    WORKFLOW_STEP_FINISHED,
-    WORKFLOW_STEP_FAILED,
-    WORKFLOW_FINISHED,
-    WORKFLOW_FAILED,
-)
+RUN_EVENT_KINDS: Final[tuple[RunEventKind, ...]] = get_args(RunEventKind)
 """Every kind, in the order of the table above."""
 
 
