@@ -21,42 +21,13 @@ from typing import Any
 
 from .._json import check_json_safe, dumps
 from ..errors import DatasetError, NotJSONSafeError
-from ._evaluators import Evaluator, SpecError, parse_spec, to_evaluator, unique_names
+from ._evaluators import Case, Evaluator, SpecError, parse_spec, to_evaluator, unique_names
 
 __all__ = ["AGENT_INPUT_KEYS", "Case", "Dataset", "load_dataset", "load_evaluators"]
 
 _CASE_KEYS = ("id", "input", "expected", "metadata", "evaluators")
 AGENT_INPUT_KEYS = ("user", "messages", "context", "tool_provider_context")
 """What an object input of an agent case may hold: the run's options."""
-
-
-@dataclass(slots=True, frozen=True)
-class Case:
-    """One case of a dataset."""
-
-    id: str
-    input: Any
-    """A string, or an object (run options for an agent, the input of a workflow)."""
-    expected: Any = None
-    """What `equals` compares with (None when the case has none)."""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    evaluators: tuple[Evaluator, ...] = ()
-    """This case's own evaluators (the dataset's header ones come first when it runs)."""
-    line: int | None = None
-    """Where the case starts in its file (1-based), for error messages."""
-    has_expected: bool = False
-    """Whether `expected` was given (null is a value too)."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The case as it is stored and shipped (its evaluators by spec)."""
-        out: dict[str, Any] = {"id": self.id, "input": self.input}
-        if self.has_expected:
-            out["expected"] = self.expected
-        if self.metadata:
-            out["metadata"] = self.metadata
-        if self.evaluators:
-            out["evaluators"] = [e.spec() for e in self.evaluators]
-        return out
 
 
 @dataclass(slots=True)

@@ -39,9 +39,9 @@ from ..errors import ConfigError, DatasetError
 
 if TYPE_CHECKING:
     from ..lab import Runtime
-    from ._dataset import Case
 
 __all__ = [
+    "Case",
     "CaseResult",
     "Declared",
     "EvaluationResult",
@@ -107,6 +107,35 @@ class CaseResult:
     recovered: bool = False
     """The run had finished before (an earlier, interrupted attempt); it was read back from the
     run records instead of run again."""
+
+
+@dataclass(slots=True, frozen=True)
+class Case:
+    """One case of a dataset."""
+
+    id: str
+    input: Any
+    """A string, or an object (run options for an agent, the input of a workflow)."""
+    expected: Any = None
+    """What `equals` compares with (None when the case has none)."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    evaluators: tuple[Evaluator, ...] = ()
+    """This case's own evaluators (the dataset's header ones come first when it runs)."""
+    line: int | None = None
+    """Where the case starts in its file (1-based), for error messages."""
+    has_expected: bool = False
+    """Whether `expected` was given (null is a value too)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The case as it is stored and shipped (its evaluators by spec)."""
+        out: dict[str, Any] = {"id": self.id, "input": self.input}
+        if self.has_expected:
+            out["expected"] = self.expected
+        if self.metadata:
+            out["metadata"] = self.metadata
+        if self.evaluators:
+            out["evaluators"] = [e.spec() for e in self.evaluators]
+        return out
 
 
 @dataclass(slots=True)

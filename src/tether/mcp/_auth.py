@@ -17,9 +17,7 @@ from urllib.parse import urlsplit
 from ..errors import ConfigError, StoreCorruptError
 
 if TYPE_CHECKING:
-    import httpx
-
-    from ._oauth import McpAuth
+    pass
 
 __all__ = [
     "DEFAULT_REDIRECT_URI",
@@ -30,7 +28,6 @@ __all__ = [
     "MemoryTokenStore",
     "OAuth",
     "TokenStore",
-    "make_auth",
 ]
 
 DEFAULT_REDIRECT_URI = "http://127.0.0.1:33418/callback"
@@ -245,12 +242,3 @@ class ClientCredentials:
     def store(self) -> TokenStore:
         store: TokenStore = object.__getattribute__(self, "_store")
         return store
-
-
-def make_auth(
-    config: OAuth | ClientCredentials, server_url: str, transport: httpx.AsyncBaseTransport | None
-) -> McpAuth:
-    """The httpx auth flow of one source connection."""
-    from ._oauth import McpAuth
-
-    return McpAuth(config, server_url, transport)

@@ -39,7 +39,7 @@ from ._auth import ClientCredentials, OAuth
 from ._login import browser_login
 from ._protocol import paused_clock
 
-__all__ = ["McpAuth"]
+__all__ = ["McpAuth", "make_auth"]
 
 _MAX_STEP_UPS = 2
 """Re-authorizations one request may make for a 403 insufficient_scope (after the first
@@ -695,3 +695,10 @@ def _oauth_error(info: Mapping[str, Any]) -> str:
     description = info.get("error_description")
     tail = f": {description}" if isinstance(description, str) else ""
     return f", {error}{tail}"
+
+
+def make_auth(
+    config: OAuth | ClientCredentials, server_url: str, transport: httpx.AsyncBaseTransport | None
+) -> McpAuth:
+    """The httpx auth flow of one source connection."""
+    return McpAuth(config, server_url, transport)

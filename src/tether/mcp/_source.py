@@ -30,7 +30,7 @@ from ..integrations import MAX_INTEGRATIONS, SourceConnection
 from ..resources import Resource, define_resource
 from ..signals import AbortSignal
 from ..tools import Tool, ToolResult, define_tool
-from ._auth import ClientCredentials, OAuth, make_auth
+from ._auth import ClientCredentials, OAuth
 from ._client import Aborted, McpClient, VersionRefused, abortable
 from ._elicitation import ElicitationHandler
 from ._headers import ParamHeader, param_headers, read_param_headers
@@ -464,7 +464,11 @@ class McpServerSource(McpSource):
         self,
     ) -> tuple[Callable[[ServerRequestHandler], Channel], Callable[[], Awaitable[None]] | None]:
         borrowed = None if self._http_transport is None else BorrowedTransport(self._http_transport)
-        auth = None if self.auth is None else make_auth(self.auth, self.url, borrowed)
+        auth = None
+        if self.auth is not None:
+            from ._oauth import make_auth  # the OAuth flows load only for a source that uses them
+
+            auth = make_auth(self.auth, self.url, borrowed)
         # httpx's own timeouts are off: timeout_ms (asyncio) covers the whole round trip,
         # including the wait on an SSE body, and 0 must mean no clock at all.
         http = httpx.AsyncClient(transport=borrowed, timeout=httpx.Timeout(None), auth=auth)

@@ -8,20 +8,35 @@ the app's templates; `experiment_routes(pages)` is what `create_app` registers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from ..errors import StoreCorruptError, StoreError
 from ..evals import compare, list_experiments, read_experiment, report
 
 if TYPE_CHECKING:
-    from ._app import _Pages
+    from ..lab import Runtime
 
-__all__ = ["Cell", "experiment_routes", "grid"]
+__all__ = ["Cell", "Pages", "experiment_routes", "grid"]
+
+
+class Pages(Protocol):
+    """What the experiment pages need of the app's pages (`tether.ui._app`): the runtime and
+    its templates. A protocol, so this module imports nothing of the app that imports it."""
+
+    runtime: Runtime
+
+    def render(
+        self, request: Request, name: str, context: dict[str, Any], status: int = 200
+    ) -> HTMLResponse: ...
+
+    def error_page(
+        self, request: Request, status: int, title: str, message: str
+    ) -> HTMLResponse: ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -66,7 +81,7 @@ def grid(data: dict[str, Any]) -> list[tuple[dict[str, Any], list[Cell]]]:
 
 
 class _ExperimentPages:
-    def __init__(self, pages: _Pages) -> None:
+    def __init__(self, pages: Pages) -> None:
         self.pages = pages
 
     async def _report(self, request: Request, name: str) -> dict[str, Any]:
@@ -104,7 +119,7 @@ class _ExperimentPages:
         )
 
 
-def experiment_routes(pages: _Pages) -> list[Route]:
+def experiment_routes(pages: Pages) -> list[Route]:
     """The routes of the experiment pages."""
     handlers = _ExperimentPages(pages)
     return [
