@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ..run_events import MODEL_CALL_FINISHED
 from ._errors import CommandLineError, reports_errors
 from ._project import (
     GlobalOptions,
@@ -388,7 +389,7 @@ def _unpriced(events: Sequence[Mapping[str, Any]]) -> str | None:
     """Why a run has no cost: the reason its first unpriced model call gave."""
     for event in events:
         data = event.get("data")
-        if event.get("type") == "model_call_finished" and isinstance(data, Mapping):
+        if event.get("type") == MODEL_CALL_FINISHED and isinstance(data, Mapping):
             why = data.get("unpriced")
             if isinstance(why, str):
                 return why
