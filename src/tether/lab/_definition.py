@@ -6,6 +6,12 @@ parameter, what it got and what it takes; a key that belongs somewhere else (`ba
 `temperature`) says where it goes. Precedence is run > agent > runtime defaults; the model
 config, the settings and the services merge key by key, every other part is replaced whole.
 
+The keywords are `LabAgentOptions` / `AgentDefaults`, built on the harness's `AgentParts`
+(`tether._options`); each value is checked by the harness's own rules (`tether._params`), so
+the lab and `tether.create_agent` say the same thing about the same mistake. What is the lab's
+alone is here: the keys and where a misplaced one goes, the model merged over layers, the tools
+as a dict or a `ToolProvider`, and the system prompt's static (pinned) and dynamic layers.
+
 The two seeds spell two concepts differently. tether has one name for each and accepts the
 other seed's spelling as an alias, here and in `tether.create_agent`:
 
