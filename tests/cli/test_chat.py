@@ -128,6 +128,9 @@ def test_the_interactive_chat_under_a_terminal(project: Project) -> None:
     child.expect("you> ")
     # Ctrl-C at the prompt clears the line and the chat goes on.
     child.send("half a thought")
+    # Ctrl-C only once readline has read the keys: a SIGINT that lands while it is handling them
+    # (not waiting in select) is seen only at the next key press.
+    child.expect("thought")
     child.sendintr()
     child.expect("you> ")
     child.sendline("/scope")
