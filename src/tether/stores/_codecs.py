@@ -16,6 +16,7 @@ import operator
 import re
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, Final, TypeGuard
 
@@ -53,6 +54,7 @@ __all__ = [
     "RUN_INFO_COLUMNS",
     "SCOPE_COLUMNS",
     "STEP_COLUMNS",
+    "RunFinish",
     "busy_error",
     "check_finish",
     "check_run_info",
@@ -73,6 +75,7 @@ __all__ = [
     "end_time",
     "finish_sets",
     "finish_values",
+    "plan_finish",
     "query_where",
     "run_from_row",
     "run_info_from_row",
@@ -332,6 +335,52 @@ def finish_values(
 def finish_sets(ph: str, values: dict[str, Any]) -> str:
     """`", output_text = ?, usage = ?"` for the columns of `finish_values`."""
     return "".join(f", {column} = {ph}" for column in values)
+
+
+@dataclass(slots=True, frozen=True)
+class RunFinish:
+    """What a SQL backend's `finish_run` writes, worked out once for both."""
+
+    events: list[tuple[str, float, str]]
+    """The run's last events, encoded (`encode_events`)."""
+    ended_at: float | None
+    columns: dict[str, Any]
+    """`finish_values`, and `lease_owner` when the run is taken over."""
+    ttl: float | None
+    """The lease's new length: only a run running again keeps one."""
+    fence: str | None
+    """The token the run's lease must still be under (None: not checked)."""
+
+
+def plan_finish(
+    run_id: str,
+    status: str,
+    *,
+    ended_at: float | None,
+    output_text: str | None,
+    usage: dict[str, int] | None,
+    cost_usd: float | None,
+    lease_ttl: float | None,
+    traceback: str | None,
+    lease: str | None,
+    events: Sequence[NewRunEvent],
+) -> RunFinish:
+    """Check and encode a `finish_run` call; nothing is written."""
+    check_run_status(status)
+    columns = finish_values(output_text, usage, cost_usd, traceback)
+    # Running again under a token is a takeover (the workflow store decided who won it): the
+    # token is set, not checked; any other finish under a token is fenced by it.
+    fence = lease
+    if status == "running" and lease is not None:
+        columns["lease_owner"] = lease
+        fence = None
+    return RunFinish(
+        events=encode_events(run_id, events),
+        ended_at=end_time(status, ended_at),
+        columns=columns,
+        ttl=lease_ttl if status == "running" else None,
+        fence=fence,
+    )
 
 
 def end_time(status: str, ended_at: float | None) -> float | None:

@@ -9,13 +9,11 @@ from typing import Any, Final
 from ...errors import LeaseLostError, StoreError
 from .._codecs import (
     RUN_INFO_COLUMNS,
-    check_run_status,
     decode_cursor,
     decode_event,
     encode_events,
     encode_run_info,
-    end_time,
-    finish_values,
+    plan_finish,
     query_where,
     run_info_from_row,
     run_info_select,
@@ -169,25 +167,26 @@ class PostgresRunStore(PostgresBacked):
         lease: str | None = None,
         events: Sequence[NewRunEvent] = (),
     ) -> int:
-        check_run_status(status)
-        encoded = encode_events(run_id, events)
-        end = end_time(status, ended_at)
-        extra = finish_values(output_text, usage, cost_usd, traceback)
-        ttl = lease_ttl if status == "running" else None
-        # Running again under a token is a takeover (the workflow store decided who won it):
-        # the token is set, not checked; any other finish under a token is fenced by it.
-        fence = lease
-        if status == "running" and lease is not None:
-            extra["lease_owner"] = lease
-            fence = None
-        sets = "".join(f", {column} = %(x_{column})s" for column in extra)
+        plan = plan_finish(
+            run_id,
+            status,
+            ended_at=ended_at,
+            output_text=output_text,
+            usage=usage,
+            cost_usd=cost_usd,
+            lease_ttl=lease_ttl,
+            traceback=traceback,
+            lease=lease,
+            events=events,
+        )
+        sets = "".join(f", {column} = %(x_{column})s" for column in plan.columns)
         params = {
-            **_append_params(run_id, encoded, fence),
-            **{f"x_{column}": value for column, value in extra.items()},
+            **_append_params(run_id, plan.events, plan.fence),
+            **{f"x_{column}": value for column, value in plan.columns.items()},
             "status": status,
-            "ended_at": end,
+            "ended_at": plan.ended_at,
             "error": error,
-            "ttl": ttl,
+            "ttl": plan.ttl,
         }
         async with self._session() as conn:
             # One statement: the run's end, its count bumped, and its last events numbered

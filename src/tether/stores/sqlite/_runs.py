@@ -11,14 +11,12 @@ from typing import Any
 from ...errors import LeaseLostError, StoreError
 from .._codecs import (
     RUN_INFO_COLUMNS,
-    check_run_status,
     decode_cursor,
     decode_event,
     encode_events,
     encode_run_info,
-    end_time,
     finish_sets,
-    finish_values,
+    plan_finish,
     query_where,
     run_info_from_row,
     run_info_select,
@@ -154,18 +152,20 @@ class SqliteRunStore(SqliteBacked):
         lease: str | None = None,
         events: Sequence[NewRunEvent] = (),
     ) -> int:
-        check_run_status(status)
-        rows = encode_events(run_id, events)
-        end = end_time(status, ended_at)
-        extra = finish_values(output_text, usage, cost_usd, traceback)
-        ttl = lease_ttl if status == "running" else None
-        # Running again under a token is a takeover (the workflow store decided who won it):
-        # the token is set, not checked; any other finish under a token is fenced by it.
-        if status == "running" and lease is not None:
-            extra["lease_owner"] = lease
-            fence: tuple[str | None, str | None] = (None, None)
-        else:
-            fence = (lease, lease)
+        plan = plan_finish(
+            run_id,
+            status,
+            ended_at=ended_at,
+            output_text=output_text,
+            usage=usage,
+            cost_usd=cost_usd,
+            lease_ttl=lease_ttl,
+            traceback=traceback,
+            lease=lease,
+            events=events,
+        )
+        rows, end, extra, ttl = plan.events, plan.ended_at, plan.columns, plan.ttl
+        fence = (plan.fence, plan.fence)
 
         def op(conn: sqlite3.Connection) -> int:
             with transaction(conn):
