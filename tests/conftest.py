@@ -26,6 +26,31 @@ _KEYS = (
     "GOOGLE_API_KEY",
     "GOOGLE_GEMINI_BASE_URL",
     "GOOGLE_GENAI_API_VERSION",
+    # The clouds' credential chains and endpoints (tether.llm.credentials.aws / google / azure).
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_CLOUD_LOCATION",
+    "GOOGLE_CLOUD_REGION",
+    "CLOUDSDK_CORE_PROJECT",
+    "CLOUD_ML_REGION",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_ENDPOINT",
+    "OPENAI_API_VERSION",
+    "AZURE_CLIENT_ID",
+    "AZURE_TENANT_ID",
+    "AZURE_CLIENT_SECRET",
 )
 
 
@@ -37,6 +62,13 @@ def _no_real_keys(
     and the user's config directory (stored keys, the log of prompts) is an empty one."""
     for key in _KEYS:
         monkeypatch.delenv(key, raising=False)
+    # No cloud's credential chain reads the user's files or asks a metadata service.
+    empty = tmp_path_factory.mktemp("cloud-config")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(empty / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty / "aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(empty / "gcloud"))
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
     monkeypatch.setenv("TETHER_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
     monkeypatch.delenv("TETHER_MODEL", raising=False)
     monkeypatch.delenv("TETHER_DEBUG", raising=False)

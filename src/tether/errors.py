@@ -6,6 +6,8 @@ TetherError
 │   ├── ToolDefinitionError      a tool, resource or guardrail declared wrongly
 │   ├── UnknownProviderError     a model string whose provider prefix we do not know
 │   ├── MissingKeyError          a provider key that is not in the config or the environment
+│   │   └── MissingCredentialsError  a cloud's credential chain found nothing (or failed): names
+│   │                            the cloud, region and where it looked
 │   ├── ModelSettingError        a model setting that is unknown, mistyped, or that the provider
 │   │                            cannot honour (.key, .provider)
 │   ├── RegistryError            tether.toml / [tool.tether] points at something that is not there
@@ -74,6 +76,7 @@ __all__ = [
     "McpCallError",
     "McpConnectionError",
     "McpError",
+    "MissingCredentialsError",
     "MissingKeyError",
     "ModelSettingError",
     "NoObjectGeneratedError",
@@ -123,6 +126,16 @@ class MissingKeyError(ConfigError):
         )
         self.provider = provider
         self.env_var = env_var
+
+
+class MissingCredentialsError(MissingKeyError):
+    """A cloud provider's credential chain (AWS, Google, Azure) found no credentials or failed;
+    the message names the cloud, the region or project, and the variables to set."""
+
+    def __init__(self, provider: str, message: str) -> None:
+        ConfigError.__init__(self, message)
+        self.provider = provider
+        self.env_var = ""
 
 
 class ModelSettingError(ConfigError):

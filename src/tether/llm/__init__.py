@@ -33,6 +33,7 @@ from .base import (
 )
 
 __all__ = [
+    "CLOUD_KEYS",
     "CONFIG_KEYS",
     "ENTRY_POINT_GROUP",
     "PROVIDERS",
@@ -74,6 +75,14 @@ CONFIG_KEYS = (
 )
 """The keys of a model config dict (``model`` required)."""
 
+CLOUD_KEYS: dict[str, tuple[str, ...]] = {
+    "bedrock": ("region", "profile"),
+    "vertex": ("project", "location"),
+    "azure": ("api_version",),
+    "azure-responses": ("api_version",),
+}
+"""The further model config keys a cloud provider takes (where and as whom it calls)."""
+
 
 def model_problem(model: object) -> str | None:
     """What is wrong with `model` as a model string, worded to follow the parameter's name
@@ -111,20 +120,21 @@ def client_from_config(config: str | _Mapping[str, _Any] | LLMClient) -> LLMClie
         config = {"model": config}
     elif not isinstance(config, _Mapping):
         return config
-    unknown = [k for k in config if k not in CONFIG_KEYS]
+    model = config.get("model")
+    own = CLOUD_KEYS.get(model.split(":", 1)[0], ()) if isinstance(model, str) else ()
+    unknown = [k for k in config if k not in CONFIG_KEYS and k not in own]
     if unknown:
         raise _ConfigError(
             f"unknown key {unknown[0]!r} in the model config; the keys are "
             f"{', '.join(CONFIG_KEYS)} (model settings such as temperature go in settings=)"
         )
-    model = config.get("model")
     problem = model_problem(model)
     if problem is not None:
         raise _UnknownProviderError(f"llm.model {problem}")
     assert isinstance(model, str)
     if model == "test":
         model = "test:"
-    for key in ("base_url", "api_key"):
+    for key in ("base_url", "api_key", *own):
         value = config.get(key)
         if value is not None and not isinstance(value, str):
             raise _ConfigError(f"the model config's {key} must be a string, got {value!r:.80}")

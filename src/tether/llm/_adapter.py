@@ -54,7 +54,19 @@ from ._transport import DEFAULT_MAX_CONNECTIONS, body_bytes, is_unsent, new_clie
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk
 from .credentials import Credentials
 
-__all__ = ["HTTPAdapter", "StreamParser", "end_of_stream"]
+__all__ = ["FrameDecoder", "HTTPAdapter", "StreamParser", "end_of_stream"]
+
+
+class FrameDecoder(Protocol):
+    """Bytes in, whole events out, however the body is split: `SSEDecoder`, or the AWS event
+    stream's (`tether.llm._eventstream`)."""
+
+    stray: list[str]
+    """Body text that was not framed (SSE only)."""
+
+    def feed(self, chunk: bytes) -> list[ServerSentEvent]: ...
+
+    def flush(self) -> list[ServerSentEvent]: ...
 
 
 class StreamParser(Protocol):
@@ -184,6 +196,7 @@ class HTTPAdapter:
         self._gate = PoolGate()
         self._sleep: Sleep | None = sleep
         self._rng = random.Random()
+        self._signs = credentials.signs
         self._headers = {
             "content-type": "application/json",
             "accept": "text/event-stream",
@@ -209,6 +222,15 @@ class HTTPAdapter:
 
     def new_parser(self) -> StreamParser:
         raise NotImplementedError
+
+    def parser_for(self, request: ChatRequest) -> StreamParser:
+        """The parser for the response to `request` (`new_parser()` unless the reading depends
+        on the request)."""
+        return self.new_parser()
+
+    def new_decoder(self) -> FrameDecoder:
+        """The body's framing: SSE unless the wire says otherwise."""
+        return SSEDecoder()
 
     # -- the shared machinery --------------------------------------------------------------------
 
@@ -293,7 +315,7 @@ class HTTPAdapter:
             await (self._sleep or _retries._sleep)(delay)
         response = outcome
         try:
-            async for chunk in self._read(response, loop, total_at):
+            async for chunk in self._read(response, loop, total_at, request):
                 yield chunk
         finally:
             await response.aclose()
@@ -321,8 +343,11 @@ class HTTPAdapter:
                 if first_byte is not None and timer is not None:
                     timer.reschedule(min(loop.time() + first_byte, total_at))
 
+        headers = self._headers
+        if self._signs:
+            headers = await self.credentials.sign("POST", url, content, headers)
         req = client.build_request(
-            "POST", url, content=content, headers=self._headers, extensions={"trace": trace}
+            "POST", url, content=content, headers=headers, extensions={"trace": trace}
         )
         retries_left = attempt <= self.max_retries
         try:
@@ -366,7 +391,12 @@ class HTTPAdapter:
             await response.aclose()
         env_var = " or ".join(self.env_vars) if self.env_vars else None
         error = response_error(
-            self.provider, status, raw, env_var=env_var, url=str(response.request.url)
+            self.provider,
+            status,
+            raw,
+            env_var=env_var,
+            url=str(response.request.url),
+            hint=self.credentials.auth_hint(),
         )
         delay = refusal_wait(error, response.headers, attempt, retries_left, self._rng)
         if delay is None:
@@ -374,12 +404,16 @@ class HTTPAdapter:
         return delay, f"HTTP {status}: {_short(error)}", error
 
     async def _read(  # noqa: C901  # the per-chunk read loop: kept inline, no call per event
-        self, response: httpx.Response, loop: asyncio.AbstractEventLoop, total_at: float
+        self,
+        response: httpx.Response,
+        loop: asyncio.AbstractEventLoop,
+        total_at: float,
+        request: ChatRequest,
     ) -> AsyncIterator[StreamChunk]:
         """The body's events through the parser, every read bounded by the idle deadline (reset
         by each event that is not a keep-alive) and the total one."""
-        parser = self.new_parser()
-        decoder = SSEDecoder()
+        parser = self.parser_for(request)
+        decoder = self.new_decoder()
         provider = self.provider
         feed, handle = decoder.feed, parser.handle
         watch = StreamWatch(loop, self.idle_timeout, total_at)
@@ -432,7 +466,7 @@ def _short(error: LLMError) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def end_of_stream(provider: str, decoder: SSEDecoder, parser: StreamParser) -> FinishChunk:
+def end_of_stream(provider: str, decoder: FrameDecoder, parser: StreamParser) -> FinishChunk:
     """After the body ended (and `decoder.flush()` was fed to the parser): the finish chunk, or
     the stream error the body amounts to. A 200 body that stops before the provider's terminal
     event is a retryable `LLMStreamError`: the loop's `stream_retries` rerun the step."""

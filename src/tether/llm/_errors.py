@@ -127,11 +127,18 @@ def _html_page(text: str) -> str | None:
 
 
 def response_error(
-    provider: str, status: int, raw: bytes, *, env_var: str | None, url: str | None = None
+    provider: str,
+    status: int,
+    raw: bytes,
+    *,
+    env_var: str | None,
+    url: str | None = None,
+    hint: str | None = None,
 ) -> LLMHTTPError:
     """The typed error for a non-2xx answer, carrying status, parsed body and provider message.
     `url` (the request's) is named when the body is not the provider's: a server of another
-    kind answered, most often a wrong `base_url`."""
+    kind answered, most often a wrong `base_url`. `hint` replaces the advice on a refused
+    credential (a cloud's credential chain, not an API key)."""
     body = _decode_body(raw)
     message, _kind = _provider_message(body)
     # A body of a shape we do not know (a proxy's, a compatible server's) is shown as it came.
@@ -146,11 +153,12 @@ def response_error(
         text = f"{provider} returned {status}{where}: {page}; check the model config's base_url"
     # Gemini answers a key it does not accept with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
     if status in (401, 403) or (status == 400 and "API_KEY_INVALID" in words):
-        hint = (
-            f"check {env_var} or model={{'model': ..., 'api_key': ...}}"
-            if env_var
-            else "check the API key"
-        )
+        if hint is None:
+            hint = (
+                f"check {env_var} or model={{'model': ..., 'api_key': ...}}"
+                if env_var
+                else "check the API key"
+            )
         return AuthenticationError(
             f"{text} ({hint})", status=status, body=body, provider=provider, retryable=False
         )

@@ -37,6 +37,7 @@ ENTRY_POINT_GROUP = "tether.providers"
 
 PROVIDERS: dict[str, str] = {
     "anthropic": "tether.llm.anthropic:AnthropicClient",
+    "bedrock": "tether.llm.bedrock:BedrockClient",
     "openai": "tether.llm.openai_chat:OpenAIChatClient",
     "openai-responses": "tether.llm.openai_responses:OpenAIResponsesClient",
     "gemini": "tether.llm.gemini:GeminiClient",

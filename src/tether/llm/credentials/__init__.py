@@ -20,7 +20,14 @@ from __future__ import annotations
 
 from ._base import Credentials
 from .anthropic import AnthropicCredentials
+from .aws import AWSCredentials
 from .gemini import GeminiCredentials
 from .openai import OpenAICredentials
 
-__all__ = ["AnthropicCredentials", "Credentials", "GeminiCredentials", "OpenAICredentials"]
+__all__ = [
+    "AWSCredentials",
+    "AnthropicCredentials",
+    "Credentials",
+    "GeminiCredentials",
+    "OpenAICredentials",
+]

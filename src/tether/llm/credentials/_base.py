@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import ClassVar
 
 from ...errors import MissingKeyError
@@ -27,6 +28,9 @@ class Credentials:
     base_url_env: ClassVar[str | None] = None
     """The variable the provider's own SDK reads its base URL from."""
     default_base_url: ClassVar[str] = ""
+    signs: ClassVar[bool] = False
+    """True: each request's headers come from `sign()` (a signature over the request, a token
+    that expires) rather than from `headers()` alone."""
 
     def __init__(
         self, provider: str, *, api_key: str | None = None, base_url: str | None = None
@@ -66,3 +70,15 @@ class Credentials:
     def headers(self) -> dict[str, str]:
         """The headers that authenticate every request (none without a credential)."""
         raise NotImplementedError
+
+    async def sign(
+        self, method: str, url: str, content: bytes, headers: Mapping[str, str]
+    ) -> dict[str, str]:
+        """The headers to send one request with, given its method, URL, body and the adapter's
+        headers; read only when `signs` is True."""
+        return dict(headers)
+
+    def auth_hint(self) -> str | None:
+        """What to check when the provider refuses the credentials (None: the API key's
+        variables and the model config's api_key)."""
+        return None

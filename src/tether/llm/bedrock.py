@@ -1,0 +1,476 @@
+"""AWS Bedrock, the Converse API streamed (``POST {endpoint}/model/{modelId}/converse-stream``).
+
+Requests are signed with SigV4 by botocore (`tether.llm.credentials.AWSCredentials`: its
+credential chain, region from AWS_REGION / AWS_DEFAULT_REGION / the profile); the body streams
+back in the binary AWS event stream framing (`tether.llm._eventstream`, both CRCs checked).
+
+Wire mapping:
+
+- `system` becomes ``system`` text blocks; a prompt layer marked for caching is followed by a
+  ``{"cachePoint": {"type": "default"}}`` block. Tools become ``toolConfig.tools[].toolSpec``
+  with ``inputSchema.json``.
+- Messages: text → ``{"text"}``; a tool call → ``{"toolUse": {toolUseId, name, input}}``; a tool
+  result → ``{"toolResult": {toolUseId, content: [{"text"}], status}}`` in a ``user`` message;
+  thinking with a signature → ``{"reasoningContent": {"reasoningText": {text, signature}}}``,
+  redacted thinking → ``{"reasoningContent": {"redactedContent"}}``; thinking without a
+  signature (another provider's) is left out. Consecutive messages of one role are merged.
+- Stream events (``:event-type``): ``messageStart``, ``contentBlockStart`` (a ``toolUse`` start
+  carries its id and name), ``contentBlockDelta`` (``text`` → text, ``toolUse.input`` →
+  ``tool_input_delta``, ``reasoningContent.text`` → thinking, ``.signature`` and
+  ``.redactedContent`` kept for the part), ``contentBlockStop``, ``messageStop`` (the stop
+  reason; the response is complete) and ``metadata`` (usage, after the stop). An exception
+  message (``throttlingException``, ``modelStreamErrorException``, ``internalServerException``,
+  ``serviceUnavailableException``, ``validationException``) raises `LLMStreamError`, retryable
+  for all but the validation one.
+- Usage: `input_tokens` = ``inputTokens`` + ``cacheReadInputTokens`` + ``cacheWriteInputTokens``
+  (every prompt token, as the other adapters count it); `output_tokens` = ``outputTokens``.
+- Settings: ``max_tokens``, ``temperature``, ``top_p``, ``stop`` go in ``inferenceConfig``;
+  ``tool_choice`` auto / required (``any``) / a tool's name; ``reasoning.budget_tokens`` becomes
+  ``additionalModelRequestFields.thinking`` (Anthropic models on Bedrock). ``seed``,
+  ``tool_choice="none"``, ``parallel_tool_calls=False`` and ``reasoning.effort`` have no Converse
+  field: each is a `ModelSettingError`.
+- `response_format`: Converse has no JSON-schema output mode, so the schema is declared as one
+  more tool named after the format, and the model is made to call a tool (that one, when it is the
+  only one). Its arguments stream as text and come back as the text part: the JSON answer.
+
+Finish reasons (`FINISH_REASONS`):
+
+| ``stopReason``                                     | `finish_reason`    |
+|----------------------------------------------------|--------------------|
+| ``end_turn``, ``stop_sequence``                    | ``stop``           |
+| ``tool_use``                                       | ``tool_calls``     |
+| ``max_tokens``, ``model_context_window_exceeded``  | ``length``         |
+| ``guardrail_intervened``, ``content_filtered``     | ``content_filter`` |
+| anything else                                      | ``error``          |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+from urllib.parse import quote
+
+from .._sse import ServerSentEvent
+from ..errors import ConfigError, LLMStreamError
+from ..events import FinishReason, Part, ThinkingPart, Usage
+from ._adapter import FrameDecoder, HTTPAdapter
+from ._eventstream import EventStreamDecoder
+from ._finish import normalize_finish
+from ._settings import check_settings, copy_settings, forced_tool, unsupported
+from ._wire import loads, parse_json_or_raw, usage_int
+from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, SystemBlock
+from .credentials import AWSCredentials, Credentials
+
+__all__ = ["BedrockClient", "BedrockStream", "to_converse_messages"]
+
+_NONE: tuple[StreamChunk, ...] = ()
+_NO_SETTINGS: ModelSettings = {}
+
+FINISH_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "guardrail_intervened": "content_filter",
+    "content_filtered": "content_filter",
+}
+"""``stopReason`` → the normalized `FinishReason`; any other value is ``error``."""
+
+_FIELDS = {
+    "max_tokens": "maxTokens",
+    "temperature": "temperature",
+    "top_p": "topP",
+    "stop": "stopSequences",
+}
+"""The settings ``inferenceConfig`` takes as they are, and its name for each."""
+
+_RETRYABLE = frozenset(
+    {
+        "throttlingException",
+        "modelStreamErrorException",
+        "internalServerException",
+        "serviceUnavailableException",
+    }
+)
+
+
+def _content(part: Any) -> dict[str, Any] | None:
+    kind = part["type"]
+    if kind == "text":
+        return {"text": part["text"]} if part["text"] else None
+    if kind == "thinking":
+        if "redacted" in part:
+            return {"reasoningContent": {"redactedContent": part["redacted"]}}
+        if part.get("signature"):
+            return {
+                "reasoningContent": {
+                    "reasoningText": {"text": part["text"], "signature": part["signature"]}
+                }
+            }
+        return None
+    if kind == "tool_call":
+        value = part["input"]
+        return {
+            "toolUse": {
+                "toolUseId": part["id"],
+                "name": part["name"],
+                "input": value if isinstance(value, dict) else {},
+            }
+        }
+    if kind == "tool_result":
+        result: dict[str, Any] = {
+            "toolUseId": part["id"],
+            "content": [{"text": part["output"]}] if part["output"] else [],
+        }
+        if part.get("is_error"):
+            result["status"] = "error"
+        return {"toolResult": result}
+    return None
+
+
+def to_converse_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """Neutral transcript → Converse ``messages``."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        blocks = [b for b in map(_content, message["content"]) if b is not None]
+        if not blocks:
+            continue
+        role = "assistant" if message["role"] == "assistant" else "user"
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def _system(blocks: list[SystemBlock]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for block in blocks:
+        if block["text"]:
+            out.append({"text": block["text"]})
+        if "cache_control" in block and out:
+            out.append({"cachePoint": {"type": "default"}})
+    return out
+
+
+class _Block:
+    __slots__ = ("chunks", "id", "kind", "name", "redacted", "signature")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.chunks: list[str] = []
+        self.id = ""
+        self.name = ""
+        self.signature = ""
+        self.redacted = ""
+
+
+class BedrockStream:
+    """Parser for one ConverseStream response (event stream messages as events)."""
+
+    __slots__ = ("_blocks", "_output", "_usage", "done", "stop_reason")
+
+    def __init__(self, output_tool: str | None = None) -> None:
+        self._blocks: dict[int, _Block] = {}
+        self._output = output_tool
+        """The tool standing for `response_format`: its arguments are the answer's text."""
+        self._usage: dict[str, Any] = {}
+        self.stop_reason: str | None = None
+        self.done = False
+
+    def _block(self, index: int, kind: str) -> _Block:
+        block = self._blocks.get(index)
+        if block is None:
+            block = self._blocks[index] = _Block(kind)
+        return block
+
+    # C901 allowed: the event state machine, run per event; no dispatch call per event.
+    def handle(self, event: ServerSentEvent) -> Sequence[StreamChunk]:  # noqa: C901
+        kind = event.event
+        if kind == "contentBlockDelta":
+            payload = loads(event.data)
+            delta = payload["delta"]
+            index = payload["contentBlockIndex"]
+            text = delta.get("text")
+            if text is not None:
+                if not text:
+                    return _NONE
+                self._block(index, "text").chunks.append(text)
+                return ({"type": "text", "text": text},)
+            tool = delta.get("toolUse")
+            if tool is not None:
+                block = self._block(index, "tool")
+                partial = tool["input"]
+                if not partial:
+                    return _NONE
+                block.chunks.append(partial)
+                if block.kind == "output":
+                    return ({"type": "text", "text": partial},)
+                return (
+                    {
+                        "type": "tool_input_delta",
+                        "id": block.id,
+                        "name": block.name,
+                        "partial": partial,
+                    },
+                )
+            reasoning = delta.get("reasoningContent")
+            if reasoning is not None:
+                block = self._block(index, "thinking")
+                if "text" in reasoning:
+                    thought = reasoning["text"]
+                    if thought:
+                        block.chunks.append(thought)
+                        return ({"type": "thinking", "text": thought},)
+                if reasoning.get("signature"):
+                    block.signature += reasoning["signature"]
+                if reasoning.get("redactedContent"):
+                    block.kind = "redacted"
+                    block.redacted += reasoning["redactedContent"]
+            return _NONE
+        if kind == "contentBlockStart":
+            payload = loads(event.data)
+            start = payload.get("start") or {}
+            tool = start.get("toolUse")
+            if tool is not None:
+                name = tool["name"]
+                block = self._block(
+                    payload["contentBlockIndex"], "output" if name == self._output else "tool"
+                )
+                block.id, block.name = tool["toolUseId"], name
+            return _NONE
+        if kind == "messageStop":
+            self.stop_reason = loads(event.data).get("stopReason")
+            self.done = True
+            return _NONE
+        if kind == "metadata":
+            usage = loads(event.data).get("usage")
+            if isinstance(usage, dict):
+                self._usage = usage
+            return _NONE
+        if kind.startswith(("exception:", "error:")):
+            raise _stream_exception(event)
+        return _NONE  # messageStart, contentBlockStop, and event types added later
+
+    def usage(self) -> Usage:
+        raw = self._usage
+        out: Usage = {}
+        if not raw:
+            return out
+        cache_read = usage_int(raw.get("cacheReadInputTokens"))
+        cache_write = usage_int(raw.get("cacheWriteInputTokens"))
+        out["input_tokens"] = (
+            (usage_int(raw.get("inputTokens")) or 0) + (cache_read or 0) + (cache_write or 0)
+        )
+        out["output_tokens"] = usage_int(raw.get("outputTokens")) or 0
+        if cache_read is not None:
+            out["cache_read_tokens"] = cache_read
+        if cache_write is not None:
+            out["cache_creation_tokens"] = cache_write
+        return out
+
+    def finish(self) -> FinishChunk:
+        content: list[Part] = []
+        answered = False
+        for index in sorted(self._blocks):
+            block = self._blocks[index]
+            kind = block.kind
+            if kind == "text" or kind == "output":
+                text = "".join(block.chunks)
+                answered = answered or kind == "output"
+                if text:
+                    content.append({"type": "text", "text": text})
+            elif kind == "tool":
+                content.append(
+                    {
+                        "type": "tool_call",
+                        "id": block.id,
+                        "name": block.name,
+                        "input": parse_json_or_raw("".join(block.chunks), {}),
+                    }
+                )
+            elif kind == "thinking":
+                part: ThinkingPart = {"type": "thinking", "text": "".join(block.chunks)}
+                if block.signature:
+                    part["signature"] = block.signature
+                content.append(part)
+            else:
+                content.append({"type": "thinking", "text": "", "redacted": block.redacted})
+        calls = any(p["type"] == "tool_call" for p in content)
+        reason = normalize_finish(self.stop_reason, FINISH_REASONS)
+        if reason == "tool_calls" and answered and not calls:
+            reason = "stop"  # the only call was the answer itself (response_format)
+        return {
+            "type": "finish",
+            "content": content,
+            "stop_reason": self.stop_reason,
+            "finish_reason": reason,
+            "usage": self.usage(),
+        }
+
+
+def _stream_exception(event: ServerSentEvent) -> LLMStreamError:
+    kind = event.event.split(":", 1)[1]
+    try:
+        message = loads(event.data).get("message")
+    except ValueError:
+        message = event.data
+    return LLMStreamError(
+        f"bedrock stream {kind or 'error'}: {message or '(no message)'}"[:600],
+        provider="bedrock",
+        retryable=kind in _RETRYABLE,
+    )
+
+
+_CHOICES: dict[str, dict[str, Any]] = {"auto": {"auto": {}}, "required": {"any": {}}}
+
+
+class BedrockClient(HTTPAdapter):
+    """`bedrock:<model id>`: the Converse API of Amazon Bedrock (a model id, an inference
+    profile such as ``us.anthropic.claude-sonnet-4-5-20250929-v1:0``, or an ARN).
+
+    Credentials come from botocore's chain and requests are signed with SigV4 (see
+    `AWSCredentials`); `region` and `profile` choose where and as whom (default: the
+    environment's). `base_url` replaces the regional endpoint (a VPC endpoint). Needs the
+    ``[bedrock]`` extra (botocore).
+    """
+
+    provider: ClassVar[str] = "bedrock"
+    credentials_class: ClassVar[type[Credentials]] = AWSCredentials
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        region: str | None = None,
+        profile: str | None = None,
+        credentials: Credentials | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        **options: Any,
+    ) -> None:
+        if credentials is None:
+            credentials = AWSCredentials(
+                self.provider, api_key=api_key, base_url=base_url, region=region, profile=profile
+            )
+        elif region is not None or profile is not None:
+            raise ConfigError("bedrock: give credentials= or region= / profile=, not both")
+        super().__init__(model, credentials=credentials, **options)
+
+    def wire_headers(self) -> dict[str, str]:
+        return {"accept": "application/vnd.amazon.eventstream"}
+
+    def url(self, request: ChatRequest) -> str:
+        return f"{self.base_url}/model/{quote(request['model'], safe='')}/converse-stream"
+
+    def new_decoder(self) -> FrameDecoder:
+        return EventStreamDecoder(self.provider)
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        settings = request.get("settings") or _NO_SETTINGS
+        if settings:
+            check_settings(settings)
+        body: dict[str, Any] = {"messages": to_converse_messages(request["messages"])}
+        system = _system(request["system"])
+        if system:
+            body["system"] = system
+        tools = [
+            {
+                "toolSpec": {
+                    "name": t["name"],
+                    "description": t["description"],
+                    "inputSchema": {"json": t["input_schema"]},
+                }
+            }
+            for t in request.get("tools") or ()
+        ]
+        choice: dict[str, Any] | None = None
+        output = request.get("response_format")
+        if output is not None:
+            name = output["name"]
+            if any(t["toolSpec"]["name"] == name for t in tools):
+                raise ConfigError(
+                    f"bedrock: the structured output {name!r} is declared as a tool of that "
+                    "name, and a tool already has it; rename one of them"
+                )
+            spec = {
+                "name": name,
+                "description": "The final answer.",
+                "inputSchema": {"json": output["schema"]},
+            }
+            choice = {"tool": {"name": name}} if not tools else {"any": {}}
+            tools.append({"toolSpec": spec})
+        elif not tools:
+            used = _tool_names(request["messages"])
+            if used:
+                # Converse refuses toolUse / toolResult blocks in a request that declares no
+                # tools; the names the history used are declared (with no calls expected).
+                schema = {"json": {"type": "object"}}
+                tools = [
+                    {"toolSpec": {"name": n, "description": "", "inputSchema": schema}}
+                    for n in used
+                ]
+        if settings:
+            choice = self._settings(body, settings, request) or choice
+        if tools:
+            body["toolConfig"] = {"tools": tools}
+            if choice is not None:
+                body["toolConfig"]["toolChoice"] = choice
+        return body
+
+    def _settings(
+        self, body: dict[str, Any], settings: ModelSettings, request: ChatRequest
+    ) -> dict[str, Any] | None:
+        if "seed" in settings:
+            raise unsupported("bedrock", "seed", "the Converse API has no seed; leave it out")
+        if settings.get("parallel_tool_calls") is False:
+            raise unsupported(
+                "bedrock",
+                "parallel_tool_calls",
+                "the Converse API has no switch for parallel tool calls; leave the setting out",
+            )
+        config: dict[str, Any] = {}
+        copy_settings(config, settings, _FIELDS)
+        if config:
+            body["inferenceConfig"] = config
+        reasoning = settings.get("reasoning")
+        if reasoning is not None:
+            if "effort" in reasoning:
+                raise unsupported(
+                    "bedrock",
+                    "reasoning",
+                    "the Converse API takes a thinking budget, not an effort: use "
+                    "reasoning={'budget_tokens': N}",
+                )
+            body["additionalModelRequestFields"] = {
+                "thinking": {"type": "enabled", "budget_tokens": reasoning["budget_tokens"]}
+            }
+        choice = settings.get("tool_choice")
+        if choice is None:
+            return None
+        if choice == "none":
+            raise unsupported(
+                "bedrock",
+                "tool_choice",
+                "the Converse API has no 'none' tool choice (auto, required or a tool's name); "
+                "leave the tools out of this run instead",
+            )
+        forced = forced_tool("bedrock", choice, request)
+        return {"tool": {"name": forced}} if forced is not None else _CHOICES[choice]
+
+    def new_parser(self) -> BedrockStream:
+        return BedrockStream()
+
+    def parser_for(self, request: ChatRequest) -> BedrockStream:
+        output = request.get("response_format")
+        return BedrockStream(output["name"] if output is not None else None)
+
+
+def _tool_names(messages: list[Any]) -> list[str]:
+    names: dict[str, None] = {}
+    for message in messages:
+        for part in message["content"]:
+            if part["type"] == "tool_call":
+                names[part["name"]] = None
+    return list(names)
