@@ -36,7 +36,12 @@ TetherError
 ├── WorkflowError                a workflow could not run (unknown name, bad step)
 │   ├── StepOutputError          a durable step returned something that is not JSON-safe
 │   ├── WorkflowInputError       a run's input is not what the workflow takes (start anew)
-│   └── WorkflowRunBusyError     another live process runs that workflow run (.run_id, .holder)
+│   ├── WorkflowRunBusyError     another live process runs that workflow run (.run_id, .holder)
+│   ├── WorkflowWaitingError     the run stopped to wait for a signal (.run_id, .waiting_for):
+│   │                            not a failure; `runtime.signal(...)` resumes it
+│   ├── WorkflowWaitTimeoutError a `ctx.wait_for(..., timeout=)` ended without its signal
+│   └── WorkflowSignalError      a signal refused: its value does not match the wait's schema
+│       └── WorkflowNotWaitingError  the run does not wait for that name (.waiting_for)
 ├── StoreError                   a message / workflow / run store failed
 │   └── LeaseLostError           a write refused: another holder took over the lease it was
 │                                made under (.lease, .key, .holder); its writer stops
@@ -95,7 +100,11 @@ __all__ = [
     "UnknownProviderError",
     "WorkflowError",
     "WorkflowInputError",
+    "WorkflowNotWaitingError",
     "WorkflowRunBusyError",
+    "WorkflowSignalError",
+    "WorkflowWaitTimeoutError",
+    "WorkflowWaitingError",
 ]
 
 
@@ -348,6 +357,65 @@ class WorkflowRunBusyError(WorkflowError):
         self.run_id = run_id
         self.holder = holder
         self.expires_at = expires_at
+
+
+class WorkflowWaitingError(WorkflowError):
+    """The run waits for a signal (`ctx.wait_for(name)`): it is stored as `waiting`, its
+    process holds nothing of it any more, and `runtime.signal(run_id, name, value)` (or
+    `Workflow.signal`) resumes it — in any process. Not a failure: what a run's handle raises
+    when the run stopped to wait. `run_id` is the root run's id, `waiting_for` the signal's
+    name, `waiter_run_id` the (nested) run that waits, `deadline` when the wait times out
+    (Unix time; None: never)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str,
+        waiting_for: str,
+        waiter_run_id: str,
+        deadline: float | None,
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.waiting_for = waiting_for
+        self.waiter_run_id = waiter_run_id
+        self.deadline = deadline
+
+
+class WorkflowWaitTimeoutError(WorkflowError):
+    """A `ctx.wait_for(name, timeout=...)` ended without its signal: raised in the workflow at
+    the wait (catch it there to go on without the value). The timeout is journaled, so a resume
+    of the run meets the same error at the same point."""
+
+    def __init__(self, message: str, *, name: str, deadline: float) -> None:
+        super().__init__(message)
+        self.name = name
+        self.deadline = deadline
+
+
+class WorkflowSignalError(WorkflowError):
+    """A signal was refused: its value does not match the schema the wait declared (`path`
+    names where; nothing was stored), or the run is not waiting for it
+    (`WorkflowNotWaitingError`)."""
+
+    def __init__(self, message: str, *, run_id: str, name: str, path: str = "") -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.name = name
+        self.path = path
+
+
+class WorkflowNotWaitingError(WorkflowSignalError):
+    """A signal to a run that is not waiting for that name: `status` is how the run stands,
+    `waiting_for` the name it does wait for (None: it waits for none). Nothing was stored."""
+
+    def __init__(
+        self, message: str, *, run_id: str, name: str, status: str, waiting_for: str | None
+    ) -> None:
+        super().__init__(message, run_id=run_id, name=name)
+        self.status = status
+        self.waiting_for = waiting_for
 
 
 class StepOutputError(WorkflowError, NotJSONSafeError):

@@ -54,6 +54,7 @@ __all__ = [
     "WORKFLOW_STEP_FAILED",
     "WORKFLOW_STEP_FINISHED",
     "WORKFLOW_STEP_STARTED",
+    "WORKFLOW_WAITING",
     "AgentFailed",
     "AgentFailedData",
     "AgentFinished",
@@ -101,6 +102,7 @@ WORKFLOW_STEP_FINISHED: Final = "workflow_step_finished"
 WORKFLOW_STEP_FAILED: Final = "workflow_step_failed"
 WORKFLOW_FINISHED: Final = "workflow_finished"
 WORKFLOW_FAILED: Final = "workflow_failed"
+WORKFLOW_WAITING: Final = "workflow_waiting"
 
 WORKFLOW_RUN_ENDS: Final = (WORKFLOW_FINISHED, WORKFLOW_FAILED)
 """The kinds that end a workflow run."""
@@ -273,6 +275,7 @@ class WorkflowEventBody(TypedDict):
         "workflow_step_failed",
         "workflow_finished",
         "workflow_failed",
+        "workflow_waiting",
     ]
     data: WorkflowEventData
 
@@ -311,6 +314,7 @@ RunEventKind: TypeAlias = Literal[
     "workflow_step_failed",
     "workflow_finished",
     "workflow_failed",
+    "workflow_waiting",
 ]
 
 RUN_EVENT_KINDS: Final[tuple[RunEventKind, ...]] = get_args(RunEventKind)

@@ -37,6 +37,7 @@ def test_the_docs_cover_every_command(cli_docs: ModuleType) -> None:
             "tether workflow",
             "tether workflow list",
             "tether workflow run",
+            "tether workflow signal",
             "tether runs",
             "tether runs list",
             "tether runs show",

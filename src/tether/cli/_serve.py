@@ -124,7 +124,7 @@ def serve(
             metavar="SECONDS",
             min=0.1,
             help="How often this server looks for durable workflow runs whose worker died "
-            "(interrupted) and resumes them.",
+            "(interrupted), or whose wait for a signal timed out, and resumes them.",
         ),
     ] = 5.0,
 ) -> None:

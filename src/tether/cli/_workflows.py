@@ -1,4 +1,5 @@
-"""`tether workflow list` and `tether workflow run ID [--input JSON|TEXT] [--run-id ID]`."""
+"""`tether workflow list`, `tether workflow run ID [--input JSON|TEXT] [--run-id ID]` and
+`tether workflow signal RUN NAME JSON`."""
 
 from __future__ import annotations
 
@@ -6,11 +7,21 @@ import asyncio
 import inspect
 import json
 import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import RegistryError, WorkflowInputError, WorkflowRunBusyError
+from ..errors import (
+    RegistryError,
+    WorkflowError,
+    WorkflowInputError,
+    WorkflowNotWaitingError,
+    WorkflowRunBusyError,
+    WorkflowSignalError,
+    WorkflowWaitingError,
+)
 from ..run_events import (
     WORKFLOW_STARTED,
     WORKFLOW_STEP_FAILED,
@@ -34,13 +45,13 @@ from ._render import (
 if TYPE_CHECKING:
     from ..lab import Registry, Runtime
     from ..stores import WorkflowRunRecord
-    from ..workflows import Workflow, WorkflowEvent
+    from ..workflows import Workflow, WorkflowEvent, WorkflowHandle
 
 __all__ = ["workflow_app"]
 
 workflow_app = typer.Typer(
     name="workflow",
-    help="List the project's workflows, and start or resume a workflow run.",
+    help="List the project's workflows, start or resume a workflow run, signal a waiting one.",
     no_args_is_help=True,
 )
 
@@ -205,6 +216,97 @@ def run_workflow(
     )
 
 
+@workflow_app.command("signal")
+@reports_errors
+def signal_workflow(
+    ctx: typer.Context,
+    run_id: Annotated[
+        str,
+        typer.Argument(metavar="RUN", help="The waiting run (`tether runs list --kind workflow`)."),
+    ],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The signal it waits for.")],
+    value_text: Annotated[
+        str,
+        typer.Argument(
+            metavar="JSON",
+            help="The signal's value: parsed as JSON when it is JSON, else taken as a string; "
+            "'-' reads it from stdin.",
+        ),
+    ],
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the run id, status and output as one JSON object."),
+    ] = False,
+) -> None:
+    """Send signal NAME with value JSON to workflow run RUN, which waits for it, and resume the
+    run here from its journal.
+
+    The run goes on in this process (step progress on stderr, its output on stdout), until it
+    completes, fails, or waits for its next signal. A value that does not match the schema the
+    wait declared, or a run that does not wait for NAME, is refused and nothing is stored.
+    """
+    options = options_of(ctx)
+    if not run_id.strip():
+        raise CommandLineError("RUN is empty", hint="`tether runs list --kind workflow`.")
+    if value_text == "-":
+        value_text = read_stdin()
+        if not value_text.strip():
+            raise CommandLineError(
+                "stdin is empty: there is no value to send",
+                hint="Pipe the value in, or pass it as JSON after NAME.",
+            )
+    value = _parse_value(value_text)
+    registry = load_project(options)
+    run_async(_signal(registry.runtime, options, run_id, name, value, as_json=as_json))
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return parse_input(text)
+    except CommandLineError as exc:
+        raise CommandLineError(
+            exc.message.replace("--input", "the value", 1), hint=exc.hint
+        ) from None
+
+
+async def _signal(
+    runtime: Runtime, options: GlobalOptions, run_id: str, name: str, value: Any, *, as_json: bool
+) -> None:
+    async with runtime:
+        await reach_stores(runtime, options)
+        quiet = as_json
+
+        def quieten() -> None:
+            nonlocal quiet
+            quiet = True
+
+        def on_event(event: WorkflowEvent) -> None:
+            if not quiet:
+                _progress(event)
+
+        try:
+            handle = await runtime.signal(run_id, name, value, on_event=on_event)
+        except WorkflowNotWaitingError as exc:
+            raise RunFailedError(
+                str(exc), kind=type(exc).__name__, hint=f"`tether runs show {run_id}`."
+            ) from None
+        except WorkflowSignalError as exc:
+            raise CommandLineError(
+                str(exc), hint="The wait's schema: `tether runs show RUN --json`."
+            ) from None
+        except WorkflowError as exc:
+            raise CommandLineError(
+                str(exc), hint="`tether runs list --kind workflow` lists the waiting runs."
+            ) from None
+        rid = handle.workflow_run_id
+        emit_err(
+            f"signal {clean(name)!r} sent; resuming run {rid} of workflow "
+            f"{clean(handle.workflow_id)}"
+        )
+        outcome = await _follow(handle, quieten)
+    _report(handle.workflow_id, rid, outcome, as_json=as_json, resumed=True, already=False)
+
+
 async def _resumable(
     workflow: Workflow[Any, Any], run_id: str, value: Any
 ) -> WorkflowRunRecord | None:
@@ -260,19 +362,17 @@ def _progress(event: WorkflowEvent) -> None:
         emit_err(f"[{clean(where)}] {clean(event['step_id'])} failed: {reason}")
 
 
-def _failed(
-    workflow: Workflow[Any, Any], rid: str, failure: BaseException, *, interrupted: bool
-) -> Exception:
+def _failed(workflow_id: str, rid: str, failure: BaseException, *, interrupted: bool) -> Exception:
     """The CLI error for a run that ended in `failure`, with what to do next."""
-    resume = f"`tether workflow run {workflow.id} --run-id {rid}`"
+    resume = f"`tether workflow run {workflow_id} --run-id {rid}`"
     if interrupted:
         return Interrupted(
-            f"interrupted: run {rid} of workflow {workflow.id!r} was cancelled",
+            f"interrupted: run {rid} of workflow {workflow_id!r} was cancelled",
             hint=f"Its completed steps are journaled; resume it with {resume}.",
         )
     if isinstance(failure, WorkflowRunBusyError):
         return RunFailedError(
-            f"run {rid} of workflow {workflow.id!r} is being run by another process: "
+            f"run {rid} of workflow {workflow_id!r} is being run by another process: "
             f"{failure.holder or 'unknown'}; nothing was run here",
             kind=type(failure).__name__,
             hint=f"Wait for it to finish (`tether runs show {rid}`), or run {resume} without "
@@ -280,13 +380,13 @@ def _failed(
         )
     if isinstance(failure, WorkflowInputError):
         return RunFailedError(
-            f"run {rid} of workflow {workflow.id!r} failed on its input: {failure}",
+            f"run {rid} of workflow {workflow_id!r} failed on its input: {failure}",
             kind=type(failure).__name__,
             hint=f"Resuming it would fail the same way: start a new run with the input it "
-            f"takes, `tether workflow run {workflow.id} --input ...`.",
+            f"takes, `tether workflow run {workflow_id} --input ...`.",
         )
     return RunFailedError(
-        f"run {rid} of workflow {workflow.id!r} failed: {failure}",
+        f"run {rid} of workflow {workflow_id!r} failed: {failure}",
         kind=type(failure).__name__,
         hint=f"Its events: `tether runs show {rid}`. Once the cause is fixed, resume it "
         f"(completed steps are not run again) with {resume}.",
@@ -309,6 +409,10 @@ async def _run(
         quiet = as_json
         ran_here = False  # a run that had completed (before us, or while we waited) runs no step
 
+        def quieten() -> None:
+            nonlocal quiet
+            quiet = True
+
         def on_event(event: WorkflowEvent) -> None:
             nonlocal ran_here
             if event["type"] == WORKFLOW_STARTED and event["workflow_run_id"] == run_id:
@@ -322,45 +426,86 @@ async def _run(
             handle = workflow.run(value, workflow_run_id=run_id, on_event=on_event, wait=wait)
         started = "resuming run" if record is not None else "run"
         emit_err(f"{started} {handle.workflow_run_id} of workflow {clean(workflow.id)}")
-        task = handle.result
-        failure: BaseException | None = None
-        output: Any = None
-
-        def interrupt() -> None:
-            nonlocal quiet
-            # The step the cancellation stops would report itself failed: noise after Ctrl-C.
-            quiet = True
-            handle.cancel()
-
-        with CtrlC(interrupt) as ctrl_c:
-            try:
-                output = await task
-            except asyncio.CancelledError:
-                if not ctrl_c.fired:
-                    ctrl_c.cancelled()
-                # Let the run record itself as cancelled before the runtime closes.
-                await asyncio.wait([task])
-                if task.cancelled():
-                    failure = asyncio.CancelledError()
-                elif task.exception() is not None:
-                    failure = task.exception()
-                else:
-                    output = task.result()
-            except Exception as exc:
-                failure = exc
-    rid = handle.workflow_run_id
-    if failure is not None:
-        raise _failed(workflow, rid, failure, interrupted=ctrl_c.fired)
+        outcome = await _follow(handle, quieten)
     # Judged by what happened, not by the record read before a --wait: the holder may have
     # completed the run while this process waited for its lease.
     already = record is not None and not ran_here
+    rid = handle.workflow_run_id
+    _report(workflow.id, rid, outcome, as_json=as_json, resumed=record is not None, already=already)
+
+
+@dataclass
+class _Outcome:
+    output: Any = None
+    failure: BaseException | None = None
+    interrupted: bool = False
+
+
+async def _follow(handle: WorkflowHandle[Any], quieten: Callable[[], None]) -> _Outcome:
+    """Wait for the run's end (Ctrl-C cancels it, and it records that it was)."""
+    task = handle.result
+    outcome = _Outcome()
+
+    def interrupt() -> None:
+        # The step the cancellation stops would report itself failed: noise after Ctrl-C.
+        quieten()
+        handle.cancel()
+
+    with CtrlC(interrupt) as ctrl_c:
+        try:
+            outcome.output = await task
+        except asyncio.CancelledError:
+            if not ctrl_c.fired:
+                ctrl_c.cancelled()
+            # Let the run record itself as cancelled before the runtime closes.
+            await asyncio.wait([task])
+            if task.cancelled():
+                outcome.failure = asyncio.CancelledError()
+            elif task.exception() is not None:
+                outcome.failure = task.exception()
+            else:
+                outcome.output = task.result()
+        except Exception as exc:
+            outcome.failure = exc
+    outcome.interrupted = ctrl_c.fired
+    return outcome
+
+
+def _report(
+    workflow_id: str, rid: str, outcome: _Outcome, *, as_json: bool, resumed: bool, already: bool
+) -> None:
+    """Print how the run ended: its output, what it waits for, or the error to exit with."""
+    failure = outcome.failure
+    if isinstance(failure, WorkflowWaitingError):
+        signal = f"`tether workflow signal {rid} {failure.waiting_for} JSON`"
+        if as_json:
+            emit_json(
+                {
+                    "workflow": workflow_id,
+                    "workflow_run_id": rid,
+                    "status": "waiting",
+                    "resumed": resumed,
+                    "waiting_for": failure.waiting_for,
+                    "waiter_run_id": failure.waiter_run_id,
+                    "deadline": failure.deadline,
+                }
+            )
+            return
+        emit_err(
+            f"run {rid} waits for signal {clean(failure.waiting_for)!r}; nothing runs until "
+            f"it comes: send it with {clean(signal)}"
+        )
+        return
+    if failure is not None:
+        raise _failed(workflow_id, rid, failure, interrupted=outcome.interrupted)
+    output = outcome.output
     if as_json:
         emit_json(
             {
-                "workflow": workflow.id,
+                "workflow": workflow_id,
                 "workflow_run_id": rid,
                 "status": "completed",
-                "resumed": record is not None,
+                "resumed": resumed,
                 "output": output,
             }
         )

@@ -32,7 +32,13 @@ from ..errors import ConfigError
 from ..stores.message_store import MessageStore
 from ..stores.run_store import RunStore
 from ..stores.workflow_store import WorkflowStore
-from ..workflows import Workflow, WorkflowContext, create_workflow
+from ..workflows import (
+    Workflow,
+    WorkflowContext,
+    WorkflowEventHandler,
+    WorkflowHandle,
+    create_workflow,
+)
 from ._agent import LabAgent
 from ._as_tools import ToolCallInfo, tool_from_agent, tool_from_workflow, workflow_from_agent
 from ._definition import (
@@ -49,7 +55,7 @@ from ._recorder import RunListener
 from ._stores import DEFAULT_STORE, RuntimeStores
 from ._template import Template
 from ._titles import ConversationTitleInput, ConversationTitleOutput
-from ._workflow_runs import WorkflowRunRecorder
+from ._workflow_runs import WorkflowRunRecorder, expire_waits, signal_run
 
 __all__ = ["ConversationTitleInput", "ConversationTitleOutput", "Runtime", "ToolCallInfo"]
 
@@ -359,6 +365,35 @@ class Runtime:
         )
         self.workflows[id] = workflow
         return workflow
+
+    async def signal(
+        self,
+        run_id: str,
+        name: str,
+        value: Any,
+        *,
+        on_event: WorkflowEventHandler | None = None,
+    ) -> WorkflowHandle[Any]:
+        """Send signal `name` with `value` to workflow run `run_id`, which waits for it
+        (`ctx.wait_for(name)`), and resume the run in this process: the handle of the resumed
+        run (`await` it for the output; it raises `WorkflowWaitingError` when the run waits
+        again). `run_id` may be the root run or the nested run that waits; `on_event` is a
+        recorder of the resumed run, beside the runtime's.
+
+        Raises:
+            WorkflowNotWaitingError: the run does not wait for `name`; the message says what it
+                waits for. Nothing is stored.
+            WorkflowSignalError: `value` does not match the wait's schema (`.path` says where),
+                or the wait timed out already. Nothing is stored.
+            WorkflowError: there is no such run, or its workflow is not one of this runtime's.
+        """
+        return await signal_run(self.workflows, self.workflow_store, run_id, name, value, on_event)
+
+    async def resume_expired_waits(self, *, limit: int = 100) -> list[WorkflowHandle[Any]]:
+        """Resume this runtime's waiting workflow runs whose `wait_for` timed out (their wait
+        raises `WorkflowWaitTimeoutError`); the handles of the runs resumed here. `tether serve`
+        does this on its sweep."""
+        return await expire_waits(self.workflows, self.workflow_store, limit=limit)
 
     # -- agents and workflows as tools (`tether.lab._as_tools`) -------------------------------
 

@@ -8,19 +8,27 @@ heartbeat lease while it runs. An event the store cannot take fails the run.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ..errors import LeaseLostError, StoreError
-from ..run_events import WORKFLOW_FAILED, WORKFLOW_FINISHED, WORKFLOW_STARTED
+from ..errors import LeaseLostError, StoreError, WorkflowError
+from ..run_events import WORKFLOW_FAILED, WORKFLOW_FINISHED, WORKFLOW_STARTED, WORKFLOW_WAITING
 from ..stores.run_store import RunInfo, RunStore
-from ..workflows import WorkflowEvent, current_run
+from ..stores.workflow_store import WorkflowStore
+from ..workflows import (
+    Workflow,
+    WorkflowEvent,
+    WorkflowEventHandler,
+    WorkflowHandle,
+    current_run,
+    resume_expired_waits,
+)
 from ._callers import caller
 from ._leases import Heartbeat
 from ._recorder import RunListener, logger, notify
 from ._tags import context_tags
 
-__all__ = ["WorkflowRunHost", "WorkflowRunRecorder"]
+__all__ = ["WorkflowRunHost", "WorkflowRunRecorder", "expire_waits", "signal_run"]
 
 
 class WorkflowRunHost(Protocol):
@@ -120,7 +128,7 @@ class WorkflowRunRecorder:
             # While it runs, the run's record is renewed with the runtime's other leases: if
             # this process dies, `tether runs list` shows the run interrupted.
             self.host.heartbeat.hold_run(store, run_id)
-        elif kind in (WORKFLOW_FINISHED, WORKFLOW_FAILED):
+        elif kind in (WORKFLOW_FINISHED, WORKFLOW_FAILED, WORKFLOW_WAITING):
             self.host.heartbeat.drop_run(store, run_id)
         seq = await store.append_events(
             run_id, [{"type": kind, "at": event["at"], "data": data}], lease=lease
@@ -137,6 +145,9 @@ class WorkflowRunRecorder:
                 output_text=_as_text(event.get("output")),
                 lease=lease,
             )
+        elif kind == WORKFLOW_WAITING:
+            # Nobody holds a waiting run: its record says so, and no heartbeat renews it.
+            await store.finish_run(run_id, "waiting", lease=lease)
         elif kind == WORKFLOW_FAILED:
             fields: dict[str, Any] = dict(event)
             error = fields.get("error") or {}
@@ -148,6 +159,41 @@ class WorkflowRunRecorder:
                 traceback=fields.get("traceback"),
                 lease=lease,
             )
+
+
+async def signal_run(
+    workflows: Mapping[str, Workflow[Any, Any]],
+    store: WorkflowStore,
+    run_id: str,
+    name: str,
+    value: Any,
+    on_event: WorkflowEventHandler | None = None,
+) -> WorkflowHandle[Any]:
+    """Signal a waiting run of one of `workflows` (by the workflow its root belongs to) and
+    resume it here (`Workflow.signal`)."""
+    record = await store.get_run(run_id)
+    if record is None:
+        raise WorkflowError(
+            f"there is no workflow run {run_id!r} (`tether runs list --kind workflow` lists "
+            "the runs that wait for a signal)"
+        )
+    root = record if record.parent_run_id is None else await store.get_run(record.root_run_id)
+    workflow_id = (root or record).workflow_id
+    workflow = workflows.get(workflow_id)
+    if workflow is None:
+        known = ", ".join(sorted(workflows)) or "none"
+        raise WorkflowError(
+            f"workflow run {run_id!r} is a run of workflow {workflow_id!r}, which this runtime "
+            f"does not have (it has: {known}); create it with runtime.create_workflow(...)"
+        )
+    return await workflow.signal(run_id, name, value, on_event=on_event)
+
+
+async def expire_waits(
+    workflows: Mapping[str, Workflow[Any, Any]], store: WorkflowStore, *, limit: int = 100
+) -> list[WorkflowHandle[Any]]:
+    """Resume the runs of `workflows` whose wait timed out (`resume_expired_waits`)."""
+    return await resume_expired_waits(workflows, store, limit=limit)
 
 
 def _as_text(value: Any) -> str:

@@ -6,6 +6,7 @@
 | POST   | /api/workflows/{workflow_id}/runs      | start or resume a workflow run → 202 {run_id} |
 | GET    | /api/runs/{run_id}/stream              | the run's events as SSE, resumable            |
 | POST   | /api/runs/{run_id}/cancel              | cancel a running run → 202                    |
+| POST   | /api/runs/{run_id}/signals/{name}      | signal a waiting workflow run → 202 {run_id}  |
 | POST   | /api/scopes/{scope}/client-messages    | a client message → the turn it starts         |
 
 A run started here runs in this process, independent of the client that asked for it: the answer
@@ -279,6 +280,45 @@ class RunsApi:
             raise ApiError(409, "run_ended", f"run {run_id!r} is not running any more")
         return JSONResponse({"run_id": run_id, "cancelling": True}, status_code=202)
 
+    async def signal(self, request: Request) -> Response:
+        """`{"value": …}` answers the run's `ctx.wait_for(name)`; the run resumes here, and its
+        stream (the root run's) goes on."""
+        run_id, name = _signal_path(request)
+        body = await json_body(request)
+        _only(body, {"value"})
+        if "value" not in body:
+            raise ApiError(
+                400, "bad_request", 'the body must be {"value": ...}: the signal\'s value'
+            )
+        store = self.runtime.workflow_store
+        record = await store.get_run(run_id)
+        if record is None:
+            raise ApiError(404, "not_found", f"there is no workflow run {run_id!r}")
+        root_id = record.root_run_id or run_id
+        root = record if root_id == run_id else await store.get_run(root_id)
+        if root is None:
+            raise ApiError(404, "not_found", f"the root of workflow run {run_id!r} is not stored")
+        workflow = self.workflow(root.workflow_id)
+        if root_id in self.handles:
+            raise ApiError(
+                409,
+                "WorkflowRunBusyError",
+                f"run {root_id!r} is running here already: follow it at {stream_link(root_id)}",
+            )
+        # Refused (409 naming what it waits for, 400 for a value the schema refuses) before
+        # anything is stored; once stored, the run is this worker's.
+        handle = await workflow.signal(run_id, name, body["value"])
+        self.track(handle.workflow_run_id, handle, handle.result)
+        await self.started(handle.workflow_run_id, handle.result)
+        return JSONResponse(
+            {
+                "run_id": handle.workflow_run_id,
+                "signal": name,
+                "stream": stream_link(handle.workflow_run_id),
+            },
+            status_code=202,
+        )
+
     # -- client messages ---------------------------------------------------------------------
 
     async def client_message(self, request: Request) -> Response:
@@ -386,6 +426,20 @@ def _path_tail(request: Request, suffix: str, prefix: str) -> str:
         return unquote(path[len(prefix) : len(path) - len(suffix)])
     value = request.path_params.get("scope") or request.path_params.get("run_id") or ""
     return str(value)
+
+
+def _signal_path(request: Request) -> tuple[str, str]:
+    """The run id and the signal name of `/api/runs/{run_id}/signals/{name}` (the id may hold
+    an encoded `/`; the name may not)."""
+    raw = request.scope.get("raw_path")
+    root = request.scope.get("root_path", "")
+    path = raw.decode("latin-1").split("?", 1)[0] if raw else request.url.path
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    head, sep, name = path.removeprefix("/api/runs/").rpartition("/signals/")
+    if not sep or not head or not name:
+        raise ApiError(404, "not_found", "POST /api/runs/{run_id}/signals/{name}")
+    return unquote(head), unquote(name)
 
 
 def _run_id(request: Request, suffix: str) -> str:

@@ -13,9 +13,9 @@ reader at its pace); the live events a stream holds for it are at most `INBOX`, 
 are dropped and read from the store again when the stream catches up.
 
 A stream ends after the run's terminal event (`agent_finished`, `agent_failed`,
-`workflow_finished`, `workflow_failed`) when nothing follows it in the store, or when the run's
-status is final without one (cancelled before it started, or `interrupted`: its process died
-and its lease expired).
+`workflow_finished`, `workflow_failed`, `workflow_waiting`) when nothing follows it in the store,
+or when the run's status is final without one (cancelled before it started, or `interrupted`:
+its process died and its lease expired).
 """
 
 from __future__ import annotations
@@ -28,15 +28,22 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..lab import Runtime
-from ..run_events import AGENT_FAILED, AGENT_FINISHED, WORKFLOW_FAILED, WORKFLOW_FINISHED
+from ..run_events import (
+    AGENT_FAILED,
+    AGENT_FINISHED,
+    WORKFLOW_FAILED,
+    WORKFLOW_FINISHED,
+    WORKFLOW_WAITING,
+)
 from ..stores.run_store import RunEvent, RunInfo, RunStore
 
 __all__ = ["INBOX", "PAGE", "TERMINAL_EVENTS", "RunEnd", "RunFeed"]
 
 TERMINAL_EVENTS: Final = frozenset(
-    {AGENT_FINISHED, AGENT_FAILED, WORKFLOW_FINISHED, WORKFLOW_FAILED}
+    {AGENT_FINISHED, AGENT_FAILED, WORKFLOW_FINISHED, WORKFLOW_FAILED, WORKFLOW_WAITING}
 )
-"""The events after which a run has nothing more to say (unless a workflow run is resumed)."""
+"""The events after which a run has nothing more to say (unless a workflow run is resumed: a
+waiting one is, by its signal; its stream, reconnected with `Last-Event-ID`, goes on)."""
 PAGE = 256
 """Events a stream reads from the store at once (and sends in one write)."""
 INBOX = 1024
@@ -48,8 +55,9 @@ class RunEnd:
     """How a followed run ended: the last item `RunFeed.follow` yields."""
 
     status: str
-    """``completed``, ``failed``, ``cancelled``, ``interrupted`` (its process died), or
-    ``missing`` (the run was deleted while followed)."""
+    """``completed``, ``failed``, ``cancelled``, ``interrupted`` (its process died),
+    ``waiting`` (a workflow run that waits for a signal: its stream goes on once one resumes
+    it), or ``missing`` (the run was deleted while followed)."""
     error: str | None = None
 
     def to_json(self, run_id: str) -> dict[str, Any]:
@@ -64,6 +72,8 @@ def _end_of(event: RunEvent) -> RunEnd:
     kind = event["type"]
     if kind in (AGENT_FINISHED, WORKFLOW_FINISHED):
         return RunEnd("completed")
+    if kind == WORKFLOW_WAITING:
+        return RunEnd("waiting", f"waits for signal {data.get('name')!r}")
     if kind == AGENT_FAILED:
         return RunEnd("cancelled" if data.get("cancelled") else "failed", message)
     status = data.get("status")

@@ -9,6 +9,10 @@
   run's lease with one conditional update, so of several workers that try, exactly one runs it
   (the others get `WorkflowRunBusyError` and leave it), and the journal skips the steps that
   completed before the crash.
+- **Timed-out waits.** On the same beat, a durable workflow run whose `ctx.wait_for(...,
+  timeout=)` passed without its signal is resumed here (its wait raises
+  `WorkflowWaitTimeoutError`): the timeout is journaled and the run taken in one write, so of
+  several workers one resumes it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import random
 import time
 
 from ..stores.run_store import CancelRequests, RunQuery
+from ..workflows import resume_expired_waits
 from ._api import RunsApi
 
 __all__ = ["SWEEP_EVERY", "TAKEOVER_EVERY", "Sweeper"]
@@ -77,6 +82,7 @@ class Sweeper:
         if self.takeover_every is not None and time.monotonic() >= self._next_takeover:
             self._next_takeover = time.monotonic() + self.takeover_every * random.uniform(0.8, 1.2)
             await self.take_over()
+            await self.expire_waits()
 
     async def cancel_requested(self) -> None:
         handles = self.api.handles
@@ -87,6 +93,16 @@ class Sweeper:
                 if handle is not None:
                     logger.info("cancelling run %s, as a client asked", run_id)
                     handle.cancel()
+
+    async def expire_waits(self) -> list[str]:
+        """Resume the served workflows' runs whose wait timed out; the ids resumed here."""
+        handles = await resume_expired_waits(
+            self.api.workflows(), self.api.runtime.workflow_store, limit=20
+        )
+        for handle in handles:
+            self.api.track(handle.workflow_run_id, handle, handle.result)
+            logger.info("resuming workflow run %s: its wait timed out", handle.workflow_run_id)
+        return [h.workflow_run_id for h in handles]
 
     async def take_over(self) -> list[str]:
         """Resume the interrupted root runs of the served workflows; the ids this worker took."""

@@ -33,7 +33,10 @@ from ..workflows._store import (
     check_status,
     decode_error,
     decode_json,
+    decode_wait,
     encode_json,
+    encode_wait,
+    not_waiting_error,
 )
 from .message_store import StoredRecord
 from .run_store import (
@@ -72,9 +75,11 @@ __all__ = [
     "encode_json",
     "encode_records",
     "encode_run_info",
+    "encode_wait",
     "end_time",
     "finish_sets",
     "finish_values",
+    "not_waiting_error",
     "plan_finish",
     "query_where",
     "run_from_row",
@@ -384,8 +389,9 @@ def plan_finish(
 
 
 def end_time(status: str, ended_at: float | None) -> float | None:
-    """A resumed run ("running" again) has no end yet; a finished one ends now by default."""
-    if status == "running":
+    """A resumed run ("running" again) has no end yet, nor a waiting one; a finished one ends
+    now by default."""
+    if status in ("running", "waiting"):
         return None
     return ended_at if ended_at is not None else time.time()
 
@@ -614,7 +620,7 @@ def totals_from_row(row: Sequence[Any]) -> RunTotals:
 
 RUN_COLUMNS: Final = (
     "run_id, workflow_id, status, input, output, error, parent_run_id, root_run_id,"
-    " parent_step_id, attempts, created_at, updated_at, lease_owner, lease_expires_at"
+    " parent_step_id, attempts, created_at, updated_at, lease_owner, lease_expires_at, wait"
 )
 """The columns of a run row, in the order `run_from_row` reads them."""
 
@@ -652,6 +658,7 @@ def run_from_row(row: Sequence[Any]) -> WorkflowRunRecord:
         updated_at=row[11],
         lease_owner=row[12],
         lease_expires_at=row[13],
+        waiting_for=decode_wait(row[14], where),
     )
 
 

@@ -33,7 +33,7 @@ class ApiError(Exception):
 
 def _status_of(exc: TetherError) -> int:
     name = type(exc).__name__
-    if name in ("ScopeBusyError", "WorkflowRunBusyError"):
+    if name in ("ScopeBusyError", "WorkflowRunBusyError", "WorkflowNotWaitingError"):
         return 409
     if isinstance(exc, ConfigError | DataError | ClientMessageError | WorkflowInputError):
         return 400

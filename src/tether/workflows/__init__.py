@@ -3,7 +3,9 @@
 - `create_workflow(id, run)` declares a durable workflow: `async def run(input, ctx)` whose
   `ctx.step(name, fn)` outputs are journaled in a WorkflowStore, so a failed, cancelled or crashed
   run resumes where it stopped. Runs nest into trees; `current_run()` / `current_step()` tell
-  code inside a run (an agent, a tool) where it is.
+  code inside a run (an agent, a tool) where it is. `value = await ctx.wait_for(name)` stops the
+  run until `Workflow.signal(run_id, name, value)` (or `runtime.signal`) resumes it, in any
+  process; no process holds the run while it waits.
 - `define_workflow(name, steps, exit_gate=…)` declares a cascade ladder (until / when / retry /
   verdicts / feedback / attempts), run with `agent.run_workflow(...)` or `run_ladder(...)`.
   Inside a durable run each ladder round is a journaled step.
@@ -19,6 +21,7 @@ from ._engine import (
     create_workflow,
     current_run,
     current_step,
+    resume_expired_waits,
 )
 from ._events import (
     WorkflowEvent,
@@ -29,6 +32,7 @@ from ._events import (
     WorkflowStepFailedEvent,
     WorkflowStepFinishedEvent,
     WorkflowStepStartedEvent,
+    WorkflowWaitingEvent,
 )
 from ._ladder import (
     Attempt,
@@ -65,10 +69,12 @@ __all__ = [
     "WorkflowStepFailedEvent",
     "WorkflowStepFinishedEvent",
     "WorkflowStepStartedEvent",
+    "WorkflowWaitingEvent",
     "create_workflow",
     "current_run",
     "current_step",
     "define_workflow",
     "read_verdict",
+    "resume_expired_waits",
     "run_ladder",
 ]

@@ -42,7 +42,7 @@ import time
 import traceback
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
@@ -55,10 +55,30 @@ from ..errors import (
     StepOutputError,
     StoreError,
     WorkflowError,
+    WorkflowNotWaitingError,
     WorkflowRunBusyError,
+    WorkflowSignalError,
+    WorkflowWaitingError,
+    WorkflowWaitTimeoutError,
 )
 from ._events import WorkflowEvent, WorkflowEventHandler
-from ._store import InMemoryWorkflowStore, RunLease, WorkflowRunRecord, WorkflowStore
+from ._store import (
+    InMemoryWorkflowStore,
+    RunLease,
+    WaitRecord,
+    WorkflowRunRecord,
+    WorkflowStore,
+    not_waiting_error,
+)
+from ._waits import (
+    Suspended,
+    check_name,
+    check_timeout,
+    signal_output,
+    timeout_output,
+    wait_schema,
+    wrong_value,
+)
 
 if TYPE_CHECKING:
     from ..signals import AbortSignal
@@ -73,6 +93,7 @@ __all__ = [
     "current_run",
     "current_step",
     "lease_owner",
+    "resume_expired_waits",
 ]
 
 LEASE_TTL = 30.0
@@ -204,6 +225,7 @@ class WorkflowContext(Generic[In]):
         self.lease = lease
         """The lease this run (and its whole tree) is held by while it runs."""
         self._recorders = recorders
+        self._opened_wait = record.waiting_for
         self._step_counts: dict[str, int] = {}
         self._child_counts: dict[str, int] = {}
         self._children: list[asyncio.Task[Any]] = []
@@ -298,6 +320,8 @@ class WorkflowContext(Generic[In]):
                 check_json_safe(value, "output")
             except NotJSONSafeError as exc:
                 raise StepOutputError(step_id, exc.path, exc.what) from exc
+        except Suspended:
+            raise  # the run waits: the step is not failed, it runs again on the resume
         except BaseException as exc:
             await self._emit("workflow_step_failed", step_id=step_id, step=name, error=_error(exc))
             raise
@@ -315,6 +339,84 @@ class WorkflowContext(Generic[In]):
             replayed=False,
         )
         return record.output
+
+    async def wait_for(
+        self,
+        name: str,
+        schema: dict[str, Any] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a durable wait, not a deadline of this call
+    ) -> Any:
+        """Wait for signal `name` and return its value (the journaled copy).
+
+        The first time the run gets here, the wait is journaled and the run stops: it is
+        stored as `waiting`, its lease is released and its task ends (the handle raises
+        `WorkflowWaitingError`), so no process holds anything while it waits.
+        `runtime.signal(run_id, name, value)` or `Workflow.signal(...)` stores the value and
+        resumes the run from its journal, in whichever process sends it: the steps before the
+        wait are replayed and this call returns the value.
+
+        Args:
+            name: The signal's name (no '#' or '/'); a run may wait for one name several
+                times, each wait answered by its own signal.
+            schema: A JSON Schema the value must match: a signal that does not is refused
+                with `WorkflowSignalError`, and nothing is stored.
+            timeout: Seconds to wait at most, from the first time the run got here (a resume
+                does not restart it). Once it passes, the run is resumed without the value
+                (by `tether serve`'s sweep or `resume_expired_waits`) and this call raises
+                `WorkflowWaitTimeoutError`, at every replay alike.
+
+        Raises:
+            WorkflowWaitTimeoutError: the wait timed out.
+            WorkflowError: a bad name, schema or timeout (raised before anything is stored).
+        """
+        check_name(name)
+        limit = check_timeout(name, timeout)
+        checked = wait_schema(name, schema)
+        step_id = self._next_step_id(f"wait:{name}")
+        journaled = await self.store.get_step(self.workflow_run_id, step_id)
+        replayed = journaled is not None
+        if journaled is None:
+            now = time.time()
+            prior = self._opened_wait
+            if prior is not None and (prior.run_id, prior.step_id) == (
+                self.workflow_run_id,
+                step_id,
+            ):
+                since, deadline = prior.since, prior.deadline  # a resume keeps the first clock
+            else:
+                since, deadline = now, None if limit is None else now + limit
+            if deadline is None or deadline > now:
+                wait = WaitRecord(self.workflow_run_id, name, step_id, checked, deadline, since)
+                raise Suspended(wait)
+            journaled = await self.store.append_step(
+                self.workflow_run_id,
+                step_id=step_id,
+                name=f"wait:{name}",
+                output=timeout_output(deadline),
+                lease=self.lease,
+            )
+        answer = journaled.output
+        await self._emit(
+            "workflow_step_finished",
+            step_id=step_id,
+            step=f"wait:{name}",
+            output=answer,
+            replayed=replayed,
+        )
+        if isinstance(answer, dict) and answer.get("timed_out"):
+            deadline = float(answer.get("deadline") or 0.0)
+            raise WorkflowWaitTimeoutError(
+                f"workflow run {self.workflow_run_id!r}: no signal {name!r} came before the "
+                f"wait's timeout",
+                name=name,
+                deadline=deadline,
+            )
+        if not isinstance(answer, dict) or "signal" not in answer:
+            raise WorkflowError(
+                f"workflow run {self.workflow_run_id!r}: the journal's step {step_id!r} is not "
+                "the answer of a wait (a ctx.step of the same name?)"
+            )
+        return answer["signal"]
 
 
 class WorkflowHandle(Generic[Out]):
@@ -415,6 +517,28 @@ class Workflow(Generic[In, Out]):
             NotJSONSafeError: `input` is not JSON-safe (raised here, before anything starts).
             WorkflowError: called outside a running event loop.
         """
+        return self._launch(
+            input,
+            isolated=isolated,
+            workflow_run_id=workflow_run_id,
+            store=store,
+            on_event=on_event,
+            signal=signal,
+            wait=wait,
+        )
+
+    def _launch(
+        self,
+        input: Any,
+        *,
+        isolated: bool = False,
+        workflow_run_id: str | None = None,
+        store: WorkflowStore | None = None,
+        on_event: WorkflowEventHandler | None = None,
+        signal: AbortSignal | None = None,
+        wait: bool | float = True,
+        lease: RunLease | None = None,
+    ) -> WorkflowHandle[Out]:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -460,6 +584,7 @@ class Workflow(Generic[In, Out]):
                 store=chosen,
                 recorders=_Recorders(handlers),
                 wait=wait,
+                lease=lease,
             )
         )
         if parent is not None:
@@ -472,6 +597,94 @@ class Workflow(Generic[In, Out]):
             remove = signal.add_callback(abort)
             task.add_done_callback(lambda _: remove())
         return WorkflowHandle(self.id, run_id, task)
+
+    async def signal(
+        self,
+        run_id: str,
+        name: str,
+        value: Any,
+        *,
+        store: WorkflowStore | None = None,
+        on_event: WorkflowEventHandler | None = None,
+    ) -> WorkflowHandle[Out]:
+        """Send signal `name` with `value` to run `run_id`, waiting for it, and resume the run
+        here; the handle of the resumed run.
+
+        The value is journaled as the wait's answer and the run taken (its lease held by this
+        process) in one write, so of two signals only one answers a wait, and a process that
+        dies before the run ends leaves it interrupted — taken over from its journal like any
+        other (`tether serve` does) — never waiting again. `run_id` may name the root run or
+        the nested run that waits; the root is resumed.
+
+        Raises:
+            WorkflowNotWaitingError: the run does not wait for `name` (the message says what
+                it waits for, if anything); nothing is stored.
+            WorkflowSignalError: `value` does not match the wait's schema, or the wait timed
+                out already; nothing is stored.
+            NotJSONSafeError: `value` is not JSON-safe.
+            WorkflowError: there is no such run, or it is a run of another workflow.
+        """
+        check_json_safe(value, "value")
+        chosen = store or self.store or _fallback_store()
+        root = await self._waiting_root(chosen, run_id)
+        wait = root.waiting_for
+        if root.status != "waiting" or wait is None or wait.name != name:
+            raise not_waiting_error(run_id, name, root.status, wait)
+        if wait.deadline is not None and wait.deadline <= time.time():
+            raise WorkflowSignalError(
+                f"signal {name!r} to workflow run {run_id!r} came after the wait's timeout "
+                "(nothing was stored): the run goes on without it once it is resumed",
+                run_id=run_id,
+                name=name,
+            )
+        refused = wrong_value(run_id, wait, value)
+        if refused is not None:
+            raise refused
+        return await self._answer(root, wait, signal_output(value), chosen, on_event)
+
+    async def _waiting_root(self, store: WorkflowStore, run_id: str) -> WorkflowRunRecord:
+        record = await store.get_run(run_id)
+        if record is None:
+            raise WorkflowError(f"workflow {self.id!r}: there is no stored run {run_id!r}")
+        if record.parent_run_id is not None:
+            root = await store.get_run(record.root_run_id)
+            if root is None:
+                raise WorkflowError(
+                    f"workflow run {run_id!r}: its root run {record.root_run_id!r} is not stored"
+                )
+            record = root
+        if record.workflow_id != self.id:
+            raise WorkflowError(
+                f"run {record.run_id!r} belongs to workflow {record.workflow_id!r}, not {self.id!r}"
+            )
+        return record
+
+    async def _answer(
+        self,
+        root: WorkflowRunRecord,
+        wait: WaitRecord,
+        output: Any,
+        store: WorkflowStore,
+        on_event: WorkflowEventHandler | None,
+    ) -> WorkflowHandle[Out]:
+        """Journal `output` as the answer of the root's wait and resume the run here."""
+        lease = RunLease(lease_owner(), self.lease_ttl)
+        await store.deliver_signal(
+            root.run_id,
+            name=wait.name,
+            step_id=wait.step_id,
+            waiter_run_id=wait.run_id,
+            output=output,
+            lease=lease,
+        )
+        return self._launch(
+            _UNSET,
+            workflow_run_id=root.run_id,
+            store=store,
+            on_event=on_event,
+            wait=False,
+            lease=lease,
+        )
 
     async def _open(
         self,
@@ -578,9 +791,14 @@ class Workflow(Generic[In, Out]):
         store: WorkflowStore,
         recorders: _Recorders,
         wait: bool | float = True,
+        lease: RunLease | None = None,
     ) -> Out:
-        # A nested run is held by its root's lease; a root run takes a lease of its own.
-        lease = parent.lease if parent is not None else RunLease(lease_owner(), self.lease_ttl)
+        # A nested run is held by its root's lease; a root run takes a lease of its own (or
+        # the one a signal took for it when it answered the run's wait).
+        if parent is not None:
+            lease = parent.lease
+        elif lease is None:
+            lease = RunLease(lease_owner(), self.lease_ttl)
         opening = asyncio.ensure_future(
             self._open(
                 run_id,
@@ -640,6 +858,30 @@ class Workflow(Generic[In, Out]):
                 # Taken over meanwhile (found by a renewal or refused by a fenced write): the
                 # store refuses whatever this process would write now, so it stops here.
                 raise
+            except Suspended as suspended:
+                # The run waits: stored so (its lease released), reported, and the tree above
+                # it unwinds the same way; the root's handle says what it waits for.
+                waited = suspended.wait
+                await store.suspend_run(run_id, wait=waited, lease=lease)
+                await ctx._emit(
+                    "workflow_waiting",
+                    name=waited.name,
+                    step_id=waited.step_id,
+                    waiter_run_id=waited.run_id,
+                    schema=waited.schema,
+                    deadline=waited.deadline,
+                )
+                if parent is not None:
+                    raise
+                raise WorkflowWaitingError(
+                    f"workflow run {run_id!r} waits for signal {waited.name!r}; send it with "
+                    f"`tether workflow signal {run_id} {waited.name} JSON` (or "
+                    "runtime.signal(...)) to resume it",
+                    run_id=run_id,
+                    waiting_for=waited.name,
+                    waiter_run_id=waited.run_id,
+                    deadline=waited.deadline,
+                ) from None
             except Exception as exc:
                 await _finish_as(store, run_id, "failed", exc, lease)
                 await ctx._emit(
@@ -740,6 +982,36 @@ class _Heartbeat:
             if self._lost is None or run is None or run.uncancel() > 0:
                 raise
             await asyncio.wait([self._task])
+
+
+async def resume_expired_waits(
+    workflows: Mapping[str, Workflow[Any, Any]] | Iterable[Workflow[Any, Any]],
+    store: WorkflowStore,
+    *,
+    limit: int = 100,
+    on_event: WorkflowEventHandler | None = None,
+) -> list[WorkflowHandle[Any]]:
+    """Resume the waiting runs (of `workflows`, in `store`) whose wait timed out: each goes on
+    from its journal and its `ctx.wait_for` raises `WorkflowWaitTimeoutError`. The handles of
+    the runs resumed here; a run another process answered first is left to it.
+
+    `tether serve` calls this on its sweep; call it on a timer where nothing else does.
+    """
+    by_id = dict(workflows) if isinstance(workflows, Mapping) else {w.id: w for w in workflows}
+    handles: list[WorkflowHandle[Any]] = []
+    for root in await store.expired_waits(limit=limit):
+        workflow = by_id.get(root.workflow_id)
+        wait = root.waiting_for
+        if workflow is None or wait is None or wait.deadline is None:
+            continue
+        try:
+            handle = await workflow._answer(
+                root, wait, timeout_output(wait.deadline), store, on_event
+            )
+        except WorkflowNotWaitingError:
+            continue  # a signal or another sweeper answered it meanwhile
+        handles.append(handle)
+    return handles
 
 
 def create_workflow(

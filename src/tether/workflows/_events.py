@@ -30,6 +30,7 @@ __all__ = [
     "WorkflowStepFailedEvent",
     "WorkflowStepFinishedEvent",
     "WorkflowStepStartedEvent",
+    "WorkflowWaitingEvent",
 ]
 
 
@@ -96,6 +97,22 @@ class WorkflowFailedEvent(_RunEventBase):
     """Where the run's code raised (formatted, its last 20,000 characters), when it did."""
 
 
+class WorkflowWaitingEvent(_RunEventBase):
+    """The run stopped at a `ctx.wait_for(name)`: it is stored as waiting and its process
+    holds nothing of it; a signal (or the wait's timeout) resumes it. A tree waits as one: each
+    run between the waiter and the root reports it, each naming the same wait."""
+
+    type: Literal["workflow_waiting"]
+    name: str
+    """The signal's name."""
+    step_id: str
+    waiter_run_id: str
+    """The run whose `ctx.wait_for` it is."""
+    schema: dict[str, Any] | None
+    deadline: float | None
+    """When the wait times out (Unix time); None: never."""
+
+
 WorkflowEvent: TypeAlias = (
     WorkflowStartedEvent
     | WorkflowStepStartedEvent
@@ -103,6 +120,7 @@ WorkflowEvent: TypeAlias = (
     | WorkflowStepFailedEvent
     | WorkflowFinishedEvent
     | WorkflowFailedEvent
+    | WorkflowWaitingEvent
 )
 
 WorkflowEventHandler: TypeAlias = Callable[[WorkflowEvent], Awaitable[None] | None]

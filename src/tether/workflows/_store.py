@@ -24,7 +24,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from .._json import check_json_safe, dumps
-from ..errors import LeaseLostError, StoreCorruptError, StoreError, WorkflowRunBusyError
+from ..errors import (
+    LeaseLostError,
+    StoreCorruptError,
+    StoreError,
+    WorkflowNotWaitingError,
+    WorkflowRunBusyError,
+)
 
 __all__ = [
     "FINISHED_STATUSES",
@@ -34,6 +40,7 @@ __all__ = [
     "RunLease",
     "RunStatus",
     "StepRecord",
+    "WaitRecord",
     "WorkflowRunRecord",
     "WorkflowStore",
     "busy_error",
@@ -41,14 +48,26 @@ __all__ = [
     "check_status",
     "decode_error",
     "decode_json",
+    "decode_wait",
     "encode_json",
+    "encode_wait",
+    "not_waiting_error",
     "parse_run_error",
 ]
 
-RunStatus: TypeAlias = Literal["running", "completed", "failed", "cancelled", "interrupted"]
+RunStatus: TypeAlias = Literal[
+    "running", "completed", "failed", "cancelled", "interrupted", "waiting"
+]
 """How a run stands. `"interrupted"` is never written: it is how a run still marked running
-reads once its lease expired (the process running it died)."""
-RUN_STATUSES: Final[tuple[RunStatus, ...]] = ("running", "completed", "failed", "cancelled")
+reads once its lease expired (the process running it died). `"waiting"`: the run stopped at a
+`ctx.wait_for(name)` and no process holds it; a signal (or its timeout) resumes it."""
+RUN_STATUSES: Final[tuple[RunStatus, ...]] = (
+    "running",
+    "completed",
+    "failed",
+    "cancelled",
+    "waiting",
+)
 """The statuses a store writes."""
 READ_STATUSES: Final[tuple[RunStatus, ...]] = (*RUN_STATUSES, "interrupted")
 """The statuses a store reads back."""
@@ -64,6 +83,34 @@ class RunLease:
     the holder."""
     ttl: float
     """Seconds the lease lasts after it is taken or renewed."""
+
+
+@dataclass(frozen=True, slots=True)
+class WaitRecord:
+    """Where a run stopped to wait for a signal (`ctx.wait_for(name, ...)`)."""
+
+    run_id: str
+    """The run that waits: the run itself, or a run nested in it (a tree waits as one)."""
+    name: str
+    """The signal's name."""
+    step_id: str
+    """The wait's id in the waiter's journal, where the signal's value is journaled."""
+    schema: dict[str, Any] | None = None
+    """The JSON Schema the signal's value must match (None: any JSON value)."""
+    deadline: float | None = None
+    """When the wait times out (Unix time); None: never."""
+    since: float = 0.0
+    """When the run first reached the wait (Unix time)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "name": self.name,
+            "step_id": self.step_id,
+            "schema": self.schema,
+            "deadline": self.deadline,
+            "since": self.since,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +142,9 @@ class WorkflowRunRecord:
     """Who holds (or last held) the run while it runs; None once it ended."""
     lease_expires_at: float | None = None
     """When that hold ends unless it is renewed (Unix time, by the store's clock)."""
+    waiting_for: WaitRecord | None = None
+    """The wait the run stopped at: what it waits for while `status == "waiting"`, kept while a
+    resume replays up to it; None once a signal or its timeout answered it, or the run ended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +242,46 @@ class WorkflowStore(Protocol):
         """Runs, most recently created first, optionally filtered."""
         ...
 
+    async def suspend_run(
+        self, run_id: str, *, wait: WaitRecord, lease: RunLease | None = None
+    ) -> WorkflowRunRecord:
+        """Mark the run "waiting" for `wait`, and release its lease (nobody holds a waiting
+        run).
+
+        Raises:
+            LeaseLostError: `lease` is given and does not hold the running run any more;
+                nothing is written.
+        """
+        ...
+
+    async def deliver_signal(
+        self,
+        run_id: str,
+        *,
+        name: str,
+        step_id: str,
+        waiter_run_id: str,
+        output: Any,
+        lease: RunLease,
+    ) -> WorkflowRunRecord:
+        """Answer the wait of root run `run_id`, in one write: journal `output` as step
+        `step_id` of `waiter_run_id`, and mark every waiting run of the tree "running" under
+        `lease` (the deliverer resumes it; if it dies, the run reads as interrupted once the
+        lease expires, and is taken over as any other). Only while the run waits for exactly
+        that wait.
+
+        Raises:
+            WorkflowNotWaitingError: the run does not wait for it (it waits for another name,
+                or for nothing: its status says why); nothing is written.
+            StoreError: there is no such run.
+        """
+        ...
+
+    async def expired_waits(self, *, limit: int = 100) -> list[WorkflowRunRecord]:
+        """Waiting root runs whose wait's deadline has passed (by the store's clock), the
+        longest overdue first."""
+        ...
+
     async def append_step(
         self,
         run_id: str,
@@ -224,6 +314,51 @@ class WorkflowStore(Protocol):
     async def aclose(self) -> None:
         """Release what the store opened itself. Idempotent."""
         ...
+
+
+def encode_wait(wait: WaitRecord) -> str:
+    """The JSON text a store keeps for a run's wait."""
+    return encode_json(wait.to_json(), "wait")
+
+
+def decode_wait(text: Any, where: str) -> WaitRecord | None:
+    """A run's stored wait; StoreCorruptError naming `where` when it does not parse."""
+    if text is None:
+        return None
+    data = decode_json(text, f"{where}.wait")
+    try:
+        return WaitRecord(
+            run_id=data["run_id"],
+            name=data["name"],
+            step_id=data["step_id"],
+            schema=data.get("schema"),
+            deadline=data.get("deadline"),
+            since=data.get("since", 0.0),
+        )
+    except (KeyError, TypeError) as exc:
+        raise StoreCorruptError(f"{where}.wait: not a wait record: {exc!r}") from exc
+
+
+def not_waiting_error(
+    run_id: str, name: str, status: str, wait: WaitRecord | None
+) -> WorkflowNotWaitingError:
+    """The error for a signal `name` to a run that does not wait for it, saying what it does
+    wait for."""
+    if status == "waiting" and wait is not None:
+        why = f"it waits for {wait.name!r}"
+        if wait.run_id != run_id:
+            why += f" (in nested run {wait.run_id!r})"
+        waiting_for: str | None = wait.name
+    else:
+        why = f"it is {status} and waits for no signal"
+        waiting_for = None
+    return WorkflowNotWaitingError(
+        f"workflow run {run_id!r} is not waiting for signal {name!r}: {why}",
+        run_id=run_id,
+        name=name,
+        status=status,
+        waiting_for=waiting_for,
+    )
 
 
 def parse_run_error(exc: BaseException) -> dict[str, Any]:
@@ -309,6 +444,7 @@ class _Run:
     output: str | None = None
     error: str | None = None
     attempts: int = 1
+    wait: WaitRecord | None = None
 
     def free_for(self, owner: str, now: float) -> bool:
         """Whether `owner` may take this run (it is free, or already theirs)."""
@@ -340,6 +476,7 @@ class _Run:
             updated_at=self.updated_at,
             lease_owner=self.lease_owner,
             lease_expires_at=self.lease_expires_at,
+            waiting_for=self.wait,
         )
 
 
@@ -465,7 +602,69 @@ class InMemoryWorkflowStore:
         run.status = status
         run.updated_at = time.time()
         run.lease_owner = run.lease_expires_at = None
+        run.wait = None
         return run.read()
+
+    async def suspend_run(
+        self, run_id: str, *, wait: WaitRecord, lease: RunLease | None = None
+    ) -> WorkflowRunRecord:
+        run = self._get(run_id)
+        encode_wait(wait)  # refused here as a database would refuse it
+        if lease is not None:
+            _fence(run, lease)
+        run.status = "waiting"
+        run.wait = wait
+        run.updated_at = time.time()
+        run.lease_owner = run.lease_expires_at = None
+        return run.read()
+
+    async def deliver_signal(
+        self,
+        run_id: str,
+        *,
+        name: str,
+        step_id: str,
+        waiter_run_id: str,
+        output: Any,
+        lease: RunLease,
+    ) -> WorkflowRunRecord:
+        run = self._get(run_id)
+        encoded = encode_json(output, "output")
+        wait = run.wait
+        if (
+            run.status != "waiting"
+            or wait is None
+            or (wait.name, wait.step_id, wait.run_id) != (name, step_id, waiter_run_id)
+        ):
+            raise not_waiting_error(run_id, name, run.read().status, wait)
+        steps = self._steps.setdefault(waiter_run_id, {})
+        if step_id not in steps:
+            steps[step_id] = StepRecord(
+                waiter_run_id, step_id, f"wait:{name}", len(steps) + 1, encoded, time.time()
+            )
+        now = time.time()
+        for other in self._runs.values():
+            if other.root_run_id == run.root_run_id and other.status == "waiting":
+                other.status = "running"
+                other.wait = None
+                other.updated_at = now
+                other.lease_owner, other.lease_expires_at = lease.owner, now + lease.ttl
+        return run.read()
+
+    async def expired_waits(self, *, limit: int = 100) -> list[WorkflowRunRecord]:
+        self._live()
+        now = time.time()
+        due = [
+            run
+            for run in self._runs.values()
+            if run.status == "waiting"
+            and run.parent_run_id is None
+            and run.wait is not None
+            and run.wait.deadline is not None
+            and run.wait.deadline < now
+        ]
+        due.sort(key=lambda run: cast(float, cast(WaitRecord, run.wait).deadline))
+        return [run.read() for run in due[:limit]]
 
     async def list_runs(
         self,

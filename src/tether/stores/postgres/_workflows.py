@@ -12,14 +12,16 @@ from .._codecs import (
     busy_error,
     check_finish,
     encode_json,
+    encode_wait,
+    not_waiting_error,
     run_from_row,
     run_select,
     step_from_row,
     where_equal,
 )
-from ..workflow_store import RunLease, StepRecord, WorkflowRunRecord
+from ..workflow_store import RunLease, StepRecord, WaitRecord, WorkflowRunRecord
 from ._backed import PostgresBacked
-from ._connection import NOW, Connection, fetch_all, fetch_one
+from ._connection import NOW, Connection, execute, fetch_all, fetch_one
 
 __all__ = ["PostgresWorkflowStore"]
 
@@ -93,7 +95,7 @@ class PostgresWorkflowStore(PostgresBacked):
                 conn,
                 f"INSERT INTO tether_workflow_runs ({RUN_COLUMNS})"
                 " VALUES (%s, %s, 'running', %s, NULL, NULL, %s, %s, %s, 1, %s, %s, %s,"
-                f" {NOW} + %s::float8)"
+                f" {NOW} + %s::float8, NULL)"
                 f" ON CONFLICT (run_id) DO NOTHING RETURNING {_WORKFLOW_RUN_SELECT}",
                 (
                     run_id,
@@ -183,13 +185,96 @@ class PostgresWorkflowStore(PostgresBacked):
             row = await fetch_one(
                 conn,
                 "UPDATE tether_workflow_runs SET status = %s, output = %s, error = %s,"
-                " updated_at = %s, lease_owner = NULL, lease_expires_at = NULL"
+                " updated_at = %s, lease_owner = NULL, lease_expires_at = NULL,"
+                " wait = NULL, wait_deadline = NULL"
                 f" WHERE run_id = %s AND {_FENCE} RETURNING {_WORKFLOW_RUN_SELECT}",
                 (status, out, err, time.time(), run_id, owner, owner),
             )
             if row is None:
                 raise await _refused(conn, run_id)
         return run_from_row(row)
+
+    async def suspend_run(
+        self, run_id: str, *, wait: WaitRecord, lease: RunLease | None = None
+    ) -> WorkflowRunRecord:
+        encoded = encode_wait(wait)
+        owner = None if lease is None else lease.owner
+        async with self._session() as conn:
+            row = await fetch_one(
+                conn,
+                "UPDATE tether_workflow_runs SET status = 'waiting', wait = %s,"
+                " wait_deadline = %s, updated_at = %s, lease_owner = NULL,"
+                f" lease_expires_at = NULL WHERE run_id = %s AND {_FENCE}"
+                f" RETURNING {_WORKFLOW_RUN_SELECT}",
+                (encoded, wait.deadline, time.time(), run_id, owner, owner),
+            )
+            if row is None:
+                raise await _refused(conn, run_id)
+        return run_from_row(row)
+
+    async def deliver_signal(
+        self,
+        run_id: str,
+        *,
+        name: str,
+        step_id: str,
+        waiter_run_id: str,
+        output: Any,
+        lease: RunLease,
+    ) -> WorkflowRunRecord:
+        encoded = encode_json(output, "output")
+        async with self._session(atomic=True) as conn:
+            # The root row is locked until commit: of two signals, one answers the wait.
+            row = await fetch_one(
+                conn,
+                f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs WHERE run_id = %s"
+                " FOR NO KEY UPDATE",
+                (run_id,),
+            )
+            if row is None:
+                raise StoreError(f"no workflow run {run_id!r}")
+            run = run_from_row(row)
+            wait = run.waiting_for
+            if (
+                run.status != "waiting"
+                or wait is None
+                or (wait.name, wait.step_id, wait.run_id) != (name, step_id, waiter_run_id)
+            ):
+                raise not_waiting_error(run_id, name, run.status, wait)
+            await execute(
+                conn,
+                f"INSERT INTO tether_workflow_steps ({STEP_COLUMNS})"
+                " SELECT %s, %s, %s, COALESCE(MAX(seq), 0) + 1, %s, %s"
+                " FROM tether_workflow_steps WHERE run_id = %s"
+                " ON CONFLICT (run_id, step_id) DO NOTHING",
+                (waiter_run_id, step_id, f"wait:{name}", encoded, time.time(), waiter_run_id),
+            )
+            await execute(
+                conn,
+                "UPDATE tether_workflow_runs SET status = 'running',"
+                " wait = NULL, wait_deadline = NULL, updated_at = %s, lease_owner = %s,"
+                f" lease_expires_at = {NOW} + %s::float8"
+                " WHERE root_run_id = %s AND status = 'waiting'",
+                (time.time(), lease.owner, lease.ttl, run.root_run_id),
+            )
+            row = await fetch_one(
+                conn,
+                f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs WHERE run_id = %s",
+                (run_id,),
+            )
+        assert row is not None  # locked above, in this transaction
+        return run_from_row(row)
+
+    async def expired_waits(self, *, limit: int = 100) -> list[WorkflowRunRecord]:
+        async with self._session() as conn:
+            rows = await fetch_all(
+                conn,
+                f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs"
+                f" WHERE wait_deadline < {NOW} AND status = 'waiting'"
+                " AND parent_run_id IS NULL ORDER BY wait_deadline LIMIT %s",
+                (limit,),
+            )
+        return [run_from_row(row) for row in rows]
 
     async def list_runs(
         self,

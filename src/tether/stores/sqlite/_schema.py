@@ -136,3 +136,15 @@ def m002_run_lease_tokens(conn: sqlite3.Connection) -> None:
     """The token of the lease a run's writer holds: its writes are refused once another
     writer took the run over (`RunStore` fencing)."""
     conn.execute("ALTER TABLE tether_runs ADD COLUMN lease_owner TEXT")
+
+
+@schema
+def m003_workflow_waits(conn: sqlite3.Connection) -> None:
+    """What a waiting workflow run waits for (`ctx.wait_for`), and when that wait times out
+    (indexed: the sweep that resumes overdue waits reads a range, not the table)."""
+    conn.execute("ALTER TABLE tether_workflow_runs ADD COLUMN wait TEXT")
+    conn.execute("ALTER TABLE tether_workflow_runs ADD COLUMN wait_deadline REAL")
+    conn.execute(
+        "CREATE INDEX tether_workflow_runs_wait_deadline ON tether_workflow_runs"
+        " (wait_deadline) WHERE wait_deadline IS NOT NULL"
+    )

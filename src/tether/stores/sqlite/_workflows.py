@@ -14,12 +14,14 @@ from .._codecs import (
     busy_error,
     check_finish,
     encode_json,
+    encode_wait,
+    not_waiting_error,
     run_from_row,
     run_select,
     step_from_row,
     where_equal,
 )
-from ..workflow_store import RunLease, StepRecord, WorkflowRunRecord
+from ..workflow_store import RunLease, StepRecord, WaitRecord, WorkflowRunRecord
 from ._connection import NOW, SqliteBacked, connect, transaction
 from ._schema import schema
 
@@ -79,7 +81,7 @@ class SqliteWorkflowStore(SqliteBacked):
                     conn.execute(
                         f"INSERT INTO tether_workflow_runs ({RUN_COLUMNS})"
                         " VALUES (?, ?, 'running', ?, NULL, NULL, ?, ?, ?, 1, ?, ?, ?,"
-                        f" {NOW} + ?)",
+                        f" {NOW} + ?, NULL)",
                         (
                             run_id,
                             workflow_id,
@@ -175,7 +177,8 @@ class SqliteWorkflowStore(SqliteBacked):
             with transaction(conn):
                 done = conn.execute(
                     "UPDATE tether_workflow_runs SET status = ?, output = ?, error = ?,"
-                    " updated_at = ?, lease_owner = NULL, lease_expires_at = NULL"
+                    " updated_at = ?, lease_owner = NULL, lease_expires_at = NULL,"
+                    " wait = NULL, wait_deadline = NULL"
                     f" WHERE run_id = ? AND {_FENCE} RETURNING 1",
                     (status, out, err, time.time(), run_id, owner, owner),
                 ).fetchone()
@@ -184,6 +187,80 @@ class SqliteWorkflowStore(SqliteBacked):
                 return self._row(conn, run_id)
 
         return run_from_row(_found(await self._run(op), run_id))
+
+    async def suspend_run(
+        self, run_id: str, *, wait: WaitRecord, lease: RunLease | None = None
+    ) -> WorkflowRunRecord:
+        encoded = encode_wait(wait)
+        owner = None if lease is None else lease.owner
+
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            with transaction(conn):
+                done = conn.execute(
+                    "UPDATE tether_workflow_runs SET status = 'waiting', wait = ?,"
+                    " wait_deadline = ?, updated_at = ?, lease_owner = NULL,"
+                    f" lease_expires_at = NULL WHERE run_id = ? AND {_FENCE} RETURNING 1",
+                    (encoded, wait.deadline, time.time(), run_id, owner, owner),
+                ).fetchone()
+                if done is None:
+                    _refuse(conn, run_id)
+                return self._row(conn, run_id)
+
+        return run_from_row(_found(await self._run(op), run_id))
+
+    async def deliver_signal(
+        self,
+        run_id: str,
+        *,
+        name: str,
+        step_id: str,
+        waiter_run_id: str,
+        output: Any,
+        lease: RunLease,
+    ) -> WorkflowRunRecord:
+        encoded = encode_json(output, "output")
+
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            # Checked and written under one write lock: of two signals, one answers the wait.
+            with transaction(conn):
+                row = self._row(conn, run_id)
+                if row is None:
+                    return None
+                run = run_from_row(row)
+                wait = run.waiting_for
+                if (
+                    run.status != "waiting"
+                    or wait is None
+                    or (wait.name, wait.step_id, wait.run_id) != (name, step_id, waiter_run_id)
+                ):
+                    raise not_waiting_error(run_id, name, run.status, wait)
+                conn.execute(
+                    f"INSERT OR IGNORE INTO tether_workflow_steps ({STEP_COLUMNS})"
+                    " SELECT ?, ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?"
+                    " FROM tether_workflow_steps WHERE run_id = ?",
+                    (waiter_run_id, step_id, f"wait:{name}", encoded, time.time(), waiter_run_id),
+                )
+                conn.execute(
+                    "UPDATE tether_workflow_runs SET status = 'running', wait = NULL,"
+                    f" wait_deadline = NULL, updated_at = ?, lease_owner = ?,"
+                    f" lease_expires_at = {NOW} + ?"
+                    " WHERE root_run_id = ? AND status = 'waiting'",
+                    (time.time(), lease.owner, lease.ttl, run.root_run_id),
+                )
+                return self._row(conn, run_id)
+
+        return run_from_row(_found(await self._run(op), run_id))
+
+    async def expired_waits(self, *, limit: int = 100) -> list[WorkflowRunRecord]:
+        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs"
+                f" WHERE wait_deadline < {NOW} AND status = 'waiting'"
+                " AND parent_run_id IS NULL ORDER BY wait_deadline LIMIT ?",
+                (limit,),
+            ).fetchall()
+
+        return [run_from_row(row) for row in await self._run(op)]
 
     async def list_runs(
         self,
