@@ -78,6 +78,10 @@ def test_a_waiting_run_ends_its_process_and_a_signal_from_another_resumes_it(
     assert waiting["status"] == "waiting" and waiting["waiting_for"] == "verdict"
     shown = json.loads(_tether(*store, "runs", "show", rid, "--json").stdout)
     assert shown["run"]["status"] == "waiting"
+    plain = _tether(*store, "runs", "show", rid).stdout
+    assert (
+        f"for signal 'verdict'; send it with `tether workflow signal {rid} verdict JSON`" in plain
+    )
 
     # A value the wait's schema refuses: usage error, nothing stored, still waiting.
     bad = _tether(*store, "workflow", "signal", rid, "verdict", '{"ok": "yes"}')

@@ -56,7 +56,14 @@ def _waiting_run(client: httpx.Client) -> tuple[str, int]:
 
 def test_a_signal_resumes_the_run_and_its_stream_goes_on(client: httpx.Client) -> None:
     run_id, last = _waiting_run(client)
-    assert client.get(f"/api/runs/{run_id}").json()["run"]["status"] == "waiting"
+    shown = client.get(f"/api/runs/{run_id}").json()
+    assert shown["run"]["status"] == "waiting"
+    wait = shown["workflow"]["waiting_for"]
+    assert (wait["name"], wait["run_id"], wait["deadline"]) == ("verdict", run_id, None)
+    assert wait["schema"]["required"] == ["ok"]
+    page = client.get(f"/runs/{run_id}").text
+    assert "This run waits for a signal" in page
+    assert f"tether workflow signal {run_id} verdict JSON" in page
     sent = client.post(f"/api/runs/{run_id}/signals/verdict", json={"value": {"ok": True}})
     assert sent.status_code == 202, sent.text
     assert sent.json()["run_id"] == run_id

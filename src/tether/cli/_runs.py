@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..run_events import MODEL_CALL_FINISHED
+from ..run_events import MODEL_CALL_FINISHED, WORKFLOW_WAITING
 from ._errors import CommandLineError, reports_errors
 from ._project import (
     GlobalOptions,
@@ -189,6 +189,18 @@ def _is_case(info: RunInfo) -> bool:
 # -- show ------------------------------------------------------------------------------------
 
 
+def _waiting(info: RunInfo, events: Sequence[RunEvent]) -> str | None:
+    """What a waiting workflow run waits for, and the command that sends it."""
+    if info.status != "waiting":
+        return None
+    waits = [e["data"] for e in events if e["type"] == WORKFLOW_WAITING]
+    name = waits[-1].get("name") if waits else None
+    if not isinstance(name, str):
+        return None
+    command = f"tether workflow signal {info.run_id} {name} JSON"
+    return f"for signal {clean(name)!r}; send it with `{clean(command)}`"
+
+
 @runs_app.command("show")
 @reports_errors
 def show_run(
@@ -263,6 +275,9 @@ def show_run(
         else:
             what = "; what it completed is stored"
         pairs.append(("interrupted", f"its process died mid-run{what}"))
+    waiting = _waiting(info, events)
+    if waiting is not None:
+        pairs.append(("waiting", waiting))
     pairs.append(("tags", ", ".join(clean(t) for t in info.tags) or "-"))
     emit(key_values(pairs))
     if info.traceback:

@@ -390,6 +390,12 @@ async def build_run(catalog: Catalog, run_id: str) -> RunView | None:
                 "attempts": record.attempts,
                 "root_run_id": record.root_run_id,
                 "parent_step_id": record.parent_step_id,
+                # What a waiting run waits for: the signal's name, its schema and deadline.
+                "waiting_for": (
+                    record.waiting_for.to_json()
+                    if record.status == "waiting" and record.waiting_for is not None
+                    else None
+                ),
             }
         tree = await build_tree(catalog, info)
     calls = {
