@@ -127,6 +127,10 @@ _PROVIDERS = {
     "openai-chat": "openai",
     "gemini": "gcp.gemini",
     "google": "gcp.gemini",
+    "vertex": "gcp.vertex_ai",
+    "bedrock": "aws.bedrock",
+    "azure": "azure.ai.openai",
+    "azure-responses": "azure.ai.openai",
 }
 """tether's provider names -> the conventions' ``gen_ai.provider.name`` values."""
 

@@ -37,6 +37,8 @@ ENTRY_POINT_GROUP = "tether.providers"
 
 PROVIDERS: dict[str, str] = {
     "anthropic": "tether.llm.anthropic:AnthropicClient",
+    "azure": "tether.llm.azure:AzureChatClient",
+    "azure-responses": "tether.llm.azure:AzureResponsesClient",
     "bedrock": "tether.llm.bedrock:BedrockClient",
     "openai": "tether.llm.openai_chat:OpenAIChatClient",
     "openai-responses": "tether.llm.openai_responses:OpenAIResponsesClient",

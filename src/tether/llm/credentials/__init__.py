@@ -10,6 +10,8 @@ key and base URL are read from) live here, one provider per module:
 | `AnthropicCredentials` | ANTHROPIC_API_KEY, else ANTHROPIC_AUTH_TOKEN | ANTHROPIC_BASE_URL  |
 | `OpenAICredentials`    | OPENAI_API_KEY (OPENAI_ORG_ID, OPENAI_PROJECT_ID) | OPENAI_BASE_URL |
 | `GeminiCredentials`    | GOOGLE_API_KEY, else GEMINI_API_KEY | GOOGLE_GEMINI_BASE_URL + version |
+| `AWSCredentials`       | botocore's chain, SigV4 per request | AWS_REGION, AWS_ENDPOINT_URL... |
+| `AzureCredentials`     | AZURE_OPENAI_API_KEY, else an Entra ID token | AZURE_OPENAI_ENDPOINT |
 
 A service that speaks one of these wire formats behind other credentials (a cloud's own keys or
 tokens, another URL layout) is a new `Credentials` subclass handed to the existing adapter as
@@ -21,12 +23,14 @@ from __future__ import annotations
 from ._base import Credentials
 from .anthropic import AnthropicCredentials
 from .aws import AWSCredentials
+from .azure import AzureCredentials
 from .gemini import GeminiCredentials
 from .openai import OpenAICredentials
 
 __all__ = [
     "AWSCredentials",
     "AnthropicCredentials",
+    "AzureCredentials",
     "Credentials",
     "GeminiCredentials",
     "OpenAICredentials",

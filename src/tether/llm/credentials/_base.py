@@ -28,7 +28,7 @@ class Credentials:
     base_url_env: ClassVar[str | None] = None
     """The variable the provider's own SDK reads its base URL from."""
     default_base_url: ClassVar[str] = ""
-    signs: ClassVar[bool] = False
+    signs: bool = False
     """True: each request's headers come from `sign()` (a signature over the request, a token
     that expires) rather than from `headers()` alone."""
 

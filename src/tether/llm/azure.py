@@ -1,0 +1,115 @@
+"""Azure OpenAI: the OpenAI wire formats on an Azure resource, with Azure's URLs and auth.
+
+The request and stream mapping is the OpenAI adapters' own (`openai_chat`, `openai_responses`);
+what differs is where a request goes and what authenticates it (`AzureCredentials`):
+
+- ``azure:DEPLOYMENT``: Chat Completions at
+  ``{endpoint}/openai/deployments/{DEPLOYMENT}/chat/completions?api-version=V``;
+- ``azure-responses:DEPLOYMENT``: the Responses API at
+  ``{endpoint}/openai/responses?api-version=V``, the deployment as the body's ``model``.
+
+`api_version` defaults to OPENAI_API_VERSION, else ``2024-10-21`` for Chat Completions and
+``2025-04-01-preview`` for the Responses API (which has no generally available dated version).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+from urllib.parse import quote
+
+from .base import ChatRequest
+from .credentials import Credentials
+from .credentials.azure import DEFAULT_AZURE_API_VERSION, AzureCredentials
+from .openai_chat import OpenAIChatClient
+from .openai_responses import OpenAIResponsesClient
+
+__all__ = ["AZURE_RESPONSES_API_VERSION", "AzureChatClient", "AzureResponsesClient"]
+
+AZURE_RESPONSES_API_VERSION = "2025-04-01-preview"
+
+
+def _credentials(
+    provider: str,
+    default_version: str,
+    credentials: Credentials | None,
+    options: dict[str, Any],
+    api_version: str | None,
+    azure_credential: Any,
+) -> Credentials:
+    if credentials is not None:
+        return credentials
+    return AzureCredentials(
+        provider,
+        api_key=options.pop("api_key", None),
+        base_url=options.pop("base_url", None),
+        api_version=api_version,
+        azure_credential=azure_credential,
+        default_api_version=default_version,
+    )
+
+
+class AzureChatClient(OpenAIChatClient):
+    """`azure:<deployment>`: Chat Completions on an Azure OpenAI resource. Endpoint from
+    AZURE_OPENAI_ENDPOINT, key from AZURE_OPENAI_API_KEY, else an Entra ID token from
+    azure-identity (the ``[azure]`` extra) or `azure_credential`."""
+
+    provider: ClassVar[str] = "azure"
+    credentials_class: ClassVar[type[Credentials]] = AzureCredentials
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_version: str | None = None,
+        azure_credential: Any = None,
+        credentials: Credentials | None = None,
+        **options: Any,
+    ) -> None:
+        credentials = _credentials(
+            self.provider,
+            DEFAULT_AZURE_API_VERSION,
+            credentials,
+            options,
+            api_version,
+            azure_credential,
+        )
+        super().__init__(model, credentials=credentials, **options)
+        self.api_version: str = getattr(credentials, "api_version", DEFAULT_AZURE_API_VERSION)
+
+    def url(self, request: ChatRequest) -> str:
+        deployment = quote(request["model"], safe="")
+        return (
+            f"{self.base_url}/openai/deployments/{deployment}/chat/completions"
+            f"?api-version={quote(self.api_version, safe='')}"
+        )
+
+
+class AzureResponsesClient(OpenAIResponsesClient):
+    """`azure-responses:<deployment>`: the Responses API on an Azure OpenAI resource (the
+    deployment goes as the body's ``model``). Credentials as `AzureChatClient`."""
+
+    provider: ClassVar[str] = "azure-responses"
+    credentials_class: ClassVar[type[Credentials]] = AzureCredentials
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_version: str | None = None,
+        azure_credential: Any = None,
+        credentials: Credentials | None = None,
+        **options: Any,
+    ) -> None:
+        credentials = _credentials(
+            self.provider,
+            AZURE_RESPONSES_API_VERSION,
+            credentials,
+            options,
+            api_version,
+            azure_credential,
+        )
+        super().__init__(model, credentials=credentials, **options)
+        self.api_version: str = getattr(credentials, "api_version", AZURE_RESPONSES_API_VERSION)
+
+    def url(self, request: ChatRequest) -> str:
+        return f"{self.base_url}/openai/responses?api-version={quote(self.api_version, safe='')}"
