@@ -75,6 +75,14 @@ if _typing.TYPE_CHECKING:
         is_trace_phase,
     )
     from .guardrails import Guardrail, GuardrailDecision, ToolCallSubject, define_guardrail
+    from .history import (
+        HistoryContext,
+        HistoryProcessor,
+        clear_tool_results,
+        keep_last,
+        keep_tokens,
+        summarize,
+    )
     from .llm import ChatRequest, LLMClient
     from .llm.base import ModelSettings
     from .mcp import mcp_server, mcp_stdio
@@ -173,6 +181,12 @@ _LAZY: dict[str, str] = {
     "define_workflow": ".workflows",
     "frame_client_message": ".client_messages",
     "has_tool_call": ".stop",
+    "HistoryContext": ".history",
+    "HistoryProcessor": ".history",
+    "clear_tool_results": ".history",
+    "keep_last": ".history",
+    "keep_tokens": ".history",
+    "summarize": ".history",
     "is_progress_stage": ".events",
     "is_trace_phase": ".events",
     "mcp_server": ".mcp",
@@ -224,6 +238,8 @@ __all__ = [
     "FinishReason",
     "Guardrail",
     "GuardrailDecision",
+    "HistoryContext",
+    "HistoryProcessor",
     "LLMClient",
     "LLMConnectionError",
     "LLMError",
@@ -277,6 +293,7 @@ __all__ = [
     "WorkflowSignalError",
     "WorkflowWaitTimeoutError",
     "WorkflowWaitingError",
+    "clear_tool_results",
     "create_agent",
     "create_workflow",
     "define_guardrail",
@@ -287,6 +304,8 @@ __all__ = [
     "has_tool_call",
     "is_progress_stage",
     "is_trace_phase",
+    "keep_last",
+    "keep_tokens",
     "mcp_server",
     "mcp_stdio",
     "prompt_layer",
@@ -294,5 +313,6 @@ __all__ = [
     "remember",
     "should_run_turn",
     "step_count_is",
+    "summarize",
     "tool",
 ]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from .guardrails import Guardrail, ToolCallGuardrail
+    from .history import HistoryProcessor
     from .integrations import IntegrationSource
     from .llm.base import ModelSettings
     from .resources import Resource
@@ -48,6 +49,8 @@ class AgentParts(TypedDict, total=False):
     max_tool_result_chars: int | None
     stop_when: StopCondition | Sequence[StopCondition] | None
     on_tool_call: ToolCallGuardrail | None
+    history: Sequence[HistoryProcessor] | None
+    """Processors run in order on what each model call sends (`tether.history`)."""
 
 
 class AgentOptions(AgentParts, total=False):

@@ -40,6 +40,7 @@ from .context import RunContext
 from .errors import ConfigError, WorkflowError
 from .events import AgentEvent, FinishReason, Usage
 from .guardrails import Guardrail, ToolCallGuardrail
+from .history import HistoryProcessor, check_history
 from .integrations import IntegrationSource
 from .llm import LLMClient, client_from_config
 from .llm.base import ModelSettings
@@ -124,6 +125,9 @@ class Agent:
         trace: True prints each trace record to stderr; a function is the sink.
         services: Dependencies tools and workflow steps receive as `ctx.services`.
         on_tool_call: A tool-call guardrail that runs before the declared ones.
+        history: A history policy: processors ``(messages, ctx) -> messages`` (sync or
+            async) run in order on what each model call sends, e.g. ``[keep_last(turns=20)]``
+            (`tether.history`); the session itself always keeps the whole transcript.
 
     Raises:
         ConfigError: a parameter of the wrong type or value (the message names it).
@@ -203,6 +207,8 @@ class Agent:
         )
         self.trace: bool | TraceSink = check_trace(o.get("trace")) or False
         self.services: dict[str, Any] = check_services(o.get("services")) or {}
+        self.history: tuple[HistoryProcessor, ...] = tuple(check_history(o.get("history")) or ())
+        """The history policy (empty: every call sends the whole transcript)."""
         self._http_client: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:
@@ -297,6 +303,7 @@ class Agent:
             stream_retries,
             self.max_tool_result_chars,
             [],
+            self.history,
         )
 
     def send(

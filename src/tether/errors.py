@@ -273,7 +273,33 @@ class RateLimitError(LLMHTTPError):
 
 
 class ContextLengthError(LLMHTTPError):
-    """The request does not fit the model's context window."""
+    """The request does not fit the model's context window. `tokens` and `limit` are the
+    provider's numbers (the request's input tokens and the most it takes) when it said them."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        body: Any = None,
+        provider: str | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        tokens: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        super().__init__(
+            message,
+            status=status,
+            body=body,
+            provider=provider,
+            retryable=retryable,
+            retry_after=retry_after,
+        )
+        self.tokens = tokens
+        """The request's input tokens, as the provider counted them (None: not said)."""
+        self.limit = limit
+        """The most input tokens the model takes, as the provider said (None: not said)."""
 
 
 class LLMConnectionError(LLMError):

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from ._json import copy_json
 from ._partial import PartialOutput
 from ._text import TextBuffer
-from .errors import AbortedError, LLMError, LLMStreamError
+from .errors import AbortedError, ContextLengthError, LLMError, LLMStreamError
 from .events import (
     AgentEvent,
     DoneEvent,
@@ -52,6 +52,7 @@ from .events import (
     Usage,
 )
 from .guardrails import run_output_guards, run_tool_call_guards
+from .history import TurnHistory
 from .llm._finish import finish_reason_of
 from .llm.base import ChatRequest, FinishChunk, StreamChunk, SystemBlock
 from .session import Message, Session, fold
@@ -166,6 +167,7 @@ class _Turn:
         "call",
         "chat_span",
         "ctx",
+        "history",
         "memory_view",
         "messages",
         "number",
@@ -194,6 +196,8 @@ class _Turn:
         self.span: Span | None = None
         """The turn's live span, when the sink opens spans (`tracing.SpanSink`)."""
         self.chat_span: Span | None = None
+        self.history: TurnHistory | None = plan.history_of() if plan.history else None
+        """The turn's history policy (None without one: every call sends the transcript)."""
 
     def close(self) -> None:
         if self.scope is not None:
@@ -249,15 +253,13 @@ class _Turn:
             started = True
             events = self.started_turn(text, system)
             while True:
-                events += self.begin_round(system, toolset)
+                events += self.begin_round(system, toolset, await self.kept(system, toolset))
                 yield events  # then `stream_turn` streams the call
                 while call.finish is None:  # the attempt failed
-                    events = call.outcome()  # its `error` ends the turn, unless a retry is due
-                    if not call.retry():
-                        yield events
-                        return
-                    events += self.call_started(call)
+                    events, again = await self.failed(call)
                     yield events
+                    if not again:
+                        return
                 step = self.settle(call.finish)
                 if not step.tool_calls:
                     events = self.round_events(step) if self.tracer is not None else []
@@ -328,15 +330,17 @@ class _Turn:
 
     # -- the request -------------------------------------------------------------------------
 
-    def begin_round(self, system: list[SystemBlock], toolset: Toolset) -> list[AgentEvent]:
+    def begin_round(
+        self, system: list[SystemBlock], toolset: Toolset, sent: list[Message] | None = None
+    ) -> list[AgentEvent]:
         """The next round's request (optional keys absent, never empty: the baseline) on the
-        round's call, and what comes before the call."""
+        round's call, and what comes before the call. `sent`: what the history policy keeps."""
         plan = self.plan
         self.number += 1
         request: ChatRequest = {
             "model": plan.client.model,
             "system": system,
-            "messages": self.messages,
+            "messages": self.messages if sent is None else sent,
         }
         specs = toolset.specs
         if specs:
@@ -384,6 +388,56 @@ class _Turn:
                 self.chat_span = self.tracer.open_span("chat", client.model, opened, self.span)
         return out
 
+    async def failed(self, call: _Call) -> tuple[list[AgentEvent], bool]:
+        """After a failed attempt: its events, and whether the call is made again (a stream
+        retry, or the one compaction a context-length refusal buys); else its `error` ends
+        the turn."""
+        compacted = await self.compacted(call)
+        if compacted is not None:
+            return compacted, True
+        events = call.outcome()
+        if not call.retry():
+            return events, False
+        return events + self.call_started(call), True
+
+    async def kept(self, system: list[SystemBlock], toolset: Toolset) -> list[Message] | None:
+        """What the history policy keeps of the transcript for the next model call (None
+        without a policy: the transcript as it is)."""
+        history = self.history
+        if history is None:
+            return None
+        if history.ctx.round == 0:  # the prompt and tools count in every estimate
+            history.ctx.system_chars = sum(len(b["text"]) for b in system) + sum(
+                len(str(spec)) for spec in toolset.specs
+            )
+        return await self.wait(history.view(self.messages))
+
+    async def compacted(self, call: _Call) -> list[AgentEvent] | None:
+        """A context-length refusal under a policy that can shorten the request: compact once
+        and make the call again (None: no retry, the refusal ends the turn)."""
+        refused = call.error
+        if self.history is None or not isinstance(refused, ContextLengthError):
+            return None
+        assert call.request is not None
+        before = len(call.request["messages"])
+        messages = await self.wait(
+            self.history.compact(call.request["messages"], refused.tokens, refused.limit)
+        )
+        if messages is None:
+            return None
+        if self.chat_span is not None:
+            self.end_chat_span({"error_type": type(refused).__name__})
+        call.request = {**call.request, "messages": messages}
+        call.error = None
+        call.attempt += 1
+        out: list[AgentEvent] = []
+        if self.tracer is not None:
+            data: dict[str, Any] = {"round": self.number, "messages": before}
+            data.update(kept=len(messages), error=str(refused)[:500])
+            data["summaries"] = len(self.history.ctx.summaries)
+            out.append(self.tracer.record("request", "history:compacted", data))
+        return out + self.call_started(call)
+
     def call_failed(self, exc: LLMError) -> list[AgentEvent]:
         out: list[AgentEvent] = []
         if self.tracer is not None:
@@ -407,6 +461,8 @@ class _Turn:
         """Account the model call and make the round's result (a call whose arguments the
         output-token limit cut leaves no calls: there is nothing to execute)."""
         _add_usage(self.usage, finish["usage"])
+        if self.history is not None:
+            self.history.counted(finish["usage"])
         content: list[Any] = finish["content"]
         calls: list[ToolCallPart] = [p for p in content if p["type"] == "tool_call"]
         reason = finish_reason_of(finish)

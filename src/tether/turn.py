@@ -23,6 +23,7 @@ from .stop import RoundResult, StopCondition
 if TYPE_CHECKING:
     from .context import RunContext
     from .guardrails import OutputGuardrail, ToolCallGuardrail
+    from .history import HistoryProcessor, TurnHistory
     from .llm.base import LLMClient, ModelSettings, SystemBlock, ToolSpec
     from .session import Session, SessionLike
     from .signals import AbortSignal
@@ -248,6 +249,26 @@ class TurnPlan(NamedTuple):
     """Longer tool and MCP results are truncated with a marker; None: no limit."""
     rounds: list[RoundResult]
     """One entry per model request, appended as the turn runs (the lab's `turns`)."""
+    history: tuple[HistoryProcessor, ...] = ()
+    """The history policy: processors run in order on what each model call sends (empty:
+    the whole transcript, as it is)."""
+    stores_summaries: bool = False
+    """True for a lab episode: summaries are stored in the scope, not kept by the processor."""
+
+    def history_of(self) -> TurnHistory:
+        """A fresh history state for one turn of this plan (with `history` set)."""
+        from .history import HistoryContext, TurnHistory, context_window_of
+
+        client = self.client
+        ctx = HistoryContext(
+            session_id=self.ctx.session_id,
+            model=client.model,
+            provider=getattr(client, "provider", None),
+            context_window=context_window_of(client),
+            services=self.ctx.services,
+            stores_summaries=self.stores_summaries,
+        )
+        return TurnHistory(self.history, ctx)
 
     @property
     def tracer(self) -> Tracer | None:

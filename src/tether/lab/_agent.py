@@ -363,6 +363,7 @@ class LabAgent(Generic[T]):
                 trace=_for_agent(d.trace, self.id) or False,
                 services=d.services,
                 on_tool_call=d.on_tool_call,
+                history=d.history,
             )
             self._harnesses[key] = agent
         return agent

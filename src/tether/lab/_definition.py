@@ -52,6 +52,7 @@ from .._params import (
 )
 from ..errors import ConfigError
 from ..guardrails import Guardrail
+from ..history import check_history
 from ..integrations import IntegrationSource
 from ..llm import LLMClient
 from ..llm.base import ModelSettings
@@ -355,6 +356,7 @@ class Definition:
     max_tool_result_chars: int | None = None
     stop_when: list[StopCondition] | None = None
     on_tool_call: Callable[..., Any] | None = None
+    history: list[Any] | None = None
     output_schema: Any = None
     title_workflow: Workflow[Any, Any] | None = None
     max_retries: int | None = None
@@ -413,6 +415,7 @@ class Definition:
                 "a function (call, ctx) -> decision | None",
                 where,
             ),
+            history=check_history(v.get("history"), where),
             output_schema=v.get("output_schema"),
             title_workflow=title,
             max_retries=check_count("max_retries", v.get("max_retries"), where),

@@ -24,6 +24,7 @@ from ..errors import (
 
 __all__ = [
     "MALFORMED",
+    "context_numbers",
     "error_object",
     "malformed_event",
     "response_error",
@@ -42,6 +43,27 @@ _CONTEXT_RE = re.compile(
     r"maximum number of tokens|request_too_large|reduce the length",
     re.IGNORECASE,
 )
+
+# The numbers each provider puts in its refusal: OpenAI "maximum context length is 128000
+# tokens. However, your messages resulted in 130000 tokens", Anthropic "prompt is too long:
+# 215000 tokens > 200000 maximum" (or "188240 + 21333 > 200000"), Gemini "The input token count
+# (1200000) exceeds the maximum number of tokens allowed (1048576)".
+_NUMBERS_RE = (
+    (re.compile(r"maximum context length is (\d+).*?(?:resulted in|requested) (\d+)", re.S), 2, 1),
+    (re.compile(r"(\d+) tokens > (\d+)"), 1, 2),
+    (re.compile(r"(\d+) \+ \d+ > (\d+)"), 1, 2),
+    (re.compile(r"input token count \((\d+)\) exceeds .*?\((\d+)\)", re.S), 1, 2),
+)
+
+
+def context_numbers(detail: str) -> tuple[int | None, int | None]:
+    """(the request's tokens, the model's limit) from a context-length refusal's message."""
+    for pattern, tokens, limit in _NUMBERS_RE:
+        found = pattern.search(detail)
+        if found is not None:
+            return int(found.group(tokens)), int(found.group(limit))
+    return None, None
+
 
 _RETRYABLE_KINDS = frozenset(
     {
@@ -165,12 +187,16 @@ def response_error(
     if status == 429:
         return RateLimitError(text, status=status, body=body, provider=provider, retryable=True)
     if status in (400, 413, 422) and (_CONTEXT_RE.search(detail) or _CONTEXT_RE.search(words)):
+        tokens, limit = context_numbers(detail)
         return ContextLengthError(
-            f"{text} (shorten the conversation or the system prompt)",
+            f"{text} (shorten the conversation or the system prompt, or give the agent a "
+            "history policy such as keep_tokens or summarize)",
             status=status,
             body=body,
             provider=provider,
             retryable=False,
+            tokens=tokens,
+            limit=limit,
         )
     return LLMHTTPError(text, status=status, body=body, provider=provider, retryable=retryable)
 
