@@ -76,10 +76,10 @@ CONFIG_KEYS = (
 """The keys of a model config dict (``model`` required)."""
 
 CLOUD_KEYS: dict[str, tuple[str, ...]] = {
-    "bedrock": ("region", "profile"),
-    "vertex": ("project", "location"),
-    "azure": ("api_version",),
-    "azure-responses": ("api_version",),
+    "bedrock": ("region", "profile", "aws_credentials"),
+    "vertex": ("project", "location", "google_credentials"),
+    "azure": ("api_version", "azure_credential"),
+    "azure-responses": ("api_version", "azure_credential"),
 }
 """The further model config keys a cloud provider takes (where and as whom it calls)."""
 
@@ -134,7 +134,11 @@ def client_from_config(config: str | _Mapping[str, _Any] | LLMClient) -> LLMClie
     assert isinstance(model, str)
     if model == "test":
         model = "test:"
-    for key in ("base_url", "api_key", *own):
+    for key in (
+        "base_url",
+        "api_key",
+        *[k for k in own if not k.endswith(("credentials", "credential"))],
+    ):
         value = config.get(key)
         if value is not None and not isinstance(value, str):
             raise _ConfigError(f"the model config's {key} must be a string, got {value!r:.80}")

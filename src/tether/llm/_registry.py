@@ -40,6 +40,7 @@ PROVIDERS: dict[str, str] = {
     "azure": "tether.llm.azure:AzureChatClient",
     "azure-responses": "tether.llm.azure:AzureResponsesClient",
     "bedrock": "tether.llm.bedrock:BedrockClient",
+    "vertex": "tether.llm.vertex:vertex",
     "openai": "tether.llm.openai_chat:OpenAIChatClient",
     "openai-responses": "tether.llm.openai_responses:OpenAIResponsesClient",
     "gemini": "tether.llm.gemini:GeminiClient",

@@ -348,11 +348,17 @@ class BedrockClient(HTTPAdapter):
         credentials: Credentials | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
+        aws_credentials: Any = None,
         **options: Any,
     ) -> None:
         if credentials is None:
             credentials = AWSCredentials(
-                self.provider, api_key=api_key, base_url=base_url, region=region, profile=profile
+                self.provider,
+                api_key=api_key,
+                base_url=base_url,
+                region=region,
+                profile=profile,
+                aws_credentials=aws_credentials,
             )
         elif region is not None or profile is not None:
             raise ConfigError("bedrock: give credentials= or region= / profile=, not both")

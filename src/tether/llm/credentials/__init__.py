@@ -11,6 +11,7 @@ key and base URL are read from) live here, one provider per module:
 | `OpenAICredentials`    | OPENAI_API_KEY (OPENAI_ORG_ID, OPENAI_PROJECT_ID) | OPENAI_BASE_URL |
 | `GeminiCredentials`    | GOOGLE_API_KEY, else GEMINI_API_KEY | GOOGLE_GEMINI_BASE_URL + version |
 | `AWSCredentials`       | botocore's chain, SigV4 per request | AWS_REGION, AWS_ENDPOINT_URL... |
+| `GoogleCredentials`    | google-auth's ADC, an OAuth bearer  | GOOGLE_CLOUD_PROJECT / LOCATION |
 | `AzureCredentials`     | AZURE_OPENAI_API_KEY, else an Entra ID token | AZURE_OPENAI_ENDPOINT |
 
 A service that speaks one of these wire formats behind other credentials (a cloud's own keys or
@@ -25,6 +26,7 @@ from .anthropic import AnthropicCredentials
 from .aws import AWSCredentials
 from .azure import AzureCredentials
 from .gemini import GeminiCredentials
+from .google import GoogleCredentials
 from .openai import OpenAICredentials
 
 __all__ = [
@@ -33,5 +35,6 @@ __all__ = [
     "AzureCredentials",
     "Credentials",
     "GeminiCredentials",
+    "GoogleCredentials",
     "OpenAICredentials",
 ]

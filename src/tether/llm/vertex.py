@@ -1,0 +1,115 @@
+"""Google Vertex AI: Gemini and Anthropic's models through ``aiplatform.googleapis.com``, with
+OAuth credentials from google-auth (`GoogleCredentials`, the ``[vertex]`` extra).
+
+``vertex:MODEL`` picks the wire from the model's publisher: a ``claude-…`` model is Anthropic's
+Messages API, anything else Gemini's ``generateContent``. Both wires are the direct adapters'
+own (`anthropic`, `gemini`); what differs:
+
+- Gemini: ``POST {endpoint}/v1/projects/{project}/locations/{location}/publishers/google/models/
+  {model}:streamGenerateContent?alt=sse``; the body and stream are the Gemini API's.
+- Anthropic: ``POST {endpoint}/v1/projects/{project}/locations/{location}/publishers/anthropic/
+  models/{model}:streamRawPredict``; the model is in the URL, not the body, and the body carries
+  ``"anthropic_version": "vertex-2023-10-16"`` instead of the ``anthropic-version`` header.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+from urllib.parse import quote
+
+from ..errors import ConfigError
+from .anthropic import AnthropicClient
+from .base import ChatRequest, LLMClient
+from .credentials import Credentials
+from .credentials.google import GoogleCredentials
+from .gemini import GeminiClient
+
+__all__ = ["VERTEX_ANTHROPIC_VERSION", "VertexAnthropicClient", "VertexGeminiClient", "vertex"]
+
+VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
+
+
+def _credentials(
+    credentials: Credentials | None, options: dict[str, Any], project: Any, location: Any
+) -> Credentials:
+    if credentials is not None:
+        if project is not None or location is not None:
+            raise ConfigError("vertex: give credentials= or project= / location=, not both")
+        return credentials
+    return GoogleCredentials(
+        "vertex",
+        api_key=options.pop("api_key", None),
+        base_url=options.pop("base_url", None),
+        project=project,
+        location=location,
+        google_credentials=options.pop("google_credentials", None),
+    )
+
+
+def _model_path(credentials: Credentials, publisher: str, model: str) -> str:
+    project = getattr(credentials, "project", "")
+    location = getattr(credentials, "location", "")
+    return (
+        f"{credentials.base_url}/v1/projects/{quote(project, safe='')}/locations/"
+        f"{quote(location, safe='')}/publishers/{publisher}/models/{quote(model, safe='')}"
+    )
+
+
+class VertexGeminiClient(GeminiClient):
+    """`vertex:<gemini model>`: Gemini on Vertex AI."""
+
+    provider: ClassVar[str] = "vertex"
+    credentials_class: ClassVar[type[Credentials]] = GoogleCredentials
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        project: str | None = None,
+        location: str | None = None,
+        credentials: Credentials | None = None,
+        **options: Any,
+    ) -> None:
+        credentials = _credentials(credentials, options, project, location)
+        super().__init__(model, credentials=credentials, **options)
+
+    def url(self, request: ChatRequest) -> str:
+        path = _model_path(self.credentials, "google", request["model"])
+        return f"{path}:streamGenerateContent?alt=sse"
+
+
+class VertexAnthropicClient(AnthropicClient):
+    """`vertex:<claude model>`: Anthropic's Messages API on Vertex AI."""
+
+    provider: ClassVar[str] = "vertex"
+    credentials_class: ClassVar[type[Credentials]] = GoogleCredentials
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        project: str | None = None,
+        location: str | None = None,
+        credentials: Credentials | None = None,
+        **options: Any,
+    ) -> None:
+        credentials = _credentials(credentials, options, project, location)
+        super().__init__(model, credentials=credentials, **options)
+
+    def wire_headers(self) -> dict[str, str]:
+        return {}  # the version goes in the body on Vertex
+
+    def url(self, request: ChatRequest) -> str:
+        return f"{_model_path(self.credentials, 'anthropic', request['model'])}:streamRawPredict"
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        body = super().build_body(request)
+        del body["model"]
+        return {"anthropic_version": VERTEX_ANTHROPIC_VERSION, **body}
+
+
+def vertex(model: str, **options: Any) -> LLMClient:
+    """The client for ``vertex:MODEL``: Anthropic's wire for a ``claude`` model, else Gemini's."""
+    if model.startswith("claude"):
+        return VertexAnthropicClient(model, **options)
+    return VertexGeminiClient(model, **options)
