@@ -23,15 +23,50 @@ from .context import RunContext
 from .errors import ToolDefinitionError, ToolError
 from .llm.base import ToolSpec
 
-__all__ = ["Endpoint", "Tool", "ToolResult", "define_tool", "tool"]
+__all__ = ["Endpoint", "InputRequest", "Tool", "ToolResult", "define_tool", "tool"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(slots=True, frozen=True)
+class InputRequest:
+    """What a call waits for when its tool asked a person for input mid-call (an MCP server's
+    elicitation in the 2026-07-28 revision, with `elicitation="pause"`): the call can pause
+    (a pending call of kind `"input"`) instead of needing a live callback. All JSON-safe, so a
+    stored session or run keeps it; `Tool.resume_input(state, answer, ctx)` goes on with the
+    person's answer, in any process."""
+
+    message: str
+    """Why the tool asks, in its words (show it to the person)."""
+    schema: dict[str, Any]
+    """The JSON Schema of what is asked for (a flat object of primitive properties)."""
+    source: str
+    """Who asks: the MCP server's URL or command line."""
+    state: dict[str, Any]
+    """What the tool needs to go on (for MCP: the request, the server's `requestState`): give
+    it back to `resume_input` unchanged."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "message": self.message,
+            "schema": self.schema,
+            "source": self.source,
+            "state": self.state,
+        }
 
 
 @dataclass(slots=True, frozen=True)
 class ToolResult:
     output: str
     is_error: bool = False
+    input_request: InputRequest | None = None
+    """Set when the call stopped to ask a person for input (see `InputRequest`): `output` says
+    so, as an error the model reads where the turn cannot pause."""
+
+
+ResumeInput = Callable[[dict[str, Any], dict[str, Any], RunContext], Awaitable[ToolResult]]
+"""`resume_input(state, answer, ctx)`: go on with a call that asked for input; `answer` is
+`{"action": "accept", "content": {...}}`, `{"action": "decline"}` or `{"action": "cancel"}`."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -65,6 +100,9 @@ class Tool:
     unchecked: str | None = None
     """Why no input check runs at the boundary (a 'remote' schema that cannot be compiled),
     else None."""
+    resume_input: ResumeInput | None = None
+    """For a tool whose calls may ask for input (`ToolResult.input_request`): goes on with a
+    person's answer. None for every other tool."""
     _check: Callable[[Any], str | None] | None = field(default=None, repr=False)
     _takes_ctx: bool = field(default=True, repr=False)
 

@@ -9,7 +9,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from ..errors import McpAuthError, McpCallError
-from ._elicitation import ElicitationFailed, ElicitationHandler, answer_elicitation
+from ._elicitation import (
+    ElicitationFailed,
+    ElicitationHandler,
+    InputPending,
+    answer_elicitation,
+    pending_input,
+)
 from ._protocol import (
     HANDSHAKE_VERSIONS,
     META_CLIENT_CAPABILITIES,
@@ -121,6 +127,7 @@ class McpClient:
         on_elicitation: ElicitationHandler | None = None,
         probe_timeout: float | None = None,
         on_close: Callable[[], Awaitable[None]] | None = None,
+        pause_elicitation: bool = False,
     ) -> None:
         self._make_channel = make_channel
         self.timeout = timeout
@@ -130,6 +137,9 @@ class McpClient:
         self._client_info = client_info
         self._label = label
         self._on_elicitation = on_elicitation
+        self._pause_elicitation = pause_elicitation and on_elicitation is None
+        """A form elicitation of a 2026-07-28 server stops the call (`InputPending`) instead
+        of going to a live handler: the caller keeps what it needs to go on later."""
         self._probe_timeout = probe_timeout
         """stdio only: how long the `server/discover` probe may go unanswered before the server
         is taken for one of the handshake era (which may ignore what it does not know)."""
@@ -162,6 +172,12 @@ class McpClient:
         if self._on_elicitation is None:
             return {}
         return {"elicitation": {"form": {}, "url": {}}}
+
+    def _modern_capabilities(self) -> JsonObject:
+        """What a 2026-07-28 request declares: a paused call can take a form's answer later."""
+        if self._pause_elicitation:
+            return {"elicitation": {"form": {}}}
+        return self.client_capabilities
 
     # -- connecting --------------------------------------------------------------------------
 
@@ -212,7 +228,7 @@ class McpClient:
         return {
             META_PROTOCOL_VERSION: MODERN_VERSION,
             META_CLIENT_INFO: self._client_info,
-            META_CLIENT_CAPABILITIES: self.client_capabilities,
+            META_CLIENT_CAPABILITIES: self._modern_capabilities(),
         }
 
     async def _probe(self, channel: Channel, *, final: bool = False) -> JsonObject | None:
@@ -455,6 +471,9 @@ class McpClient:
         """One request, with the rounds of input the server asks for (SEP-2322): the same
         request again, with our answers and the server's state echoed unchanged."""
         current = params
+        # A paused call goes on with its answers and the server's state in `params`; the
+        # rounds after it carry the new ones only.
+        base = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
         for _ in range(_MAX_INPUT_ROUNDS):
             result = await self._round_trip(channel, method, current, headers=headers)
             kind = result.get("resultType")
@@ -464,8 +483,12 @@ class McpClient:
                 raise ChannelError(
                     f"the answer to {method} has resultType {kind!r}, which tether does not read"
                 )
+            if self._pause_elicitation:
+                pending = pending_input(base, result, self._label)
+                if pending is not None:
+                    raise pending
             answers = await self._fulfil(result.get("inputRequests"))
-            current = dict(params)
+            current = dict(base)
             if answers is not None:
                 current["inputResponses"] = answers
             if "requestState" in result:
@@ -535,6 +558,8 @@ class McpClient:
             channel = await self._ready(what, signal, tracer)
             try:
                 return await abortable(self._exchange(channel, method, params, headers), signal)
+            except InputPending:
+                raise  # the call waits for a person: the caller pauses it
             except SessionLost as exc:
                 if attempt:
                     raise McpCallError(

@@ -4,6 +4,14 @@ In the handshake era it arrives as an `elicitation/create` request on a stream; 
 stateless revision, inside an input-required result (SEP-2322). Either way it goes to the
 source's `on_elicitation` handler, whose answer gets the requested schema's defaults for the
 fields it left out (SEP-1034). Without a handler the client declines.
+
+With `elicitation="pause"` a stateless server's form elicitation needs no live handler: the call
+stops with `InputPending` holding everything needed to go on (the request, the server's
+`requestState`, what it asks), all JSON-safe, and goes on later — in any process — with the
+person's answer sent back as `inputResponses` with the same `requestState` (SEP-2322 makes the
+request self-contained: the server keeps nothing between the rounds). A server of the handshake
+era asks on a live stream, which cannot wait for a person across processes: `on_elicitation`
+answers it, or the client declines, as before.
 """
 
 from __future__ import annotations
@@ -14,7 +22,15 @@ from typing import Any, Literal, TypeAlias
 
 from ._protocol import JsonObject
 
-__all__ = ["Elicitation", "ElicitationFailed", "ElicitationHandler", "answer_elicitation"]
+__all__ = [
+    "Elicitation",
+    "ElicitationFailed",
+    "ElicitationHandler",
+    "InputPending",
+    "answer_elicitation",
+    "check_answer",
+    "pending_input",
+]
 
 _ACTIONS = ("accept", "decline", "cancel")
 
@@ -106,3 +122,51 @@ async def answer_elicitation(
     if request.mode == "url":
         return {"action": "accept"}
     return {"action": "accept", "content": with_defaults(request.schema, content)}
+
+
+class InputPending(Exception):
+    """A call of the stateless revision that stopped to ask a person (raised by the client in
+    `elicitation="pause"` mode, turned into `ToolResult.input_request` by the source)."""
+
+    def __init__(self, request: Elicitation, state: JsonObject) -> None:
+        super().__init__(request.message)
+        self.request = request
+        self.state = state
+
+
+def pending_input(params: JsonObject, result: JsonObject, server: str) -> InputPending | None:
+    """The pause for an input-required `result` of the request `params`: when it asks for one
+    form elicitation, else None (anything else is answered as before)."""
+    requests = result.get("inputRequests")
+    if not isinstance(requests, dict) or len(requests) != 1:
+        return None
+    [(key, request)] = requests.items()
+    if not isinstance(request, dict) or request.get("method") != "elicitation/create":
+        return None
+    asked = _request(request.get("params"), server)
+    if asked.mode != "form":
+        return None
+    call = {k: v for k, v in params.items() if k != "_meta"}
+    state: JsonObject = {"params": call, "key": key, "elicitation": request.get("params")}
+    if "requestState" in result:
+        state["requestState"] = result["requestState"]
+    return InputPending(asked, state)
+
+
+def check_answer(answer: Any, schema: Mapping[str, Any]) -> JsonObject:
+    """A person's answer to a paused elicitation as the elicitation result the server reads
+    (defaults filled in); ElicitationFailed naming what is wrong otherwise."""
+    if not isinstance(answer, Mapping) or answer.get("action") not in _ACTIONS:
+        raise ElicitationFailed(
+            "the answer to an elicitation is {'action': 'accept'|'decline'|'cancel', "
+            f"'content': {{...}}}}, got {answer!r:.200}"
+        )
+    action = answer["action"]
+    if action != "accept":
+        return {"action": action}
+    content = answer.get("content")
+    if content is None:
+        content = {}
+    if not isinstance(content, Mapping):
+        raise ElicitationFailed(f"an accepted answer's content must be an object: {content!r:.200}")
+    return {"action": "accept", "content": with_defaults(schema, content)}

@@ -12,7 +12,7 @@ import logging
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import httpx
 
@@ -29,10 +29,10 @@ from ..errors import (
 from ..integrations import MAX_INTEGRATIONS, SourceConnection
 from ..resources import Resource, define_resource
 from ..signals import AbortSignal
-from ..tools import Tool, ToolResult, define_tool
+from ..tools import InputRequest, Tool, ToolResult, define_tool
 from ._auth import ClientCredentials, OAuth
 from ._client import Aborted, McpClient, VersionRefused, abortable
-from ._elicitation import ElicitationHandler
+from ._elicitation import ElicitationFailed, ElicitationHandler, InputPending, check_answer
 from ._headers import ParamHeader, param_headers, read_param_headers
 from ._http import BorrowedTransport, HttpChannel
 from ._protocol import (
@@ -92,7 +92,11 @@ class McpSource:
         attach: Sequence[str],
         timeout_ms: int,
         on_elicitation: ElicitationHandler | None = None,
+        elicitation: Literal["callback", "pause"] = "callback",
     ) -> None:
+        if elicitation not in ("callback", "pause"):
+            raise ConfigError(f"elicitation= is 'callback' or 'pause', got {elicitation!r}")
+        self.elicitation = elicitation
         if not isinstance(prefix, str) or not _PREFIX.match(prefix):
             raise ConfigError(f"prefix={prefix!r} may hold only letters, digits, '_' and '-'")
         if isinstance(tools, str) or (
@@ -153,6 +157,7 @@ class McpSource:
             on_elicitation=self.on_elicitation,
             probe_timeout=self._probe_timeout,
             on_close=cleanup,
+            pause_elicitation=self.elicitation == "pause",
         )
         try:
             # The signal cancels the handshake but does not stay attached to the connection.
@@ -295,7 +300,8 @@ class McpSource:
         description = spec.get("description")
         what = f"MCP tool {remote} on {self.label}"
 
-        async def execute(value: Any, ctx: RunContext) -> ToolResult:
+        async def send(params: JsonObject, ctx: RunContext) -> ToolResult:
+            value = params.get("arguments")
             try:
                 extra = param_headers(mirrored, value) if mirrored else None
             except ValueError as exc:
@@ -303,7 +309,7 @@ class McpSource:
             try:
                 result = await client.call(
                     "tools/call",
-                    {"name": remote, "arguments": value},
+                    params,
                     what=what,
                     signal=ctx.signal,
                     tracer=ctx.tracer,
@@ -312,6 +318,8 @@ class McpSource:
                 )
             except McpCallError as exc:
                 return ToolResult(str(exc), is_error=True)
+            except InputPending as pending:
+                return self._paused(what, pending)
             text = content_text(result.get("content"))
             if not text and "structuredContent" in result:
                 text = dumps(result["structuredContent"])
@@ -319,11 +327,34 @@ class McpSource:
                 return ToolResult(str(McpCallError(f"{what} reported an error: {text}")), True)
             return ToolResult(text)
 
+        async def execute(value: Any, ctx: RunContext) -> ToolResult:
+            return await send({"name": remote, "arguments": value}, ctx)
+
+        async def resume_input(
+            state: dict[str, Any], answer: dict[str, Any], ctx: RunContext
+        ) -> ToolResult:
+            params = state.get("params") if isinstance(state, dict) else None
+            asked = state.get("elicitation") if isinstance(state, dict) else None
+            if not isinstance(params, dict) or params.get("name") != remote:
+                return ToolResult(
+                    f"{what} cannot go on: the paused call's state is not one of this tool's",
+                    is_error=True,
+                )
+            schema = asked.get("requestedSchema") if isinstance(asked, dict) else None
+            try:
+                reply = check_answer(answer, schema if isinstance(schema, dict) else {})
+            except ElicitationFailed as exc:
+                return ToolResult(f"{what} cannot go on: {exc}", is_error=True)
+            again: JsonObject = {**params, "inputResponses": {state["key"]: reply}}
+            if "requestState" in state:
+                again["requestState"] = state["requestState"]
+            return await send(again, ctx)
+
         try:
             # The server's schema passes verbatim and the server is the authoritative validator
             # (validation="remote"); the boundary still checks required properties and types,
             # and answers a failure without sending the call.
-            return define_tool(
+            tool = define_tool(
                 name=name,
                 description=description if isinstance(description, str) else "",
                 input_schema=schema if isinstance(schema, dict) else {"type": "object"},
@@ -335,6 +366,23 @@ class McpSource:
                 f"MCP server {self.label} lists tool {remote!r}, which cannot be offered to a "
                 f"model as {name!r} ({exc}); leave it out with tools=[...]"
             ) from exc
+        if self.elicitation == "pause":
+            tool.resume_input = resume_input
+        return tool
+
+    def _paused(self, what: str, pending: InputPending) -> ToolResult:
+        """The result of a call that stopped to ask a person: its input request, and what the
+        model reads where the turn cannot pause for it."""
+        asked = pending.request
+        request = InputRequest(
+            message=asked.message, schema=asked.schema, source=self.label, state=pending.state
+        )
+        return ToolResult(
+            f"{what} asks for input ({asked.message!r}) and waits for a person's answer; "
+            "resume the call with it (or give the source on_elicitation= to answer at once)",
+            is_error=True,
+            input_request=request,
+        )
 
     # -- resources ---------------------------------------------------------------------------
 
@@ -429,6 +477,7 @@ class McpServerSource(McpSource):
         timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
         on_elicitation: ElicitationHandler | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        elicitation: Literal["callback", "pause"] = "callback",
     ) -> None:
         super().__init__(
             prefix=prefix,
@@ -437,6 +486,7 @@ class McpServerSource(McpSource):
             attach=attach,
             timeout_ms=timeout_ms,
             on_elicitation=on_elicitation,
+            elicitation=elicitation,
         )
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigError(f"mcp_server(url=...) needs an http:// or https:// URL, got {url!r}")
@@ -509,6 +559,7 @@ class McpStdioSource(McpSource):
         timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
         startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS,
         on_elicitation: ElicitationHandler | None = None,
+        elicitation: Literal["callback", "pause"] = "callback",
     ) -> None:
         super().__init__(
             prefix=prefix,
@@ -517,6 +568,7 @@ class McpStdioSource(McpSource):
             attach=attach,
             timeout_ms=timeout_ms,
             on_elicitation=on_elicitation,
+            elicitation=elicitation,
         )
         if not isinstance(startup_timeout_ms, int | float) or startup_timeout_ms < 0:
             raise ConfigError(
@@ -563,6 +615,7 @@ def mcp_server(
     timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
     on_elicitation: ElicitationHandler | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    elicitation: Literal["callback", "pause"] = "callback",
 ) -> McpServerSource:
     """An MCP server over streamable HTTP, as an integration source.
 
@@ -587,6 +640,11 @@ def mcp_server(
             Without it the client declines.
         transport: An httpx transport to send through instead of the network (tests use
             `tether.testing.create_test_mcp_server()`); it stays the caller's to close.
+        elicitation: "pause": a 2026-07-28 server's form elicitation needs no live handler —
+            the call's result carries an `InputRequest` (the schema asked for, and the state
+            to go on with, JSON-safe) and `tool.resume_input(state, answer, ctx)` goes on with
+            the person's answer later, in any process. A server of the handshake era still
+            goes to `on_elicitation` (or is declined). "callback" (the default): as before.
     """
     return McpServerSource(
         url,
@@ -599,6 +657,7 @@ def mcp_server(
         timeout_ms=timeout_ms,
         on_elicitation=on_elicitation,
         transport=transport,
+        elicitation=elicitation,
     )
 
 
@@ -615,6 +674,7 @@ def mcp_stdio(
     timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
     startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS,
     on_elicitation: ElicitationHandler | None = None,
+    elicitation: Literal["callback", "pause"] = "callback",
 ) -> McpStdioSource:
     """An MCP server run as a child process (newline-delimited JSON-RPC on its stdin/stdout).
 
@@ -637,4 +697,5 @@ def mcp_stdio(
         timeout_ms=timeout_ms,
         startup_timeout_ms=startup_timeout_ms,
         on_elicitation=on_elicitation,
+        elicitation=elicitation,
     )
