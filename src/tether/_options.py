@@ -34,9 +34,10 @@ class AgentParts(TypedDict, total=False):
     """The parts a harness agent and a lab agent share, under the same names. None is the same
     as not giving a part (`max_tool_rounds=None` aside: no bound)."""
 
-    model: ModelSpec | None
-    """``"provider:model"``, an `LLMClient`, or a model config dict."""
-    llm: ModelSpec | None
+    model: ModelSpec | list[ModelSpec] | None
+    """``"provider:model"``, an `LLMClient`, or a model config dict; a list of them is a
+    fallback chain, tried in order (`tether.llm.fallback`; harness agents)."""
+    llm: ModelSpec | list[ModelSpec] | None
     """The harness seed's name for `model` (give one of the two)."""
     settings: ModelSettings | None
     """Portable model settings; a run's overlay them key by key."""

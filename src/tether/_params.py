@@ -178,13 +178,28 @@ def check_model(
     raise bad(param, value, _MODEL_TAKES, where)
 
 
-def model_client_spec(param: str, value: Any) -> dict[str, Any] | LLMClient:
+def model_client_spec(
+    param: str, value: Any
+) -> dict[str, Any] | LLMClient | list[dict[str, Any] | LLMClient]:
     """A model as `client_from_config` takes it: a ``"provider:model"`` string becomes
-    ``{"model": value}``; a config dict is checked and copied; a client is itself."""
-    spec = check_model(value, "", param)
-    if spec is None:
+    ``{"model": value}``; a config dict is checked and copied; a client is itself; a list of
+    them (a fallback chain, tried in order) is a list of those."""
+    if isinstance(value, list | tuple):
+        if len(value) < 2:
+            raise ConfigError(
+                f"{param}=[...] is a fallback chain and takes at least two models, got {len(value)}"
+            )
+        out: list[dict[str, Any] | LLMClient] = []
+        for i, item in enumerate(value):
+            spec = model_client_spec(f"{param}[{i}]", item)
+            if isinstance(spec, list):
+                raise ConfigError(f"{param}[{i}] is a list: fallback chains do not nest")
+            out.append(spec)
+        return out
+    one = check_model(value, "", param)
+    if one is None:
         raise bad(param, value, _MODEL_TAKES)
-    return {"model": spec} if isinstance(spec, str) else spec
+    return {"model": one} if isinstance(one, str) else one
 
 
 # -- settings --------------------------------------------------------------------------------

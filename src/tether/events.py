@@ -319,6 +319,8 @@ class DoneEvent(TypedDict):
     """The normalized reason, the same on every provider (see `FinishReason`)."""
     thinking: NotRequired[list[ThinkingPart]]
     """The final round's thinking blocks, kept in the transcript with their signatures."""
+    model: NotRequired[str]
+    """Which model answered (``provider:model``), when the agent's model is a fallback list."""
 
 
 class ErrorEvent(TypedDict):

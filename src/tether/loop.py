@@ -164,6 +164,7 @@ class _Turn:
     model call of the round, the calls of the running tool round, and the abort scope."""
 
     __slots__ = (
+        "answered_by",
         "call",
         "chat_span",
         "ctx",
@@ -196,6 +197,8 @@ class _Turn:
         self.span: Span | None = None
         """The turn's live span, when the sink opens spans (`tracing.SpanSink`)."""
         self.chat_span: Span | None = None
+        self.answered_by: str | None = None
+        """The model that answered last, when a `FallbackClient` says (``provider:model``)."""
         self.history: TurnHistory | None = plan.history_of() if plan.history else None
         """The turn's history policy (None without one: every call sends the transcript)."""
 
@@ -480,7 +483,11 @@ class _Turn:
             ended.update(finish_reason=reason, content=finish["content"])
             ended.update(response_id=finish.get("response_id"))
             ended.update(response_model=finish.get("response_model"))
+            if "model" in finish:
+                ended["fallback_model"] = finish["model"]
             self.end_chat_span(ended)
+        if "model" in finish:
+            self.answered_by = finish["model"]
         return step
 
     def round_events(self, step: RoundResult) -> list[AgentEvent]:
@@ -706,6 +713,8 @@ class _Turn:
         }
         if thinking:
             done["thinking"] = thinking
+        if self.answered_by is not None:
+            done["model"] = self.answered_by
         fold(self.messages, self.memory_view, done)
         out.append(done)
         if self.span is not None:
@@ -813,6 +822,12 @@ class _Call:
                 data: dict[str, Any] = {"round": self.turn.number}
                 data.update(attempt=chunk["attempt"], delay=chunk["delay"], reason=chunk["reason"])
                 return tracer.record("request", "retry", data)
+        elif chunk["type"] == "fallback":
+            tracer = self.turn.tracer
+            if tracer is not None:
+                switch: dict[str, Any] = {"round": self.turn.number, "model": chunk["model"]}
+                switch.update(after=chunk["after"], reason=chunk["reason"])
+                return tracer.record("request", "fallback", switch)
         return None
 
     def outcome(self) -> list[AgentEvent]:

@@ -310,7 +310,7 @@ class OtelSink:
             self._open.setdefault(session_id, []).append(live)
         return live
 
-    def _end(self, live: _Live, data: Mapping[str, Any]) -> None:
+    def _end(self, live: _Live, data: Mapping[str, Any]) -> None:  # noqa: C901
         with self._lock:
             stack = self._open.get(live.turn_key)
             if stack is not None and live in stack:
@@ -330,6 +330,8 @@ class OtelSink:
             span.set_attribute(RESPONSE_ID, str(data["response_id"]))
         if data.get("response_model") is not None:
             span.set_attribute(RESPONSE_MODEL, str(data["response_model"]))
+        if data.get("fallback_model") is not None:
+            span.set_attribute("tether.fallback.model", str(data["fallback_model"]))
         if self.capture_content:
             if live.kind == "chat" and "content" in data:
                 out = {"role": "assistant", "parts": _parts(data["content"])}

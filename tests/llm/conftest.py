@@ -28,7 +28,7 @@ from tether._sse import SSEDecoder
 from tether.errors import LLMError
 from tether.events import Part
 from tether.llm._adapter import HTTPAdapter, StreamParser, end_of_stream
-from tether.llm.base import ChatRequest, FinishChunk, StreamChunk
+from tether.llm.base import ChatRequest, FinishChunk, LLMClient, StreamChunk
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 408: "Timeout"}
 
@@ -257,7 +257,7 @@ class Outcome:
         return [p for p in self.content if p["type"] == kind]
 
 
-async def run_chat(client: HTTPAdapter, request: ChatRequest) -> Outcome:
+async def run_chat(client: LLMClient, request: ChatRequest) -> Outcome:
     out = Outcome()
     try:
         async for chunk in client.chat(request):

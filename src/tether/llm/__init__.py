@@ -10,6 +10,7 @@ package declares under the ``tether.providers`` entry point group (`ENTRY_POINT_
 from __future__ import annotations
 
 from collections.abc import Mapping as _Mapping
+from collections.abc import Sequence as _Sequence
 from typing import Any as _Any
 
 from ..errors import ConfigError as _ConfigError
@@ -19,6 +20,7 @@ from ._registry import ENTRY_POINT_GROUP, PROVIDERS, provider_names
 from ._settings import REASONING_TAKES, SETTING_KEYS, check_settings, setting_problem
 from .base import (
     ChatRequest,
+    FallbackChunk,
     FinishChunk,
     LLMClient,
     ModelSettings,
@@ -31,6 +33,7 @@ from .base import (
     ToolInputDeltaChunk,
     ToolSpec,
 )
+from .fallback import FallbackClient, fallback
 
 __all__ = [
     "CLOUD_KEYS",
@@ -40,6 +43,8 @@ __all__ = [
     "REASONING_TAKES",
     "SETTING_KEYS",
     "ChatRequest",
+    "FallbackChunk",
+    "FallbackClient",
     "FinishChunk",
     "LLMClient",
     "ModelSettings",
@@ -53,6 +58,7 @@ __all__ = [
     "ToolSpec",
     "check_settings",
     "client_from_config",
+    "fallback",
     "model_problem",
     "provider_names",
     "setting_problem",
@@ -108,17 +114,23 @@ def model_problem(model: object) -> str | None:
     return None
 
 
-def client_from_config(config: str | _Mapping[str, _Any] | LLMClient) -> LLMClient:
+def client_from_config(
+    config: str | _Mapping[str, _Any] | LLMClient | _Sequence[_Any],
+) -> LLMClient:
     """The adapter for a model: a ``"provider:model"`` string, or a model config dict
     ``{"model": "provider:model", "base_url"?, "api_key"?, "headers"?, "max_retries"?,
     "stream_retries"?, "connect_timeout"?, "first_byte_timeout"?, "idle_timeout"?,
     "total_timeout"?, "max_connections"?, "extra_body"?, "pricing"?}`` (see `CONFIG_KEYS`); an
     `LLMClient` is returned as is. A key that is not one of these, or a value of the wrong type,
     is a `ConfigError` naming it. ``pricing=False`` is for the run records (no call of the
-    client is priced), never sent."""
+    client is priced), never sent. A list of any of these is a fallback chain
+    (`tether.llm.fallback`)."""
+    if isinstance(config, list | tuple):
+        return fallback(*config)
     if isinstance(config, str):
         config = {"model": config}
     elif not isinstance(config, _Mapping):
+        assert isinstance(config, LLMClient)
         return config
     model = config.get("model")
     own = CLOUD_KEYS.get(model.split(":", 1)[0], ()) if isinstance(model, str) else ()

@@ -8,6 +8,8 @@ test). Optional keys are absent, never empty. The stream a client yields is norm
     {"type": "tool_input_delta", "id", "name", "partial"}   a fragment of a call's JSON arguments
     {"type": "retry", "attempt", "delay", "reason"}        the client waits `delay` s before
                                                   HTTP attempt `attempt` (a trace record)
+    {"type": "fallback", "model", "after", "reason"}      a fallback client's model failed before
+                                                  answering; `model` is tried next
     {"type": "finish", "content", "stop_reason", "finish_reason", "usage"}   exactly once, last
 
 `finish.content` is the assembled assistant message in order: thinking parts (with signatures or
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChatRequest",
+    "FallbackChunk",
     "FinishChunk",
     "LLMClient",
     "ModelSettings",
@@ -145,9 +148,26 @@ class FinishChunk(TypedDict):
     response_model: NotRequired[str]
     """The model that answered, as the provider names it (``gen_ai.response.model``; may be
     a dated snapshot of the requested one)."""
+    model: NotRequired[str]
+    """Set by a `FallbackClient`: which of its models answered, as ``provider:model``."""
 
 
-StreamChunk: TypeAlias = TextChunk | ThinkingChunk | ToolInputDeltaChunk | RetryChunk | FinishChunk
+class FallbackChunk(TypedDict):
+    """Render-only: a `FallbackClient`'s model failed before answering; the request goes to
+    the next one (a trace record)."""
+
+    type: Literal["fallback"]
+    model: str
+    """The model tried next, as ``provider:model``."""
+    after: str
+    """The model that failed."""
+    reason: str
+    """Its error, as ``ErrorClass: message``."""
+
+
+StreamChunk: TypeAlias = (
+    TextChunk | ThinkingChunk | ToolInputDeltaChunk | RetryChunk | FallbackChunk | FinishChunk
+)
 
 
 @runtime_checkable
