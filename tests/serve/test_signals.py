@@ -4,6 +4,10 @@ refusals are typed; a wait that times out is resumed by the server's sweep."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -114,3 +118,39 @@ def test_a_wait_that_times_out_is_resumed_by_the_server(client: httpx.Client) ->
     events = [m for m in stream_all(client, run_id) if m.id is not None]
     assert [m.event for m in events].count("workflow_waiting") == 1
     assert events[-1].data["data"]["output"] == "timed out"
+
+
+def test_a_signal_stored_by_the_cli_is_resumed_by_the_server(
+    server: Server, client: httpx.Client
+) -> None:
+    run_id, last = _waiting_run(client)
+    root = server.log.parent
+    sent = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from tether.cli import main; main()",
+            "--config",
+            str(root / "tether.toml"),
+            "workflow",
+            "signal",
+            run_id,
+            "verdict",
+            '{"ok": false}',
+            "--no-run",
+            "--json",
+        ],
+        cwd=root,
+        env={**os.environ, "TETHER_TEST_STORE": f"sqlite:///{root / 'tether.db'}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout)["workflow_run_id"] == run_id
+    # The CLI ran nothing: the server's sweep took the run over and finished it.
+    rest = [m for m in stream_all(client, run_id, last_id=last) if m.id is not None]
+    assert rest[-1].event == "workflow_finished"
+    assert rest[-1].data["data"]["output"] == {"draft": "draft of spec", "ok": False}
+    log = server.log.read_text(errors="replace")
+    assert f"took over workflow run {run_id}" in log

@@ -268,3 +268,25 @@ async def test_a_bad_wait_fails_the_run_naming_what(kwargs: dict[str, Any], mess
     flow = create_workflow("bad", run, store=InMemoryWorkflowStore())
     with pytest.raises(WorkflowError, match=message):
         await flow.run({})
+
+
+async def test_a_stored_signal_leaves_the_run_to_whoever_takes_it_over(
+    store: WorkflowStore,
+) -> None:
+    calls: list[str] = []
+    flow = create_workflow("approve", approval_flow(calls), store=store)
+    handle = flow.run({"x": 3})
+    with pytest.raises(WorkflowWaitingError):
+        await handle
+    rid = handle.workflow_run_id
+    with pytest.raises(WorkflowSignalError):
+        await flow.store_signal(rid, "review", {"ok": 1})
+    assert await flow.store_signal(rid, "review", {"ok": True}) == rid
+    await asyncio.sleep(0.01)
+    record = await store.get_run(rid)
+    assert record is not None and record.status == "interrupted"  # held by nobody alive
+    with pytest.raises(WorkflowNotWaitingError):
+        await flow.signal(rid, "review", {"ok": False})
+    # The takeover any worker does: the journaled signal is there.
+    assert (await flow.run(workflow_run_id=rid, wait=False))["sent"] is True
+    assert calls == ["draft", "send"]

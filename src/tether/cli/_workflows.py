@@ -7,9 +7,9 @@ import asyncio
 import inspect
 import json
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -56,6 +56,7 @@ workflow_app = typer.Typer(
 )
 
 _UNSET: Any = object()
+T = TypeVar("T")
 
 
 def find_workflow(registry: Registry, workflow_id: str) -> Workflow[Any, Any]:
@@ -237,9 +238,17 @@ def signal_workflow(
         bool,
         typer.Option("--json", help="Print the run id, status and output as one JSON object."),
     ] = False,
+    no_run: Annotated[
+        bool,
+        typer.Option(
+            "--no-run",
+            help="Store the signal and leave the run to a `tether serve` worker (its next sweep "
+            "resumes it) instead of running it here.",
+        ),
+    ] = False,
 ) -> None:
     """Send signal NAME with value JSON to workflow run RUN, which waits for it, and resume the
-    run here from its journal.
+    run here from its journal (or, with --no-run, in a `tether serve` worker).
 
     The run goes on in this process (step progress on stderr, its output on stdout), until it
     completes, fails, or waits for its next signal. A value that does not match the schema the
@@ -257,7 +266,9 @@ def signal_workflow(
             )
     value = _parse_value(value_text)
     registry = load_project(options)
-    run_async(_signal(registry.runtime, options, run_id, name, value, as_json=as_json))
+    run_async(
+        _signal(registry.runtime, options, run_id, name, value, as_json=as_json, no_run=no_run)
+    )
 
 
 def _parse_value(text: str) -> Any:
@@ -270,10 +281,28 @@ def _parse_value(text: str) -> Any:
 
 
 async def _signal(
-    runtime: Runtime, options: GlobalOptions, run_id: str, name: str, value: Any, *, as_json: bool
+    runtime: Runtime,
+    options: GlobalOptions,
+    run_id: str,
+    name: str,
+    value: Any,
+    *,
+    as_json: bool,
+    no_run: bool = False,
 ) -> None:
     async with runtime:
         await reach_stores(runtime, options)
+        if no_run:
+            root = await _refusing(runtime.store_signal(run_id, name, value), run_id)
+            if as_json:
+                emit_json({"workflow_run_id": root, "signal": name, "status": "interrupted"})
+            else:
+                emit_err(
+                    f"signal {clean(name)!r} stored; run {root} goes on in the first `tether "
+                    "serve` worker that sweeps for it (or here: `tether workflow run WORKFLOW "
+                    f"--run-id {root}`)"
+                )
+            return
         quiet = as_json
 
         def quieten() -> None:
@@ -284,20 +313,7 @@ async def _signal(
             if not quiet:
                 _progress(event)
 
-        try:
-            handle = await runtime.signal(run_id, name, value, on_event=on_event)
-        except WorkflowNotWaitingError as exc:
-            raise RunFailedError(
-                str(exc), kind=type(exc).__name__, hint=f"`tether runs show {run_id}`."
-            ) from None
-        except WorkflowSignalError as exc:
-            raise CommandLineError(
-                str(exc), hint="The wait's schema: `tether runs show RUN --json`."
-            ) from None
-        except WorkflowError as exc:
-            raise CommandLineError(
-                str(exc), hint="`tether runs list --kind workflow` lists the waiting runs."
-            ) from None
+        handle = await _refusing(runtime.signal(run_id, name, value, on_event=on_event), run_id)
         rid = handle.workflow_run_id
         emit_err(
             f"signal {clean(name)!r} sent; resuming run {rid} of workflow "
@@ -305,6 +321,24 @@ async def _signal(
         )
         outcome = await _follow(handle, quieten)
     _report(handle.workflow_id, rid, outcome, as_json=as_json, resumed=True, already=False)
+
+
+async def _refusing(call: Awaitable[T], run_id: str) -> T:
+    """What a signal gives, or the CLI error for a refused one."""
+    try:
+        return await call
+    except WorkflowNotWaitingError as exc:
+        raise RunFailedError(
+            str(exc), kind=type(exc).__name__, hint=f"`tether runs show {run_id}`."
+        ) from None
+    except WorkflowSignalError as exc:
+        raise CommandLineError(
+            str(exc), hint="The wait's schema: `tether runs show RUN --json`."
+        ) from None
+    except WorkflowError as exc:
+        raise CommandLineError(
+            str(exc), hint="`tether runs list --kind workflow` lists the waiting runs."
+        ) from None
 
 
 async def _resumable(

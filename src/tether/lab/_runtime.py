@@ -55,7 +55,7 @@ from ._recorder import RunListener
 from ._stores import DEFAULT_STORE, RuntimeStores
 from ._template import Template
 from ._titles import ConversationTitleInput, ConversationTitleOutput
-from ._workflow_runs import WorkflowRunRecorder, expire_waits, signal_run
+from ._workflow_runs import WorkflowRunRecorder, expire_waits, signal_run, store_signal
 
 __all__ = ["ConversationTitleInput", "ConversationTitleOutput", "Runtime", "ToolCallInfo"]
 
@@ -388,6 +388,15 @@ class Runtime:
             WorkflowError: there is no such run, or its workflow is not one of this runtime's.
         """
         return await signal_run(self.workflows, self.workflow_store, run_id, name, value, on_event)
+
+    async def store_signal(self, run_id: str, name: str, value: Any) -> str:
+        """Send signal `name` with `value` to workflow run `run_id` like `signal`, but leave the
+        run to whichever process takes it over instead of resuming it here: a `tether serve`
+        worker does on its next sweep (or `tether workflow run ID --run-id RUN` here). The root
+        run's id. Raises what `signal` raises, before anything is stored."""
+        return await store_signal(
+            self.workflows, (self.workflow_store, self.run_store), run_id, name, value
+        )
 
     async def resume_expired_waits(self, *, limit: int = 100) -> list[WorkflowHandle[Any]]:
         """Resume this runtime's waiting workflow runs whose `wait_for` timed out (their wait

@@ -8,9 +8,11 @@ heartbeat lease while it runs. An event the store cannot take fails the run.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from .._owners import owner_name
 from ..errors import LeaseLostError, StoreError, WorkflowError
 from ..run_events import WORKFLOW_FAILED, WORKFLOW_FINISHED, WORKFLOW_STARTED, WORKFLOW_WAITING
 from ..stores.run_store import RunInfo, RunStore
@@ -28,7 +30,7 @@ from ._leases import Heartbeat
 from ._recorder import RunListener, logger, notify
 from ._tags import context_tags
 
-__all__ = ["WorkflowRunHost", "WorkflowRunRecorder", "expire_waits", "signal_run"]
+__all__ = ["WorkflowRunHost", "WorkflowRunRecorder", "expire_waits", "signal_run", "store_signal"]
 
 
 class WorkflowRunHost(Protocol):
@@ -171,6 +173,33 @@ async def signal_run(
 ) -> WorkflowHandle[Any]:
     """Signal a waiting run of one of `workflows` (by the workflow its root belongs to) and
     resume it here (`Workflow.signal`)."""
+    workflow = await _workflow_of(workflows, store, run_id)
+    return await workflow.signal(run_id, name, value, on_event=on_event)
+
+
+async def store_signal(
+    workflows: Mapping[str, Workflow[Any, Any]],
+    stores: tuple[WorkflowStore, RunStore],
+    run_id: str,
+    name: str,
+    value: Any,
+) -> str:
+    """Signal a waiting run and leave it to a worker (`Workflow.store_signal`): its run record
+    reads as interrupted at once too, which is what a `tether serve` worker's sweep takes over."""
+    store, runs = stores
+    workflow = await _workflow_of(workflows, store, run_id)
+    root = await workflow.store_signal(run_id, name, value, store=store)
+    if await runs.get_run(root) is not None:
+        # Running under a holder that is gone already: the first sweep that looks resumes it.
+        await runs.finish_run(
+            root, "running", lease_ttl=0.0, lease=owner_name(uuid.uuid4().hex[:8])
+        )
+    return root
+
+
+async def _workflow_of(
+    workflows: Mapping[str, Workflow[Any, Any]], store: WorkflowStore, run_id: str
+) -> Workflow[Any, Any]:
     record = await store.get_run(run_id)
     if record is None:
         raise WorkflowError(
@@ -186,7 +215,7 @@ async def signal_run(
             f"workflow run {run_id!r} is a run of workflow {workflow_id!r}, which this runtime "
             f"does not have (it has: {known}); create it with runtime.create_workflow(...)"
         )
-    return await workflow.signal(run_id, name, value, on_event=on_event)
+    return workflow
 
 
 async def expire_waits(

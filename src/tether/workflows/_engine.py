@@ -624,9 +624,39 @@ class Workflow(Generic[In, Out]):
             NotJSONSafeError: `value` is not JSON-safe.
             WorkflowError: there is no such run, or it is a run of another workflow.
         """
-        check_json_safe(value, "value")
         chosen = store or self.store or _fallback_store()
-        root = await self._waiting_root(chosen, run_id)
+        root, wait = await self._signalled(chosen, run_id, name, value)
+        return await self._answer(root, wait, signal_output(value), chosen, on_event)
+
+    async def store_signal(
+        self, run_id: str, name: str, value: Any, *, store: WorkflowStore | None = None
+    ) -> str:
+        """Like `signal`, but the run is not resumed here: the value is journaled and the run
+        left to whichever process takes it over (it reads as `interrupted` at once, so a
+        `tether serve` worker's sweep resumes it, as `tether workflow run ID --run-id RUN`
+        would). The root run's id.
+
+        Raises what `signal` raises, before anything is stored.
+        """
+        chosen = store or self.store or _fallback_store()
+        root, wait = await self._signalled(chosen, run_id, name, value)
+        await chosen.deliver_signal(
+            root.run_id,
+            name=wait.name,
+            step_id=wait.step_id,
+            waiter_run_id=wait.run_id,
+            output=signal_output(value),
+            # Held by nobody alive: the lease ends as it is taken.
+            lease=RunLease(lease_owner(), 0.0),
+        )
+        return root.run_id
+
+    async def _signalled(
+        self, store: WorkflowStore, run_id: str, name: str, value: Any
+    ) -> tuple[WorkflowRunRecord, WaitRecord]:
+        """The waiting root run and its wait a signal answers; the refusals of `signal`."""
+        check_json_safe(value, "value")
+        root = await self._waiting_root(store, run_id)
         wait = root.waiting_for
         if root.status != "waiting" or wait is None or wait.name != name:
             raise not_waiting_error(run_id, name, root.status, wait)
@@ -640,7 +670,7 @@ class Workflow(Generic[In, Out]):
         refused = wrong_value(run_id, wait, value)
         if refused is not None:
             raise refused
-        return await self._answer(root, wait, signal_output(value), chosen, on_event)
+        return root, wait
 
     async def _waiting_root(self, store: WorkflowStore, run_id: str) -> WorkflowRunRecord:
         record = await store.get_run(run_id)
