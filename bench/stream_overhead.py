@@ -5,9 +5,10 @@
 A streaming HTTP/1.1 server runs in its own process on 127.0.0.1 (so its CPU time is not ours)
 and answers in each API's wire format. Two measurements, medians of several runs:
 
-1. **Per SSE event.** A response of N delta events per API. The floor reads the same body with
-   plain httpx (``aiter_bytes``, no parsing); the adapter run is ``client.chat()`` to the finish
-   chunk. Reported: floor and adapter µs per event, and their difference, the adapter's cost.
+1. **Per SSE event.** A response of N delta events per API (1b: Bedrock's event stream
+   messages, against httpx + botocore's own event stream decoder + `json.loads` per payload).
+   The floor reads the same body with plain httpx (``aiter_bytes``, no parsing); the adapter
+   run is ``client.chat()`` to the finish chunk. Reported: floor and adapter µs per event, and their difference, the adapter's cost.
    Also the parser alone (SSE decoder + adapter state machine on bytes in memory, no I/O).
 2. **A 10-round tool loop.** An agent on the local OpenAI-compatible server: 9 rounds that each
    stream a sentence and a tool call in fragments, then a streamed answer (10 requests, with
@@ -30,7 +31,9 @@ import httpx
 from tether import Session, create_agent, define_tool, reduce
 from tether._sse import SSEDecoder
 from tether.llm._adapter import HTTPAdapter, StreamParser
+from tether.llm._eventstream import EventStreamDecoder, encode_message
 from tether.llm.anthropic import AnthropicClient, AnthropicStream
+from tether.llm.bedrock import BedrockClient, BedrockStream
 from tether.llm.gemini import GeminiClient, GeminiStream
 from tether.llm.openai_chat import OpenAIChatClient, OpenAIChatStream
 from tether.llm.openai_responses import OpenAIResponsesClient, OpenAIResponsesStream
@@ -259,7 +262,31 @@ def gemini_body(n: int) -> list[bytes]:
     return [chunk(w) for w in words[:-1]] + [chunk(words[-1], "STOP")]
 
 
+def bedrock_body(n: int) -> list[bytes]:
+    """A ConverseStream body: one event stream message per event, as Bedrock frames them."""
+
+    def frame(kind: str, payload: dict[str, Any]) -> bytes:
+        headers = {
+            ":event-type": kind,
+            ":content-type": "application/json",
+            ":message-type": "event",
+        }
+        return encode_message(headers, json.dumps(payload, separators=(",", ":")).encode())
+
+    out = [frame("messageStart", {"role": "assistant", "p": "abcdefgh"})]
+    out += [
+        frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": w}, "p": "abcd"})
+        for w in _words(n)
+    ]
+    out.append(frame("contentBlockStop", {"contentBlockIndex": 0, "p": "abcdef"}))
+    out.append(frame("messageStop", {"stopReason": "end_turn", "p": "ab"}))
+    usage = {"inputTokens": 12, "outputTokens": n, "totalTokens": n + 12}
+    out.append(frame("metadata", {"usage": usage, "metrics": {"latencyMs": 100}, "p": "abc"}))
+    return out
+
+
 BODIES = {
+    "bedrock": bedrock_body,
     "anthropic": anthropic_body,
     "openai": chat_body,
     "openai-responses": responses_body,
@@ -521,9 +548,92 @@ async def tool_loop(base: str) -> None:
         )
 
 
+async def bedrock_per_event(base: str) -> None:
+    """Bedrock against the plain way to read the same body: httpx's bytes through botocore's
+    own event stream decoder (CRC-checked, as ours) and `json.loads` of each payload — what any
+    reader must do to get the answer out. Signing (botocore SigV4) is once per request and is
+    included in chat()."""
+    from botocore.credentials import Credentials as AWSKeys
+    from botocore.eventstream import EventStreamBuffer
+
+    print(f"1b. Bedrock, cost per event stream message ({EVENTS:,} per response, median of {RUNS})")
+    print(
+        f"   {'':<18}{'raw wall':>10}{'raw cpu':>10}{'decode loop':>13}{'chat() cpu':>12}"
+        f"{'ratio':>8}{'decode only':>13}{'ours only':>11}{'ratio':>8}"
+    )
+    async with httpx.AsyncClient(timeout=60) as http:
+        client = BedrockClient(
+            "bench",
+            base_url=f"{base}/{EVENTS}/bedrock",
+            region="us-east-1",
+            aws_credentials=AWSKeys("AKIDBENCH", "secret"),
+            http_client=http,
+        )
+        url = client.url(REQUEST)
+        content = client.encode(REQUEST)
+
+        async def floor(decode: bool) -> tuple[float, float]:
+            wall, cpu = _timed()
+            async with http.stream("POST", url, content=content) as response:
+                buffer = EventStreamBuffer()
+                async for piece in response.aiter_bytes():
+                    if decode:
+                        buffer.add_data(piece)
+                        for message in buffer:
+                            json.loads(message.payload)
+            return time.perf_counter() - wall, time.process_time() - cpu
+
+        async def adapter() -> tuple[float, float]:
+            wall, cpu = _timed()
+            async for chunk in client.chat(REQUEST):
+                if chunk["type"] == "finish":
+                    break
+            return time.perf_counter() - wall, time.process_time() - cpu
+
+        await floor(True)
+        await adapter()
+        raw, plain, ours = [], [], []
+        for _ in range(RUNS):
+            raw.append(await floor(False))
+            plain.append(await floor(True))
+            ours.append(await adapter())
+        body = b"".join(bedrock_body(EVENTS))
+        pieces = [body[i : i + 4096] for i in range(0, len(body), 4096)]
+        alone_plain, alone_ours = [], []
+        for _ in range(RUNS):
+            start = time.process_time()
+            buffer = EventStreamBuffer()
+            for piece in pieces:
+                buffer.add_data(piece)
+                for message in buffer:
+                    json.loads(message.payload)
+            alone_plain.append(time.process_time() - start)
+            start = time.process_time()
+            decoder, parser = EventStreamDecoder(), BedrockStream()
+            for piece in pieces:
+                for event in decoder.feed(piece):
+                    parser.handle(event)
+            decoder.flush()
+            parser.finish()
+            alone_ours.append(time.process_time() - start)
+
+    def per(values: list[float]) -> float:
+        return statistics.median(values) / EVENTS * 1e6
+
+    raw_wall, raw_cpu = per([w for w, _ in raw]), per([c for _, c in raw])
+    plain_cpu, chat_cpu = per([c for _, c in plain]), per([c for _, c in ours])
+    only_plain, only_ours = per(alone_plain), per(alone_ours)
+    print(
+        f"   {'bedrock':<18}{raw_wall:>8.2f}µs{raw_cpu:>8.2f}µs{plain_cpu:>11.2f}µs"
+        f"{chat_cpu:>10.2f}µs{chat_cpu / plain_cpu:>7.2f}×{only_plain:>11.2f}µs"
+        f"{only_ours:>9.2f}µs{only_ours / only_plain:>7.2f}×   (target ≤ 1.2× the decode loop)"
+    )
+
+
 async def main(port: int) -> None:
     base = f"http://127.0.0.1:{port}"
     await per_event(base)
+    await bedrock_per_event(base)
     await tool_loop(base)
 
 

@@ -58,6 +58,10 @@ def function_model(request: ChatRequest) -> dict[str, Any]:
 
 
 def stand_in_client(config: Any) -> Any:
+    if isinstance(config, list):  # a fallback chain: one stand-in per model
+        from tether.llm import FallbackClient
+
+        return FallbackClient([stand_in_client(c) for c in config])
     if not isinstance(config, dict):
         return config  # a client the example built itself
     model = str(config.get("model", "stand-in")).split(":", 1)[-1]

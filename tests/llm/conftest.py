@@ -27,7 +27,7 @@ from tether._json import dumps
 from tether._sse import SSEDecoder
 from tether.errors import LLMError
 from tether.events import Part
-from tether.llm._adapter import HTTPAdapter, StreamParser, end_of_stream
+from tether.llm._adapter import StreamParser, end_of_stream
 from tether.llm.base import ChatRequest, FinishChunk, LLMClient, StreamChunk
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 408: "Timeout"}
