@@ -8,7 +8,8 @@ and answers in each API's wire format. Two measurements, medians of several runs
 1. **Per SSE event.** A response of N delta events per API (1b: Bedrock's event stream
    messages, against httpx + botocore's own event stream decoder + `json.loads` per payload).
    The floor reads the same body with plain httpx (``aiter_bytes``, no parsing); the adapter
-   run is ``client.chat()`` to the finish chunk. Reported: floor and adapter µs per event, and their difference, the adapter's cost.
+   run is ``client.chat()`` to the finish chunk. Reported: floor and adapter µs per event, and
+   their difference, the adapter's cost.
    Also the parser alone (SSE decoder + adapter state machine on bytes in memory, no I/O).
 2. **A 10-round tool loop.** An agent on the local OpenAI-compatible server: 9 rounds that each
    stream a sentence and a tool call in fragments, then a streamed answer (10 requests, with
