@@ -304,6 +304,7 @@ class Agent:
             self.max_tool_result_chars,
             [],
             self.history,
+            opts.history_sink,
         )
 
     def send(

@@ -158,11 +158,17 @@ class HistoryContext:
     """The characters of this turn's system prompt and tool specs (counted in estimates)."""
     summaries: list[Summary] = field(default_factory=list)
     """Summaries made this call (the lab stores them)."""
-    stores_summaries: bool = False
-    """True in the lab: the episode stores each summary in the scope and loads the newest
-    with the turns after it, so a processor keeps none of its own."""
+    sink: Callable[[Summary], None] | None = None
+    """Where each summary goes (the lab's episode stores it in the scope and loads the newest
+    with the turns after it); with a sink, a processor keeps none of its own."""
+
+    @property
+    def stores_summaries(self) -> bool:
+        return self.sink is not None
+
     _last_sent: list[Message] | None = None
     _cpt: float | None = None
+    _seen: list[Message] = field(default_factory=list)
 
     @property
     def chars_per_token(self) -> float:
@@ -443,6 +449,7 @@ class summarize:
         """`messages` with a summary in place of the older turns when over the threshold (or
         `force`: a provider refused the request as too long)."""
         starts = turn_starts(messages)
+        ctx._seen = messages
         known = self._known(ctx)
         if known is not None:
             covered, text = known
@@ -463,13 +470,23 @@ class summarize:
         if not older and previous is not None:
             return with_summary(previous, messages[begin:])
         text, usage, model = await self._write(previous, older, ctx)
-        ctx.summaries.append(Summary(text, messages[cut], cut, model, usage))
-        if not ctx.stores_summaries:
+        made = Summary(text, messages[cut], cut, model, usage)
+        ctx.summaries.append(made)
+        if ctx.sink is not None:
+            ctx.sink(made)
+        else:
             self._remember(ctx.session_id, cut, text)
         return with_summary(text, messages[cut:])
 
     def _known(self, ctx: HistoryContext) -> tuple[int, str] | None:
         if ctx.stores_summaries:
+            # Stored summaries come in with what the episode loaded; one made earlier in this
+            # turn (a previous model call) covers up to its first kept message.
+            if ctx.summaries:
+                last = ctx.summaries[-1]
+                for i, m in enumerate(ctx._seen):
+                    if m is last.first_kept:
+                        return i, last.text
             return None
         return self._cache.get(ctx.session_id)
 
@@ -496,6 +513,8 @@ class summarize:
             from .llm import client_from_config
 
             client = self._client = client_from_config(model_client_spec("model", self.model))
+        provider = getattr(client, "provider", None)
+        label = f"{provider}:{client.model}" if isinstance(provider, str) else client.model
         request: Any = {
             "model": client.model,
             "system": [{"type": "text", "text": self.prompt}],
@@ -508,7 +527,7 @@ class summarize:
                 text.append(chunk["text"])
             elif chunk["type"] == "finish":
                 usage = chunk["usage"]
-        return "".join(text).strip(), usage, client.model
+        return "".join(text).strip(), usage, label
 
 
 class TurnHistory:

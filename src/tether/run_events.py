@@ -16,6 +16,7 @@ stored event's body as the union, so ``if body["type"] == AGENT_TOOL_CALL:`` nar
 | `agent_tool_call`          | `AgentToolCallData`: id, name, input                         |
 | `agent_tool_result`        | `AgentToolResultData`: id, name, output, is_error, started_at |
 | `agent_messages_committed` | `AgentMessagesCommittedData`: start, count, messages         |
+| `agent_summarized`         | `AgentSummarizedData`: covers, index, model, usage, cost     |
 | `agent_warning`            | `AgentWarningData`: code, message, memory_scope, ...          |
 | `agent_finished`           | `AgentFinishedData`: text, output, turns, usage, cost        |
 | `agent_failed`             | `AgentFailedData`: error, cancelled, text?                   |
@@ -39,6 +40,7 @@ __all__ = [
     "AGENT_FINISHED",
     "AGENT_MESSAGES_COMMITTED",
     "AGENT_STARTED",
+    "AGENT_SUMMARIZED",
     "AGENT_TEXT_DELTA",
     "AGENT_TOOL_CALL",
     "AGENT_TOOL_RESULT",
@@ -63,6 +65,8 @@ __all__ = [
     "AgentMessagesCommittedData",
     "AgentStarted",
     "AgentStartedData",
+    "AgentSummarized",
+    "AgentSummarizedData",
     "AgentTextDelta",
     "AgentTextDeltaData",
     "AgentToolCall",
@@ -90,6 +94,7 @@ AGENT_TEXT_DELTA: Final = "agent_text_delta"
 AGENT_TOOL_CALL: Final = "agent_tool_call"
 AGENT_TOOL_RESULT: Final = "agent_tool_result"
 AGENT_MESSAGES_COMMITTED: Final = "agent_messages_committed"
+AGENT_SUMMARIZED: Final = "agent_summarized"
 AGENT_WARNING: Final = "agent_warning"
 AGENT_FINISHED: Final = "agent_finished"
 AGENT_FAILED: Final = "agent_failed"
@@ -149,6 +154,19 @@ class AgentMessagesCommittedData(TypedDict):
     """The index of the first committed record in the scope's transcript."""
     count: int
     messages: list[Any]
+
+
+class AgentSummarizedData(TypedDict):
+    """A summary stored in the scope (a ``summary`` record) and what making it cost."""
+
+    memory_scope: str
+    index: int
+    """Where the summary record is stored in the scope."""
+    covers: list[int]
+    """The first and last index of the records it stands for (inclusive)."""
+    model: str
+    usage: Usage
+    cost_usd: float | None
 
 
 class AgentWarningData(TypedDict):
@@ -237,6 +255,11 @@ class AgentMessagesCommitted(TypedDict):
     data: AgentMessagesCommittedData
 
 
+class AgentSummarized(TypedDict):
+    type: Literal["agent_summarized"]
+    data: AgentSummarizedData
+
+
 class AgentWarning(TypedDict):
     type: Literal["agent_warning"]
     data: AgentWarningData
@@ -286,6 +309,7 @@ RunEventBody: TypeAlias = (
     | AgentToolCall
     | AgentToolResult
     | AgentMessagesCommitted
+    | AgentSummarized
     | AgentWarning
     | AgentFinished
     | AgentFailed
@@ -302,6 +326,7 @@ RunEventKind: TypeAlias = Literal[
     "agent_tool_call",
     "agent_tool_result",
     "agent_messages_committed",
+    "agent_summarized",
     "agent_warning",
     "agent_finished",
     "agent_failed",

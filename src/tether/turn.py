@@ -9,7 +9,7 @@ agent keeps its parts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
@@ -23,7 +23,7 @@ from .stop import RoundResult, StopCondition
 if TYPE_CHECKING:
     from .context import RunContext
     from .guardrails import OutputGuardrail, ToolCallGuardrail
-    from .history import HistoryProcessor, TurnHistory
+    from .history import HistoryProcessor, Summary, TurnHistory
     from .llm.base import LLMClient, ModelSettings, SystemBlock, ToolSpec
     from .session import Session, SessionLike
     from .signals import AbortSignal
@@ -96,6 +96,9 @@ class TurnOptions:
     """Overlaid key by key on the agent's settings (the run wins)."""
     max_tool_rounds: int | None = UNSET
     """This turn's bound on tool rounds (None: no bound); unset keeps the agent's."""
+    history_sink: Callable[[Summary], None] | None = None
+    """Where the summaries a `summarize` policy makes go (the lab stores them in the scope);
+    with it, the processor keeps none of its own."""
 
 
 class TurnPlanner(Protocol):
@@ -252,8 +255,8 @@ class TurnPlan(NamedTuple):
     history: tuple[HistoryProcessor, ...] = ()
     """The history policy: processors run in order on what each model call sends (empty:
     the whole transcript, as it is)."""
-    stores_summaries: bool = False
-    """True for a lab episode: summaries are stored in the scope, not kept by the processor."""
+    history_sink: Callable[[Summary], None] | None = None
+    """Where summaries go (`TurnOptions.history_sink`); None: the processor keeps them."""
 
     def history_of(self) -> TurnHistory:
         """A fresh history state for one turn of this plan (with `history` set)."""
@@ -266,7 +269,7 @@ class TurnPlan(NamedTuple):
             provider=getattr(client, "provider", None),
             context_window=context_window_of(client),
             services=self.ctx.services,
-            stores_summaries=self.stores_summaries,
+            sink=self.history_sink,
         )
         return TurnHistory(self.history, ctx)
 

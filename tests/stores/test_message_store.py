@@ -72,6 +72,16 @@ async def test_load_reads_a_range(store: MessageStore) -> None:
     assert await store.load("nope", start=0, end=3) == []
 
 
+async def test_tail_reads_the_last_records_and_where_they_start(store: MessageStore) -> None:
+    await store.append("s", [user(str(i)) for i in range(10)])
+    await store.append("other", [user("x")])
+    start, records = await store.tail("s", 3)
+    assert start == 7 and [text_of(r) for r in records] == ["7", "8", "9"]
+    assert await store.tail("s", 50) == (0, await store.load("s"))
+    assert await store.tail("s", 0) == (0, [])
+    assert await store.tail("nope", 5) == (0, [])
+
+
 async def test_scopes_are_separate_lists(store: MessageStore) -> None:
     await store.append("a", [user("1")])
     await store.append("b", [user("2"), user("3")])

@@ -46,6 +46,7 @@ from ..errors import (
     TemplateError,
 )
 from ..events import AgentEvent, DoneEvent, Usage
+from ..history import Summary
 from ..llm.base import ModelSettings
 from ..loop import stream_turn
 from ..prompt import PromptLayer
@@ -54,6 +55,7 @@ from ..run_events import (
     AGENT_FINISHED,
     AGENT_MESSAGES_COMMITTED,
     AGENT_STARTED,
+    AGENT_SUMMARIZED,
     AGENT_TEXT_DELTA,
     AGENT_TOOL_CALL,
     AGENT_TOOL_RESULT,
@@ -73,6 +75,7 @@ from ..workflows import Workflow
 from ._callers import Caller, running_episode
 from ._definition import SystemPrompt
 from ._handles import KEEP_INPUT, AgentRunResult, _EventBuffer
+from ._history import load_kept, summary_record
 from ._host import AgentHost
 from ._leases import ScopeHold
 from ._output import JSON_REQUEST, NoMatch, OutputSpec, jsonable
@@ -162,6 +165,20 @@ def traceback_text(exc: BaseException) -> str:
 
 def _error_data(exc: BaseException) -> ErrorData:
     return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def _summary_cost(usage: dict[str, int], model: str, prices: Any) -> float | None:
+    """What making a summary cost, when it can be priced (genai-prices, or an override)."""
+    try:
+        from ..pricing import cost
+    except ImportError:
+        return None
+    try:
+        usd = cost(cast(Usage, usage), model, overrides=prices)
+    except Exception:
+        logger.exception("could not price the summary made by %s", model)
+        return None
+    return float(usd) if usd is not None else None
 
 
 def _add_usage(total: dict[str, int], more: Usage) -> None:
@@ -258,6 +275,14 @@ class Episode:
         self._hold: ScopeHold | None = None
         """This episode's hold on its scope, while it has it."""
         self._tool_started: float | None = None
+        self.seqs: list[int] | None = None
+        """Under a history policy: the store index of each committed message of the view."""
+        self.stored_length = 0
+        """Under a history policy: the scope's length as this episode last knew it."""
+        self.pending_summary: Summary | None = None
+        """The newest summary the policy made, stored with the next commit."""
+        self._pinned = False
+        """Under a history policy: the scope starts with a pinned prompt."""
 
     @property
     def model(self) -> str:
@@ -425,9 +450,19 @@ class Episode:
         start_title(self.host, workflow, self.store, self.scope, self.run_id)
 
     async def _body(self, recorder: RunRecorder) -> AgentRunResult[Any]:
-        stored = await self._interruptible(lambda: self.store.load(self.scope))
-        new_scope = not stored
-        pin, history = split_pin(self.scope, stored)
+        policy = self.agent.harness.history
+        if policy:
+            # Only what the policy can keep: the pin, the newest summary, the turns after it.
+            loaded = await self._interruptible(lambda: load_kept(self.store, self.scope, policy))
+            new_scope = loaded.length == 0
+            pin, history = loaded.pin, loaded.messages
+            self.seqs = list(loaded.seqs)
+            self.stored_length = loaded.length
+            self._pinned = pin is not None
+        else:
+            stored = await self._interruptible(lambda: self.store.load(self.scope))
+            new_scope = not stored
+            pin, history = split_pin(self.scope, stored)
         self.view = history + self.new_input
         self.committed = len(history)
         if not self.view:
@@ -635,6 +670,7 @@ class Episode:
             response_format=response_format,
             stream_retries=self.stream_retries,
             settings=self.agent.settings,
+            history_sink=self._summarized if self.seqs is not None else None,
         )
         # The harness's one turn factory, then its one loop (what `Agent.send` runs).
         plan = self.agent.harness.plan_turn(session, opts)
@@ -754,12 +790,58 @@ class Episode:
         except Exception:  # keeping it is a courtesy: the cancel still stands
             logger.exception("could not keep the cancelled turn's input on %s", self.scope)
 
+    def _summarized(self, summary: Summary) -> None:
+        """The policy made a summary: it is stored with the next commit (the newest wins)."""
+        self.pending_summary = summary
+
+    def _summary_record(self, records: list[StoredRecord], batch: int) -> dict[str, Any] | None:
+        """The pending summary as the record to append after this commit's `batch` messages
+        (`records` holds them, the pin first on a new scope), or None when it covers nothing."""
+        summary = self.pending_summary
+        seqs = self.seqs
+        if summary is None or seqs is None:
+            return None
+        start = self.stored_length + len(records) - batch  # where the batch's first goes
+        index = next((i for i, m in enumerate(self.view) if m is summary.first_kept), None)
+        if index is None:
+            return None
+        kept = seqs[index] if index < len(seqs) else start + (index - self.committed)
+        has_pin = self.pending_pin is not None or (self.stored_length > 0 and self._pinned)
+        first = 1 if has_pin else 0
+        if kept - 1 < first:
+            return None
+        return summary_record(summary.text, (first, kept - 1), summary.model)
+
+    def _stored_summary(self, record: dict[str, Any], index: int) -> None:
+        """The run's event for a summary just stored: where, what it covers, what it cost."""
+        summary = self.pending_summary
+        assert summary is not None and self.recorder is not None
+        self.pending_summary = None
+        usage = {k: v for k, v in summary.usage.items() if isinstance(v, int)}
+        self.recorder.emit(
+            {
+                "type": AGENT_SUMMARIZED,
+                "data": {
+                    "memory_scope": self.scope,
+                    "index": index,
+                    "covers": list(record["covers"]),
+                    "model": summary.model,
+                    "usage": cast(Usage, usage),
+                    "cost_usd": _summary_cost(usage, summary.model, self.host.prices),
+                },
+            }
+        )
+
     async def _commit(self) -> None:
-        """Append everything since the last commit as one atomic write."""
+        """Append everything since the last commit as one atomic write (a summary the policy
+        made since goes last, covering what came before the turns it kept)."""
         batch = self.view[self.committed :]
         records: list[StoredRecord] = list(batch)
         if self.pending_pin is not None:
             records.insert(0, self.pending_pin)
+        summary = self._summary_record(records, len(batch))
+        if summary is not None:
+            records.append(cast(StoredRecord, summary))
         if not records:
             return
         lease = None
@@ -776,12 +858,21 @@ class Episode:
             )
         if self.first_index is None:
             self.first_index = length - len(records)
+        if self.seqs is not None:
+            at = length - len(records) + (1 if self.pending_pin is not None else 0)
+            self.seqs.extend(range(at, at + len(batch)))
+            self.stored_length = length
+            if self.pending_pin is not None:
+                self._pinned = True
+            if summary is not None:
+                self._stored_summary(summary, length - 1)
         self.committed = len(self.view)
         self.pending_pin = None
         # One copy for the run's record and the result: what the loop goes on doing with its
         # own transcript cannot change either.
         snapshot = copy_json(records)
-        self.new_messages.extend(snapshot[len(records) - len(batch) :])
+        first_message = len(records) - len(batch) - (1 if summary is not None else 0)
+        self.new_messages.extend(snapshot[first_message : first_message + len(batch)])
         assert self.recorder is not None
         # The store checked these records as it wrote them: the run event need not walk the
         # messages again (CheckedJSON).

@@ -78,6 +78,7 @@ CONFIG_KEYS = (
     "max_connections",
     "extra_body",
     "pricing",
+    "context_window",
 )
 """The keys of a model config dict (``model`` required)."""
 
@@ -120,7 +121,8 @@ def client_from_config(
     """The adapter for a model: a ``"provider:model"`` string, or a model config dict
     ``{"model": "provider:model", "base_url"?, "api_key"?, "headers"?, "max_retries"?,
     "stream_retries"?, "connect_timeout"?, "first_byte_timeout"?, "idle_timeout"?,
-    "total_timeout"?, "max_connections"?, "extra_body"?, "pricing"?}`` (see `CONFIG_KEYS`); an
+    "total_timeout"?, "max_connections"?, "extra_body"?, "pricing"?, "context_window"?}`` (see
+    `CONFIG_KEYS`; `context_window` is the model's input-token window, for history policies); an
     `LLMClient` is returned as is. A key that is not one of these, or a value of the wrong type,
     is a `ConfigError` naming it. ``pricing=False`` is for the run records (no call of the
     client is priced), never sent. A list of any of these is a fallback chain
@@ -164,17 +166,42 @@ def client_from_config(
             f"the model config's pricing must be True or False, got {pricing!r:.80} (False "
             "leaves its calls unpriced: a self-hosted server that reuses a known model name)"
         )
+    window = _context_window(config.get("context_window"))
     headers = config.get("headers") or {}
     bad = [k for k, v in headers.items() if not isinstance(k, str) or not isinstance(v, str)]
     if bad:
         raise _ConfigError(f"the model config's headers must map strings to strings: {bad[0]!r}")
     provider, name = model.split(":", 1)
     factory = _registry.client_factory(provider, model)
-    options = {k: v for k, v in config.items() if k != "model"}
+    options = {k: v for k, v in config.items() if k not in ("model", "context_window")}
     client = factory(model=name, **options)
     if not isinstance(client, LLMClient):
         raise _ConfigError(
             f"the {provider!r} provider built {client!r:.80}, which is not an LLMClient "
             "(it has no chat(request) method)"
         )
+    if window is not None:
+        _set_window(client, provider, window)
     return client
+
+
+def _context_window(window: object) -> int | None:
+    """A model config's `context_window`: an integer >= 1 (input tokens), or None."""
+    if window is None:
+        return None
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise _ConfigError(
+            f"the model config's context_window must be an integer >= 1 (input tokens), got "
+            f"{window!r:.80}"
+        )
+    return window
+
+
+def _set_window(client: LLMClient, provider: str, window: int) -> None:
+    try:
+        client.context_window = window  # type: ignore[attr-defined]
+    except AttributeError:
+        raise _ConfigError(
+            f"the {provider!r} provider's client cannot take context_window= (its class has "
+            "no such attribute)"
+        ) from None

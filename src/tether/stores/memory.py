@@ -91,6 +91,14 @@ class InMemoryMessageStore:
             raw = entry.records[start:end] if entry is not None else []
         return decode_records(scope, start, raw)
 
+    async def tail(self, scope: str, n: int) -> tuple[int, list[StoredRecord]]:
+        with self._lock:
+            entry = self._scopes.get(scope)
+            total = len(entry.records) if entry is not None else 0
+            start = max(total - max(n, 0), 0)
+            raw = entry.records[start:] if entry is not None else []
+        return (start if raw else 0), decode_records(scope, start, raw)
+
     async def append(
         self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
     ) -> int:

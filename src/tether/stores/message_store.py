@@ -69,6 +69,16 @@ class MessageStore(Protocol):
         """
         ...
 
+    async def tail(self, scope: str, n: int) -> tuple[int, list[StoredRecord]]:
+        """The last `n` records of `scope` and the index of the first of them (``(0, [])`` when
+        nothing is returned): read backwards on the (scope, index) key, so the cost depends on
+        `n`, not on how long the conversation is. With `load(start=)` it pages backwards.
+
+        Raises:
+            StoreCorruptError: a stored record does not parse.
+        """
+        ...
+
     async def append(
         self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
     ) -> int:

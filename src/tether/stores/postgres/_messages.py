@@ -64,6 +64,18 @@ class PostgresMessageStore(PostgresScopeLeases):
             )
         return decode_records(scope, rows[0][0] if rows else 0, [raw for _, raw in rows])
 
+    async def tail(self, scope: str, n: int) -> tuple[int, list[StoredRecord]]:
+        async with self._session() as conn:
+            rows = await fetch_all(
+                conn,
+                "SELECT seq, record FROM tether_messages WHERE scope = %s ORDER BY seq DESC"
+                " LIMIT %s",
+                (scope, max(n, 0)),
+            )
+        rows = list(reversed(rows))
+        start = int(rows[0][0]) if rows else 0
+        return start, decode_records(scope, start, [raw for _, raw in rows])
+
     async def append(
         self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
     ) -> int:

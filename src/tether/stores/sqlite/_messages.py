@@ -55,6 +55,18 @@ class SqliteMessageStore(SqliteScopeLeases):
         rows = await self._run(op)
         return decode_records(scope, rows[0][0] if rows else 0, [raw for _, raw in rows])
 
+    async def tail(self, scope: str, n: int) -> tuple[int, list[StoredRecord]]:
+        def op(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+            return conn.execute(
+                "SELECT seq, record FROM tether_messages WHERE scope = ? ORDER BY seq DESC LIMIT ?",
+                (scope, max(n, 0)),
+            ).fetchall()
+
+        rows = await self._run(op)
+        rows.reverse()
+        start = rows[0][0] if rows else 0
+        return start, decode_records(scope, start, [raw for _, raw in rows])
+
     async def append(
         self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
     ) -> int:
