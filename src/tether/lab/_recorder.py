@@ -228,6 +228,9 @@ class RunRecorder:
         }
         for key, n in usage.items():
             self.usage[key] = self.usage.get(key, 0) + n
+        answered = finish.get("model")
+        if isinstance(answered, str) and answered:
+            model = answered  # a fallback chain: the model that answered is the one priced
         cost, unpriced = _price(usage, model, client, self.prices) if usage else (None, None)
         if usage:
             self._cost = None if cost is None or self._cost is None else self._cost + cost
