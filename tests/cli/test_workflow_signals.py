@@ -39,6 +39,22 @@ async def review(input, ctx):
 
 
 review_workflow = lab.create_workflow("review", review)
+
+
+async def hang(input, ctx):
+    """Waits for 'go', then uses it in a step that blocks while the file 'block' exists."""
+    value = await ctx.wait_for("go")
+
+    async def use():
+        if (HERE.parent / "block").exists():
+            print("BLOCKED", file=sys.stderr, flush=True)
+            await asyncio.Event().wait()
+        return {"used": value}
+
+    return await ctx.step("use", use)
+
+
+hang_workflow = lab.create_workflow("hang", hang)
 '''
 
 
@@ -49,7 +65,8 @@ def reviewed(
     root = tmp_path / "project"
     root.mkdir()
     config = CONFIG.replace(
-        '"APP.lab:nested_workflow"]', '"APP.lab:nested_workflow",\n"APP.lab:review_workflow"]'
+        '"APP.lab:nested_workflow"]',
+        '"APP.lab:nested_workflow",\n"APP.lab:review_workflow", "APP.lab:hang_workflow"]',
     )
     package = write_project(root, LAB + REVIEW, config)
     monkeypatch.chdir(root)
@@ -113,3 +130,41 @@ def test_a_waiting_run_ends_its_process_and_a_signal_from_another_resumes_it(
     again = _tether(*store, "workflow", "signal", rid, "note", '"twice"')
     assert again.returncode == EXIT_RUN_FAILED
     assert "it is completed and waits for no signal" in again.stderr
+
+
+def test_a_signaller_killed_mid_resume_leaves_the_run_to_be_taken_over_with_its_value(
+    reviewed: tuple[Project, list[str]],
+) -> None:
+    project, store = reviewed
+    started = _tether(*store, "workflow", "run", "hang", "--input", "{}", "--json")
+    assert started.returncode == 0, started.stderr
+    rid = json.loads(started.stdout)["workflow_run_id"]
+    (project.root / "block").write_text("")
+    signaller = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from tether.cli import main; main()",
+            *store,
+            "workflow",
+            "signal",
+            rid,
+            "go",
+            '"the value"',
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+    assert signaller.stderr is not None
+    while "BLOCKED" not in (line := signaller.stderr.readline()):
+        assert line, "the signaller ended before it blocked"
+    signaller.kill()  # SIGKILL, mid-step, after the signal was journaled
+    signaller.wait(10)
+    signaller.stderr.close()
+    (project.root / "block").unlink()
+    # Another process takes the run over (its holder's process is gone) and the value the dead
+    # one journaled is there: nobody sends the signal again.
+    resumed = _tether(*store, "workflow", "run", "hang", "--run-id", rid, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["output"] == {"used": "the value"}
