@@ -19,6 +19,7 @@ TABLES = {
     "tether_message_scopes",
     "tether_messages",
     "tether_migrations",
+    "tether_run_event_pieces",
     "tether_run_events",
     "tether_run_tags",
     "tether_runs",

@@ -39,6 +39,7 @@ from ..web import (
 )
 from ..workflows import Workflow, WorkflowHandle
 from ._feed import RunEnd, RunFeed
+from ._frames import event_messages
 from ._sse import EventStream, sse_message
 
 __all__ = ["RunsApi"]
@@ -247,7 +248,8 @@ class RunsApi:
                 if isinstance(item, RunEnd):
                     yield sse_message(item.to_json(run_id), event="run_ended")
                     return
-                yield b"".join(sse_message(e, event=e["type"], id=e["seq"]) for e in item)
+                async for message in event_messages(self.runtime.run_store, run_id, item):
+                    yield message
         except Exception as exc:
             # The client reconnects with Last-Event-ID and gets what it missed.
             logger.exception("the stream of run %s failed", run_id)

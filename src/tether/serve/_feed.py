@@ -10,7 +10,10 @@ that runs in another process is followed by reading the store every `poll` secon
 Memory per stream does not grow with the run: the store is read a page (`PAGE` events) at a
 time, and the next page only once the last one went out (a client that reads slowly holds the
 reader at its pace); the live events a stream holds for it are at most `INBOX`, past which they
-are dropped and read from the store again when the stream catches up.
+are dropped and read from the store again when the stream catches up. Nor with the run's
+largest event: from a store with `EventPieces` a page holds each event as its stored text, and
+one stored in pieces (longer than `run_store.PIECE`) is left there for the writer
+(`_frames.event_messages`) to read a few pieces at a time.
 
 A stream ends after the run's terminal event (`agent_finished`, `agent_failed`,
 `workflow_finished`, `workflow_failed`, `workflow_waiting`) when nothing follows it in the store,
@@ -22,8 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -35,9 +39,9 @@ from ..run_events import (
     WORKFLOW_FINISHED,
     WORKFLOW_WAITING,
 )
-from ..stores.run_store import RunEvent, RunInfo, RunStore
+from ..stores.run_store import EventPieces, RunEvent, RunInfo, RunStore, StoredEvent
 
-__all__ = ["INBOX", "PAGE", "TERMINAL_EVENTS", "RunEnd", "RunFeed"]
+__all__ = ["INBOX", "PAGE", "TERMINAL_EVENTS", "Event", "RunEnd", "RunFeed"]
 
 TERMINAL_EVENTS: Final = frozenset(
     {AGENT_FINISHED, AGENT_FAILED, WORKFLOW_FINISHED, WORKFLOW_FAILED, WORKFLOW_WAITING}
@@ -48,6 +52,9 @@ PAGE = 256
 """Events a stream reads from the store at once (and sends in one write)."""
 INBOX = 1024
 """Live events a stream holds for a client that has not taken them yet."""
+
+Event = RunEvent | StoredEvent
+"""An event a stream passes on: live (a value), or read from a store as its stored text."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -64,16 +71,32 @@ class RunEnd:
         return {"run_id": run_id, "status": self.status, "error": self.error}
 
 
-def _end_of(event: RunEvent) -> RunEnd:
+def _seq(event: Event) -> int:
+    return event.seq if isinstance(event, StoredEvent) else event["seq"]
+
+
+def _kind(event: Event) -> str:
+    return event.type if isinstance(event, StoredEvent) else event["type"]
+
+
+async def _end_of(store: RunStore, run_id: str, event: Event) -> RunEnd:
     """The end a terminal event says (the status row is written just after it)."""
-    data = event["data"]
-    error = data.get("error")
-    message = f"{error.get('type')}: {error.get('message')}" if isinstance(error, dict) else None
-    kind = event["type"]
+    kind = _kind(event)
     if kind in (AGENT_FINISHED, WORKFLOW_FINISHED):
         return RunEnd("completed")
+    if isinstance(event, StoredEvent):
+        if event.data is not None:
+            data = json.loads(event.data)
+        else:
+            # A failure stored in pieces (it holds a long answer): read whole, once.
+            (whole,) = await store.events(run_id, after=event.seq - 1, limit=1)
+            data = whole["data"]
+    else:
+        data = event["data"]
     if kind == WORKFLOW_WAITING:
         return RunEnd("waiting", f"waits for signal {data.get('name')!r}")
+    error = data.get("error")
+    message = f"{error.get('type')}: {error.get('message')}" if isinstance(error, dict) else None
     if kind == AGENT_FAILED:
         return RunEnd("cancelled" if data.get("cancelled") else "failed", message)
     status = data.get("status")
@@ -86,7 +109,7 @@ class _Follower:
     __slots__ = ("events", "wake")
 
     def __init__(self) -> None:
-        self.events: list[RunEvent] = []
+        self.events: list[Event] = []
         self.wake = asyncio.Event()
 
     def push(self, event: RunEvent) -> None:
@@ -96,7 +119,7 @@ class _Follower:
         self.events.append(event)
         self.wake.set()
 
-    def take(self) -> list[RunEvent]:
+    def take(self) -> list[Event]:
         events, self.events = self.events, []
         self.wake.clear()
         return events
@@ -208,12 +231,11 @@ class RunFeed:
 
     # -- the streams' side -------------------------------------------------------------------
 
-    async def follow(
-        self, run_id: str, *, after: int = 0
-    ) -> AsyncIterator[list[RunEvent] | RunEnd]:
+    async def follow(self, run_id: str, *, after: int = 0) -> AsyncIterator[list[Event] | RunEnd]:
         """The run's events with a sequence number above `after`, in order, in batches as they
         are committed (what is there at once goes out in one write); last, how the run ended
-        (a `RunEnd`).
+        (a `RunEnd`). Events read from a store that has `EventPieces` come as their stored
+        text (`StoredEvent`), a long one in pieces to read from the store.
 
         The run must exist (check with `store.get_run` first).
         """
@@ -221,16 +243,17 @@ class RunFeed:
         followers = self._followers.setdefault(run_id, set())
         followers.add(follower)
         store = self.store
+        read = _reader(store)
         last = after
         checked = time.monotonic()
-        ended: RunEvent | None = None
+        ended: Event | None = None
         """The terminal event the last batch ended on (the end, unless more follows)."""
         orphaned: float | None = None
         """When the run was first read back interrupted but could still be taken over."""
         try:
             # Subscribed first, read second: an event committed in between is in both, and
             # the sequence number drops the copy.
-            pending = await store.events(run_id, after=last, limit=PAGE)
+            pending: Sequence[Event] = await read(run_id, after=last, limit=PAGE)
             paged = True
             while True:
                 if pending:
@@ -243,12 +266,12 @@ class RunFeed:
                         # next page is read once this one is sent.
                         yield batch
                     if gap or full:
-                        pending, paged = await store.events(run_id, after=last, limit=PAGE), True
+                        pending, paged = await read(run_id, after=last, limit=PAGE), True
                         continue
                 if ended is not None:
-                    pending, paged = await store.events(run_id, after=last, limit=PAGE), True
+                    pending, paged = await read(run_id, after=last, limit=PAGE), True
                     if not pending:
-                        yield _end_of(ended)
+                        yield await _end_of(store, run_id, ended)
                         return
                     continue
                 pending, paged = follower.take(), False
@@ -271,7 +294,7 @@ class RunFeed:
                 # without a terminal event). Status first: a final status means every event
                 # was written before it.
                 info = await store.get_run(run_id)
-                pending, paged = await store.events(run_id, after=last, limit=PAGE), True
+                pending, paged = await read(run_id, after=last, limit=PAGE), True
                 if pending:
                     continue
                 end, orphaned = self._end(run_id, info, now, orphaned)
@@ -312,15 +335,22 @@ def _can_be_taken_over(info: RunInfo) -> bool:
     return info.kind == "workflow" and not info.workflow_run_id and not info.parent_run_id
 
 
+def _reader(store: RunStore) -> Callable[..., Awaitable[Sequence[Event]]]:
+    """How a stream reads a page of `store`: as stored text where the store offers it."""
+    if isinstance(store, EventPieces):
+        return store.stored_events
+    return store.events
+
+
 def _next_in_order(
-    pending: list[RunEvent], last: int
-) -> tuple[list[RunEvent], int, RunEvent | None, bool]:
+    pending: Sequence[Event], last: int
+) -> tuple[list[Event], int, Event | None, bool]:
     """The events of `pending` that follow `last` without a gap: (them, the new last sequence
     number, the terminal event if the batch ends on one, whether a gap stopped it)."""
-    ended: RunEvent | None = None
-    batch: list[RunEvent] = []
+    ended: Event | None = None
+    batch: list[Event] = []
     for event in pending:
-        seq = event["seq"]
+        seq = _seq(event)
         if seq <= last:
             continue
         if seq != last + 1:
@@ -328,6 +358,6 @@ def _next_in_order(
             # from the store, in order.
             return batch, last, ended, True
         last = seq
-        ended = event if event["type"] in TERMINAL_EVENTS else None
+        ended = event if _kind(event) in TERMINAL_EVENTS else None
         batch.append(event)
     return batch, last, ended, False

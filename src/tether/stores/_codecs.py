@@ -40,6 +40,7 @@ from ..workflows._store import (
 )
 from .message_store import StoredRecord
 from .run_store import (
+    PIECE,
     TEXT_LIMIT,
     TRACEBACK_LIMIT,
     NewRunEvent,
@@ -79,6 +80,7 @@ __all__ = [
     "end_time",
     "finish_sets",
     "finish_values",
+    "in_pieces",
     "not_waiting_error",
     "plan_finish",
     "query_where",
@@ -410,6 +412,27 @@ def encode_events(run_id: str, events: Sequence[NewRunEvent]) -> list[tuple[str,
         at = ev.get("at")
         out.append((ev["type"], float(at) if at is not None else time.time(), _dumps(data)))
     return out
+
+
+def in_pieces(
+    rows: Sequence[tuple[str, float, str]],
+) -> tuple[list[tuple[str, float, str]], list[tuple[int, int, str]]]:
+    """Encoded events (`encode_events`) as the SQL stores write them: each row whose text is
+    longer than `PIECE` with an empty text (never JSON: it marks one stored in pieces), and
+    `(index of the row, piece number, text)` of every piece."""
+    if all(len(raw) <= PIECE for _, _, raw in rows):
+        return list(rows), []
+    out: list[tuple[str, float, str]] = []
+    pieces: list[tuple[int, int, str]] = []
+    for i, (kind, at, raw) in enumerate(rows):
+        if len(raw) <= PIECE:
+            out.append((kind, at, raw))
+            continue
+        out.append((kind, at, ""))
+        pieces.extend(
+            (i, n, raw[start : start + PIECE]) for n, start in enumerate(range(0, len(raw), PIECE))
+        )
+    return out, pieces
 
 
 def decode_event(run_id: str, seq: int, kind: str, at: float, raw: str) -> RunEvent:

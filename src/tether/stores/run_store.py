@@ -28,16 +28,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, TypedDict, runtime_checkable
+from typing import Any, Final, NamedTuple, Protocol, TypeAlias, TypedDict, runtime_checkable
 
 from .workflow_store import RunStatus
 
 __all__ = [
     "CANCEL_REQUESTED",
+    "PIECE",
     "TEXT_LIMIT",
     "TRACEBACK_LIMIT",
     "CancelRequests",
     "EventBatch",
+    "EventPieces",
     "ManyAppends",
     "NewRunEvent",
     "RunEvent",
@@ -46,6 +48,7 @@ __all__ = [
     "RunQuery",
     "RunStore",
     "RunTotals",
+    "StoredEvent",
 ]
 
 
@@ -325,4 +328,42 @@ class ManyAppends(Protocol):
             StoreError: a run does not exist; nothing is written.
             NotJSONSafeError: an event's data would not survive JSON; nothing is written.
         """
+        ...
+
+
+PIECE: Final = 16_384
+"""Characters of an event's JSON text the SQL stores keep in one row: a longer one (a long
+answer, a big tool result) is stored in pieces of this size, which `EventPieces` reads one at
+a time."""
+
+
+class StoredEvent(NamedTuple):
+    """A stored event as its JSON text, not parsed (`EventPieces.stored_events`)."""
+
+    seq: int
+    type: str
+    at: float
+    data: str | None
+    """The JSON text of the event's `data`; None when it is longer than `PIECE` and stored
+    in pieces (read them with `EventPieces.event_pieces`)."""
+
+
+@runtime_checkable
+class EventPieces(Protocol):
+    """Events read as their stored JSON text, a long one in pieces: what a reader that only
+    passes events on (`tether serve`'s streams) uses so that its memory does not grow with the
+    largest event of a run. The SQLite and PostgreSQL RunStores implement it."""
+
+    async def stored_events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """`events(run_id, after=, limit=)`, each as its stored text (None for one stored in
+        pieces)."""
+        ...
+
+    async def event_pieces(
+        self, run_id: str, seq: int, *, start: int = 0, limit: int = 16
+    ) -> list[str]:
+        """Pieces `start` to `start + limit` of event `seq`'s data text, in order (joined, all
+        of them are its JSON text); fewer at its end, none when it is not stored in pieces."""
         ...

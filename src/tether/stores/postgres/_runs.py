@@ -13,6 +13,7 @@ from .._codecs import (
     decode_event,
     encode_events,
     encode_run_info,
+    in_pieces,
     plan_finish,
     query_where,
     run_info_from_row,
@@ -32,6 +33,7 @@ from ..run_store import (
     RunPage,
     RunQuery,
     RunTotals,
+    StoredEvent,
 )
 from ..workflow_store import RunStatus
 from ._backed import PostgresBacked
@@ -66,13 +68,21 @@ _INSERT_EVENTS: Final = """
 """
 """Inserts a run's new events numbered after the count the `bumped` CTE returns."""
 
+_INSERTS: Final = f"""inserted AS ({_INSERT_EVENTS}), pieced AS (
+    INSERT INTO tether_run_event_pieces (run_id, seq, piece, text)
+    SELECT %(run_id)s, bumped.event_count - %(n)s + p.i, p.piece, p.text
+    FROM bumped, unnest(%(p_rows)s::int[], %(p_nums)s::int[], %(p_texts)s::text[])
+        AS p (i, piece, text)
+)"""
+"""The CTEs that insert the events and the pieces of the long ones (`in_pieces`)."""
+
 _APPEND_EVENTS = f"""
 WITH bumped AS (
     UPDATE tether_runs SET event_count = event_count + %(n)s
     WHERE run_id = %(run_id)s
         AND (%(lease)s::text IS NULL OR lease_owner IS NULL OR lease_owner = %(lease)s)
     RETURNING event_count
-), inserted AS ({_INSERT_EVENTS})
+), {_INSERTS}
 SELECT event_count FROM bumped
 """
 
@@ -80,13 +90,18 @@ SELECT event_count FROM bumped
 def _append_params(
     run_id: str, encoded: Sequence[tuple[str, float, str]], lease: str | None
 ) -> dict[str, Any]:
+    rows, pieces = in_pieces(encoded)
     return {
         "run_id": run_id,
         "lease": lease,
-        "n": len(encoded),
-        "types": [kind for kind, _, _ in encoded],
-        "ats": [at for _, at, _ in encoded],
-        "datas": [raw for _, _, raw in encoded],
+        "n": len(rows),
+        "types": [kind for kind, _, _ in rows],
+        "ats": [at for _, at, _ in rows],
+        "datas": [raw for _, _, raw in rows],
+        # Numbered from 1 in the batch, as WITH ORDINALITY numbers the events.
+        "p_rows": [i + 1 for i, _, _ in pieces],
+        "p_nums": [n for _, n, _ in pieces],
+        "p_texts": [text for _, _, text in pieces],
     }
 
 
@@ -103,6 +118,31 @@ WITH created AS (
 )
 SELECT 1 FROM created
 """
+
+
+async def _select_events(
+    conn: Connection, run_id: str, after: int, limit: int | None
+) -> list[tuple[int, str, float, str]]:
+    rows = await fetch_all(
+        conn,
+        "SELECT seq, type, at, data FROM tether_run_events"
+        " WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+        (run_id, after, None if limit is None else max(limit, 0)),
+    )
+    return [(int(seq), kind, at, raw) for seq, kind, at, raw in rows]
+
+
+async def _pieces(
+    conn: Connection, run_id: str, seq: int, start: int, limit: int | None
+) -> list[str]:
+    """Pieces `start` on of an event's text, `limit` of them (None: all)."""
+    rows = await fetch_all(
+        conn,
+        "SELECT text FROM tether_run_event_pieces WHERE run_id = %s AND seq = %s"
+        " AND piece >= %s ORDER BY piece LIMIT %s",
+        (run_id, seq, start, limit),
+    )
+    return [text for (text,) in rows]
 
 
 class PostgresRunStore(PostgresBacked):
@@ -201,7 +241,7 @@ class PostgresRunStore(PostgresBacked):
                     WHERE run_id = %(run_id)s AND (%(lease)s::text IS NULL
                         OR lease_owner IS NULL OR lease_owner = %(lease)s)
                     RETURNING event_count
-                ), inserted AS ({_INSERT_EVENTS})
+                ), {_INSERTS}
                 SELECT event_count FROM bumped
                 """,
                 params,
@@ -306,10 +346,23 @@ class PostgresRunStore(PostgresBacked):
         self, run_id: str, *, after: int = 0, limit: int | None = None
     ) -> list[RunEvent]:
         async with self._session() as conn:
-            rows = await fetch_all(
-                conn,
-                "SELECT seq, type, at, data FROM tether_run_events"
-                " WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s",
-                (run_id, after, None if limit is None else max(limit, 0)),
-            )
+            rows = await _select_events(conn, run_id, after, limit)
+            # One stored in pieces is read whole here, in the same session.
+            rows = [
+                (seq, kind, at, raw or "".join(await _pieces(conn, run_id, seq, 0, None)))
+                for seq, kind, at, raw in rows
+            ]
         return [decode_event(run_id, seq, kind, at, raw) for seq, kind, at, raw in rows]
+
+    async def stored_events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        async with self._session() as conn:
+            rows = await _select_events(conn, run_id, after, limit)
+        return [StoredEvent(seq, kind, at, raw or None) for seq, kind, at, raw in rows]
+
+    async def event_pieces(
+        self, run_id: str, seq: int, *, start: int = 0, limit: int = 16
+    ) -> list[str]:
+        async with self._session() as conn:
+            return await _pieces(conn, run_id, seq, start, limit)

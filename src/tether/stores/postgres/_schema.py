@@ -169,3 +169,18 @@ async def m003_workflow_waits(conn: Connection) -> None:
         "CREATE INDEX tether_workflow_runs_wait_deadline ON tether_workflow_runs"
         " (wait_deadline) WHERE wait_deadline IS NOT NULL",
     )
+
+
+@schema
+async def m004_run_event_pieces(conn: Connection) -> None:
+    # An event whose JSON text is longer than `run_store.PIECE` is stored here in pieces (its
+    # row's `data` is empty), so a stream passes it on a piece at a time (`EventPieces`).
+    await execute(
+        conn,
+        "CREATE TABLE tether_run_event_pieces ("
+        " run_id TEXT NOT NULL REFERENCES tether_runs (run_id) ON DELETE CASCADE,"
+        " seq BIGINT NOT NULL,"
+        " piece INTEGER NOT NULL,"
+        " text TEXT NOT NULL,"
+        " PRIMARY KEY (run_id, seq, piece))",
+    )

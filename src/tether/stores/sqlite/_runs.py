@@ -16,6 +16,7 @@ from .._codecs import (
     encode_events,
     encode_run_info,
     finish_sets,
+    in_pieces,
     plan_finish,
     query_where,
     run_info_from_row,
@@ -35,6 +36,7 @@ from ..run_store import (
     RunPage,
     RunQuery,
     RunTotals,
+    StoredEvent,
 )
 from ..workflow_store import RunStatus
 from ._connection import NOW, SqliteBacked, connect, transaction
@@ -57,6 +59,42 @@ def _refused(conn: sqlite3.Connection, run_id: str) -> StoreError:
 _RUN_SELECT = run_info_select("sqlite")
 _RUN_SELECT_R = run_info_select("sqlite", "r")
 _RUN_MARKS = ", ".join("?" * len(RUN_INFO_COLUMNS.split(",")))
+
+
+def _insert_events(
+    conn: sqlite3.Connection, run_id: str, base: int, rows: Sequence[tuple[str, float, str]]
+) -> None:
+    """Write encoded events numbered from `base + 1`, a long one in pieces."""
+    rows, pieces = in_pieces(rows)
+    conn.executemany(
+        "INSERT INTO tether_run_events (run_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
+        [(run_id, base + i + 1, k, at, raw) for i, (k, at, raw) in enumerate(rows)],
+    )
+    if pieces:
+        conn.executemany(
+            "INSERT INTO tether_run_event_pieces (run_id, seq, piece, text) VALUES (?, ?, ?, ?)",
+            [(run_id, base + i + 1, n, text) for i, n, text in pieces],
+        )
+
+
+def _select_events(
+    conn: sqlite3.Connection, run_id: str, after: int, limit: int | None
+) -> list[tuple[int, str, float, str]]:
+    return conn.execute(
+        "SELECT seq, type, at, data FROM tether_run_events WHERE run_id = ? AND seq > ?"
+        " ORDER BY seq LIMIT ?",
+        (run_id, after, -1 if limit is None else max(limit, 0)),
+    ).fetchall()
+
+
+def _pieces(conn: sqlite3.Connection, run_id: str, seq: int, start: int, limit: int) -> list[str]:
+    """Pieces `start` on of an event's text, `limit` of them (-1: all)."""
+    rows = conn.execute(
+        "SELECT text FROM tether_run_event_pieces WHERE run_id = ? AND seq = ? AND piece >= ?"
+        " ORDER BY piece LIMIT ?",
+        (run_id, seq, start, limit),
+    ).fetchall()
+    return [text for (text,) in rows]
 
 
 class SqliteRunStore(SqliteBacked):
@@ -127,11 +165,7 @@ class SqliteRunStore(SqliteBacked):
                         raise _refused(conn, run_id)
                     total = int(row[0])
                     base = total - len(rows)
-                    conn.executemany(
-                        "INSERT INTO tether_run_events (run_id, seq, type, at, data)"
-                        " VALUES (?, ?, ?, ?, ?)",
-                        [(run_id, base + i + 1, k, at, raw) for i, (k, at, raw) in enumerate(rows)],
-                    )
+                    _insert_events(conn, run_id, base, rows)
                     lasts.append(total)
             return lasts
 
@@ -181,11 +215,7 @@ class SqliteRunStore(SqliteBacked):
                 last = int(row[3])
                 if rows:
                     base = last - len(rows)
-                    conn.executemany(
-                        "INSERT INTO tether_run_events (run_id, seq, type, at, data)"
-                        " VALUES (?, ?, ?, ?, ?)",
-                        [(run_id, base + i + 1, k, at, raw) for i, (k, at, raw) in enumerate(rows)],
-                    )
+                    _insert_events(conn, run_id, base, rows)
                 if output_text is not None:
                     rowid, input_text, new_output, _ = row
                     conn.execute(
@@ -306,10 +336,28 @@ class SqliteRunStore(SqliteBacked):
         self, run_id: str, *, after: int = 0, limit: int | None = None
     ) -> list[RunEvent]:
         def op(conn: sqlite3.Connection) -> list[tuple[int, str, float, str]]:
-            return conn.execute(
-                "SELECT seq, type, at, data FROM tether_run_events WHERE run_id = ? AND seq > ?"
-                " ORDER BY seq LIMIT ?",
-                (run_id, after, -1 if limit is None else max(limit, 0)),
-            ).fetchall()
+            rows = _select_events(conn, run_id, after, limit)
+            # One stored in pieces is read whole here, in the same read.
+            return [
+                (seq, k, at, raw or "".join(_pieces(conn, run_id, seq, 0, -1)))
+                for seq, k, at, raw in rows
+            ]
 
         return [decode_event(run_id, seq, k, at, raw) for seq, k, at, raw in await self._run(op)]
+
+    async def stored_events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        def op(conn: sqlite3.Connection) -> list[tuple[int, str, float, str]]:
+            return _select_events(conn, run_id, after, limit)
+
+        rows = await self._run(op)
+        return [StoredEvent(seq, k, at, raw or None) for seq, k, at, raw in rows]
+
+    async def event_pieces(
+        self, run_id: str, seq: int, *, start: int = 0, limit: int = 16
+    ) -> list[str]:
+        def op(conn: sqlite3.Connection) -> list[str]:
+            return _pieces(conn, run_id, seq, start, limit)
+
+        return await self._run(op)

@@ -148,3 +148,17 @@ def m003_workflow_waits(conn: sqlite3.Connection) -> None:
         "CREATE INDEX tether_workflow_runs_wait_deadline ON tether_workflow_runs"
         " (wait_deadline) WHERE wait_deadline IS NOT NULL"
     )
+
+
+@schema
+def m004_run_event_pieces(conn: sqlite3.Connection) -> None:
+    """An event whose JSON text is longer than `run_store.PIECE` is stored here in pieces (its
+    row's `data` is empty), so a stream passes it on a piece at a time (`EventPieces`)."""
+    conn.execute(
+        "CREATE TABLE tether_run_event_pieces ("
+        " run_id TEXT NOT NULL REFERENCES tether_runs (run_id) ON DELETE CASCADE,"
+        " seq INTEGER NOT NULL,"
+        " piece INTEGER NOT NULL,"
+        " text TEXT NOT NULL,"
+        " PRIMARY KEY (run_id, seq, piece)) WITHOUT ROWID"
+    )
