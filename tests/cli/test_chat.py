@@ -4,12 +4,14 @@ Ctrl-C cancelling the turn and not the chat, /new, /scope, /exit, Ctrl-D."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import sys
 from pathlib import Path
 
 import pexpect
+import pyte
 import pytest
 
 from tether.cli._chat import _messages
@@ -169,6 +171,40 @@ def test_ctrl_c_cancels_the_turn_not_the_chat_and_ctrl_d_leaves(project: Project
     assert stored[2]["content"][0]["text"] == "noop"
     history = project.root / ".tether" / "chat_history"
     assert "noop" in history.read_text()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX pseudo-terminal")
+def test_a_cancelled_answer_is_on_the_screen_once(project: Project) -> None:
+    # What the terminal shows, not the bytes written to it: a live answer is drawn again as it
+    # grows (cursor moves and rewrites), which a terminal emulator turns back into a screen.
+    screen = pyte.Screen(100, 40)
+    terminal = pyte.Stream(screen)
+    child = spawn(project, "stopper", "--scope", "once")
+    child.expect("you> ")
+    shown = io.StringIO()
+    child.logfile_read = shown
+    # Two rounds: "calling noop" streams and its tool runs, then "calling wait" streams and its
+    # tool waits until the Ctrl-C.
+    child.sendline("noop then wait")
+    child.expect("WAITING")
+    child.sendintr()
+    child.expect("marked cancelled")
+    child.expect("you> ")
+    child.logfile_read = None
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    terminal.feed(shown.getvalue())
+    lines = [line.rstrip() for line in screen.display if line.strip()]
+    # The partial answer stays on the screen as it streamed, once; nothing prints it again.
+    assert [line for line in lines if "calling" in line] == ["calling noop", "calling wait"], (
+        "\n".join(lines) + repr(shown.getvalue())
+    )
+    assert sum("marked cancelled" in line for line in lines) == 1, lines
+    stored = project.stored("once")
+    assert stored[0]["content"][0]["text"] == "noop then wait"
+    assert [r["role"] for r in stored] == ["user", "assistant", "tool"]  # the round completed
 
 
 def test_input_lines_make_messages() -> None:

@@ -257,10 +257,35 @@ def _interactive(runner: asyncio.Runner, session: ChatSession) -> None:
         message = _unescaped(message)
         answer = _MarkdownAnswer(console)
         try:
-            runner.run(session.turn(message, answer.show, answer.done, answer.done))
+            with _no_echo():
+                runner.run(session.turn(message, answer.show, answer.done, answer.done))
         finally:
             answer.done()
     _save_history()
+
+
+@contextlib.contextmanager
+def _no_echo() -> Iterator[None]:
+    """The terminal echoes no keys while an answer streams: the `^C` a Ctrl-C echoes (or a key
+    typed meanwhile) would land after the answer's last line, which fills the terminal's width,
+    wrap to a new line, and leave the redrawn answer on the screen twice."""
+    try:
+        import termios
+    except ImportError:  # not POSIX
+        yield
+        return
+    fd = sys.stdin.fileno() if sys.stdin.isatty() else None
+    if fd is None:
+        yield
+        return
+    before = termios.tcgetattr(fd)
+    quiet = [*before]
+    quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, before)
 
 
 class _MarkdownAnswer:
