@@ -48,6 +48,7 @@ __all__ = ["chat"]
 HELP = """\
 /new           start a new conversation
 /scope         show this conversation's scope; /scope NAME moves to NAME
+/summary       show the newest summary of older turns (a summarize history policy)
 /exit          leave (so do Ctrl-D and /quit)
 /help          this list
 A line ending in \\ goes on; \"\"\" opens and closes a multi-line message.
@@ -187,8 +188,34 @@ class ChatSession:
             if self.agent.output_schema is not None and outcome.output is not None:
                 show(_as_json(outcome.output))
                 done()
+            if self.agent.history:
+                await self._say_summarized(outcome.run_id)
         else:
             emit_err(f"Error: the turn failed: {type(outcome).__name__}: {outcome}")
+
+    async def _say_summarized(self, run_id: str) -> None:
+        """The marker of a turn that summarized older ones (its `agent_summarized` event)."""
+        from ..run_events import AGENT_SUMMARIZED
+
+        for event in await self.runtime.run_store.events(run_id):
+            if event["type"] == AGENT_SUMMARIZED:
+                covers = event["data"].get("covers") or ["?", "?"]
+                emit_err(
+                    f"(older turns, records {covers[0]}-{covers[1]}, were summarized here; "
+                    "later turns are sent the summary instead: /summary shows it)"
+                )
+
+    async def newest_summary(self) -> str | None:
+        """The text of the scope's newest summary record, or None."""
+        if self.scope is None:
+            return None
+        from ..lab._history import load_kept
+
+        loaded = await load_kept(self.runtime.message_store, self.scope, [])
+        if loaded.summary is None:
+            return None
+        content = loaded.summary.get("content") or [{}]
+        return str(content[0].get("text", ""))
 
 
 async def _outcome(handle: AgentStreamHandle[Any]) -> AgentRunResult[Any] | BaseException:
@@ -391,6 +418,13 @@ def _command(runner: asyncio.Runner, session: ChatSession, message: str) -> str 
             emit_err("A new conversation: no scope yet (it is named with the first answer).")
         else:
             emit_err(f"scope {clean(session.scope)}")
+    elif name == "/summary":
+        text = runner.run(session.newest_summary())
+        emit_err(
+            "No older turns of this conversation were summarized."
+            if text is None
+            else f"The newest summary of older turns:\n{clean_lines(text)}"
+        )
     else:
         emit_err(f"Unknown command {clean(name)}; /help lists them (//text sends /text).")
     return "done"

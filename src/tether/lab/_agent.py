@@ -281,6 +281,11 @@ class LabAgent(Generic[T]):
         return self._def.stop_when or [DEFAULT_STOP_WHEN]
 
     @property
+    def history(self) -> list[Any]:
+        """The history policy's processors (empty: every turn loads and sends it all)."""
+        return list(self._def.history or ())
+
+    @property
     def max_tool_rounds(self) -> int | None:
         return self._def.max_tool_rounds
 
