@@ -26,6 +26,7 @@ if _typing.TYPE_CHECKING:
         ConfigError,
         ConfigNotFoundError,
         ConnectDeadlineError,
+        ContentError,
         ContextLengthError,
         DataError,
         DatasetError,
@@ -70,6 +71,7 @@ if _typing.TYPE_CHECKING:
         TRACE_PHASES,
         AgentEvent,
         FinishReason,
+        MediaPart,
         TraceRecord,
         is_progress_stage,
         is_trace_phase,
@@ -86,6 +88,7 @@ if _typing.TYPE_CHECKING:
     from .llm import ChatRequest, LLMClient
     from .llm.base import ModelSettings
     from .mcp import mcp_server, mcp_stdio
+    from .media import audio, document, image
     from .prompt import PromptLayer, prompt_layer
     from .resources import Resource, define_resource
     from .session import Message, Session, reduce, remember
@@ -109,6 +112,7 @@ _LAZY: dict[str, str] = {
     "ClientMessageError": ".errors",
     "ConfigError": ".errors",
     "ConfigNotFoundError": ".errors",
+    "ContentError": ".errors",
     "ConnectDeadlineError": ".errors",
     "ContextLengthError": ".errors",
     "DataError": ".errors",
@@ -129,6 +133,7 @@ _LAZY: dict[str, str] = {
     "McpCallError": ".errors",
     "McpConnectionError": ".errors",
     "McpError": ".errors",
+    "MediaPart": ".events",
     "Message": ".session",
     "MissingCredentialsError": ".errors",
     "MissingKeyError": ".errors",
@@ -181,6 +186,9 @@ _LAZY: dict[str, str] = {
     "define_workflow": ".workflows",
     "frame_client_message": ".client_messages",
     "has_tool_call": ".stop",
+    "audio": ".media",
+    "document": ".media",
+    "image": ".media",
     "HistoryContext": ".history",
     "HistoryProcessor": ".history",
     "clear_tool_results": ".history",
@@ -230,6 +238,7 @@ __all__ = [
     "ConfigError",
     "ConfigNotFoundError",
     "ConnectDeadlineError",
+    "ContentError",
     "ContextLengthError",
     "DataError",
     "DatasetError",
@@ -251,6 +260,7 @@ __all__ = [
     "McpCallError",
     "McpConnectionError",
     "McpError",
+    "MediaPart",
     "Message",
     "MissingCredentialsError",
     "MissingKeyError",
@@ -293,6 +303,7 @@ __all__ = [
     "WorkflowSignalError",
     "WorkflowWaitTimeoutError",
     "WorkflowWaitingError",
+    "audio",
     "clear_tool_results",
     "create_agent",
     "create_workflow",
@@ -300,8 +311,10 @@ __all__ = [
     "define_resource",
     "define_tool",
     "define_workflow",
+    "document",
     "frame_client_message",
     "has_tool_call",
+    "image",
     "is_progress_stage",
     "is_trace_phase",
     "keep_last",

@@ -38,13 +38,14 @@ from ._params import (
 from .client_messages import ClientMessage, frame_client_message, should_run_turn
 from .context import RunContext
 from .errors import ConfigError, WorkflowError
-from .events import AgentEvent, FinishReason, Usage
+from .events import AgentEvent, FinishReason, Part, Usage
 from .guardrails import Guardrail, ToolCallGuardrail
 from .history import HistoryProcessor, check_history
 from .integrations import IntegrationSource
 from .llm import LLMClient, client_from_config
 from .llm.base import ModelSettings
 from .loop import stream_turn
+from .media import UserContent, user_parts
 from .prompt import PromptLayer, static_blocks
 from .resources import Resource
 from .session import Session, SessionLike, as_session, reduce
@@ -310,14 +311,16 @@ class Agent:
     def send(
         self,
         session: SessionLike,
-        text: str | None,
+        text: UserContent | None,
         *,
         options: TurnOptions | None = None,
         **overrides: Unpack[TurnOverrides],
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run one turn, yielding events. Fold each with `reduce(session, event)`.
 
-        `text=None` runs a turn on the transcript as it stands (no new user message). The
+        `text` is the user's message: a string, or a list of strings and parts (`image()`,
+        `document()`, `audio()`); `text=None` runs a turn on the transcript as it stands (no
+        new user message). The
         keyword arguments override the agent's settings for this turn (see `TurnOptions`).
         `session` may be a `Session` or the plain dict `json.loads(json.dumps(session))` gives.
 
@@ -329,12 +332,12 @@ class Agent:
             plan = self.plan_turn(session)  # no overrides: the common case, kept cheap
         else:
             plan = self.plan_turn(session, _options(options, overrides))
-        return stream_turn(plan, as_session(session), text)
+        return stream_turn(plan, as_session(session), _user(text))
 
     async def run_turn(
         self,
         session: SessionLike,
-        text: str | None,
+        text: UserContent | None,
         *,
         on_event: Callable[[AgentEvent], Any] | None = None,
         **overrides: Unpack[TurnOverrides],
@@ -353,7 +356,7 @@ class Agent:
         plan = self.plan_turn(target, opts)
         events: list[AgentEvent] = []
         done = None
-        stream = stream_turn(plan, as_session(target), text)
+        stream = stream_turn(plan, as_session(target), _user(text))
         try:
             async for event in stream:
                 reduce(target, event)
@@ -381,7 +384,7 @@ class Agent:
     def run_turn_sync(
         self,
         session: SessionLike,
-        text: str | None,
+        text: UserContent | None,
         *,
         on_event: Callable[[AgentEvent], Any] | None = None,
         **overrides: Unpack[TurnOverrides],
@@ -539,3 +542,10 @@ def create_agent(**options: Unpack[AgentOptions]) -> Agent:
     """Assemble an agent (see `Agent` for the parameters). Synchronous: nothing here reaches
     the network; MCP sources connect on the first turn or on `agent.connect()`."""
     return Agent(**options)
+
+
+def _user(text: UserContent | None) -> str | list[Part] | None:
+    """The user's message as the loop takes it: text, or its checked parts (ContentError)."""
+    if text is None or type(text) is str:
+        return text
+    return user_parts(text)[1]

@@ -4,6 +4,8 @@
 TetherError
 ├── ConfigError                  a caller mistake, found before anything ran
 │   ├── ToolDefinitionError      a tool, resource or guardrail declared wrongly
+│   ├── ContentError             an image, document or audio part that is malformed or
+│   │                            unreadable, or that the provider cannot take (.provider)
 │   ├── UnknownProviderError     a model string whose provider prefix we do not know
 │   ├── MissingKeyError          a provider key that is not in the config or the environment
 │   │   └── MissingCredentialsError  a cloud's credential chain found nothing (or failed): names
@@ -67,6 +69,7 @@ __all__ = [
     "ConfigError",
     "ConfigNotFoundError",
     "ConnectDeadlineError",
+    "ContentError",
     "ContextLengthError",
     "DataError",
     "DatasetError",
@@ -114,6 +117,25 @@ class TetherError(Exception):
 
 class ConfigError(TetherError):
     """A caller mistake, found before anything ran."""
+
+
+class ContentError(ConfigError):
+    """A media part (image, document, audio) is malformed or unreadable, or the provider cannot
+    take it; raised before anything is sent or stored."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        part_type: str | None = None,
+        media_type: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        """The provider that cannot take the part (None: the part itself is wrong)."""
+        self.part_type = part_type
+        self.media_type = media_type
 
 
 class ToolDefinitionError(ConfigError):

@@ -25,6 +25,7 @@ __all__ = [
     "ErrorEvent",
     "FinishReason",
     "GuardrailEvent",
+    "MediaPart",
     "MemoryEvent",
     "MessageEvent",
     "Part",
@@ -82,7 +83,23 @@ class ToolResultPart(TypedDict):
     is_error: bool
 
 
-Part: TypeAlias = TextPart | ThinkingPart | ToolCallPart | ToolResultPart
+class MediaPart(TypedDict):
+    """An image, document or audio part (see `tether.media`): exactly one of `data` (base64),
+    `url` (http(s)) or `blob` (the sha256 of bytes in a store's blobs)."""
+
+    type: Literal["image", "document", "audio"]
+    media_type: str
+    data: NotRequired[str]
+    url: NotRequired[str]
+    blob: NotRequired[str]
+    size: NotRequired[int]
+    """The bytes' length (on a blob reference)."""
+    name: NotRequired[str]
+    detail: NotRequired[str]
+    """Images: ``low`` / ``high`` / ``auto`` for the providers that take it."""
+
+
+Part: TypeAlias = TextPart | ThinkingPart | ToolCallPart | ToolResultPart | MediaPart
 
 
 class Usage(TypedDict, total=False):
@@ -136,7 +153,9 @@ class MessageEvent(TypedDict):
     type: Literal["message"]
     role: Literal["user"]
     text: str
-    """The message text, as sent to the model."""
+    """The message text, as sent to the model (its text parts joined, when it has media)."""
+    parts: NotRequired[list[Part]]
+    """The message's parts in order, when it is more than text (images, documents, audio)."""
 
 
 class TextEvent(TypedDict):

@@ -34,13 +34,14 @@ from typing import Any, TypeVar
 from ._json import copy_json
 from ._partial import PartialOutput
 from ._text import TextBuffer
-from .errors import AbortedError, ContextLengthError, LLMError, LLMStreamError
+from .errors import AbortedError, ContentError, ContextLengthError, LLMError, LLMStreamError
 from .events import (
     AgentEvent,
     DoneEvent,
     FinishReason,
     MemoryEvent,
     MessageEvent,
+    Part,
     ProgressEvent,
     ProgressStage,
     TextEvent,
@@ -81,7 +82,7 @@ def _add_usage(total: Usage, usage: Usage) -> None:
 
 # C901 allowed: the turn loop, per-chunk hot path inline (bench/loop_overhead.py).
 async def stream_turn(  # noqa: C901
-    plan: TurnPlan, session: Session, text: str | None
+    plan: TurnPlan, session: Session, text: str | list[Part] | None
 ) -> AsyncGenerator[AgentEvent, None]:
     """Run one turn of `plan` on `session` (which it reads, never writes), yielding its events.
 
@@ -238,7 +239,7 @@ class _Turn:
         scope = self.scope
         return await (step if scope is None else scope.wait(step))
 
-    async def drive(self, text: str | None) -> AsyncGenerator[list[AgentEvent], None]:
+    async def drive(self, text: str | list[Part] | None) -> AsyncGenerator[list[AgentEvent], None]:
         """The turn's phases in order: prepare; then per round the request, the model call
         (after a batch with `self.call.due` set, `stream_turn` streams it), the round settled
         and its tools run; finish. Events go out in batches (lists)."""
@@ -315,12 +316,20 @@ class _Turn:
             system = await self.wait(plan.system_prompt(toolset))
         return toolset, system
 
-    def started_turn(self, text: str | None, system: list[SystemBlock]) -> list[AgentEvent]:
+    def started_turn(
+        self, text: str | list[Part] | None, system: list[SystemBlock]
+    ) -> list[AgentEvent]:
         """The user's message (only now: the turn could start), then what the sources, layers
         and attached reads traced, and the prompt's record."""
         out: list[AgentEvent] = []
-        if text is not None:
-            message: MessageEvent = {"type": "message", "role": "user", "text": text}
+        if isinstance(text, list):  # a message with media: its parts, and its text for readers
+            joined = "\n".join(p["text"] for p in text if p["type"] == "text")
+            message: MessageEvent = {"type": "message", "role": "user", "text": joined}
+            message["parts"] = text
+            fold(self.messages, self.memory_view, message)
+            out.append(message)
+        elif text is not None:
+            message = {"type": "message", "role": "user", "text": text}
             fold(self.messages, self.memory_view, message)
             out.append(message)
         if self.tracer is not None:
@@ -441,7 +450,7 @@ class _Turn:
             out.append(self.tracer.record("request", "history:compacted", data))
         return out + self.call_started(call)
 
-    def call_failed(self, exc: LLMError) -> list[AgentEvent]:
+    def call_failed(self, exc: LLMError | ContentError) -> list[AgentEvent]:
         out: list[AgentEvent] = []
         if self.tracer is not None:
             data = {"round": self.number, "model": self.plan.client.model}
@@ -834,7 +843,8 @@ class _Call:
         """After an attempt that failed (or a stream that ended without its finish): an abort is
         raised in the turn; when a retry is due,
         the event that replaces the dropped attempt's text; else the `error` that ends the turn
-        (a client's non-LLMError wrapped in an LLMError)."""
+        (a client's non-LLMError wrapped in an LLMError; a `ContentError`, a part the provider
+        cannot take found while building the request, is the caller's and kept as it is)."""
         exc = self.error
         if exc is None:  # the stream ended without finishing the response
             exc = self.error = LLMStreamError(
@@ -843,7 +853,7 @@ class _Call:
         self.finish = None
         if isinstance(exc, AbortedError):
             raise exc
-        if not isinstance(exc, LLMError):
+        if not isinstance(exc, (LLMError, ContentError)):
             wrapped = LLMError(
                 f"the model client raised {type(exc).__name__}: {exc}",
                 provider=getattr(self.turn.plan.client, "provider", None),

@@ -145,7 +145,12 @@ _PART_KEYS: dict[str, tuple[tuple[str, type | None], ...]] = {
     "thinking": (("text", str),),
     "tool_call": (("id", str), ("name", str), ("input", None)),
     "tool_result": (("id", str), ("name", str), ("output", str), ("is_error", bool)),
+    "image": (("media_type", str),),
+    "document": (("media_type", str),),
+    "audio": (("media_type", str),),
 }
+_MEDIA = ("image", "document", "audio")
+_SOURCES = ("data", "url", "blob")
 _OPTIONAL_STR = ("signature", "redacted")
 
 
@@ -174,7 +179,11 @@ def _message_problem(m: Any) -> str | None:
                 return f".content[{j}]: {part['type']} part lacks {k!r}"
             if kind is not None and type(part[k]) is not kind:
                 return f".content[{j}].{k} must be {kind.__name__}, got {type(part[k]).__name__}"
-        if "signature" in part or "redacted" in part:
+        if part["type"] in _MEDIA:
+            found = [k for k in _SOURCES if k in part]
+            if len(found) != 1 or type(part[found[0]]) is not str:
+                return f".content[{j}]: {part['type']} part needs one of data, url or blob (a str)"
+        elif "signature" in part or "redacted" in part:
             for k in _OPTIONAL_STR:
                 if k in part and type(part[k]) is not str:
                     return f".content[{j}].{k} must be str"
@@ -239,7 +248,11 @@ def fold(messages: list[Message], memory: dict[str, Any], event: AgentEvent) -> 
         else:
             messages[-1]["content"].append(call)
     elif event["type"] == "message":
-        messages.append({"role": "user", "content": [{"type": "text", "text": event["text"]}]})
+        parts = event.get("parts")
+        if parts is None:
+            messages.append({"role": "user", "content": [{"type": "text", "text": event["text"]}]})
+        else:
+            messages.append({"role": "user", "content": [p.copy() for p in parts]})
     elif event["type"] == "done":
         thinking = event.get("thinking")
         final: list[Part] = [_copy_part(p) for p in thinking] if thinking else []

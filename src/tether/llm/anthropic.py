@@ -38,6 +38,7 @@ from ..events import FinishReason, Part, ThinkingPart, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
 from ._finish import identify, normalize_finish
+from ._media import MEDIA, inline_text, refuse, source_of
 from ._settings import check_settings, copy_settings, forced_tool, unsupported
 from ._wire import loads, parse_json_or_raw, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, SystemBlock
@@ -105,6 +106,8 @@ def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
                         "input": value if isinstance(value, dict) else {},
                     }
                 )
+            elif kind in MEDIA:
+                blocks.append(_media_block(part))
             elif kind == "tool_result":
                 block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part["id"]}
                 if part["output"]:
@@ -120,6 +123,29 @@ def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
         else:
             out.append({"role": wire_role, "content": blocks})
     return out
+
+
+def _media_block(part: Any) -> dict[str, Any]:
+    """An image or document part → an ``image`` / ``document`` block (base64, URL or, for a
+    text/plain document, text); audio is refused."""
+    kind = part["type"]
+    if kind == "audio":
+        refuse("anthropic", part, "the Messages API takes no audio")
+    where, value = source_of("anthropic", part)
+    if kind == "document" and part["media_type"] == "text/plain":
+        source = {
+            "type": "text",
+            "media_type": "text/plain",
+            "data": inline_text("anthropic", part),
+        }
+    elif where == "url":
+        source = {"type": "url", "url": value}
+    else:
+        source = {"type": "base64", "media_type": part["media_type"], "data": value}
+    block: dict[str, Any] = {"type": kind, "source": source}
+    if kind == "document" and "name" in part:
+        block["title"] = part["name"]
+    return block
 
 
 class _Block:

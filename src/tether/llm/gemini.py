@@ -44,7 +44,7 @@ Finish reasons (`FINISH_REASONS`):
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -53,6 +53,7 @@ from ..events import FinishReason, Part, ThinkingPart, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
 from ._finish import identify, normalize_finish
+from ._media import MEDIA, source_of
 from ._settings import check_settings, copy_settings, forced_tool, unsupported
 from ._wire import loads, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
@@ -103,10 +104,8 @@ def to_gemini_contents(messages: Sequence[Any]) -> list[dict[str, Any]]:
             elif kind == "text":
                 if part["text"]:
                     wire = {"text": part["text"]}
-            elif kind == "tool_call":
-                wire = _function_call(part)
-            elif kind == "tool_result":
-                wire = _function_response(part)
+            elif (make := _PART_WIRE.get(kind)) is not None:
+                wire = make(part)
             if wire is None:
                 continue
             if pending is not None and "thoughtSignature" not in wire:
@@ -122,6 +121,22 @@ def to_gemini_contents(messages: Sequence[Any]) -> list[dict[str, Any]]:
         else:
             contents.append({"role": role, "parts": parts})
     return contents
+
+
+def _media(part: Any) -> dict[str, Any]:
+    """A media part → ``inlineData`` (base64) or ``fileData`` (a URL)."""
+    where, value = source_of("gemini", part)
+    if where == "url":
+        return {"fileData": {"mimeType": part["media_type"], "fileUri": value}}
+    return {"inlineData": {"mimeType": part["media_type"], "data": value}}
+
+
+_PART_WIRE: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "tool_call": lambda part: _function_call(part),
+    "tool_result": lambda part: _function_response(part),
+    **dict.fromkeys(MEDIA, lambda part: _media(part)),
+}
+"""The parts whose wire form is one function of the part."""
 
 
 def _keep_signature(parts: list[dict[str, Any]], pending: str) -> None:

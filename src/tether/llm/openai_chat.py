@@ -50,6 +50,7 @@ from ..events import FinishReason, Part, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
 from ._finish import identify, normalize_finish
+from ._media import MEDIA, data_url, inline_text, refuse, source_of
 from ._settings import check_settings, copy_settings, forced_tool, unsupported
 from ._wire import loads, openai_usage, parse_json_or_raw
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
@@ -100,7 +101,9 @@ def to_chat_messages(system: str, messages: Sequence[Any]) -> list[dict[str, Any
             continue
         texts = [p["text"] for p in parts if p["type"] == "text"]
         if role == "user":
-            if len(texts) == 1:
+            if any(p["type"] in MEDIA for p in parts):
+                out.append({"role": "user", "content": [_chat_part(p) for p in parts]})
+            elif len(texts) == 1:
                 out.append({"role": "user", "content": texts[0]})
             else:
                 out.append(
@@ -130,6 +133,34 @@ def to_chat_messages(system: str, messages: Sequence[Any]) -> list[dict[str, Any
             entry["content"] = ""
         out.append(entry)
     return out
+
+
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
+
+
+def _chat_part(part: Any) -> dict[str, Any]:
+    """A user message's part → a Chat content part: ``image_url`` (a data URL or the URL, with
+    ``detail``), ``input_audio`` (WAV, MP3) or ``file`` (a PDF as ``file_data``)."""
+    kind = part["type"]
+    if kind == "text":
+        return {"type": "text", "text": part["text"]}
+    where, value = source_of("openai", part)
+    if kind == "image":
+        image: dict[str, Any] = {"url": value if where == "url" else data_url(part)}
+        if "detail" in part:
+            image["detail"] = part["detail"]
+        return {"type": "image_url", "image_url": image}
+    if kind == "audio":
+        fmt = _AUDIO_FORMATS.get(part["media_type"])
+        if fmt is None or where == "url":
+            refuse("openai", part, "Chat Completions takes WAV or MP3 audio as data only")
+        return {"type": "input_audio", "input_audio": {"data": value, "format": fmt}}
+    if part["media_type"] == "text/plain":
+        return {"type": "text", "text": inline_text("openai", part)}
+    if where == "url":
+        refuse("openai", part, "Chat Completions takes files as data, not by URL")
+    file = {"filename": part.get("name") or "document.pdf", "file_data": data_url(part)}
+    return {"type": "file", "file": file}
 
 
 class _Call:

@@ -45,6 +45,7 @@ from ..events import FinishReason, Part, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
 from ._finish import identify, normalize_finish
+from ._media import MEDIA, data_url, inline_text, refuse, source_of
 from ._settings import check_settings, copy_settings, forced_tool, unsupported
 from ._wire import loads, openai_usage, parse_json_or_raw
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
@@ -86,7 +87,9 @@ def to_responses_input(messages: Sequence[Any]) -> list[dict[str, Any]]:
         parts = message["content"]
         if role == "user":
             texts = [p["text"] for p in parts if p["type"] == "text"]
-            if len(texts) == 1:
+            if any(p["type"] in MEDIA for p in parts):
+                items.append({"role": "user", "content": [_input_part(p) for p in parts]})
+            elif len(texts) == 1:
                 items.append({"role": "user", "content": texts[0]})
             elif texts:
                 items.append(
@@ -131,6 +134,25 @@ def to_responses_input(messages: Sequence[Any]) -> list[dict[str, Any]]:
                     item["encrypted_content"] = ref["encrypted_content"]
                 items.append(item)
     return items
+
+
+def _input_part(part: Any) -> dict[str, Any]:
+    """A user message's part → ``input_text`` / ``input_image`` / ``input_file``."""
+    kind = part["type"]
+    if kind == "text":
+        return {"type": "input_text", "text": part["text"]}
+    if kind == "audio":
+        refuse("openai-responses", part, "the Responses API takes no audio input")
+    where, value = source_of("openai-responses", part)
+    if kind == "image":
+        url = value if where == "url" else data_url(part)
+        return {"type": "input_image", "image_url": url, "detail": part.get("detail", "auto")}
+    if part["media_type"] == "text/plain":
+        return {"type": "input_text", "text": inline_text("openai-responses", part)}
+    if where == "url":
+        return {"type": "input_file", "file_url": value}
+    name = part.get("name") or "document.pdf"
+    return {"type": "input_file", "filename": name, "file_data": data_url(part)}
 
 
 class _Item:
