@@ -29,6 +29,7 @@ from ..guardrails import Guardrail
 from ..integrations import IntegrationSource
 from ..llm import LLMClient
 from ..llm.base import ModelSettings
+from ..media import UserContent, user_parts
 from ..resources import Resource
 from ..session import Message, Session
 from ..signals import AbortController
@@ -76,7 +77,7 @@ class RunOptions(TypedDict, total=False):
 
     memory_scope: str | None
     context: Any
-    user: str | None
+    user: UserContent | None
     messages: Sequence[Mapping[str, Any]] | None
     model: ModelSpec | None
     llm: ModelSpec | None
@@ -444,7 +445,8 @@ class LabAgent(Generic[T]):
         Args:
             memory_scope: The conversation; omitted, a new random id (on the handle and result).
             context: Handed to tools as `ctx.context`; never stored, never sent to the model.
-            user: A user message appended after the stored transcript.
+            user: A user message appended after the stored transcript: a string, or a list
+                of strings and parts (`image()`, `document()`, `audio()`).
             messages: Messages appended after `user` (string content allowed; system
                 messages are dropped).
             output_schema: Structured output for this call (overrides the agent's).
@@ -531,11 +533,18 @@ class LabAgent(Generic[T]):
         if scope is None:
             scope = uuid.uuid4().hex
         user = kw.get("user")
-        if user is not None and not isinstance(user, str):
-            raise ConfigError(f"user must be a string, got {type(user).__name__}")
         new_input: list[Message] = []
-        if user is not None:
+        if isinstance(user, str):
             new_input.append({"role": "user", "content": [{"type": "text", "text": user}]})
+        elif user is not None:  # a list of strings and parts (images, documents, audio)
+            if not isinstance(user, (list, tuple)):
+                raise ConfigError(
+                    f"user must be a string or a list of strings and parts, got "
+                    f"{type(user).__name__}"
+                )
+            parts = user_parts(user)[1]
+            assert parts is not None
+            new_input.append({"role": "user", "content": parts})
         messages = kw.get("messages")
         if messages is not None:
             new_input.extend(_normalize_messages(messages))
