@@ -81,6 +81,7 @@ def test_llm_knows_nothing_of_agents(path: Path) -> None:
         "tether.errors",
         "tether.events",
         "tether.session",
+        "tether.blobs",  # the media references of messages, and what reads them (data)
         "tether.signals",
         "tether._json",
         "tether._sse",

@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
+    from .blobs import BlobResolver, BlobStore
     from .guardrails import Guardrail, ToolCallGuardrail
     from .history import HistoryProcessor
     from .integrations import IntegrationSource
@@ -62,6 +63,8 @@ class AgentOptions(AgentParts, total=False):
     """The harness seed's name for `system_prompt` (give one of the two)."""
     tools: Sequence[Tool] | None
     workflows: Sequence[LadderWorkflow | Workflow[Any, Any]] | None
+    blobs: BlobResolver | BlobStore | None
+    """Where media referred to by `{"blob": sha256}` parts is read from (`tether.blobs`)."""
 
 
 class TurnOverrides(TypedDict, total=False):

@@ -20,6 +20,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeVar, cast
 
+from .blobs import BlobResolver, BlobStore
 from .errors import ConfigError, ModelSettingError
 from .llm import (
     CONFIG_KEYS,
@@ -296,6 +297,16 @@ def check_mapping(param: str, value: Any, takes: str, where: str = "") -> dict[s
 def check_services(value: Any, where: str = "", param: str = "services") -> dict[str, Any] | None:
     """What tools receive as `ctx.services`: a dict of named services (copied), or None."""
     return check_mapping(param, value, "a dict of named services", where)
+
+
+def check_blobs(value: Any, where: str = "") -> BlobResolver | None:
+    """Where blob references are read from: a `BlobResolver`, a `BlobStore` (given a resolver
+    of its own), or None."""
+    if value is None or isinstance(value, BlobResolver):
+        return value
+    if isinstance(value, BlobStore):
+        return BlobResolver(value)
+    raise bad("blobs", value, "a tether.blobs.BlobResolver or BlobStore", where)
 
 
 def check_trace(value: Any, where: str = "") -> bool | TraceSink | None:

@@ -22,6 +22,7 @@ import httpx
 
 from ._options import AgentOptions, TurnOverrides, keys_of, refuse_unknown
 from ._params import (
+    check_blobs,
     check_function,
     check_limit,
     check_max_tool_rounds,
@@ -125,6 +126,9 @@ class Agent:
             the model can read (default 100,000); None: no limit.
         trace: True prints each trace record to stderr; a function is the sink.
         services: Dependencies tools and workflow steps receive as `ctx.services`.
+        blobs: Where media parts that refer to a blob (`{"blob": sha256}`) are read from when
+            a request is built: a `tether.blobs.BlobResolver` or a `BlobStore` (the lab passes
+            its store's). Without it the messages must carry their media inline or by URL.
         on_tool_call: A tool-call guardrail that runs before the declared ones.
         history: A history policy: processors ``(messages, ctx) -> messages`` (sync or
             async) run in order on what each model call sends, e.g. ``[keep_last(turns=20)]``
@@ -210,6 +214,7 @@ class Agent:
         self.services: dict[str, Any] = check_services(o.get("services")) or {}
         self.history: tuple[HistoryProcessor, ...] = tuple(check_history(o.get("history")) or ())
         """The history policy (empty: every call sends the whole transcript)."""
+        self.blobs = check_blobs(o.get("blobs"))
         self._http_client: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:
@@ -306,6 +311,7 @@ class Agent:
             [],
             self.history,
             opts.history_sink,
+            blobs=self.blobs,
         )
 
     def send(

@@ -21,6 +21,7 @@ TetherError
 │   ├── SessionFormatError       a stored Session that does not parse
 │   ├── ClientMessageError       a client message that cannot be framed as a turn
 │   └── StoreCorruptError        a stored record that does not parse
+│       └── BlobCorruptError     stored media bytes whose sha256 is not their key (.sha)
 ├── LLMError                     a provider call failed
 │   ├── LLMHTTPError             the provider answered with an error status (.status, .body)
 │   │   ├── AuthenticationError  401 / 403: the key is wrong or lacks access
@@ -44,7 +45,8 @@ TetherError
 │   ├── WorkflowWaitTimeoutError a `ctx.wait_for(..., timeout=)` ended without its signal
 │   └── WorkflowSignalError      a signal refused: its value does not match the wait's schema
 │       └── WorkflowNotWaitingError  the run does not wait for that name (.waiting_for)
-├── StoreError                   a message / workflow / run store failed
+├── StoreError                   a message / workflow / run / blob store failed
+│   ├── BlobNotFoundError        a media reference names bytes the blob store does not hold (.sha)
 │   └── LeaseLostError           a write refused: another holder took over the lease it was
 │                                made under (.lease, .key, .holder); its writer stops
 ├── ToolError                    raised inside a tool: its message goes to the model as the
@@ -65,6 +67,8 @@ __all__ = [
     "AbortedError",
     "AgentRunError",
     "AuthenticationError",
+    "BlobCorruptError",
+    "BlobNotFoundError",
     "ClientMessageError",
     "ConfigError",
     "ConfigNotFoundError",
@@ -255,6 +259,15 @@ class ClientMessageError(DataError, ValueError):
 
 class StoreCorruptError(DataError):
     """A stored record does not parse; nothing was changed."""
+
+
+class BlobCorruptError(StoreCorruptError):
+    """Bytes read from a blob store do not hash to the sha256 they are stored under."""
+
+    def __init__(self, sha: str, detail: str) -> None:
+        super().__init__(f"blob {sha}: {detail}; the stored copy is damaged (restore the database)")
+        self.sha = sha
+        """The sha256 (hex) the bytes were asked for by."""
 
 
 class LLMError(TetherError):
@@ -480,6 +493,18 @@ class StepOutputError(WorkflowError, NotJSONSafeError):
 
 class StoreError(TetherError):
     """A store operation failed."""
+
+
+class BlobNotFoundError(StoreError):
+    """A `{"blob": sha}` media reference names bytes the blob store does not hold."""
+
+    def __init__(self, sha: str) -> None:
+        super().__init__(
+            f"blob {sha} is not in the blob store: the reference comes from another store, or "
+            "its bytes were removed; send the media again as data"
+        )
+        self.sha = sha
+        """The sha256 (hex) asked for."""
 
 
 class LeaseLostError(StoreError):

@@ -363,6 +363,8 @@ class _Turn:
             request["settings"] = plan.settings
         if plan.ctx.signal is not None:
             request["signal"] = plan.ctx.signal
+        if plan.blobs is not None:
+            request["blobs"] = plan.blobs
         call = self.call
         call.request = request
         call.tools = len(specs)

@@ -21,6 +21,7 @@ from .resources import Resource, attach_envelope
 from .stop import RoundResult, StopCondition
 
 if TYPE_CHECKING:
+    from .blobs import BlobResolver
     from .context import RunContext
     from .guardrails import OutputGuardrail, ToolCallGuardrail
     from .history import HistoryProcessor, Summary, TurnHistory
@@ -257,6 +258,9 @@ class TurnPlan(NamedTuple):
     the whole transcript, as it is)."""
     history_sink: Callable[[Summary], None] | None = None
     """Where summaries go (`TurnOptions.history_sink`); None: the processor keeps them."""
+    blobs: BlobResolver | None = None
+    """Reads the media a request refers to by blob reference (`tether.blobs`); None: the
+    messages carry no references."""
 
     def history_of(self) -> TurnHistory:
         """A fresh history state for one turn of this plan (with `history` set)."""

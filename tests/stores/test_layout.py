@@ -16,6 +16,7 @@ from tether.stores.sqlite import MIGRATIONS_TABLE, connect
 from tether.stores.sqlite import schema as sqlite_schema
 
 TABLES = {
+    "tether_blobs",
     "tether_message_scopes",
     "tether_messages",
     "tether_migrations",

@@ -370,6 +370,8 @@ class LabAgent(Generic[T]):
                 services=d.services,
                 on_tool_call=d.on_tool_call,
                 history=d.history,
+                # Stored transcripts refer to their media by blob: requests read it from there.
+                blobs=self.runtime.blob_resolver(d.memory_store or self.runtime.message_store),
             )
             self._harnesses[key] = agent
         return agent

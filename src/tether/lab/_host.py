@@ -11,6 +11,7 @@ import json
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+from ..blobs import BlobResolver
 from ..errors import ConfigError
 from ..llm import LLMClient, client_from_config
 from ..stores.message_store import MessageStore
@@ -112,6 +113,10 @@ class AgentHost(Protocol):
 
     @property
     def run_store(self) -> RunStore: ...
+
+    def blob_resolver(self, store: MessageStore) -> BlobResolver | None:
+        """The resolver of the blobs `store`'s records refer to (one per blob store)."""
+        ...
 
     @property
     def listeners(self) -> Sequence[RunListener]:

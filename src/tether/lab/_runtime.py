@@ -28,6 +28,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, TypeVar, Unpack, overload
 
+from ..blobs import BlobResolver
 from ..errors import ConfigError
 from ..stores.message_store import MessageStore
 from ..stores.run_store import RunStore
@@ -231,6 +232,10 @@ class Runtime:
     @property
     def run_store(self) -> RunStore:
         return self.stores.run
+
+    def blob_resolver(self, store: MessageStore) -> BlobResolver | None:
+        """See `RuntimeStores.resolver`."""
+        return self.stores.resolver(store)
 
     @property
     def workflow_store(self) -> WorkflowStore:

@@ -15,8 +15,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ..blobs import BlobResolver, BlobStore
 from ..errors import ConfigError
-from ..stores.memory import InMemoryMessageStore, InMemoryRunStore, InMemoryWorkflowStore
+from ..stores.memory import (
+    InMemoryBlobStore,
+    InMemoryMessageStore,
+    InMemoryRunStore,
+    InMemoryWorkflowStore,
+)
 from ..stores.message_store import MessageStore
 from ..stores.run_store import RunStore
 from ..stores.sqlite import SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore, connect
@@ -75,6 +81,7 @@ class RuntimeStores:
         self._root_given = root is not None
         self._message, self._run, self._workflow = message, run, workflow
         self._opened: StoreSet | None = None
+        self._resolvers: dict[int, tuple[BlobStore, BlobResolver]] = {}
         self.closed = False
         """Set when the runtime closed: opening is refused from then on."""
 
@@ -117,6 +124,18 @@ class RuntimeStores:
     @property
     def run(self) -> RunStore:
         return self._run if self._run is not None else self._open().run
+
+    def resolver(self, store: MessageStore) -> BlobResolver | None:
+        """The one `BlobResolver` (and so the one byte-bounded cache) of the blob store that
+        `store`'s records refer to (`tether.blobs`); None for a message store of the caller's
+        that keeps no blobs."""
+        blobs = getattr(store, "blobs", None)
+        if not isinstance(blobs, BlobStore):
+            return None
+        found = self._resolvers.get(id(blobs))
+        if found is None or found[0] is not blobs:
+            found = self._resolvers[id(blobs)] = (blobs, BlobResolver(blobs))
+        return found[1]
 
     @property
     def workflow(self) -> WorkflowStore:
@@ -166,7 +185,12 @@ def open_stores(url: str, root: Path) -> StoreSet:
         ConfigError: the URL is not one tether knows.
     """
     if url in ("memory", "memory://", ":memory:"):
-        return StoreSet(InMemoryMessageStore(), InMemoryRunStore(), InMemoryWorkflowStore())
+        blobs = InMemoryBlobStore()  # one dict: the message and run stores keep each blob once
+        return StoreSet(
+            InMemoryMessageStore(blobs=blobs),
+            InMemoryRunStore(blobs=blobs),
+            InMemoryWorkflowStore(),
+        )
     if url.startswith(("postgres://", "postgresql://")):
         return _open_postgres(url)
     path = sqlite_path(url, root)

@@ -292,6 +292,9 @@ class HTTPAdapter:
         wait. The response is closed when the stream ends or its consumer stops, also on
         cancellation, which is how an aborted turn stops reading from the provider.
         """
+        blobs = request.get("blobs")
+        if blobs is not None:  # references in, base64 out: build_body sees only data parts
+            request = {**request, "messages": await blobs.resolve(request["messages"])}
         content = self.encode(request)
         url = self.url(request)
         loop = asyncio.get_running_loop()

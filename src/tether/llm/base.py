@@ -34,6 +34,7 @@ from typing import (
 from ..events import FinishReason, Part, Usage
 
 if TYPE_CHECKING:
+    from ..blobs import BlobResolver
     from ..session import Message
     from ..signals import AbortSignal
 
@@ -105,6 +106,9 @@ class ChatRequest(TypedDict):
     settings: NotRequired[ModelSettings]
     """Absent when no setting is set (the byte-identity baseline)."""
     signal: NotRequired[AbortSignal]
+    blobs: NotRequired[BlobResolver]
+    """Reads the media `messages` refer to by blob reference; the adapter swaps them for data
+    just before it encodes the body (`tether.blobs`)."""
 
 
 class TextChunk(TypedDict):

@@ -3,7 +3,9 @@
 Three contracts — `MessageStore` (`tether.stores.message_store`), `RunStore`
 (`tether.stores.run_store`) and `WorkflowStore` (`tether.stores.workflow_store`) — and one module
 or package per backend implementing all three: `tether.stores.memory`, `tether.stores.sqlite` and
-`tether.stores.postgres` (a module per store in each package). The backends share their record
+`tether.stores.postgres` (a module per store in each package). Media bytes over a threshold
+are kept once per backend by sha256 (`BlobStore`, `tether.blobs`; the message and run stores'
+`blobs`), and records and run events hold a reference. The backends share their record
 codecs (`tether.stores._codecs`), so every value is checked, stored and read back the same way
 everywhere, and the two SQL backends use the same table names. All implementations of one
 contract pass one shared contract suite.
@@ -18,7 +20,8 @@ from __future__ import annotations
 import typing as _typing
 from importlib.util import find_spec as _find_spec
 
-from .memory import InMemoryMessageStore, InMemoryRunStore, InMemoryWorkflowStore
+from ..blobs import BlobInfo, BlobStore
+from .memory import InMemoryBlobStore, InMemoryMessageStore, InMemoryRunStore, InMemoryWorkflowStore
 from .message_store import MessageStore, ScopeInfo, ScopeLeases, StoredRecord, SystemRecord
 from .run_store import (
     CANCEL_REQUESTED,
@@ -33,11 +36,16 @@ from .run_store import (
     RunStore,
     RunTotals,
 )
-from .sqlite import SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
+from .sqlite import SqliteBlobStore, SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
 from .workflow_store import RunLease, RunStatus, StepRecord, WorkflowRunRecord, WorkflowStore
 
 if _typing.TYPE_CHECKING:
-    from .postgres import PostgresMessageStore, PostgresRunStore, PostgresWorkflowStore
+    from .postgres import (
+        PostgresBlobStore,
+        PostgresMessageStore,
+        PostgresRunStore,
+        PostgresWorkflowStore,
+    )
 
 # psycopg is imported when a PostgreSQL store is first asked for, not with the package (it
 # costs ~0.2 s, which every command and every SQLite user would pay).
@@ -45,14 +53,18 @@ _HAVE_POSTGRES = _find_spec("psycopg") is not None
 
 __all__ = [
     "CANCEL_REQUESTED",
+    "BlobInfo",
+    "BlobStore",
     "CancelRequests",
     "EventBatch",
+    "InMemoryBlobStore",
     "InMemoryMessageStore",
     "InMemoryRunStore",
     "InMemoryWorkflowStore",
     "ManyAppends",
     "MessageStore",
     "NewRunEvent",
+    "PostgresBlobStore",
     "PostgresMessageStore",
     "PostgresRunStore",
     "PostgresWorkflowStore",
@@ -66,6 +78,7 @@ __all__ = [
     "RunTotals",
     "ScopeInfo",
     "ScopeLeases",
+    "SqliteBlobStore",
     "SqliteMessageStore",
     "SqliteRunStore",
     "SqliteWorkflowStore",
@@ -77,7 +90,12 @@ __all__ = [
 ]
 
 
-_POSTGRES = ("PostgresMessageStore", "PostgresRunStore", "PostgresWorkflowStore")
+_POSTGRES = (
+    "PostgresBlobStore",
+    "PostgresMessageStore",
+    "PostgresRunStore",
+    "PostgresWorkflowStore",
+)
 if not _HAVE_POSTGRES:  # the names are left out, and __getattr__ explains
     __all__ = [name for name in __all__ if name not in _POSTGRES]
 

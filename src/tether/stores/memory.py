@@ -17,8 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import LeaseLostError, StoreError
+from ..blobs import DEFAULT_BLOB_THRESHOLD, BlobInfo, blob_key, checked_blob
+from ..errors import BlobNotFoundError, LeaseLostError, StoreError
 from ..workflows._store import InMemoryWorkflowStore
+from ._blobs import NewBlobs, check_threshold, externalize_events, externalize_records
 from ._codecs import (
     RUN_INFO_COLUMNS,
     check_run_status,
@@ -50,7 +52,53 @@ from .run_store import (
 )
 from .workflow_store import RunStatus
 
-__all__ = ["InMemoryMessageStore", "InMemoryRunStore", "InMemoryWorkflowStore"]
+__all__ = [
+    "InMemoryBlobStore",
+    "InMemoryMessageStore",
+    "InMemoryRunStore",
+    "InMemoryWorkflowStore",
+]
+
+
+# -- BlobStore -------------------------------------------------------------------------------
+
+
+class InMemoryBlobStore:
+    """A `BlobStore` in a dict (`tether.blobs`); `reads` counts the blobs read."""
+
+    def __init__(self) -> None:
+        self._blobs: dict[str, tuple[bytes, str]] = {}
+        self._lock = threading.Lock()
+        self.reads = 0
+        """How many times bytes were read (`get`)."""
+
+    def keep(self, blobs: NewBlobs) -> None:
+        """Keep `blobs` (what a record write moved out); bytes already kept stay as they are."""
+        with self._lock:
+            for sha, value in blobs.items():
+                self._blobs.setdefault(sha, value)
+
+    async def put(self, data: bytes, media_type: str) -> str:
+        sha = blob_key(data)
+        self.keep({sha: (bytes(data), media_type)})
+        return sha
+
+    async def get(self, sha: str) -> bytes:
+        with self._lock:
+            self.reads += 1
+            found = self._blobs.get(sha)
+        if found is None:
+            raise BlobNotFoundError(sha)
+        return checked_blob(sha, found[0])
+
+    async def info(self, sha: str) -> BlobInfo | None:
+        with self._lock:
+            found = self._blobs.get(sha)
+        return None if found is None else BlobInfo(sha, len(found[0]), found[1])
+
+    def __len__(self) -> int:
+        """How many blobs are kept."""
+        return len(self._blobs)
 
 
 # -- MessageStore ----------------------------------------------------------------------------
@@ -68,9 +116,19 @@ class _Scope:
 
 
 class InMemoryMessageStore:
-    """A MessageStore in a dict."""
+    """A MessageStore in a dict. Media data over `blob_threshold` bytes goes to `blobs` (give
+    the run store the same `InMemoryBlobStore` to keep each blob once for both)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        blobs: InMemoryBlobStore | None = None,
+        blob_threshold: int = DEFAULT_BLOB_THRESHOLD,
+    ) -> None:
+        self.blobs = blobs if blobs is not None else InMemoryBlobStore()
+        """The blobs this store's records refer to."""
+        self.blob_threshold = check_threshold(blob_threshold)
+        """Inline media over this many bytes is stored as a blob."""
         self._scopes: dict[str, _Scope] = {}
         self._leases: dict[str, tuple[str, float]] = {}
         """scope -> (owner, expiry): `ScopeLeases` (which episode may write the scope now)."""
@@ -102,6 +160,7 @@ class InMemoryMessageStore:
     async def append(
         self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
     ) -> int:
+        records, blobs = externalize_records(records, self.blob_threshold)
         encoded = encode_records(scope, records)
         now = time.time()
         with self._lock:
@@ -109,15 +168,18 @@ class InMemoryMessageStore:
                 held = self._leases.get(scope)
                 if held is None or held[0] != lease:
                     raise LeaseLostError("memory scope", scope, held[0] if held else None)
+            self.blobs.keep(blobs)
             entry = self._entry(scope, now)
             entry.records.extend(encoded)
             entry.updated_at = now
             return len(entry.records)
 
     async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:
+        records, blobs = externalize_records(records, self.blob_threshold)
         encoded = encode_records(scope, records)
         now = time.time()
         with self._lock:
+            self.blobs.keep(blobs)
             entry = self._entry(scope, now)
             entry.records = encoded
             entry.updated_at = now
@@ -207,9 +269,19 @@ def _read(row: list[Any], now: float) -> list[Any]:
 
 
 class InMemoryRunStore:
-    """A RunStore in dicts, each run kept as the row a database holds."""
+    """A RunStore in dicts, each run kept as the row a database holds. Media data over
+    `blob_threshold` bytes in an event goes to `blobs`."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        blobs: InMemoryBlobStore | None = None,
+        blob_threshold: int = DEFAULT_BLOB_THRESHOLD,
+    ) -> None:
+        self.blobs = blobs if blobs is not None else InMemoryBlobStore()
+        """The blobs this store's events refer to."""
+        self.blob_threshold = check_threshold(blob_threshold)
+        """Inline media over this many bytes is stored as a blob."""
         self._runs: dict[str, list[Any]] = {}
         """run_id -> summary row; insertion order is start order."""
         self._order: dict[str, int] = {}
@@ -241,18 +313,26 @@ class InMemoryRunStore:
     async def append_events(
         self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
     ) -> int:
+        events, blobs = externalize_events(events, self.blob_threshold)
         encoded = encode_events(run_id, events)
         with self._lock:
             self._fence(run_id, lease)
+            self.blobs.keep(blobs)
             log = self._events[run_id]
             log.extend(encoded)
             return len(log)
 
     async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
-        encoded = [(run_id, encode_events(run_id, events)) for run_id, events, _ in batches]
+        blobs: NewBlobs = {}
+        encoded = []
+        for run_id, events, _ in batches:
+            events, new = externalize_events(events, self.blob_threshold)
+            blobs.update(new)
+            encoded.append((run_id, encode_events(run_id, events)))
         with self._lock:
             for run_id, _, lease in batches:
                 self._fence(run_id, lease)
+            self.blobs.keep(blobs)
             lasts = []
             for run_id, rows in encoded:
                 log = self._events[run_id]
@@ -276,6 +356,7 @@ class InMemoryRunStore:
         events: Sequence[NewRunEvent] = (),
     ) -> int:
         check_run_status(status)
+        events, blobs = externalize_events(events, self.blob_threshold)
         encoded = encode_events(run_id, events)
         values = {
             "status": status,
@@ -296,6 +377,7 @@ class InMemoryRunStore:
                 self._fence(run_id, lease)
             for column, value in values.items():
                 row[_COLUMN[column]] = value
+            self.blobs.keep(blobs)
             log = self._events[run_id]
             log.extend(encoded)
             return len(log)

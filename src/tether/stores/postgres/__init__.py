@@ -55,6 +55,7 @@ except ImportError as exc:  # pragma: no cover - only without the extra
     ) from exc
 
 from ._backed import PostgresBacked
+from ._blobs import PostgresBlobStore
 from ._connection import (
     POOL_MAX_SIZE,
     POOL_MIN_SIZE,
@@ -77,6 +78,7 @@ __all__ = [
     "Connection",
     "Pool",
     "PostgresBacked",
+    "PostgresBlobStore",
     "PostgresMessageStore",
     "PostgresMigration",
     "PostgresMigrations",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._codecs import check_scope
-from ._backed import PostgresBacked
+from ._blobs import BlobWriting
 from ._connection import NOW, execute, fetch_one
 
 __all__ = ["PostgresScopeLeases"]
@@ -19,7 +19,7 @@ RETURNING owner
 """
 
 
-class PostgresScopeLeases(PostgresBacked):
+class PostgresScopeLeases(BlobWriting):
     """The `ScopeLeases` half of `PostgresMessageStore`: one row per held scope, judged by the
     server's clock."""
 

@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 
 from ...errors import LeaseLostError
+from .._blobs import externalize_records
 from .._codecs import (
     LAST_INDEX,
     SCOPE_COLUMNS,
@@ -15,6 +16,7 @@ from .._codecs import (
     title_like,
 )
 from ..message_store import ScopeInfo, StoredRecord
+from ._blobs import insert_blobs
 from ._connection import execute, fetch_all, fetch_one
 from ._leases import PostgresScopeLeases
 
@@ -79,6 +81,7 @@ class PostgresMessageStore(PostgresScopeLeases):
     async def append(
         self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
     ) -> int:
+        records, blobs = externalize_records(records, self.blob_threshold)
         encoded = encode_records(scope, records)
         params = {
             "scope": scope,
@@ -87,7 +90,9 @@ class PostgresMessageStore(PostgresScopeLeases):
             "records": encoded,
             "lease": lease,
         }
-        async with self._session() as conn:
+        # With media to keep: the blobs and the records in one transaction.
+        async with self._session(atomic=bool(blobs)) as conn:
+            await insert_blobs(conn, blobs)
             row = await fetch_one(conn, _APPEND, params)
             if row is None:  # only a fenced append writes nothing
                 held = await fetch_one(
@@ -97,9 +102,11 @@ class PostgresMessageStore(PostgresScopeLeases):
         return int(row[0])
 
     async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:
+        records, blobs = externalize_records(records, self.blob_threshold)
         encoded = encode_records(scope, records)
         now = time.time()
         async with self._session(atomic=True) as conn:
+            await insert_blobs(conn, blobs)
             await execute(
                 conn,
                 "INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at)"

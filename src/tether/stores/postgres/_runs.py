@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from ...errors import LeaseLostError, StoreError
+from .._blobs import NewBlobs, externalize_events
 from .._codecs import (
     RUN_INFO_COLUMNS,
     decode_cursor,
@@ -36,7 +37,7 @@ from ..run_store import (
     StoredEvent,
 )
 from ..workflow_store import RunStatus
-from ._backed import PostgresBacked
+from ._blobs import BlobWriting, insert_blobs
 from ._connection import NOW, Connection, execute, fetch_all, fetch_one
 
 __all__ = ["PostgresRunStore"]
@@ -145,7 +146,7 @@ async def _pieces(
     return [text for (text,) in rows]
 
 
-class PostgresRunStore(PostgresBacked):
+class PostgresRunStore(BlobWriting):
     """A RunStore in PostgreSQL: one row per run, one row per event, numbered per run."""
 
     _kind = "run store"
@@ -164,18 +165,22 @@ class PostgresRunStore(PostgresBacked):
     async def append_events(
         self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
     ) -> int:
+        events, blobs = externalize_events(events, self.blob_threshold)
         encoded = encode_events(run_id, events)
-        async with self._session() as conn:
+        async with self._session(atomic=bool(blobs)) as conn:
+            await insert_blobs(conn, blobs)
             row = await fetch_one(conn, _APPEND_EVENTS, _append_params(run_id, encoded, lease))
             if row is None:
                 raise await _refused(conn, run_id)
         return int(row[0])
 
     async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
-        params = [
-            _append_params(run_id, encode_events(run_id, events), lease)
-            for run_id, events, lease in batches
-        ]
+        blobs: NewBlobs = {}
+        params = []
+        for run_id, events, lease in batches:
+            events, new = externalize_events(events, self.blob_threshold)
+            blobs.update(new)
+            params.append(_append_params(run_id, encode_events(run_id, events), lease))
         # The run rows are locked in one order, by run id, as `renew_leases` locks them: two
         # transactions that lock some of the same runs then never wait for each other in a
         # circle (a deadlock PostgreSQL would break by failing one of them).
@@ -183,6 +188,7 @@ class PostgresRunStore(PostgresBacked):
         lasts = [0] * len(params)
         # One connection, one transaction, the statements pipelined: one commit for them all.
         async with self._session(atomic=True) as conn:
+            await insert_blobs(conn, blobs)
             async with conn.pipeline():
                 cursors = [await execute(conn, _APPEND_EVENTS, params[i]) for i in order]
             for cur, i in zip(cursors, order, strict=True):
@@ -207,6 +213,7 @@ class PostgresRunStore(PostgresBacked):
         lease: str | None = None,
         events: Sequence[NewRunEvent] = (),
     ) -> int:
+        events, blobs = externalize_events(events, self.blob_threshold)
         plan = plan_finish(
             run_id,
             status,
@@ -228,7 +235,8 @@ class PostgresRunStore(PostgresBacked):
             "error": error,
             "ttl": plan.ttl,
         }
-        async with self._session() as conn:
+        async with self._session(atomic=bool(blobs)) as conn:
+            await insert_blobs(conn, blobs)
             # One statement: the run's end, its count bumped, and its last events numbered
             # after the old count (none: the count stays).
             row = await fetch_one(

@@ -184,3 +184,18 @@ async def m004_run_event_pieces(conn: Connection) -> None:
         " text TEXT NOT NULL,"
         " PRIMARY KEY (run_id, seq, piece))",
     )
+
+
+@schema
+async def m005_blobs(conn: Connection) -> None:
+    # Media bytes kept once, under their sha256 (`tether.blobs`): records and run events hold
+    # a reference. Nothing deletes a row (a blob may be referred to from any scope or run).
+    await execute(
+        conn,
+        "CREATE TABLE tether_blobs ("
+        " sha256 TEXT PRIMARY KEY,"
+        " media_type TEXT NOT NULL,"
+        " size BIGINT NOT NULL,"
+        " data BYTEA NOT NULL,"
+        " created_at DOUBLE PRECISION NOT NULL)",
+    )

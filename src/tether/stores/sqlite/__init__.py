@@ -34,6 +34,7 @@ reorder a migration that has shipped; append a new one.
 
 from __future__ import annotations
 
+from ._blobs import SqliteBlobStore
 from ._connection import SqliteBacked, connect, connection_thread_lock, is_busy, transaction
 from ._messages import SqliteMessageStore
 from ._migrations import MIGRATIONS_TABLE, Migration, SqliteMigrations
@@ -45,6 +46,7 @@ __all__ = [
     "MIGRATIONS_TABLE",
     "Migration",
     "SqliteBacked",
+    "SqliteBlobStore",
     "SqliteMessageStore",
     "SqliteMigrations",
     "SqliteRunStore",

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from os import PathLike
 from typing import Any
 
+from ...blobs import DEFAULT_BLOB_THRESHOLD
+from .._blobs import check_threshold, externalize_records
 from .._codecs import (
     LAST_INDEX,
     SCOPE_COLUMNS,
@@ -17,6 +19,7 @@ from .._codecs import (
     title_like,
 )
 from ..message_store import ScopeInfo, StoredRecord
+from ._blobs import SqliteBlobStore, insert_blobs
 from ._connection import connect, transaction
 from ._leases import SqliteScopeLeases, fence_scope
 from ._schema import schema
@@ -31,11 +34,24 @@ class SqliteMessageStore(SqliteScopeLeases):
     The scope row carries the length, so an append reads one row and inserts its records: the
     same cost at any transcript length. The whole append is one `BEGIN IMMEDIATE` transaction,
     so writers in other threads or processes queue up instead of losing records.
+
+    Media data over `blob_threshold` bytes is kept once in the file's blobs table, in the same
+    transaction, and the record holds a reference (`tether.blobs`); `blobs` reads them.
     """
 
-    def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        owns: bool = False,
+        blob_threshold: int = DEFAULT_BLOB_THRESHOLD,
+    ) -> None:
         super().__init__(conn, owns=owns)
         self._sync(schema.apply)
+        self.blob_threshold = check_threshold(blob_threshold)
+        """Inline media over this many bytes is stored as a blob."""
+        self.blobs = SqliteBlobStore(conn)
+        """The blobs this store's records refer to (the same file's table)."""
 
     @classmethod
     def open(cls, path: str | PathLike[str]) -> SqliteMessageStore:
@@ -70,6 +86,7 @@ class SqliteMessageStore(SqliteScopeLeases):
     async def append(
         self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
     ) -> int:
+        records, blobs = externalize_records(records, self.blob_threshold)
         encoded = encode_records(scope, records)
         now = time.time()
 
@@ -77,6 +94,7 @@ class SqliteMessageStore(SqliteScopeLeases):
             with transaction(conn):
                 if lease is not None:
                     fence_scope(conn, scope, lease)
+                insert_blobs(conn, blobs)
                 # One upsert creates the scope row or bumps its length (as on PostgreSQL); the
                 # records go after the old length.
                 (total,) = conn.execute(
@@ -96,11 +114,13 @@ class SqliteMessageStore(SqliteScopeLeases):
         return await self._run(op)
 
     async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:
+        records, blobs = externalize_records(records, self.blob_threshold)
         encoded = encode_records(scope, records)
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> None:
             with transaction(conn):
+                insert_blobs(conn, blobs)
                 _ensure_scope(conn, scope, now)
                 conn.execute("DELETE FROM tether_messages WHERE scope = ?", (scope,))
                 conn.executemany(

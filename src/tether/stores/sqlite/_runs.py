@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from os import PathLike
 from typing import Any
 
+from ...blobs import DEFAULT_BLOB_THRESHOLD
 from ...errors import LeaseLostError, StoreError
+from .._blobs import NewBlobs, check_threshold, externalize_events
 from .._codecs import (
     RUN_INFO_COLUMNS,
     decode_cursor,
@@ -39,6 +41,7 @@ from ..run_store import (
     StoredEvent,
 )
 from ..workflow_store import RunStatus
+from ._blobs import SqliteBlobStore, insert_blobs
 from ._connection import NOW, SqliteBacked, connect, transaction
 from ._schema import schema
 
@@ -99,11 +102,24 @@ def _pieces(conn: sqlite3.Connection, run_id: str, seq: int, start: int, limit: 
 
 class SqliteRunStore(SqliteBacked):
     """A RunStore in SQLite. Takes its connection from the caller and migrates on construction;
-    `SqliteRunStore.open(path)` opens (and later closes) its own."""
+    `SqliteRunStore.open(path)` opens (and later closes) its own.
 
-    def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
+    Media data over `blob_threshold` bytes in an event (a request record, committed messages)
+    is kept once in the file's blobs table, and the event holds a reference (`tether.blobs`)."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        owns: bool = False,
+        blob_threshold: int = DEFAULT_BLOB_THRESHOLD,
+    ) -> None:
         super().__init__(conn, owns=owns)
         self._sync(schema.apply)
+        self.blob_threshold = check_threshold(blob_threshold)
+        """Inline media over this many bytes is stored as a blob."""
+        self.blobs = SqliteBlobStore(conn)
+        """The blobs this store's events refer to (the same file's table)."""
 
     @classmethod
     def open(cls, path: str | PathLike[str]) -> SqliteRunStore:
@@ -145,13 +161,17 @@ class SqliteRunStore(SqliteBacked):
         return last
 
     async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
-        encoded = [
-            (run_id, encode_events(run_id, events), lease) for run_id, events, lease in batches
-        ]
+        blobs: NewBlobs = {}
+        encoded = []
+        for run_id, events, lease in batches:
+            events, new = externalize_events(events, self.blob_threshold)
+            blobs.update(new)
+            encoded.append((run_id, encode_events(run_id, events), lease))
 
         def op(conn: sqlite3.Connection) -> list[int]:
             lasts: list[int] = []
             with transaction(conn):
+                insert_blobs(conn, blobs)
                 for run_id, rows, lease in encoded:
                     # The run row's count is bumped first (as on PostgreSQL): one statement says
                     # where the events go, and whether this writer still holds the run, under
@@ -186,6 +206,7 @@ class SqliteRunStore(SqliteBacked):
         lease: str | None = None,
         events: Sequence[NewRunEvent] = (),
     ) -> int:
+        events, blobs = externalize_events(events, self.blob_threshold)
         plan = plan_finish(
             run_id,
             status,
@@ -203,6 +224,7 @@ class SqliteRunStore(SqliteBacked):
 
         def op(conn: sqlite3.Connection) -> int:
             with transaction(conn):
+                insert_blobs(conn, blobs)
                 row = conn.execute(
                     f"UPDATE tether_runs SET status = ?, ended_at = ?, error = ?"
                     f"{finish_sets('?', extra)}, lease_expires_at = {NOW} + ?,"

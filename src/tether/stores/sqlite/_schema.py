@@ -162,3 +162,17 @@ def m004_run_event_pieces(conn: sqlite3.Connection) -> None:
         " text TEXT NOT NULL,"
         " PRIMARY KEY (run_id, seq, piece)) WITHOUT ROWID"
     )
+
+
+@schema
+def m005_blobs(conn: sqlite3.Connection) -> None:
+    """Media bytes kept once, under their sha256 (`tether.blobs`): records and run events hold
+    a reference. Nothing deletes a row (a blob may be referred to from any scope or run)."""
+    conn.execute(
+        "CREATE TABLE tether_blobs ("
+        " sha256 TEXT PRIMARY KEY,"
+        " media_type TEXT NOT NULL,"
+        " size INTEGER NOT NULL,"
+        " data BLOB NOT NULL,"
+        " created_at REAL NOT NULL) WITHOUT ROWID"
+    )
