@@ -193,7 +193,7 @@ async def test_a_custom_async_processor_runs_in_order() -> None:
     [
         (lambda m, c: m[2:], "the result of tool call 'c0' without the call"),
         (lambda m, c: m[:2], "tool call 'c0' has no result"),
-        (lambda m, c: [*m, {"role": "user", "content": [{"type": "image"}]}], "unknown part"),
+        (lambda m, c: [*m, {"role": "user", "content": [{"type": "hologram"}]}], "unknown part"),
         (lambda m, c: "nope", "returned str"),
     ],
 )
