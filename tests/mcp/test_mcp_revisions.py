@@ -474,3 +474,24 @@ async def test_a_request_for_input_we_do_not_provide_fails_the_call(kit: Kit) ->
     assert result.is_error and "'sampling/createMessage', which tether does not provide" in (
         result.output
     )
+
+
+async def test_a_paused_elicitation_declares_forms_and_goes_on_with_one_answer(kit: Kit) -> None:
+    server = kit.server(tools=[asking_tool()], modern=True, sse=True)
+    agent, _ = kit.agent(server, elicitation="pause")
+    await agent.connect()
+    [tool] = agent.tools
+    paused = await tool.call({}, RunContext("s"))
+    asked = paused.input_request
+    assert asked is not None and asked.schema == PROFILE and asked.source == server.url
+    first = server.requests[-1]
+    caps = first.params["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    assert caps == {"elicitation": {"form": {}}}  # a form can be answered later; a URL cannot
+    assert tool.resume_input is not None
+    done = await tool.resume_input(asked.state, {"action": "cancel"}, RunContext("s"))
+    assert json.loads(done.output) == {"action": "cancel"}
+    retry = server.requests[-1]
+    assert retry.params["inputResponses"] == {asked.state["key"]: {"action": "cancel"}}
+    assert retry.params["requestState"] == asked.state["requestState"]
+    assert retry.params["arguments"] == first.params["arguments"]
+    await agent.aclose()
