@@ -60,7 +60,17 @@ def test_event_union_has_every_kind_of_the_seed() -> None:
         "guardrail",
         "trace",
         "memory",
+        "paused",
+        "resumed",
         "done",
         "error",
     }
-    assert kinds - RENDER_ONLY == {"message", "tool_use", "tool_result", "memory", "done"}
+    assert kinds - RENDER_ONLY == {
+        "message",
+        "tool_use",
+        "tool_result",
+        "memory",
+        "paused",
+        "resumed",
+        "done",
+    }

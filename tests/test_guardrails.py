@@ -644,6 +644,12 @@ async def test_an_output_rewrite_without_string_text_fails_closed() -> None:
             "allow",
             "tool_call",
             "a guardrail returned 'allow'; return None, or a dict with action "
+            "'allow', 'rewrite' or 'deny' (or 'ask', for a tool call)",
+        ),
+        (
+            {"action": "ask"},
+            "output",
+            "a guardrail returned {'action': 'ask'}; return None, or a dict with action "
             "'allow', 'rewrite' or 'deny'",
         ),
         (

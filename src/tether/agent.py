@@ -15,7 +15,7 @@ from collections.abc import (
     MutableMapping,
     Sequence,
 )
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, Unpack
 
 import httpx
@@ -36,10 +36,11 @@ from ._params import (
     prompt_layers,
     sequence_of,
 )
+from .approvals import Decision, check_decisions
 from .client_messages import ClientMessage, frame_client_message, should_run_turn
 from .context import RunContext
 from .errors import ConfigError, WorkflowError
-from .events import AgentEvent, FinishReason, Part, Usage
+from .events import AgentEvent, FinishReason, Part, PendingCall, Usage
 from .guardrails import Guardrail, ToolCallGuardrail
 from .history import HistoryProcessor, check_history
 from .integrations import IntegrationSource
@@ -100,6 +101,9 @@ class TurnResult:
     """One entry per model request."""
     events: list[AgentEvent]
     """Every event of the turn, in order."""
+    pending: list[PendingCall] = field(default_factory=list)
+    """The calls the turn paused on (``finish_reason == "paused"``); resume with
+    `run_turn(session, decisions=...)` or `resume()`."""
 
 
 class Agent:
@@ -340,17 +344,51 @@ class Agent:
             plan = self.plan_turn(session, _options(options, overrides))
         return stream_turn(plan, as_session(session), _user(text))
 
+    def resume(
+        self,
+        session: SessionLike,
+        decisions: Mapping[str, Decision],
+        *,
+        options: TurnOptions | None = None,
+        **overrides: Unpack[TurnOverrides],
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Continue a paused turn, yielding its events like `send()` (fold each with `reduce`).
+
+        `decisions` maps each pending call's id (`session["pending"]`) to `approve()`,
+        `approve(input=...)`, `deny(reason)` or, for an external call, `result(output)`. The
+        first event is `resumed`, then each call's `tool_result` (an approved call runs now,
+        as approved: the guardrails that ran before the pause do not run again), then the
+        turn's rounds go on.
+
+        Raises:
+            NotPausedError: the session waits for no decision.
+            DecisionError: a pending call without a decision, an id that is not pending
+                (unknown or already decided), a decision of the wrong kind; on the first
+                iteration, an edited input the tool's schema refuses. The session is left as
+                it was.
+        """
+        sess = as_session(session)
+        resume = check_decisions(sess.pending, decisions, lambda: _decided_ids(sess))
+        if options is None and _none(overrides):
+            plan = self.plan_turn(sess)
+        else:
+            plan = self.plan_turn(sess, _options(options, overrides))
+        return stream_turn(plan, sess, None, resume)
+
     async def run_turn(
         self,
         session: SessionLike,
-        text: UserContent | None,
+        text: UserContent | None = None,
         *,
+        decisions: Mapping[str, Decision] | None = None,
         on_event: Callable[[AgentEvent], Any] | None = None,
         **overrides: Unpack[TurnOverrides],
     ) -> TurnResult:
         """Run one turn to its end, folding every event into `session` (in place).
 
         Takes the same overrides as `send()`; `on_event` sees each event as it happens.
+        `decisions=` resumes a paused turn instead (see `resume()`; no `text` then). A turn
+        that pauses returns with ``finish_reason == "paused"`` and its `pending` calls.
 
         Raises:
             TetherError: The error of an `error` event (an `LLMError`, `AbortedError`, …),
@@ -359,10 +397,17 @@ class Agent:
         """
         opts = _options(None, overrides)
         target = session if isinstance(session, MutableMapping) else as_session(session)
+        resume = None
+        if decisions is not None:
+            if text is not None:
+                raise ConfigError("run_turn() takes text or decisions=, not both")
+            sess = as_session(target)
+            resume = check_decisions(sess.pending, decisions, lambda: _decided_ids(sess))
         plan = self.plan_turn(target, opts)
         events: list[AgentEvent] = []
         done = None
-        stream = stream_turn(plan, as_session(target), _user(text))
+        pending: list[PendingCall] = []
+        stream = stream_turn(plan, as_session(target), _user(text), resume)
         try:
             async for event in stream:
                 reduce(target, event)
@@ -371,6 +416,8 @@ class Agent:
                     on_event(event)
                 if event["type"] == "done":
                     done = event
+                elif event["type"] == "paused":
+                    pending = event["pending"]
                 elif event["type"] == "error":
                     raise event["error"]
         finally:
@@ -385,20 +432,22 @@ class Agent:
             stop_reason=done["stop_reason"],
             rounds=plan.rounds,
             events=events,
+            pending=pending,
         )
 
     def run_turn_sync(
         self,
         session: SessionLike,
-        text: UserContent | None,
+        text: UserContent | None = None,
         *,
+        decisions: Mapping[str, Decision] | None = None,
         on_event: Callable[[AgentEvent], Any] | None = None,
         **overrides: Unpack[TurnOverrides],
     ) -> TurnResult:
         """`run_turn()` from synchronous code (a script, a test). Inside a running event loop
         (a notebook cell), the turn runs to its end in a worker thread with its own loop while
         this call blocks; `on_event` is then called from that thread."""
-        coro = self.run_turn(session, text, on_event=on_event, **overrides)
+        coro = self.run_turn(session, text, decisions=decisions, on_event=on_event, **overrides)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -486,6 +535,18 @@ class Agent:
 
 
 _NO_OPTIONS = TurnOptions()
+
+
+def _decided_ids(session: Session) -> frozenset[str]:
+    """The ids of the calls in the transcript that have their result (read only to word an
+    error: a walk of the transcript)."""
+    return frozenset(
+        p["id"]
+        for m in session.messages
+        if m["role"] == "tool"
+        for p in m["content"]
+        if p["type"] == "tool_result"
+    )
 
 
 def _tools(tools: Sequence[Tool]) -> tuple[Tool, ...]:

@@ -51,6 +51,10 @@ TetherError
 │                                made under (.lease, .key, .holder); its writer stops
 ├── ToolError                    raised inside a tool: its message goes to the model as the
 │                                call's error result (the turn goes on)
+├── ResumeError                  a paused turn or run could not be resumed as asked
+│   ├── DecisionError            a decision that does not fit the pending calls (.call_id)
+│   └── NotPausedError           the session or run waits for no decision
+│       └── RunNotPausedError    a lab run that is not paused (another resumer won: .winner)
 ├── AgentRunError                a lab episode failed
 │   ├── NoObjectGeneratedError   structured output did not produce a valid object (.text)
 │   ├── ScopeBusyError           its memory scope stayed held by another episode (.scope, .holder)
@@ -78,6 +82,7 @@ __all__ = [
     "DataError",
     "DatasetError",
     "DeadlineError",
+    "DecisionError",
     "ExperimentMismatchError",
     "LLMConnectionError",
     "LLMError",
@@ -93,8 +98,11 @@ __all__ = [
     "ModelSettingError",
     "NoObjectGeneratedError",
     "NotJSONSafeError",
+    "NotPausedError",
     "RateLimitError",
     "RegistryError",
+    "ResumeError",
+    "RunNotPausedError",
     "ScopeBusyError",
     "SessionFormatError",
     "StepOutputError",
@@ -531,6 +539,38 @@ class ToolError(TetherError):
 
     The loop turns it into the call's `is_error` result; the turn goes on (the model can react).
     """
+
+
+class ResumeError(TetherError):
+    """A paused turn or lab run could not be resumed with the decisions given."""
+
+
+class DecisionError(ResumeError, ValueError):
+    """A decision that does not fit what the session waits for: a pending call left without one,
+    an id that is not pending (unknown, or already decided), a decision of the wrong kind, or an
+    edited input the tool's schema refuses. `call_id` names the call."""
+
+    def __init__(self, message: str, *, call_id: str) -> None:
+        super().__init__(message)
+        self.call_id = call_id
+
+
+class NotPausedError(ResumeError):
+    """The session (or run) waits for no decision: there is nothing to resume."""
+
+
+class RunNotPausedError(NotPausedError):
+    """A lab run that is not paused: it never paused, or another resumer decided it first.
+    `status` is the run's status now; `winner` names who decided it (`decided_by`), when
+    known."""
+
+    def __init__(
+        self, message: str, *, run_id: str, status: str | None = None, winner: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.status = status
+        self.winner = winner
 
 
 class AgentRunError(TetherError):

@@ -3,7 +3,7 @@
 Every event is a plain dict with a literal `type`; narrow on ``event["type"]`` (or `match`) and
 the type checker knows its keys. Render-only events (`text`, `thinking`, `tool_input_delta`,
 `partial_output`, `step`, `progress`, `surface`, `guardrail`, `trace`, `error`) never change a
-Session; `message`, `tool_use`, `tool_result`, `done` and `memory` do.
+Session; `message`, `tool_use`, `tool_result`, `done`, `memory`, `paused` and `resumed` do.
 
 A round's non-tool content (its text and its thinking blocks with their signatures) reaches the
 transcript through the event that closes the round: the first `tool_use` of a tool round carries
@@ -30,8 +30,12 @@ __all__ = [
     "MessageEvent",
     "Part",
     "PartialOutputEvent",
+    "PausedEvent",
+    "PendingCall",
+    "PendingKind",
     "ProgressEvent",
     "ProgressStage",
+    "ResumedEvent",
     "StepEvent",
     "SurfaceEvent",
     "TextEvent",
@@ -279,8 +283,8 @@ class GuardrailEvent(TypedDict):
     """The guardrail's name (`on_tool_call` for the agent's hook)."""
     target: Literal["tool_call", "output"]
     """What it decided on."""
-    action: Literal["rewrite", "deny"]
-    """What it decided."""
+    action: Literal["rewrite", "deny", "ask"]
+    """What it decided (`ask`: a human decides; the turn pauses on the call)."""
     reason: NotRequired[str]
     """Why, when it said."""
     tool_name: NotRequired[str]
@@ -313,13 +317,15 @@ FinishReason: TypeAlias = Literal[
     "refusal",
     "max_tool_rounds",
     "guardrail_denied",
+    "paused",
     "error",
 ]
 """Why a turn ended, the same on every provider (`done.stop_reason` stays the provider's raw
 value): `stop` a natural end, `length` the output-token limit, `tool_calls` the model asked for
 tools (a stop condition ended the loop there), `content_filter` the provider's safety filter,
 `refusal` the model refused, `max_tool_rounds` / `guardrail_denied` the loop's own bounds,
-`error` anything else."""
+`paused` the turn waits for decisions on tool calls (see `PausedEvent`), `error` anything
+else."""
 
 
 class DoneEvent(TypedDict):
@@ -340,6 +346,49 @@ class DoneEvent(TypedDict):
     """The final round's thinking blocks, kept in the transcript with their signatures."""
     model: NotRequired[str]
     """Which model answered (``provider:model``), when the agent's model is a fallback list."""
+
+
+PendingKind: TypeAlias = Literal["approval", "external", "input"]
+"""What a paused call waits for: `approval` a human's yes / no (or edited arguments),
+`external` the caller (or the front end) runs the tool and gives its result, `input` a value
+the tool asked for (an MCP elicitation)."""
+
+
+class PendingCall(TypedDict):
+    """A tool call the turn paused on. JSON-safe: a stored session knows what it waits for."""
+
+    id: str
+    """The call's id (its `tool_use` carries the same); decisions are keyed by it."""
+    name: str
+    """The tool's name."""
+    input: Any
+    """The arguments the call runs with once approved (after guardrail rewrites)."""
+    kind: PendingKind
+    """What it waits for."""
+    reason: NotRequired[str]
+    """Why it waits, when a guardrail or the approval check said."""
+    schema: NotRequired[dict[str, Any]]
+    """For `input`: the JSON Schema of the value asked for."""
+
+
+class PausedEvent(TypedDict):
+    """The turn stopped to wait for decisions on some of its round's calls (the others ran);
+    `done` follows with ``finish_reason == "paused"``. Folded: the session keeps `pending`
+    until `Agent.resume()` (or a new user message, which denies them) decides them."""
+
+    type: Literal["paused"]
+    pending: list[PendingCall]
+    """The calls waiting, in the order the model made them."""
+
+
+class ResumedEvent(TypedDict):
+    """The first event of a resumed turn (or of a turn whose new message superseded the pending
+    calls): the decisions taken. Folded: the session waits for nothing any more; each call's
+    `tool_result` follows."""
+
+    type: Literal["resumed"]
+    decisions: dict[str, dict[str, Any]]
+    """The decision on each pending call, by call id (`approve()`, `deny()`, `result()`)."""
 
 
 class ErrorEvent(TypedDict):
@@ -365,6 +414,8 @@ AgentEvent: TypeAlias = (
     | GuardrailEvent
     | TraceEvent
     | MemoryEvent
+    | PausedEvent
+    | ResumedEvent
     | DoneEvent
     | ErrorEvent
 )

@@ -1,14 +1,16 @@
 """Guardrails: deterministic code between the model and the world.
 
 A `tool_call` guardrail sees a call before it executes and may allow (return None or
-``{"action": "allow"}``), rewrite (``{"action": "rewrite", "input": {...}}``) or deny
-(``{"action": "deny", "reason": "..."}``). An `output` guardrail sees the text of the round that
-ends the turn and may rewrite it (``{"action": "rewrite", "text": "..."}``) or deny it.
+``{"action": "allow"}``), rewrite (``{"action": "rewrite", "input": {...}}``), deny
+(``{"action": "deny", "reason": "..."}``) or ask a human (``{"action": "ask", "reason":
+"..."}``: the turn pauses on the call, see `tether.approvals`). An `output` guardrail sees the
+text of the round that ends the turn and may rewrite it (``{"action": "rewrite", "text":
+"..."}``) or deny it.
 
-Guardrails run in declaration order and chain: a rewrite feeds the next one, the first deny stops
-the chain. A guardrail decides from the call (or the final text) and the harness's own context;
-the text of a tool result, a resource or a model turn is data and never reaches it as anything
-else.
+Guardrails run in declaration order and chain: a rewrite feeds the next one, the first deny (or
+ask) stops the chain. A guardrail decides from the call (or the final text) and the harness's
+own context; the text of a tool result, a resource or a model turn is data and never reaches it
+as anything else.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from .context import RunContext
 
 __all__ = [
+    "Ask",
     "Guardrail",
     "GuardrailDecision",
     "OutputGuardrail",
@@ -47,9 +50,10 @@ class ToolCallSubject(TypedDict):
 
 
 class GuardrailDecision(TypedDict):
-    """A non-allow decision. `input` goes with a tool-call rewrite, `text` with an output one."""
+    """A non-allow decision. `input` goes with a tool-call rewrite, `text` with an output one;
+    `ask` is for tool calls only."""
 
-    action: Literal["rewrite", "deny"]
+    action: Literal["rewrite", "deny", "ask"]
     reason: NotRequired[str]
     input: NotRequired[Any]
     text: NotRequired[str]
@@ -109,10 +113,10 @@ async def decide(
 ) -> GuardrailDecision | None:
     """Run one guardrail function and return its decision; None means allow.
 
-    A result that is not None or a dict with action 'allow', 'rewrite' or 'deny' raises
-    ToolDefinitionError (the loop turns that into a denial: a guardrail that cannot be read
-    fails closed). With `target`, a rewrite must also carry what it rewrites: ``input`` for a
-    tool call, a string ``text`` for output.
+    A result that is not None or a dict with action 'allow', 'rewrite', 'deny' (or, for a tool
+    call, 'ask') raises ToolDefinitionError (the loop turns that into a denial: a guardrail
+    that cannot be read fails closed). With `target`, a rewrite must also carry what it
+    rewrites: ``input`` for a tool call, a string ``text`` for output.
     """
     result = fn(subject, ctx) if _takes_ctx(fn) else fn(subject)
     if inspect.isawaitable(result):
@@ -122,10 +126,11 @@ async def decide(
     action = result.get("action") if isinstance(result, dict) else None
     if action == "allow":
         return None
-    if action not in ("rewrite", "deny"):
+    if action not in ("rewrite", "deny") and not (action == "ask" and target != "output"):
+        asks = "" if target == "output" else " (or 'ask', for a tool call)"
         raise ToolDefinitionError(
             f"a guardrail returned {result!r:.200}; return None, or a dict with action "
-            "'allow', 'rewrite' or 'deny'"
+            f"'allow', 'rewrite' or 'deny'{asks}"
         )
     if action == "rewrite":
         if target == "tool_call" and "input" not in result:
@@ -193,11 +198,11 @@ async def run_tool_call_guards(
     tool_name: str,
     value: Any,
     ctx: RunContext,
-) -> tuple[list[AgentEvent], Any, str | None]:
+) -> tuple[list[AgentEvent], Any, str | Ask | None]:
     """Run the tool-call chain on one call: in order, a rewrite feeding the next guardrail, the
-    first deny stopping it. Returns the `guardrail` events (and trace records, what a guardrail
-    traced itself first), the input to call the tool with, and the denial the model reads
-    (None when the call may run)."""
+    first deny (or ask) stopping it. Returns the `guardrail` events (and trace records, what a
+    guardrail traced itself first), the input to call the tool with, and the denial the model
+    reads, or an `Ask` (None when the call may run)."""
     events: list[AgentEvent] = []
     for gname, fn in guards:
         subject: ToolCallSubject = {"id": call_id, "name": tool_name, "input": value}
@@ -211,8 +216,17 @@ async def run_tool_call_guards(
             if gname == "on_tool_call":
                 return events, value, f"Tool call {tool_name} was denied{why}"
             return events, value, f"Guardrail {gname} denied the call to {tool_name}{why}"
+        if action == "ask":
+            return events, value, Ask(None if reason is None else str(reason))
         value = decision.get("input", value)
     return events, value, None
+
+
+@dataclass(slots=True, frozen=True)
+class Ask:
+    """A tool-call chain's `ask`: the call waits for a human's decision."""
+
+    reason: str | None = None
 
 
 @dataclass(slots=True)

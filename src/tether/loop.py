@@ -29,12 +29,20 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar, cast
 
 from ._json import copy_json
 from ._partial import PartialOutput
 from ._text import TextBuffer
-from .errors import AbortedError, ContentError, ContextLengthError, LLMError, LLMStreamError
+from .approvals import Decision, denial_text
+from .errors import (
+    AbortedError,
+    ContentError,
+    ContextLengthError,
+    DecisionError,
+    LLMError,
+    LLMStreamError,
+)
 from .events import (
     AgentEvent,
     DoneEvent,
@@ -42,8 +50,11 @@ from .events import (
     MemoryEvent,
     MessageEvent,
     Part,
+    PausedEvent,
+    PendingCall,
     ProgressEvent,
     ProgressStage,
+    ResumedEvent,
     TextEvent,
     TextPart,
     ThinkingPart,
@@ -52,7 +63,7 @@ from .events import (
     ToolUseEvent,
     Usage,
 )
-from .guardrails import run_output_guards, run_tool_call_guards
+from .guardrails import Ask, run_output_guards, run_tool_call_guards
 from .history import TurnHistory
 from .llm._finish import finish_reason_of
 from .llm.base import ChatRequest, FinishChunk, StreamChunk, SystemBlock
@@ -82,7 +93,10 @@ def _add_usage(total: Usage, usage: Usage) -> None:
 
 # C901 allowed: the turn loop, per-chunk hot path inline (bench/loop_overhead.py).
 async def stream_turn(  # noqa: C901
-    plan: TurnPlan, session: Session, text: str | list[Part] | None
+    plan: TurnPlan,
+    session: Session,
+    text: str | list[Part] | None,
+    resume: list[tuple[PendingCall, Decision]] | None = None,
 ) -> AsyncGenerator[AgentEvent, None]:
     """Run one turn of `plan` on `session` (which it reads, never writes), yielding its events.
 
@@ -96,8 +110,13 @@ async def stream_turn(  # noqa: C901
     (with an abort signal, the abort scope's arm/disarm spelled out around each wait, since a
     coroutine frame per chunk is measurable here; without one, a plain `async for`). Whatever
     ends an attempt is left on the call for the driver to judge.
+
+    `resume` (from `Agent.resume()`: the session's pending calls, each with its checked
+    decision) continues a paused turn: the decided calls get their results, then the rounds go
+    on. A new message (`text`) on a paused session first denies its pending calls as
+    "superseded".
     """
-    turn = _Turn(plan, session)
+    turn = _Turn(plan, session, resume)
     scope = turn.scope
     call = turn.call
     driver = turn.drive(text)
@@ -174,7 +193,9 @@ class _Turn:
         "messages",
         "number",
         "open_calls",
+        "pending",
         "plan",
+        "resume",
         "scope",
         "span",
         "started",
@@ -182,7 +203,12 @@ class _Turn:
         "usage",
     )
 
-    def __init__(self, plan: TurnPlan, session: Session) -> None:
+    def __init__(
+        self,
+        plan: TurnPlan,
+        session: Session,
+        resume: list[tuple[PendingCall, Decision]] | None = None,
+    ) -> None:
         self.plan = plan
         self.ctx = plan.ctx
         self.tracer = plan.ctx.tracer
@@ -192,6 +218,12 @@ class _Turn:
         self.memory_view: dict[str, Any] = {}
         self.usage: Usage = {}
         self.open_calls: list[ToolCallPart] = []
+        self.pending: list[PendingCall] = []
+        """The calls of the running round that wait for a decision."""
+        waiting = session.get("pending")
+        if resume is None and waiting:  # a new message supersedes them
+            resume = [(p, {"action": "deny", "reason": "superseded"}) for p in waiting]
+        self.resume = resume
         self.number = 0
         self.started = 0.0
         self.call = _Call(self)
@@ -256,6 +288,10 @@ class _Turn:
                     toolset, system = await self.prepare()
             started = True
             events = self.started_turn(text, system)
+            if self.resume is not None:  # the decided calls of a paused turn get their results
+                async for batch in self.run_decided(events, toolset):
+                    yield batch
+                events = []
             while True:
                 events += self.begin_round(system, toolset, await self.kept(system, toolset))
                 yield events  # then `stream_turn` streams the call
@@ -270,22 +306,13 @@ class _Turn:
                     reason = step.finish_reason or "stop"
                     yield await self.finish(events, step.stop_reason, reason, step)
                     return
-                events = self.tool_uses(step)
-                live = bool(self.plan.toolbox.sources)  # only MCP tools report progress
-                for part in step.tool_calls:
-                    events.append(_progress("tool"))
-                    yield events
-                    if not live:
-                        events = await self.run_tool(part, step, toolset)
-                        continue
-                    reports: list[list[AgentEvent]] = []
-                    async for events in self.run_tool_live(part, step, toolset, reports):
-                        if reports:
-                            yield events
-                ending = self.bound_reached(step)
-                if ending is not None:
-                    yield await self.finish(events, *ending)
+                async for batch in self.run_round(step, toolset):
+                    yield batch
+                ended = await self.round_ended(step)
+                if ended is not None:
+                    yield ended
                     return
+                events = []
         except AbortedError as exc:
             if started:
                 yield self.aborted(exc)
@@ -314,6 +341,8 @@ class _Turn:
         system = plan.static_prompt(toolset)
         if system is None:
             system = await self.wait(plan.system_prompt(toolset))
+        if self.resume is not None:
+            self.check_edits(toolset)
         return toolset, system
 
     def started_turn(
@@ -322,6 +351,8 @@ class _Turn:
         """The user's message (only now: the turn could start), then what the sources, layers
         and attached reads traced, and the prompt's record."""
         out: list[AgentEvent] = []
+        if text is not None and self.resume is not None:  # superseded: denied before the message
+            self.supersede(out)
         if isinstance(text, list):  # a message with media: its parts, and its text for readers
             joined = "\n".join(p["text"] for p in text if p["type"] == "text")
             message: MessageEvent = {"type": "message", "role": "user", "text": joined}
@@ -339,6 +370,89 @@ class _Turn:
             data["chars"] = sum(len(b["text"]) for b in system)
             out.append(self.tracer.record("prompt", "assembled", data))
         return out
+
+    # -- pause and resume --------------------------------------------------------------------
+
+    def check_edits(self, toolset: Toolset) -> None:
+        """Before the resumed turn starts: each approved call's tool is there, and its edited
+        input (if any) is what its schema takes (else DecisionError, the session untouched)."""
+        assert self.resume is not None
+        for part, decision in self.resume:
+            if decision["action"] != "approve":
+                continue
+            tool = toolset.index.get(part["name"])
+            if tool is None:
+                known = ", ".join(sorted(toolset.index)) or "none"
+                raise DecisionError(
+                    f"call {part['id']!r} was approved, but the agent has no tool "
+                    f"{part['name']!r} any more (tools: {known})",
+                    call_id=part["id"],
+                )
+            if "input" in decision:
+                problem = tool.check_input(decision["input"])
+                if problem is not None:
+                    raise DecisionError(
+                        f"the edited input of call {part['id']!r} ({part['name']}) does not "
+                        f"match the tool's schema: {problem}",
+                        call_id=part["id"],
+                    )
+
+    def resumed(self, out: list[AgentEvent]) -> list[AgentEvent]:
+        """The `resumed` event (the session waits for nothing any more); the decided calls are
+        the turn's open calls until each has its result."""
+        assert self.resume is not None
+        decisions: dict[str, dict[str, Any]] = {p["id"]: dict(d) for p, d in self.resume}
+        event: ResumedEvent = {"type": "resumed", "decisions": decisions}
+        out.append(event)
+        self.open_calls = [_call_part(p) for p, _ in self.resume]
+        return out
+
+    async def run_decided(
+        self, events: list[AgentEvent], toolset: Toolset
+    ) -> AsyncGenerator[list[AgentEvent], None]:
+        """A resumed turn's start: `resumed`, then each decided call's result, in batches."""
+        assert self.resume is not None
+        events = self.resumed(events)
+        for waited, decision in self.resume:
+            events.append(_progress("tool"))
+            yield events
+            events = await self.run_tool(waited, None, toolset, decision)
+        yield events
+
+    def supersede(self, out: list[AgentEvent]) -> None:
+        """A new message on a paused session: its pending calls are denied ("superseded")
+        before the message, so the transcript stays one the provider takes."""
+        assert self.resume is not None
+        self.resumed(out)
+        for part, decision in self.resume:
+            result = self.decided(part, decision)
+            fold(self.messages, self.memory_view, result)
+            out.append(result)
+        self.open_calls = []
+        self.resume = None
+
+    def decided(self, part: PendingCall, decision: Decision) -> ToolResultEvent:
+        """The result of a call decided without running it: a denial or an external result."""
+        cid, name = part["id"], part["name"]
+        if decision["action"] == "deny":
+            return _result(cid, name, denial_text(name, decision["reason"]))
+        if decision["action"] == "result":
+            output = decision["output"]
+            limit = self.plan.max_tool_result_chars
+            if limit is not None and len(output) > limit:
+                output = _truncate(output, limit)
+            return _result(cid, name, output, decision["is_error"])
+        raise AssertionError(decision)  # pragma: no cover - approvals run the tool
+
+    async def paused(self, out: list[AgentEvent], step: RoundResult) -> list[AgentEvent]:
+        """The round's undecided calls: the `paused` event, then `done` (finish_reason
+        "paused", no text: the round's text went out with its calls)."""
+        event: PausedEvent = {"type": "paused", "pending": self.pending}
+        out.append(event)
+        if self.tracer is not None:
+            data = {"pending": [p["id"] for p in self.pending]}
+            out.append(self.tracer.record("tool", "paused", data))
+        return await self.finish(out, step.stop_reason, "paused")
 
     # -- the request -------------------------------------------------------------------------
 
@@ -547,10 +661,45 @@ class _Turn:
         self.open_calls = list(step.tool_calls)
         return out
 
+    async def run_round(
+        self, step: RoundResult, toolset: Toolset
+    ) -> AsyncGenerator[list[AgentEvent], None]:
+        """The round's `tool_use` events, then its calls in order (`progress:tool` before
+        each; an MCP tool's progress reports as they come), in batches."""
+        events = self.tool_uses(step)
+        live = bool(self.plan.toolbox.sources)  # only MCP tools report progress
+        for part in step.tool_calls:
+            events.append(_progress("tool"))
+            yield events
+            if not live:
+                events = await self.run_tool(part, step, toolset)
+                continue
+            reports: list[list[AgentEvent]] = []
+            async for events in self.run_tool_live(part, step, toolset, reports):
+                if reports:
+                    yield events
+        yield events
+
+    async def round_ended(self, step: RoundResult) -> list[AgentEvent] | None:
+        """After a tool round: the turn's last batch when it ends here (calls wait for a
+        decision, or a bound was reached), else None."""
+        if self.pending:
+            return await self.paused([], step)
+        ending = self.bound_reached(step)
+        if ending is not None:
+            return await self.finish([], *ending)
+        return None
+
     async def run_tool(
-        self, call: ToolCallPart, step: RoundResult, toolset: Toolset
+        self,
+        call: ToolCallPart | PendingCall,
+        step: RoundResult | None,
+        toolset: Toolset,
+        decision: Decision | None = None,
     ) -> list[AgentEvent]:
-        """One call: guardrails, the tool, its record, its result and the memory it asked for."""
+        """One call: guardrails, the tool, its record, its result and the memory it asked for.
+        A call that waits for a decision joins `self.pending` and has no result yet; a decided
+        one (`decision`, on resume) runs as decided."""
         started = time.perf_counter() if self.tracer is not None else 0.0
         scope = self.scope
         span = None
@@ -560,23 +709,33 @@ class _Turn:
             span = self.tracer.open_span("tool", call["name"], opened, self.span)
         if span is None:
             if scope is None:
-                events, result = await self.call_tool(call, toolset)
+                events, result = await self.call_tool(call, toolset, decision)
             else:
-                events, result = await scope.wait(self.call_tool(call, toolset))
+                events, result = await scope.wait(self.call_tool(call, toolset, decision))
         else:
             try:
                 with span:  # current inside the guardrails and the tool
                     if scope is None:
-                        events, result = await self.call_tool(call, toolset)
+                        events, result = await self.call_tool(call, toolset, decision)
                     else:
-                        events, result = await scope.wait(self.call_tool(call, toolset))
+                        events, result = await scope.wait(self.call_tool(call, toolset, decision))
             except BaseException as exc:
                 assert self.tracer is not None
                 self.tracer.end_span(span, {"error_type": type(exc).__name__})
                 raise
             assert self.tracer is not None
-            ended = {"is_error": result.get("is_error", False), "output": result["output"]}
-            self.tracer.end_span(span, ended)
+            if _is_pending(result):
+                self.tracer.end_span(span, {"pending": result["kind"]})
+            else:
+                done = cast(ToolResultEvent, result)
+                ended = {"is_error": done.get("is_error", False), "output": done["output"]}
+                self.tracer.end_span(span, ended)
+        if _is_pending(result):  # it waits for a decision
+            self.drain(events)
+            self.pending.append(result)
+            self.open_calls.pop(0)
+            return events
+        result = cast(ToolResultEvent, result)
         if self.tracer is not None:
             self.drain(events)
             data = {"id": call["id"], "ms": round((time.perf_counter() - started) * 1000, 3)}
@@ -585,7 +744,7 @@ class _Turn:
         fold(self.messages, self.memory_view, result)
         self.open_calls.pop(0)
         part = self.messages[-1]["content"][-1]  # what fold() just appended: this call's result
-        if part["type"] == "tool_result":
+        if part["type"] == "tool_result" and step is not None:
             step.tool_results.append(part)
         events.append(result)
         if self.ctx.has_memory_writes:
@@ -632,10 +791,17 @@ class _Turn:
                     await task
 
     async def call_tool(
-        self, call: ToolCallPart, toolset: Toolset
-    ) -> tuple[list[AgentEvent], ToolResultEvent]:
-        """Guardrails, then the tool. Every failure is a result; nothing tool-shaped raises."""
+        self,
+        call: ToolCallPart | PendingCall,
+        toolset: Toolset,
+        decision: Decision | None = None,
+    ) -> tuple[list[AgentEvent], ToolResultEvent | PendingCall]:
+        """Guardrails, then the decision check, then the tool: the call's result, or the
+        pending call when it waits for a decision. Every failure is a result; nothing
+        tool-shaped raises. A `decision` (on resume) answers the guardrails and the check."""
         name, cid = call["name"], call["id"]
+        if decision is not None and decision["action"] != "approve":
+            return [], self.decided(call, decision)  # type: ignore[arg-type]
         tool = toolset.index.get(name)
         if tool is None:
             known = ", ".join(sorted(toolset.index)) or "none"
@@ -648,17 +814,42 @@ class _Turn:
         # endpoint, a guardrail): a plain function tool never sees it.
         call_ctx = (
             self.ctx.for_call(cid)
-            if guards or tool._takes_ctx or tool.endpoint is not None
+            if guards or tool._takes_ctx or tool.endpoint is not None or tool.decides
             else self.ctx
         )
-        # Guardrails and the tool get their own copy: the call's input is also the transcript's,
-        # and the transcript is written only through reduce().
-        value = copy_json(call["input"])
         events: list[AgentEvent] = []
-        if guards:
-            events, value, denied = await run_tool_call_guards(guards, cid, name, value, call_ctx)
-            if denied is not None:
-                return events, _result(cid, name, denied)
+        if decision is not None:  # approved: as it was asked, or with the edited input
+            value = copy_json(decision.get("input", call["input"]))
+        else:
+            # Guardrails and the tool get their own copy: the call's input is also the
+            # transcript's, and the transcript is written only through reduce().
+            value = copy_json(call["input"])
+            ask: Ask | None = None
+            if guards:
+                events, value, denied = await run_tool_call_guards(
+                    guards, cid, name, value, call_ctx
+                )
+                if isinstance(denied, str):
+                    return events, _result(cid, name, denied)
+                ask = denied
+            if ask is not None or tool.decides:
+                problem = tool.check_input(value)
+                if problem is not None:  # nothing to ask about: the model gets to fix it
+                    return events, _result(cid, name, f"Invalid input for tool {name}: {problem}")
+                reason = None if ask is None else ask.reason
+                needs = ask is not None
+                if not needs:
+                    needs, reason = await tool.needs_decision(value, call_ctx)
+                if needs:
+                    pending: PendingCall = {
+                        "id": cid,
+                        "name": name,
+                        "input": value,
+                        "kind": "external" if tool.external else "approval",
+                    }
+                    if reason is not None:
+                        pending["reason"] = reason
+                    return events, pending
         result = await tool.call(value, call_ctx)
         output = result.output
         limit = self.plan.max_tool_result_chars
@@ -736,7 +927,7 @@ class _Turn:
         """Every call the model made gets a result, so the transcript stays a valid request."""
         out: list[AgentEvent] = [
             _result(c["id"], c["name"], "The turn was aborted before this call finished.")
-            for c in self.open_calls
+            for c in [*self.pending, *self.open_calls]
         ]
         self.end_trace(out, "turn:aborted")
         self.end_spans({"error_type": type(exc).__name__})
@@ -880,6 +1071,14 @@ class _Call:
 _NO_TEXT = TextBuffer()
 _DROPPED: dict[str, Any] = {"error_type": "_OTHER", "dropped": True}
 """How spans end when the turn's consumer stopped iterating before the turn ended."""
+
+
+def _is_pending(value: ToolResultEvent | PendingCall) -> TypeGuard[PendingCall]:
+    return "kind" in value
+
+
+def _call_part(p: PendingCall) -> ToolCallPart:
+    return {"type": "tool_call", "id": p["id"], "name": p["name"], "input": p["input"]}
 
 
 def _result(cid: str, name: str, output: str, is_error: bool = True) -> ToolResultEvent:

@@ -14,6 +14,7 @@ from .events import (
     AgentEvent,
     MemoryEvent,
     Part,
+    PendingCall,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -74,6 +75,13 @@ class Session(dict[str, Any]):
         self["messages"] = value
 
     @property
+    def pending(self) -> list[PendingCall]:
+        """The tool calls a paused turn waits for (empty when it waits for nothing); kept as the
+        session's ``"pending"`` key while there are any."""
+        value: list[PendingCall] = self.get("pending") or []
+        return value
+
+    @property
     def memory(self) -> dict[str, Any]:
         """The session's JSON-safe memory (written by `memory` events)."""
         value: dict[str, Any] = self["memory"]
@@ -88,7 +96,10 @@ class Session(dict[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         """The session as a plain dict (sharing its lists and dicts)."""
-        return {"id": self.id, "messages": self.messages, "memory": self.memory}
+        out = {"id": self.id, "messages": self.messages, "memory": self.memory}
+        if "pending" in self:
+            out["pending"] = self["pending"]
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
@@ -119,7 +130,15 @@ class Session(dict[str, Any]):
         memory = data.get("memory", {})
         if not isinstance(memory, dict):
             raise SessionFormatError("session.memory must be an object")
-        return cls(id=sid, messages=messages, memory=memory)
+        session = cls(id=sid, messages=messages, memory=memory)
+        pending = data.get("pending")
+        if pending is not None:
+            problem = _pending_problem(pending)
+            if problem is not None:
+                raise SessionFormatError(f"session.pending{problem}")
+            if pending:
+                session["pending"] = pending
+        return session
 
 
 SessionLike: TypeAlias = Mapping[str, Any]
@@ -190,6 +209,25 @@ def _message_problem(m: Any) -> str | None:
     return None
 
 
+_KINDS = ("approval", "external", "input")
+
+
+def _pending_problem(pending: Any) -> str | None:
+    if not isinstance(pending, list):
+        return " must be a list of pending calls"
+    for i, p in enumerate(pending):
+        if not isinstance(p, dict):
+            return f"[{i}] must be an object"
+        for key in ("id", "name"):
+            if type(p.get(key)) is not str:
+                return f"[{i}].{key} must be a string"
+        if "input" not in p:
+            return f"[{i}] lacks 'input'"
+        if p.get("kind") not in _KINDS:
+            return f"[{i}].kind must be approval, external or input"
+    return None
+
+
 def remember(patch: dict[str, Any]) -> MemoryEvent:
     """A memory event for `reduce()`: set keys, or delete them with None.
 
@@ -210,6 +248,12 @@ def reduce(session: S, event: AgentEvent) -> S:
     already is. `session` may be a `Session` or a plain dict of the same shape.
     """
     if event["type"] in RENDER_ONLY:
+        return session
+    if event["type"] == "paused":
+        session["pending"] = event["pending"]
+        return session
+    if event["type"] == "resumed":
+        session.pop("pending", None)
         return session
     try:
         memory = session["memory"]

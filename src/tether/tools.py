@@ -23,7 +23,7 @@ from .context import RunContext
 from .errors import ToolDefinitionError, ToolError
 from .llm.base import ToolSpec
 
-__all__ = ["Endpoint", "InputRequest", "Tool", "ToolResult", "define_tool", "tool"]
+__all__ = ["Approval", "Endpoint", "InputRequest", "Tool", "ToolResult", "define_tool", "tool"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -80,6 +80,9 @@ class Endpoint:
 
 
 Execute = Callable[[Any, RunContext], Awaitable[Any] | Any]
+Approval = bool | Callable[[Any, RunContext], Awaitable[bool] | bool]
+"""`approval=`: True asks a human before every call; a function ``(input, ctx) -> bool`` (sync
+or async) asks when it says True; False (the default) runs every call."""
 
 
 @dataclass(slots=True, eq=False)
@@ -103,8 +106,37 @@ class Tool:
     resume_input: ResumeInput | None = None
     """For a tool whose calls may ask for input (`ToolResult.input_request`): goes on with a
     person's answer. None for every other tool."""
+    approval: Approval = False
+    """Whether a call waits for a human's decision first (see `Approval`)."""
+    external: bool = False
+    """True: the caller (or the front end) runs the tool; a call pauses the turn until its
+    result is given (`result()`)."""
+    approval_timeout: float | None = None
+    """Seconds a paused lab run waits for a decision on a call of this tool before it is
+    denied with reason "expired" (None: the agent's, else no limit)."""
     _check: Callable[[Any], str | None] | None = field(default=None, repr=False)
     _takes_ctx: bool = field(default=True, repr=False)
+
+    @property
+    def decides(self) -> bool:
+        """True when a call may need a decision (approval or external)."""
+        return self.external or self.approval is not False
+
+    async def needs_decision(self, value: Any, ctx: RunContext) -> tuple[bool, str | None]:
+        """Whether this call waits for a decision, and why (when the approval check says).
+        An approval function that raises asks (fails closed)."""
+        approval = self.approval
+        if self.external or approval is True:
+            return True, None
+        if approval is False:
+            return False, None
+        try:
+            answer: Any = approval(value, ctx)
+            if inspect.isawaitable(answer):
+                answer = await answer
+        except Exception as exc:
+            return True, f"the approval check raised {type(exc).__name__}: {exc}"
+        return bool(answer), None
 
     @property
     def spec(self) -> ToolSpec:
@@ -156,7 +188,8 @@ class Tool:
     async def _run(self, value: Any, ctx: RunContext) -> Any:
         if self.endpoint is not None:
             return await _call_endpoint(self, value, ctx)
-        assert self.execute is not None
+        if self.execute is None:  # an external tool: only its caller runs it
+            raise ToolError(f"Tool {self.name} is external: its caller runs it")
         fn: Any = self.execute
         result = fn(value, ctx) if self._takes_ctx else fn(value)
         if type(result) in _PLAIN:  # a sync tool's usual answers, without the Awaitable ABC check
@@ -460,12 +493,36 @@ def define_tool(
     endpoint: Endpoint | dict[str, Any] | None = None,
     timeout: float | None = None,
     validation: Literal["local", "remote"] = "local",
+    approval: Approval = False,
+    external: bool = False,
+    approval_timeout: float | None = None,
 ) -> Tool:
     """Declare a tool from a JSON Schema. `execute(input, ctx)` (or `execute(input)`) may be sync
-    or async; `endpoint={"url", "method"}` calls an HTTP endpoint instead."""
+    or async; `endpoint={"url", "method"}` calls an HTTP endpoint instead.
+
+    `approval=True` (or a function ``(input, ctx) -> bool`` saying when) makes a call wait for a
+    human's decision: the turn pauses (`done.finish_reason == "paused"`) and `Agent.resume()`
+    continues it. `external=True` declares a tool the caller runs (no `execute`): its calls
+    pause the turn until `result()` gives their output. `approval_timeout` is how long a paused
+    lab run waits for a decision on it before the call is denied as "expired"."""
     _check_name(name)
-    if (execute is None) == (endpoint is None):
-        raise ToolDefinitionError(f"tool {name!r}: give exactly one of execute= or endpoint=")
+    if external:
+        if execute is not None or endpoint is not None:
+            raise ToolDefinitionError(
+                f"tool {name!r}: an external tool is run by its caller; give no execute= or "
+                "endpoint="
+            )
+        if approval is not False:
+            raise ToolDefinitionError(
+                f"tool {name!r}: an external tool already waits for its caller; approval= "
+                "does not apply"
+            )
+    elif (execute is None) == (endpoint is None):
+        raise ToolDefinitionError(
+            f"tool {name!r}: give exactly one of execute= or endpoint= (or external=True for a "
+            "tool the caller runs)"
+        )
+    _check_approval(name, approval, approval_timeout)
     schema = input_schema if input_schema is not None else {"type": "object", "properties": {}}
     unchecked: str | None = None
     if validation == "local":
@@ -482,9 +539,27 @@ def define_tool(
         timeout=timeout,
         validation=validation,
         unchecked=unchecked,
+        approval=approval,
+        external=external,
+        approval_timeout=approval_timeout,
         _check=check,
         _takes_ctx=_arity_takes_ctx(execute) if execute is not None else True,
     )
+
+
+def _check_approval(name: str, approval: Any, timeout: Any) -> None:
+    if not (isinstance(approval, bool) or callable(approval)):
+        raise ToolDefinitionError(
+            f"tool {name!r}: approval= must be True, False or a function (input, ctx) -> bool, "
+            f"got {type(approval).__name__}"
+        )
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+    ):
+        raise ToolDefinitionError(
+            f"tool {name!r}: approval_timeout= must be a positive number of seconds or None, "
+            f"got {timeout!r}"
+        )
 
 
 def _unsupported_parameter(tool_name: str, fields: dict[str, Any]) -> ToolDefinitionError:
@@ -509,7 +584,12 @@ def _unsupported_parameter(tool_name: str, fields: dict[str, Any]) -> ToolDefini
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, timeout: float | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    approval: Approval = False,
+    approval_timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -520,11 +600,14 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout: float | None = None,
+    approval: Approval = False,
+    approval_timeout: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a tool from a typed function; its schema comes from the signature (pydantic).
 
     A parameter annotated `RunContext` receives the context and is not part of the schema. The
-    description defaults to the docstring.
+    description defaults to the docstring. `approval=` and `approval_timeout=` are
+    `define_tool`'s.
     """
 
     def build(f: Callable[..., Any]) -> Tool:
@@ -532,6 +615,7 @@ def tool(
 
         tool_name = name or f.__name__
         _check_name(tool_name)
+        _check_approval(tool_name, approval, approval_timeout)
         try:
             hints = get_type_hints(f, include_extras=True)
         except NameError as exc:  # an annotation naming something not importable from f's module
@@ -584,6 +668,8 @@ def tool(
             input_schema=schema,
             execute=execute,
             timeout=timeout,
+            approval=approval,
+            approval_timeout=approval_timeout,
             _takes_ctx=True,
         )
 

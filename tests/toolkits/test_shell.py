@@ -134,11 +134,29 @@ def listener() -> Iterator[int]:
 # -- definition ------------------------------------------------------------------------------
 
 
-def test_a_shell_tool_without_approval_false_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="pass approval=False to run it unattended"):
-        shell_tool(tmp_path)
-    with pytest.raises(ConfigError, match="approvals, which have not landed"):
-        shell_tool(tmp_path, approval=True)
+async def test_a_shell_tool_asks_before_each_command_by_default(tmp_path: Path) -> None:
+    from tether import approve, deny
+
+    shell = shell_tool(tmp_path, isolation="none", network=True)
+    assert shell["shell"].approval is True
+    client = script_client(
+        [
+            {"tool_use": [{"id": "c1", "name": "shell", "input": {"command": "echo hi > f"}}]},
+            {"tool_use": [{"id": "c2", "name": "shell", "input": {"command": "rm f"}}]},
+            {"text": "done"},
+        ]
+    )
+    agent = create_agent(model=client, tools=[*shell])
+    session = Session()
+    res = await agent.run_turn(session, "write f")
+    assert res.finish_reason == "paused" and not (tmp_path / "f").exists()
+    res = await agent.run_turn(session, decisions={"c1": approve()})
+    assert (tmp_path / "f").read_text() == "hi\n"  # approved: it ran, and the next one asks
+    assert [p["id"] for p in res.pending] == ["c2"]
+    res = await agent.run_turn(session, decisions={"c2": deny("keep it")})
+    assert (tmp_path / "f").exists() and res.text == "done"
+    with pytest.raises(ConfigError, match="approval= must be"):
+        shell_tool(tmp_path, approval="always", isolation="none", network=True)  # type: ignore[arg-type]
 
 
 def test_isolation_none_is_asked_for_by_name_and_says_so(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from ..context import RunContext
 from ..errors import ConfigError, ToolError
-from ..tools import ToolResult, define_tool
+from ..tools import Approval, ToolResult, define_tool
 from ._cgroup import PidsCgroup
 from ._toolkit import PathSpec, Toolkit, from_run, one_string_input, trace
 
@@ -331,7 +331,8 @@ def shell_tool(
     isolation: Isolation = "bubblewrap",
     network: bool = False,
     env: Mapping[str, str] | Callable[[RunContext], Mapping[str, str]] | None = None,
-    approval: bool | None = None,
+    approval: Approval = True,
+    approval_timeout: float | None = None,
     limits: ShellLimits | Callable[[RunContext], ShellLimits] | None = None,
     max_output: int = 32 * 1024,
     hide: Sequence[str] = (),
@@ -353,8 +354,11 @@ def shell_tool(
         env: Variables added to the command's environment (nothing of this process's is
             passed on but a plain PATH), or a function of the `RunContext` returning them —
             credentials for one run, say.
-        approval: Must be False for now: a shell tool asks a human before each command by
-            default, and tether's approvals have not landed; False runs commands unattended.
+        approval: True (the default): each command waits for a human's decision (the turn
+            pauses, see `tether.approvals`); a function ``(input, ctx) -> bool`` asks only
+            when it says True; False runs every command unattended.
+        approval_timeout: Seconds a paused lab run waits for the decision before the call
+            is denied as "expired" (None: the agent's, else no limit).
         limits: Resource limits of each call (`ShellLimits`), or a function of the
             `RunContext` returning them (a run's own budget).
         max_output: Bytes kept of stdout and of stderr each (the head and the tail; the middle
@@ -364,17 +368,8 @@ def shell_tool(
 
     Raises:
         ConfigError: bubblewrap is missing or cannot sandbox here (with the install hint), an
-            option is wrong, or `approval` is not False.
+            option is wrong.
     """
-    if approval is not False:
-        raise ConfigError(
-            "shell_tool runs whatever command the model writes, so it asks a human to approve "
-            "each call by default, and tether has no approvals yet: pass approval=False to run "
-            "it unattended (only where the sandbox is all the protection you need)"
-            if approval is None
-            else "shell_tool(approval=True) needs tether's approvals, which have not landed; "
-            "pass approval=False to run it unattended"
-        )
     if isolation not in ("bubblewrap", "none"):
         raise ConfigError(
             f"shell_tool: isolation must be 'bubblewrap' or 'none', not {isolation!r}"
@@ -427,5 +422,14 @@ def shell_tool(
         f"(at most {max_output} bytes of each)."
     )
     return Toolkit(
-        [define_tool(name=name, description=description, input_schema=_SCHEMA, execute=shell.run)]
+        [
+            define_tool(
+                name=name,
+                description=description,
+                input_schema=_SCHEMA,
+                execute=shell.run,
+                approval=approval,
+                approval_timeout=approval_timeout,
+            )
+        ]
     )

@@ -1,0 +1,166 @@
+"""Decisions on paused tool calls: `approve()`, `deny()`, `result()`, and how they are checked.
+
+A turn pauses on the calls of its round that need a decision (a tool declared with
+``approval=``, an ``external=True`` tool, a guardrail that answered ``ask``); the session keeps
+them as `pending`. `Agent.resume(session, decisions)` continues the turn with one decision per
+pending call, keyed by the call's id. Decisions are plain JSON dicts, so a paused lab run stores
+them as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
+
+from .errors import DecisionError, NotPausedError
+from .events import PendingCall
+
+__all__ = [
+    "ApproveDecision",
+    "Decision",
+    "DenyDecision",
+    "ResultDecision",
+    "approve",
+    "check_decisions",
+    "denial_text",
+    "deny",
+    "result",
+]
+
+
+class ApproveDecision(TypedDict):
+    """Run the call: with its own arguments, or with `input` (edited; checked against the
+    tool's schema when the turn resumes)."""
+
+    action: Literal["approve"]
+    input: NotRequired[Any]
+
+
+class DenyDecision(TypedDict):
+    """Do not run the call: the model reads an error result with `reason`."""
+
+    action: Literal["deny"]
+    reason: str
+
+
+class ResultDecision(TypedDict):
+    """An external call's result, run by the caller (or the front end)."""
+
+    action: Literal["result"]
+    output: str
+    is_error: bool
+
+
+Decision: TypeAlias = ApproveDecision | DenyDecision | ResultDecision
+
+_KEEP: Any = object()
+
+
+def approve(*, input: Any = _KEEP) -> ApproveDecision:
+    """Approve a pending call; `input=` replaces its arguments (checked against the tool's
+    schema when the turn resumes)."""
+    decision: ApproveDecision = {"action": "approve"}
+    if input is not _KEEP:
+        from ._json import check_json_safe, copy_json
+
+        check_json_safe(input, "approve(input=)")
+        decision["input"] = copy_json(input)
+    return decision
+
+
+def deny(reason: str = "denied") -> DenyDecision:
+    """Deny a pending call: the model sees an error result carrying `reason`."""
+    if not isinstance(reason, str):
+        raise TypeError(f"deny() takes a string reason, got {type(reason).__name__}")
+    return {"action": "deny", "reason": reason}
+
+
+def result(output: Any, is_error: bool = False) -> ResultDecision:
+    """The result of an external call, as the model reads it: a string as it is, any other
+    JSON value as compact JSON."""
+    if not isinstance(output, str):
+        from .tools import output_text
+
+        output = output_text(output)
+    return {"action": "result", "output": output, "is_error": bool(is_error)}
+
+
+_ALLOWED: dict[str, tuple[str, ...]] = {
+    "approval": ("approve", "deny"),
+    "external": ("result", "deny"),
+    "input": ("result", "deny"),
+}
+
+
+def check_decisions(
+    pending: Sequence[PendingCall],
+    decisions: Mapping[str, Any],
+    decided: Callable[[], Collection[str]] = frozenset,
+) -> list[tuple[PendingCall, Decision]]:
+    """Each pending call with its decision, in the pending order.
+
+    `decided()` gives the ids of the calls that already have a result (asked only to tell an
+    already decided id from an unknown one, in the error).
+
+    Raises:
+        NotPausedError: nothing is pending.
+        DecisionError: a pending call without a decision, an id that is not pending, or a
+            decision that is not one of `approve()` / `deny()` / `result()` or does not fit the
+            call's kind. The error names the call.
+    """
+    if not pending:
+        raise NotPausedError(
+            "the session waits for no decision: only a session whose turn ended paused "
+            "(done.finish_reason == 'paused') can be resumed"
+        )
+    if not isinstance(decisions, Mapping):
+        raise TypeError(f"decisions must map call ids to decisions, got {type(decisions).__name__}")
+    ids = {p["id"] for p in pending}
+    for cid in decisions:
+        if cid in ids:
+            continue
+        if cid in decided():
+            raise DecisionError(
+                f"call {cid!r} was already decided; pending: {', '.join(sorted(ids))}",
+                call_id=cid,
+            )
+        raise DecisionError(
+            f"call {cid!r} is not a pending call of this session; pending: "
+            f"{', '.join(sorted(ids))}",
+            call_id=str(cid),
+        )
+    out: list[tuple[PendingCall, Decision]] = []
+    for p in pending:
+        cid = p["id"]
+        decision = decisions.get(cid)
+        if decision is None:
+            raise DecisionError(
+                f"no decision for pending call {cid!r} ({p['name']}): give each pending call "
+                "approve(), deny(reason) or, for an external call, result(output)",
+                call_id=cid,
+            )
+        action = decision.get("action") if isinstance(decision, Mapping) else None
+        allowed = _ALLOWED.get(p["kind"], ())
+        if action not in allowed:
+            what = " or ".join(f"{a}()" for a in allowed)
+            raise DecisionError(
+                f"the decision on call {cid!r} ({p['name']}, {p['kind']}) is {decision!r:.120}; "
+                f"a {p['kind']} call takes {what}",
+                call_id=cid,
+            )
+        if action == "deny" and not isinstance(decision.get("reason"), str):
+            raise DecisionError(f"the denial of call {cid!r} needs a string reason", call_id=cid)
+        if action == "result" and not isinstance(decision.get("output"), str):
+            raise DecisionError(
+                f"the result of call {cid!r} needs a string output (use result(output))",
+                call_id=cid,
+            )
+        out.append((p, dict(decision)))  # type: ignore[arg-type]
+    return out
+
+
+def denial_text(name: str, reason: str) -> str:
+    """What the model reads for a denied call."""
+    return (
+        f"The call to {name} was denied: {reason}" if reason else f"The call to {name} was denied"
+    )
