@@ -1,4 +1,5 @@
-"""`tether ui`: hands the project's runtime to `tether.ui.serve`, then closes it."""
+"""`tether ui`: hands the project's runtime to the server (`tether.serve`'s app: the pages and
+the chat page, no takeovers, the project reloaded as it changes), then closes it."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import socket
 import subprocess
 import sys
 import time
-import types
 from typing import Any
 
 import httpx
 import pytest
 
 import tether.cli._ui as ui_module
+import tether.serve._server as server_module
 from tether.cli import EXIT_PROJECT
 from tether.cli._ui import DEFAULT_HOST, DEFAULT_PORT
 from tether.errors import ConfigError
@@ -30,15 +31,27 @@ def test_ui_help(project: Project) -> None:
 
 
 def fake_ui(monkeypatch: pytest.MonkeyPatch, calls: list[dict[str, Any]]) -> None:
-    """A stand-in `tether.ui` whose serve() records what it was given and uses the runtime."""
+    """A stand-in server whose serve_with() records what it was given and uses the runtime."""
 
-    def serve(runtime: Runtime, **kwargs: Any) -> None:
+    def serve_with(
+        runtime: Runtime, options: Any, *, registry: Any = None, close_runtime: bool = False
+    ) -> None:
         runs = asyncio.run(runtime.run_store.list_runs())
-        calls.append({"runtime": runtime, "runs": runs, **kwargs})
+        calls.append(
+            {
+                "runtime": runtime,
+                "runs": runs,
+                "registry": registry,
+                "host": options.host,
+                "port": options.port,
+                "token": options.token,
+                "allowed_host": tuple(options.allowed_hosts),
+                "takeover_every": options.takeover_every,
+                "watch_registry": options.watch_registry,
+            }
+        )
 
-    module = types.ModuleType("tether.ui")
-    module.serve = serve  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tether.ui", module)
+    monkeypatch.setattr(server_module, "serve_with", serve_with)
     # No server binds here: the default port may be taken on this machine by a real one.
     monkeypatch.setattr(ui_module, "check_port", lambda host, port: None)
 
@@ -56,6 +69,8 @@ def test_ui_serves_the_projects_runtime_and_closes_it_after(
     (call,) = calls
     assert call["host"] == "0.0.0.0" and call["port"] == 9999
     assert call["token"] == "t0k" and call["allowed_host"] == ("box",)
+    # It inspects and chats: it takes no other worker's runs over, and follows the project.
+    assert call["takeover_every"] is None and call["watch_registry"] is True
     assert isinstance(call["runtime"], Runtime)
     assert isinstance(call["registry"], Registry)
     assert call["registry"].runtime is call["runtime"]
@@ -106,13 +121,11 @@ def test_ctrl_c_that_stopped_the_server_is_a_normal_end(
 ) -> None:
     served: list[Runtime] = []
 
-    def serve(runtime: Runtime, **kwargs: Any) -> None:
+    def serve_with(runtime: Runtime, options: Any, **kwargs: Any) -> None:
         served.append(runtime)
         raise KeyboardInterrupt  # what uvicorn re-raises after a graceful Ctrl-C shutdown
 
-    module = types.ModuleType("tether.ui")
-    module.serve = serve  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tether.ui", module)
+    monkeypatch.setattr(server_module, "serve_with", serve_with)
     monkeypatch.setattr(ui_module, "check_port", lambda host, port: None)
     result = project.invoke("ui")
     assert result.exit_code == 0, result.output

@@ -80,16 +80,18 @@ def start_server(
     port: int | None = None,
     headers: dict[str, str] | None = None,
     wait_for: str = "/api/runs",
+    command: str = "serve",
 ) -> Server:
+    """`tether serve` (or `command`: ``"ui"``) on the project, once it answers `wait_for`."""
     port = port or free_port()
     log = project / f"server-{port}.log"
-    command = [
+    argv = [
         sys.executable,
         "-c",
         "from tether.cli import main; main()",
         "--config",
         str(project / "tether.toml"),
-        "serve",
+        command,
         "--host",
         host,
         "--port",
@@ -98,7 +100,7 @@ def start_server(
     ]
     with log.open("wb") as out:
         process = subprocess.Popen(
-            command, cwd=project, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+            argv, cwd=project, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
         )
     server = Server(process, f"http://127.0.0.1:{port}", log, dict(headers or {}))
     deadline = time.monotonic() + 30

@@ -4,6 +4,7 @@ the project's runtime."""
 from __future__ import annotations
 
 import errno
+import importlib
 import socket
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -73,7 +74,8 @@ def ui(
     """Serve the inspection UI until Ctrl-C.
 
     The browser shows the project's runs, conversations, agents and workflows (outside
-    any project: the prompts `tether prompt` recorded). Ctrl-C
+    any project: the prompts `tether prompt` recorded), and a chat page per agent with the
+    answer's timeline beside it (/chat). Ctrl-C
     is the way to stop the server: it exits 0. The project's registry is reloaded when its
     files change.
     """
@@ -90,27 +92,33 @@ def ui(
         registry = load_project(options)
     # Imported here, not at the top: the rest of the CLI works without the UI's dependencies.
     try:
-        from ..ui import serve
+        importlib.import_module("tether.ui")  # the pages (the server's app mounts them)
+        from ..serve import ServeOptions
+        from ..serve._server import serve_with
     except ImportError as exc:
         raise missing_lab("the inspection UI", exc) from exc
+    # The pages with the chat page beside them (tether serve's app): the UI's own reload of the
+    # project's files, and no takeover of other workers' workflow runs (it inspects, it is not
+    # a worker).
+    serve_options = ServeOptions(
+        host=host,
+        port=port,
+        token=token,
+        allowed_hosts=list(allowed_host or ()),
+        takeover_every=None,
+        watch_registry=True,
+    )
     runtime = registry.runtime
     try:
         check_port(host, port)
         open_stores(runtime, options)
         announce_login(host, port, token)
-        serve(
-            runtime,
-            host=host,
-            port=port,
-            registry=registry,
-            allowed_host=tuple(allowed_host or ()),
-            token=token,
-        )
+        # Closed by the server, in its own event loop (PostgreSQL's pool needs that loop).
+        serve_with(runtime, serve_options, registry=registry, close_runtime=True)
     except KeyboardInterrupt:
         # The server has shut down; uvicorn hands the Ctrl-C that stopped it back to us.
         pass
     finally:
-        # serve() leaves the runtime to its caller.
         run_async(runtime.aclose())
 
 

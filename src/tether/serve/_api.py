@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
 from starlette.requests import Request
@@ -50,25 +50,43 @@ START_WAIT = 10.0
 """Seconds a start request waits for the run's first stored event before answering anyway."""
 
 
+class _Source(Protocol):
+    @property
+    def registry(self) -> Registry | None: ...
+
+
+class _Fixed:
+    __slots__ = ("registry",)
+
+    def __init__(self, registry: Registry | None) -> None:
+        self.registry = registry
+
+
 class RunsApi:
     """The run endpoints over one runtime (and the registry that lists what is served)."""
 
     def __init__(self, runtime: Runtime, registry: Registry | None, feed: RunFeed) -> None:
         self.runtime = runtime
-        self.registry = registry
+        self.source: _Source = _Fixed(registry)
+        """Where the registry comes from (the pages' `RegistrySource` when the app watches the
+        project's files)."""
         self.feed = feed
         self.handles: dict[str, Any] = {}
         """Runs executing in this process, by run id: their handles (to cancel them)."""
 
     # -- what is served ----------------------------------------------------------------------
 
+    @property
+    def registry(self) -> Registry | None:
+        return self.source.registry
+
     def agents(self) -> Mapping[str, LabAgent[Any]]:
-        return self.registry.agents if self.registry is not None else self.runtime.agents
+        registry = self.registry
+        return registry.agents if registry is not None else self.runtime.agents
 
     def workflows(self) -> Mapping[str, Workflow[Any, Any]]:
-        if self.registry is not None:
-            return self.registry.workflows
-        return self.runtime.workflows
+        registry = self.registry
+        return registry.workflows if registry is not None else self.runtime.workflows
 
     def agent(self, agent_id: str) -> LabAgent[Any]:
         agent = self.agents().get(agent_id)

@@ -60,6 +60,7 @@ def create_app(
     shutdown_grace: float = SHUTDOWN_GRACE,
     sweep_every: float = SWEEP_EVERY,
     takeover_every: float | None = TAKEOVER_EVERY,
+    watch_registry: bool = False,
 ) -> Starlette:
     """The HTTP API and the inspection UI over `runtime`, as one ASGI app.
 
@@ -86,6 +87,8 @@ def create_app(
             requests for its runs).
         takeover_every: Seconds between two looks for durable workflow runs whose worker died
             (read back as interrupted) to resume here; None never takes one over.
+        watch_registry: Reload a registry loaded from a config file when the project's files
+            change (`tether ui`), for the pages and for what the API serves alike.
     """
     if not isinstance(runtime, Runtime):
         raise TypeError(f"create_app needs a tether.lab.Runtime, got {runtime!r:.80}")
@@ -101,8 +104,10 @@ def create_app(
     sweeper = Sweeper(api, every=sweep_every, takeover_every=takeover_every)
     # The pages answer every host and need no token here: this app checks both, once, outside.
     pages = create_ui_app(
-        runtime, registry, allowed_hosts=["*"], watch_registry=False, chat_path="/chat"
+        runtime, registry, allowed_hosts=["*"], watch_registry=watch_registry, chat_path="/chat"
     )
+    # One registry for the pages and the API: reloaded (when watched) for both at once.
+    api.source = pages.state.registry_source
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:

@@ -50,8 +50,9 @@ class ServeOptions:
     cors_origins: list[str] = field(default_factory=list)
     max_body: int = DEFAULT_MAX_BODY
     log_level: str = "info"
-    takeover_every: float = TAKEOVER_EVERY
-    """Seconds between two looks for interrupted workflow runs to resume."""
+    takeover_every: float | None = TAKEOVER_EVERY
+    """Seconds between two looks for interrupted workflow runs to resume; None: never (`tether
+    ui`, which inspects and chats, does not take other workers' runs over)."""
     header_timeout: float = HEADER_TIMEOUT
     """Seconds a client has to send a request's headers (408 after: slowloris)."""
     body_timeout: float = BODY_TIMEOUT
@@ -60,6 +61,9 @@ class ServeOptions:
     """Seconds an answer waits for a client that stopped reading before it is cut."""
     max_client_connections: int = MAX_CLIENT_CONNECTIONS
     """Connections one client address may hold open at once (503 above)."""
+    watch_registry: bool = False
+    """Reload a registry loaded from a config file when the project's files change (`tether
+    ui`; a `tether serve` worker serves what it started with)."""
 
     @property
     def limits(self) -> ServerLimits:
@@ -94,6 +98,7 @@ def _app(runtime: Runtime, registry: Registry | None, options: ServeOptions) -> 
         max_body=options.max_body,
         body_timeout=options.body_timeout,
         takeover_every=options.takeover_every,
+        watch_registry=options.watch_registry,
     )
 
 

@@ -726,7 +726,7 @@ def create_app(
         *experiment_routes(pages),
         Mount("/static", StaticFiles(packages=[("tether.ui", "static")]), name="static"),
     ]
-    return GuardedApp(
+    app = GuardedApp(
         Access.of(allowed_hosts, token),
         routes=routes,
         lifespan=lifespan,
@@ -736,6 +736,9 @@ def create_app(
             Exception: pages.server_error,
         },
     )
+    # What an app that mounts this one reads the (reloaded) registry from: `tether.serve`'s API.
+    app.state.registry_source = pages.source
+    return app
 
 
 def _redirect(to: str) -> Endpoint:

@@ -17,6 +17,9 @@
   const scopeList = document.getElementById("chat-scope-list");
   const newButton = document.getElementById("chat-new");
 
+  const timelineRun = document.getElementById("chat-timeline-run");
+  const timelineBars = document.getElementById("chat-timeline-bars");
+
   let source = null;
   let runId = null;
   let bubble = null;
@@ -138,6 +141,50 @@
     }
   }
 
+  // The run's timeline (the inspection UI's /api/runs/{id}: one bar per model call and tool
+  // call), drawn beside the conversation; read again as calls end, at most one read at a time.
+  let timelineOf = null;
+  let timelineBusy = false;
+  let timelineAgain = false;
+
+  async function loadTimeline(id) {
+    timelineOf = id;
+    if (timelineBusy) { timelineAgain = true; return; }
+    timelineBusy = true;
+    try {
+      const answer = await fetch(base + "/api/runs/" + path(id));
+      if (answer.ok && timelineOf === id) drawTimeline(id, await answer.json());
+    } finally {
+      timelineBusy = false;
+      if (timelineAgain) { timelineAgain = false; loadTimeline(timelineOf); }
+    }
+  }
+
+  function drawTimeline(id, view) {
+    timelineRun.textContent = "";
+    const link = element("a", null, "Run " + id);
+    link.href = base + "/runs/" + path(id);
+    timelineRun.appendChild(link);
+    const total = view.timeline ? view.timeline.total_s : 0;
+    if (view.timeline) timelineRun.appendChild(document.createTextNode(" · " + total.toFixed(2) + " s"));
+    timelineBars.textContent = "";
+    const span = Math.max(total, 1e-6);
+    for (const bar of (view.timeline ? view.timeline.bars : [])) {
+      const item = element("li", "chat-bar chat-bar-" + bar.kind + " chat-bar-" + bar.status);
+      const label = element("span", "chat-bar-label");
+      label.appendChild(element("span", null, bar.label));
+      label.appendChild(element("span", null, bar.duration_s.toFixed(2) + " s"));
+      item.appendChild(label);
+      const track = element("span", "chat-bar-track");
+      const fill = element("span", "chat-bar-fill");
+      fill.style.left = (100 * (bar.start - view.timeline.start) / span) + "%";
+      fill.style.width = (100 * bar.duration_s / span) + "%";
+      track.appendChild(fill);
+      item.appendChild(track);
+      timelineBars.appendChild(item);
+    }
+  }
+
   function follow(id) {
     runId = id;
     bubble = null;
@@ -146,7 +193,8 @@
     source = new EventSource(base + "/api/runs/" + path(id) + "/stream");
     const on = (kind, handler) =>
       source.addEventListener(kind, (event) => handler(JSON.parse(event.data)));
-    on("model_call_started", () => setStatus("Thinking…"));
+    on("model_call_started", () => { setStatus("Thinking…"); loadTimeline(id); });
+    on("model_call_finished", () => loadTimeline(id));
     on("agent_text_delta", (e) => {
       if (!bubble) bubble = addMessage("assistant", "");
       bubble.textContent += e.data.text;
@@ -158,7 +206,10 @@
       addToolCall(e.data.id, e.data.name, e.data.input);
       setStatus("Running " + e.data.name + "…");
     });
-    on("agent_tool_result", (e) => setToolResult(e.data.id, e.data.output, e.data.is_error));
+    on("agent_tool_result", (e) => {
+      setToolResult(e.data.id, e.data.output, e.data.is_error);
+      loadTimeline(id);
+    });
     on("agent_warning", (e) => addNote("warning", e.data.message));
     on("agent_failed", (e) => {
       const error = e.data.error || {};
@@ -172,6 +223,7 @@
       setBusy(false);
       setStatus(e.status === "completed" ? "" : "The run ended " + e.status + ".");
       loadScopes();
+      loadTimeline(id);
     });
     source.addEventListener("error", (event) => {
       // A message named "error" carries data; a lost connection does not (the browser
