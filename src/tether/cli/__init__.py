@@ -7,7 +7,7 @@ tether chat AGENT [--scope S] [-m MODEL]
 tether models [--json]
 tether keys set PROVIDER
 tether agent list
-tether agent run ID --input TEXT [--scope S] [-c JSON] [--json]
+tether agent run ID --input TEXT [--attach PATH] [--scope S] [-c JSON] [--json]
 tether workflow list
 tether workflow run ID [--input JSON|TEXT] [--run-id RUN_ID] [--json]
 tether runs list [--limit N] [--kind agent|workflow] [--json]

@@ -1,4 +1,4 @@
-"""`tether agent list` and `tether agent run ID --input TEXT [--scope S] [-c JSON] [--json]`."""
+"""`tether agent list` and `tether agent run ID --input TEXT [--attach PATH] [--scope S] [...]`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import ConfigError, NoObjectGeneratedError, RegistryError
+from ._attach import user_content
 from ._errors import (
     CommandLineError,
     Interrupted,
@@ -35,6 +36,7 @@ from ._render import (
 
 if TYPE_CHECKING:
     from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Registry, Runtime
+    from ..media import UserContent
 
 __all__ = ["agent_app"]
 
@@ -193,6 +195,16 @@ def run_agent(
             "model config (base URL, timeouts, ...) still applies.",
         ),
     ] = None,
+    attach: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--attach",
+            "-a",
+            metavar="PATH",
+            help="Send a file with the message: an image, a PDF or text document, or audio "
+            "(the kind is read from the file). Repeat for several.",
+        ),
+    ] = None,
     tool_context: Annotated[
         str | None,
         typer.Option(
@@ -254,12 +266,13 @@ def run_agent(
         message = read_user_message(prompt, "PROMPT")
     else:
         message = read_user_message(user or "", "--input")
+    content = user_content(message, attach)
     run_async(
         _episode(
             registry.runtime,
             agent,
             options,
-            user=message,
+            user=content,
             scope=scope,
             model=model,
             tool_context=context,
@@ -288,7 +301,7 @@ async def _episode(
     agent: LabAgent[Any],
     options: GlobalOptions,
     *,
-    user: str,
+    user: UserContent,
     scope: str | None,
     model: str | None,
     tool_context: Any,
