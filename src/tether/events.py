@@ -35,6 +35,7 @@ __all__ = [
     "PendingKind",
     "ProgressEvent",
     "ProgressStage",
+    "ProviderPart",
     "ResumedEvent",
     "StepEvent",
     "SurfaceEvent",
@@ -103,7 +104,17 @@ class MediaPart(TypedDict):
     """Images: ``low`` / ``high`` / ``auto`` for the providers that take it."""
 
 
-Part: TypeAlias = TextPart | ThinkingPart | ToolCallPart | ToolResultPart | MediaPart
+class ProviderPart(TypedDict):
+    """A provider-hosted tool's call or result block (`tether.llm.builtin`), kept exactly as
+    the provider sent it so it goes back unchanged on the next request to the same wire."""
+
+    type: Literal["provider"]
+    wire: str
+    """The wire format it belongs to: ``anthropic``, ``openai-responses`` or ``gemini``."""
+    block: dict[str, Any]
+
+
+Part: TypeAlias = TextPart | ThinkingPart | ToolCallPart | ToolResultPart | MediaPart | ProviderPart
 
 
 class Usage(TypedDict, total=False):
@@ -346,6 +357,9 @@ class DoneEvent(TypedDict):
     """The final round's thinking blocks, kept in the transcript with their signatures."""
     model: NotRequired[str]
     """Which model answered (``provider:model``), when the agent's model is a fallback list."""
+    blocks: NotRequired[list[ProviderPart]]
+    """The final round's provider-hosted tool blocks (`tether.llm.builtin`), kept in the
+    transcript between the thinking and the text."""
 
 
 PendingKind: TypeAlias = Literal["approval", "external", "input"]

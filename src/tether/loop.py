@@ -881,6 +881,7 @@ class _Turn:
             [] if final is None else [p for p in final.content if p["type"] == "thinking"]
         )
         guard = final is not None
+        denied = False
         if guard and self.plan.output_guards:
             guards = run_output_guards(self.plan.output_guards, text, self.ctx)
             if self.span is None:
@@ -890,6 +891,7 @@ class _Turn:
                     outcome = await self.wait(guards)
             out.extend(outcome.events)
             if outcome.denied:
+                denied = True
                 text, thinking, stop_reason, reason = "", [], "guardrail_denied", "guardrail_denied"
             else:
                 text = outcome.text
@@ -917,6 +919,11 @@ class _Turn:
             done["thinking"] = thinking
         if self.answered_by is not None:
             done["model"] = self.answered_by
+        if final is not None and text and not denied:
+            parts: list[Any] = final.content  # provider parts ride beside the typed ones
+            hosted = [p for p in parts if p["type"] == "provider"]
+            if hosted:  # provider-hosted tools' blocks, for the next request (tether.llm.builtin)
+                done["blocks"] = hosted
         fold(self.messages, self.memory_view, done)
         out.append(done)
         if self.span is not None:

@@ -300,6 +300,11 @@ def fold(messages: list[Message], memory: dict[str, Any], event: AgentEvent) -> 
     elif event["type"] == "done":
         thinking = event.get("thinking")
         final: list[Part] = [_copy_part(p) for p in thinking] if thinking else []
+        blocks = event.get("blocks")
+        if blocks:
+            final.extend(
+                {"type": "provider", "wire": b["wire"], "block": b["block"]} for b in blocks
+            )
         if event["text"]:
             final.append({"type": "text", "text": event["text"]})
         if final:

@@ -33,6 +33,7 @@ from .base import (
     ToolInputDeltaChunk,
     ToolSpec,
 )
+from .builtin import BuiltinTool, code_execution, file_search, web_search
 from .fallback import FallbackClient, fallback
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "PROVIDERS",
     "REASONING_TAKES",
     "SETTING_KEYS",
+    "BuiltinTool",
     "ChatRequest",
     "FallbackChunk",
     "FallbackClient",
@@ -58,10 +60,13 @@ __all__ = [
     "ToolSpec",
     "check_settings",
     "client_from_config",
+    "code_execution",
     "fallback",
+    "file_search",
     "model_problem",
     "provider_names",
     "setting_problem",
+    "web_search",
 ]
 
 CONFIG_KEYS = (
@@ -77,6 +82,7 @@ CONFIG_KEYS = (
     "total_timeout",
     "max_connections",
     "extra_body",
+    "builtin_tools",
     "pricing",
     "context_window",
 )

@@ -96,6 +96,9 @@ class HTTPAdapter:
     """The provider's name: the prefix of its model strings, and what errors name."""
     credentials_class: ClassVar[type[Credentials]]
     """The credentials made from `api_key` / `base_url` when none are given."""
+    wire: ClassVar[str | None] = None
+    """The wire format, for provider-hosted tools and blocks (`tether.llm.builtin`): None for
+    one that hosts no tools."""
     env_vars: ClassVar[tuple[str, ...]] = ()
     """Where the default credentials look up the API key (set from `credentials_class`)."""
 
@@ -121,6 +124,7 @@ class HTTPAdapter:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         http_client: httpx.AsyncClient | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        builtin_tools: Sequence[Any] = (),
         pricing: bool = True,
         sleep: Sleep | None = None,
     ) -> None:
@@ -147,10 +151,17 @@ class HTTPAdapter:
         http_client: An httpx.AsyncClient to use instead of our own (stays the caller's; its
             own connect timeout and pool limits apply).
         extra_body: Top-level keys merged into every request body after the settings.
+        builtin_tools: Provider-hosted tools (`tether.llm.builtin`: `web_search()`,
+            `code_execution()`, `file_search()`), declared on every request; one the provider
+            does not host is a ConfigError here.
         pricing: False: the run records price no call of this client (a self-hosted server
             that reuses a known model name); read by the recorder, never sent.
         sleep: How retry waits happen; `asyncio.sleep` unless a test injects a recorder.
         """
+        from .builtin import wire_tools
+
+        self.builtin: list[dict[str, Any]] = wire_tools(self.wire, self.provider, builtin_tools)
+        """The provider-hosted tools, in this wire's declaration shape."""
         for name, value in (("max_retries", max_retries), ("stream_retries", stream_retries)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{self.provider}: {name} must be an int >= 0, got {value!r}")

@@ -48,6 +48,8 @@ __all__ = ["AnthropicClient", "AnthropicStream", "to_anthropic_messages"]
 
 DEFAULT_MAX_TOKENS = 4096
 ANTHROPIC_VERSION = "2023-06-01"
+CODE_EXECUTION_BETA = "code-execution-2025-08-25"
+"""The beta the ``code_execution_20250825`` server tool needs."""
 MIN_THINKING_BUDGET = 1024
 """The smallest ``thinking.budget_tokens`` the API accepts."""
 
@@ -72,7 +74,8 @@ FINISH_REASONS: dict[str, FinishReason] = {
 """`stop_reason` → the normalized `FinishReason`; any other value is ``error``."""
 
 
-def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
+# C901 allowed: one branch per part type, run once per part of the transcript.
+def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:  # noqa: C901
     """Neutral transcript → Anthropic ``messages``."""
     out: list[dict[str, Any]] = []
     for message in messages:
@@ -108,6 +111,9 @@ def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
                 )
             elif kind in MEDIA:
                 blocks.append(_media_block(part))
+            elif kind == "provider":
+                if part["wire"] == "anthropic":  # a server tool's block, as it came
+                    blocks.append(part["block"])
             elif kind == "tool_result":
                 block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part["id"]}
                 if part["output"]:
@@ -197,6 +203,8 @@ class AnthropicStream:
                 if not partial:
                     return _NONE
                 block.chunks.append(partial)
+                if block.kind != "tool_use":
+                    return _NONE  # a server tool's input: the provider runs it
                 return (
                     {
                         "type": "tool_input_delta",
@@ -235,6 +243,14 @@ class AnthropicStream:
             elif btype == "redacted_thinking":
                 block = _Block("redacted_thinking")
                 block.data = start.get("data") or ""
+            elif btype == "server_tool_use":
+                block = _Block("server_tool_use")
+                block.id = start["id"]
+                block.name = start["name"]
+                block.input = start.get("input") or {}
+            elif isinstance(btype, str) and btype.endswith("_tool_result"):
+                block = _Block("server_result")
+                block.input = start  # complete in its start event
             else:
                 return _NONE  # server tools, citations…: not part of the neutral transcript
             self._blocks[index] = block
@@ -306,6 +322,12 @@ class AnthropicStream:
                 if block.signature:
                     part["signature"] = block.signature
                 content.append(part)
+            elif kind == "server_tool_use":
+                server = {"type": "server_tool_use", "id": block.id, "name": block.name}
+                server["input"] = parse_json_or_raw("".join(block.chunks), block.input)
+                content.append({"type": "provider", "wire": "anthropic", "block": server})
+            elif kind == "server_result":
+                content.append({"type": "provider", "wire": "anthropic", "block": block.input})
             else:
                 content.append({"type": "thinking", "text": "", "redacted": block.data})
         finish: FinishChunk = {
@@ -328,6 +350,7 @@ class AnthropicClient(HTTPAdapter):
     """
 
     provider: ClassVar[str] = "anthropic"
+    wire: ClassVar[str | None] = "anthropic"
     credentials_class: ClassVar[type[Credentials]] = AnthropicCredentials
 
     def __init__(
@@ -343,7 +366,10 @@ class AnthropicClient(HTTPAdapter):
         super().__init__(model, **options)
 
     def wire_headers(self) -> dict[str, str]:
-        return {"anthropic-version": self.anthropic_version}
+        headers = {"anthropic-version": self.anthropic_version}
+        if any(t["type"].startswith("code_execution") for t in self.builtin):
+            headers["anthropic-beta"] = CODE_EXECUTION_BETA
+        return headers
 
     def url(self, request: ChatRequest) -> str:
         return f"{self.base_url}/v1/messages"
@@ -361,7 +387,7 @@ class AnthropicClient(HTTPAdapter):
             body["system"] = system
         body["messages"] = to_anthropic_messages(request["messages"])
         if "tools" in request:
-            body["tools"] = request["tools"]
+            body["tools"] = [*request["tools"], *self.builtin] if self.builtin else request["tools"]
             choice = _tool_choice(request, settings)
             if choice is not None:
                 body["tool_choice"] = choice
@@ -375,6 +401,8 @@ class AnthropicClient(HTTPAdapter):
                     {"name": n, "description": "", "input_schema": {"type": "object"}} for n in used
                 ]
                 body["tool_choice"] = {"type": "none"}
+            elif self.builtin:
+                body["tools"] = list(self.builtin)
         if settings:
             self._settings(body, settings)
         output: dict[str, Any] = {}

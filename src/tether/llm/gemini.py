@@ -106,6 +106,8 @@ def to_gemini_contents(messages: Sequence[Any]) -> list[dict[str, Any]]:
                     wire = {"text": part["text"]}
             elif (make := _PART_WIRE.get(kind)) is not None:
                 wire = make(part)
+            elif kind == "provider" and part["wire"] == "gemini":
+                wire = dict(part["block"])  # executableCode / codeExecutionResult, as it came
             if wire is None:
                 continue
             if pending is not None and "thoughtSignature" not in wire:
@@ -271,9 +273,12 @@ class GeminiStream:
             return
         text = part.get("text")
         if text is None:
+            if "executableCode" in part or "codeExecutionResult" in part:
+                self._parts.append({"type": "provider", "wire": "gemini", "block": part})
+                return  # the signature, if any, stays on the part itself
             if signature:
                 self._signature(signature)
-            return  # inline data, executable code…: not part of the neutral transcript
+            return  # inline data…: not part of the neutral transcript
         if part.get("thought"):
             run = self._run("thinking")
             if signature:
@@ -393,6 +398,7 @@ class GeminiClient(HTTPAdapter):
     """
 
     provider: ClassVar[str] = "gemini"
+    wire: ClassVar[str | None] = "gemini"
     credentials_class: ClassVar[type[Credentials]] = GeminiCredentials
 
     def url(self, request: ChatRequest) -> str:
@@ -417,6 +423,8 @@ class GeminiClient(HTTPAdapter):
                     ]
                 }
             ]
+        if self.builtin:
+            body["tools"] = [*body.get("tools", ()), *self.builtin]
         settings = request.get("settings")
         config: dict[str, Any] = {}
         if settings:

@@ -79,7 +79,8 @@ def _reasoning_ref(signature: str) -> dict[str, Any] | None:
     return None
 
 
-def to_responses_input(messages: Sequence[Any]) -> list[dict[str, Any]]:
+# C901 allowed: one branch per part type, run once per part of the transcript.
+def to_responses_input(messages: Sequence[Any]) -> list[dict[str, Any]]:  # noqa: C901
     """Neutral transcript → Responses ``input`` items."""
     items: list[dict[str, Any]] = []
     for message in messages:
@@ -111,6 +112,9 @@ def to_responses_input(messages: Sequence[Any]) -> list[dict[str, Any]]:
                         "arguments": value if isinstance(value, str) else dumps(value),
                     }
                 )
+            elif kind == "provider":
+                if part["wire"] == "openai-responses":  # a built-in tool's item, as it came
+                    items.append(part["block"])
             elif kind == "tool_result":
                 items.append(
                     {
@@ -155,8 +159,22 @@ def _input_part(part: Any) -> dict[str, Any]:
     return {"type": "input_file", "filename": name, "file_data": data_url(part)}
 
 
+BUILTIN_ITEMS = frozenset({"web_search_call", "file_search_call", "code_interpreter_call"})
+"""Output items of the provider-hosted tools (`tether.llm.builtin`), kept whole."""
+
+
 class _Item:
-    __slots__ = ("arguments", "call_id", "chunks", "encrypted", "id", "kind", "name", "parts")
+    __slots__ = (
+        "arguments",
+        "call_id",
+        "chunks",
+        "encrypted",
+        "id",
+        "kind",
+        "name",
+        "parts",
+        "raw",
+    )
 
     def __init__(self, kind: str, id: str) -> None:
         self.kind = kind
@@ -169,6 +187,8 @@ class _Item:
         self.encrypted: str | None = None
         self.parts = 0
         """Reasoning summary parts seen, to separate them."""
+        self.raw: dict[str, Any] = {}
+        """A built-in tool's item as the API sent it (``output_item.done``)."""
 
 
 class OpenAIResponsesStream:
@@ -274,8 +294,11 @@ class OpenAIResponsesStream:
     def _added(self, data: dict[str, Any]) -> None:
         kind = data.get("type") or ""
         item_id = data.get("id") or f"item_{len(self._items)}"
+        if kind in BUILTIN_ITEMS:
+            self._item("builtin", item_id)  # in output order; its item comes whole at .done
+            return
         if kind not in ("message", "function_call", "reasoning"):
-            return  # built-in tools (web search…): not part of the neutral transcript
+            return  # other item kinds: not part of the neutral transcript
         item = self._item(kind, item_id)
         if kind == "function_call":
             item.call_id = data.get("call_id") or item_id
@@ -284,6 +307,9 @@ class OpenAIResponsesStream:
     def _item_done(self, data: dict[str, Any]) -> Sequence[StreamChunk]:
         kind = data.get("type")
         item_id = data.get("id")
+        if kind in BUILTIN_ITEMS and item_id:
+            self._item("builtin", item_id).raw = data
+            return _NONE
         if kind not in ("message", "function_call", "reasoning") or not item_id:
             return _NONE
         item = self._item(kind, item_id)
@@ -330,6 +356,10 @@ class OpenAIResponsesStream:
                         "input": parse_json_or_raw(raw, {}),
                     }
                 )
+            elif item.kind == "builtin":
+                if item.raw:
+                    block = item.raw
+                    content.append({"type": "provider", "wire": "openai-responses", "block": block})
             else:
                 ref: dict[str, str] = {"id": item.id}
                 if item.encrypted:
@@ -393,6 +423,7 @@ class OpenAIResponsesClient(HTTPAdapter):
     """
 
     provider: ClassVar[str] = "openai-responses"
+    wire: ClassVar[str | None] = "openai-responses"
     credentials_class: ClassVar[type[Credentials]] = OpenAICredentials
 
     def url(self, request: ChatRequest) -> str:
@@ -414,6 +445,8 @@ class OpenAIResponsesClient(HTTPAdapter):
                 }
                 for t in request["tools"]
             ]
+        if self.builtin:
+            body["tools"] = [*body.get("tools", ()), *self.builtin]
         settings = request.get("settings")
         if settings:
             _settings(body, settings, request)

@@ -97,7 +97,9 @@ class VertexAnthropicClient(AnthropicClient):
         super().__init__(model, credentials=credentials, **options)
 
     def wire_headers(self) -> dict[str, str]:
-        return {}  # the version goes in the body on Vertex
+        headers = super().wire_headers()
+        del headers["anthropic-version"]  # the version goes in the body on Vertex
+        return headers
 
     def url(self, request: ChatRequest) -> str:
         return f"{_model_path(self.credentials, 'anthropic', request['model'])}:streamRawPredict"
