@@ -38,6 +38,7 @@ from .._json import CheckedJSON, copy_json
 from ..agent import Agent
 from ..errors import (
     AbortedError,
+    AgentRunError,
     ConfigError,
     NoObjectGeneratedError,
     SessionFormatError,
@@ -179,6 +180,16 @@ def _summary_cost(usage: dict[str, int], model: str, prices: Any) -> float | Non
         logger.exception("could not price the summary made by %s", model)
         return None
     return float(usd) if usd is not None else None
+
+
+def _cannot_pause(pending: Sequence[Any]) -> AgentRunError:
+    calls = ", ".join(f"{p['name']} ({p['kind']}, {p['id']})" for p in pending)
+    return AgentRunError(
+        f"the turn paused on calls that wait for a decision: {calls}; a lab run cannot pause "
+        "and be resumed yet, so the run fails and the round is not stored. Run such tools "
+        "with the harness agent (create_agent: agent.resume()), or declare them "
+        "approval=False in the lab"
+    )
 
 
 def _add_usage(total: dict[str, int], more: Usage) -> None:
@@ -679,6 +690,11 @@ class Episode:
         error: BaseException | None = None
         try:
             async for event in events:
+                if event["type"] == "paused":
+                    # A lab run cannot wait for a decision yet: it fails, and the round's calls
+                    # (some without a result) are not committed to the scope.
+                    error = _cannot_pause(event["pending"])
+                    break
                 if event["type"] == "done":
                     fold(view, memory, event)
                     done = event
