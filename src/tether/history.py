@@ -81,6 +81,9 @@ CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
 """Context windows (input tokens) by model-name prefix, first match wins; a model config's
 ``context_window=`` says it for any other model."""
 
+_MEDIA_CHARS = 4_000
+"""What an inline media part counts as in an estimate (about a thousand tokens)."""
+
 SUMMARY_OPEN = "<conversation_summary>"
 SUMMARY_CLOSE = "</conversation_summary>"
 CLEARED = "[tether: this tool result was cleared to save context]"
@@ -120,6 +123,8 @@ def chars_of(messages: Sequence[Message]) -> int:
                 n += len(p["name"]) + (  # type: ignore[typeddict-item]
                     len(value) if isinstance(value, str) else len(json.dumps(value))
                 )
+            elif "data" in p:  # inline media: its base64 is not what the model counts
+                n += _MEDIA_CHARS + len(json.dumps({k: v for k, v in p.items() if k != "data"}))
             else:
                 n += len(json.dumps(p))
         n += 4  # the role and framing

@@ -206,16 +206,20 @@ class ChatSession:
                 )
 
     async def newest_summary(self) -> str | None:
-        """The text of the scope's newest summary record, or None."""
+        """The text of the scope's newest summary record, or None: read backwards from the
+        end a page at a time, to the first summary."""
         if self.scope is None:
             return None
-        from ..lab._history import load_kept
-
-        loaded = await load_kept(self.runtime.message_store, self.scope, [])
-        if loaded.summary is None:
-            return None
-        content = loaded.summary.get("content") or [{}]
-        return str(content[0].get("text", ""))
+        store = self.runtime.message_store
+        end = await store.length(self.scope)
+        while end > 0:
+            start = max(end - 256, 0)
+            for record in reversed(await store.load(self.scope, start=start, end=end)):
+                if record.get("role") == "summary":
+                    content: Any = record.get("content") or [{}]
+                    return str(content[0].get("text", ""))
+            end = start
+        return None
 
 
 async def _outcome(handle: AgentStreamHandle[Any]) -> AgentRunResult[Any] | BaseException:
