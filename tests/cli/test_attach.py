@@ -75,3 +75,20 @@ def test_a_file_that_is_no_media_is_refused(project: Project, tmp_path: Path) ->
     assert result.exit_code == EXIT_USAGE
     assert "not an image, a document or audio" in result.stderr
     assert project.stored("s") == []
+
+
+def test_chat_attach_sends_the_file_with_the_next_message_only(
+    project: Project, tmp_path: Path
+) -> None:
+    photo = tmp_path / "photo.jpg"
+    photo.write_bytes(PHOTO)
+    piped = f"/attach {photo}\n/attach {tmp_path / 'nope.png'}\nwhat is this?\nand now?\n"
+    result = project.invoke("chat", "echo", "--scope", "c", input=piped)
+    assert result.exit_code == 0, result.output
+    assert "Attached" in result.stderr and "image/jpeg" in result.stderr
+    assert "cannot read the attachment" in result.stderr  # the chat goes on
+    stored: Any = project.stored("c")
+    first, second = stored[1], stored[3]
+    assert [p["type"] for p in first["content"]] == ["text", "image"]
+    assert first["content"][1]["blob"] == hashlib.sha256(PHOTO).hexdigest()
+    assert second["content"] == [{"type": "text", "text": "and now?"}]

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
@@ -34,6 +34,7 @@ import typer
 
 from ..errors import ConfigError
 from ._agents import find_agent
+from ._attach import attachment
 from ._errors import CommandLineError, reports_errors, start_error
 from ._interrupt import CtrlC
 from ._models import check_model_option
@@ -41,6 +42,7 @@ from ._project import GlobalOptions, load_project, options_of, reach_stores
 from ._render import EpisodeRenderer, clean, clean_lines, emit_err
 
 if TYPE_CHECKING:
+    from ..events import MediaPart
     from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Runtime
 
 __all__ = ["chat"]
@@ -49,6 +51,7 @@ HELP = """\
 /new           start a new conversation
 /scope         show this conversation's scope; /scope NAME moves to NAME
 /summary       show the newest summary of older turns (a summarize history policy)
+/attach PATH   send a file (image, PDF or text document, audio) with your next message
 /exit          leave (so do Ctrl-D and /quit)
 /help          this list
 A line ending in \\ goes on; \"\"\" opens and closes a multi-line message.
@@ -125,6 +128,8 @@ class ChatSession:
     _: KW_ONLY
     scope: str | None
     model: str | None
+    attached: list[MediaPart] = field(default_factory=list)
+    """Files `/attach` read, sent with the next message."""
 
     async def open(self) -> None:
         await self.runtime.__aenter__()
@@ -152,10 +157,13 @@ class ChatSession:
 
         try:
             handle: AgentStreamHandle[Any] = self.agent.stream(
-                user=text, memory_scope=self.scope, model=self.model
+                user=[text, *self.attached] if self.attached else text,
+                memory_scope=self.scope,
+                model=self.model,
             )
         except ConfigError as exc:  # a missing key, an unknown provider, a bad model
             raise start_error(exc, "chat again") from exc
+        self.attached = []  # they went with this message
         self.scope = handle.memory_scope
         tools = EpisodeRenderer(stream_text=False, show_tools=True)
         outcome: AgentRunResult[Any] | BaseException
@@ -422,6 +430,8 @@ def _command(runner: asyncio.Runner, session: ChatSession, message: str) -> str 
             emit_err("A new conversation: no scope yet (it is named with the first answer).")
         else:
             emit_err(f"scope {clean(session.scope)}")
+    elif name == "/attach":
+        _attach(session, arg)
     elif name == "/summary":
         text = runner.run(session.newest_summary())
         emit_err(
@@ -432,6 +442,23 @@ def _command(runner: asyncio.Runner, session: ChatSession, message: str) -> str 
     else:
         emit_err(f"Unknown command {clean(name)}; /help lists them (//text sends /text).")
     return "done"
+
+
+def _attach(session: ChatSession, path: str) -> None:
+    if not path:
+        emit_err("/attach needs a path: /attach photo.jpg")
+        return
+    try:
+        part = attachment(path)
+    except CommandLineError as exc:
+        emit_err(f"{exc.message}. {exc.hint or ''}".rstrip())
+        return
+    session.attached.append(part)
+    size = len(part.get("data", "")) * 3 // 4
+    emit_err(
+        f"Attached {clean(path)} ({part['media_type']}, about {size:,} bytes): it goes with "
+        f"your next message ({len(session.attached)} attached)."
+    )
 
 
 def _unescaped(message: str) -> str:
