@@ -565,3 +565,46 @@ async def test_an_agent_turn_on_bedrock(wire: WireServer, aws_env: None) -> None
     async for event in agent.send(session, "hi"):
         session = reduce(session, event)
     assert session.messages[-1]["content"] == [{"type": "text", "text": "Hello, Oslo!"}]
+
+
+def test_images_and_documents_inline_or_from_s3() -> None:
+    from tether.errors import ContentError
+
+    messages: list[Any] = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "media_type": "image/png", "data": "iVBORw0KGgo="},
+                {
+                    "type": "document",
+                    "media_type": "application/pdf",
+                    "url": "s3://bucket/a.pdf",
+                    "name": "Q3 report.pdf",
+                },
+                {"type": "text", "text": "Summarize."},
+            ],
+        }
+    ]
+    assert to_converse_messages(messages) == [
+        {
+            "role": "user",
+            "content": [
+                {"image": {"format": "png", "source": {"bytes": "iVBORw0KGgo="}}},
+                {
+                    "document": {
+                        "format": "pdf",
+                        "source": {"s3Location": {"uri": "s3://bucket/a.pdf"}},
+                        "name": "Q3 report pdf",
+                    }
+                },
+                {"text": "Summarize."},
+            ],
+        }
+    ]
+    for part, why in [
+        ({"type": "audio", "media_type": "audio/wav", "data": "UklGRg=="}, "no audio"),
+        ({"type": "image", "media_type": "image/png", "url": "https://x.example/a.png"}, "s3://"),
+        ({"type": "image", "media_type": "image/tiff", "data": "AAAA"}, "image/png"),
+    ]:
+        with pytest.raises(ContentError, match=why):
+            to_converse_messages([{"role": "user", "content": [part]}])

@@ -9,8 +9,9 @@ Wire mapping:
 - `system` becomes ``system`` text blocks; a prompt layer marked for caching is followed by a
   ``{"cachePoint": {"type": "default"}}`` block. Tools become ``toolConfig.tools[].toolSpec``
   with ``inputSchema.json``.
-- Messages: text → ``{"text"}``; a tool call → ``{"toolUse": {toolUseId, name, input}}``; a tool
-  result → ``{"toolResult": {toolUseId, content: [{"text"}], status}}`` in a ``user`` message;
+- Messages: text → ``{"text"}``; an image or document part → ``{"image"|"document": {format,
+  source: {bytes} | {s3Location}}}`` (audio, http URLs and other media types are refused);
+  a tool call → ``{"toolUse": {toolUseId, name, input}}``; a tool result → ``{"toolResult": {toolUseId, content: [{"text"}], status}}`` in a ``user`` message;
   thinking with a signature → ``{"reasoningContent": {"reasoningText": {text, signature}}}``,
   redacted thinking → ``{"reasoningContent": {"redactedContent"}}``; thinking without a
   signature (another provider's) is left out. Consecutive messages of one role are merged.
@@ -46,6 +47,7 @@ Finish reasons (`FINISH_REASONS`):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 from urllib.parse import quote
@@ -56,6 +58,7 @@ from ..events import FinishReason, Part, ThinkingPart, Usage
 from ._adapter import FrameDecoder, HTTPAdapter
 from ._eventstream import EventStreamDecoder
 from ._finish import normalize_finish
+from ._media import MEDIA, refuse, source_of
 from ._settings import check_settings, copy_settings, forced_tool, unsupported
 from ._wire import loads, parse_json_or_raw, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, SystemBlock
@@ -95,8 +98,56 @@ _RETRYABLE = frozenset(
 )
 
 
+_IMAGE_FORMATS = {
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+_DOCUMENT_FORMATS = {
+    "application/pdf": "pdf",
+    "text/csv": "csv",
+    "application/msword": "doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.ms-excel": "xls",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "text/html": "html",
+    "text/plain": "txt",
+    "text/markdown": "md",
+}
+"""The media types Converse takes, and its ``format`` name for each."""
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9\s\-()\[\]]+")
+
+
+def _media(part: Any) -> dict[str, Any]:
+    """An image or document part → a Converse ``image`` / ``document`` block: the bytes inline
+    (base64 on the JSON wire) or an ``s3://`` location; other URLs and audio are refused."""
+    kind = part["type"]
+    if kind == "audio":
+        refuse("bedrock", part, "the Converse API takes no audio")
+    formats = _IMAGE_FORMATS if kind == "image" else _DOCUMENT_FORMATS
+    fmt = formats.get(part["media_type"])
+    if fmt is None:
+        refuse("bedrock", part, f"Converse takes {', '.join(formats)}")
+    where, value = source_of("bedrock", part)
+    if where == "url":
+        if not value.startswith("s3://"):
+            refuse("bedrock", part, "Converse reads media inline or from s3:// URIs, not http(s)")
+        source: dict[str, Any] = {"s3Location": {"uri": value}}
+    else:
+        source = {"bytes": value}
+    block: dict[str, Any] = {"format": fmt, "source": source}
+    if kind == "document":
+        # Converse allows letters, digits, spaces, hyphens, parentheses and brackets only.
+        name = _NAME_UNSAFE.sub(" ", part.get("name") or "document").strip() or "document"
+        block["name"] = name[:200]
+    return {kind: block}
+
+
 def _content(part: Any) -> dict[str, Any] | None:
     kind = part["type"]
+    if kind in MEDIA:
+        return _media(part)
     if kind == "text":
         return {"text": part["text"]} if part["text"] else None
     if kind == "thinking":
