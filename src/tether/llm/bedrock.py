@@ -11,7 +11,8 @@ Wire mapping:
   with ``inputSchema.json``.
 - Messages: text → ``{"text"}``; an image or document part → ``{"image"|"document": {format,
   source: {bytes} | {s3Location}}}`` (audio, http URLs and other media types are refused);
-  a tool call → ``{"toolUse": {toolUseId, name, input}}``; a tool result → ``{"toolResult": {toolUseId, content: [{"text"}], status}}`` in a ``user`` message;
+  a tool call → ``{"toolUse": {toolUseId, name, input}}``; a tool result →
+  ``{"toolResult": {toolUseId, content: [{"text"}], status}}`` in a ``user`` message;
   thinking with a signature → ``{"reasoningContent": {"reasoningText": {text, signature}}}``,
   redacted thinking → ``{"reasoningContent": {"redactedContent"}}``; thinking without a
   signature (another provider's) is left out. Consecutive messages of one role are merged.
