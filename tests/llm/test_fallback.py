@@ -213,3 +213,28 @@ async def test_clients_given_stay_the_callers(wire: WireServer) -> None:
     assert mine._client is not None  # the caller's: still open
     assert client.clients[1]._client is None  # type: ignore[attr-defined]  # ours: closed
     await mine.aclose()
+
+
+async def test_the_chat_span_names_the_model_that_answered() -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="the OpenTelemetry SDK is not installed")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tether.errors import LLMConnectionError
+    from tether.otel import OtelSink
+    from tether.testing import script_client
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    down = script_client(
+        [{"error": LLMConnectionError("could not reach a", retryable=True)}], model="a"
+    )
+    up = script_client([{"text": "from b"}], model="b")
+    agent = create_agent(model=fallback(down, up), trace=OtelSink(provider))
+    async for _ in agent.send(agent.create_session(), "hi"):
+        pass
+    chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert [dict(s.attributes or {}).get("tether.fallback.model") for s in chats] == ["b"]
+    provider.shutdown()
