@@ -318,10 +318,12 @@ class WaitingStore(InMemoryMessageStore):
         await self.release.wait()
         self.returned = True
 
-    async def load(self, scope: str, *, start: int = 0, end: int | None = None) -> Any:
+    async def load(
+        self, scope: str, *, start: int = 0, end: int | None = None, after: int | None = None
+    ) -> Any:
         if self.where == "load":
             await self._wait()
-        return await super().load(scope, start=start, end=end)
+        return await super().load(scope, start=start, end=end, after=after)
 
     async def append(self, scope: str, records: Any, *, lease: str | None = None) -> int:
         self.appends += 1

@@ -80,6 +80,8 @@ async def test_tail_reads_the_last_records_and_where_they_start(store: MessageSt
     assert await store.tail("s", 50) == (0, await store.load("s"))
     assert await store.tail("s", 0) == (0, [])
     assert await store.tail("nope", 5) == (0, [])
+    assert [text_of(r) for r in await store.load("s", after=7)] == ["8", "9"]
+    assert [text_of(r) for r in await store.load("s", after=2, end=5)] == ["3", "4"]
 
 
 async def test_scopes_are_separate_lists(store: MessageStore) -> None:

@@ -141,8 +141,10 @@ class InMemoryMessageStore:
         return entry
 
     async def load(
-        self, scope: str, *, start: int = 0, end: int | None = None
+        self, scope: str, *, start: int = 0, end: int | None = None, after: int | None = None
     ) -> list[StoredRecord]:
+        if after is not None:
+            start = max(start, after + 1)
         start = max(start, 0)
         with self._lock:
             entry = self._scopes.get(scope)

@@ -59,10 +59,11 @@ class MessageStore(Protocol):
     """One append-only list of records per scope."""
 
     async def load(
-        self, scope: str, *, start: int = 0, end: int | None = None
+        self, scope: str, *, start: int = 0, end: int | None = None, after: int | None = None
     ) -> list[StoredRecord]:
         """The records of `scope` with index `start` <= i < `end` (`end` None: to the last; an
-        unknown scope is empty). A page of a long conversation reads only its own records.
+        unknown scope is empty); `after=seq` is `start=seq + 1` (the records after index `seq`). A
+        page of a long conversation reads only its own records.
 
         Raises:
             StoreCorruptError: a stored record does not parse.

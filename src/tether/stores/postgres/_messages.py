@@ -55,8 +55,10 @@ class PostgresMessageStore(PostgresScopeLeases):
     _kind = "message store"
 
     async def load(
-        self, scope: str, *, start: int = 0, end: int | None = None
+        self, scope: str, *, start: int = 0, end: int | None = None, after: int | None = None
     ) -> list[StoredRecord]:
+        if after is not None:
+            start = max(start, after + 1)
         async with self._session() as conn:
             rows = await fetch_all(
                 conn,

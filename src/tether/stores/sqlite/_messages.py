@@ -59,8 +59,11 @@ class SqliteMessageStore(SqliteScopeLeases):
         return cls(connect(path), owns=True)
 
     async def load(
-        self, scope: str, *, start: int = 0, end: int | None = None
+        self, scope: str, *, start: int = 0, end: int | None = None, after: int | None = None
     ) -> list[StoredRecord]:
+        if after is not None:
+            start = max(start, after + 1)
+
         def op(conn: sqlite3.Connection) -> list[tuple[int, str]]:
             return conn.execute(
                 "SELECT seq, record FROM tether_messages WHERE scope = ? AND seq >= ? AND seq < ?"
