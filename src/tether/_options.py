@@ -49,6 +49,7 @@ class AgentParts(TypedDict, total=False):
     trace: bool | TraceSink | None
     max_tool_rounds: int | None
     max_tool_result_chars: int | None
+    max_tool_result_bytes: int | None
     stop_when: StopCondition | Sequence[StopCondition] | None
     on_tool_call: ToolCallGuardrail | None
     history: Sequence[HistoryProcessor] | None

@@ -56,6 +56,7 @@ from .stop import RoundResult, StopCondition
 from .tools import Tool
 from .tracing import Tracer, TraceSink
 from .turn import (
+    DEFAULT_MAX_TOOL_RESULT_BYTES,
     DEFAULT_MAX_TOOL_RESULT_CHARS,
     DEFAULT_MAX_TOOL_ROUNDS,
     NO_TOOLS,
@@ -127,7 +128,10 @@ class Agent:
         stop_when: Stop conditions checked after every tool round; the loop ends at whichever
             of these and `max_tool_rounds` comes first.
         max_tool_result_chars: Tool and MCP results longer than this are truncated with a marker
-            the model can read (default 100,000); None: no limit.
+            the model can read (default 100,000; text only); None: no limit.
+        max_tool_result_bytes: The media bytes (images, documents, audio) one tool or MCP
+            result may carry (default 10 MB); parts past it are dropped with a marker the model
+            can read; None: no limit.
         trace: True prints each trace record to stderr; a function is the sink.
         services: Dependencies tools and workflow steps receive as `ctx.services`.
         blobs: Where media parts that refer to a blob (`{"blob": sha256}`) are read from when
@@ -213,6 +217,9 @@ class Agent:
         self.stop_when: tuple[StopCondition, ...] = tuple(check_stop_when(o.get("stop_when")) or ())
         self.max_tool_result_chars = check_limit(
             "max_tool_result_chars", o.get("max_tool_result_chars", DEFAULT_MAX_TOOL_RESULT_CHARS)
+        )
+        self.max_tool_result_bytes = check_limit(
+            "max_tool_result_bytes", o.get("max_tool_result_bytes", DEFAULT_MAX_TOOL_RESULT_BYTES)
         )
         self.trace: bool | TraceSink = check_trace(o.get("trace")) or False
         self.services: dict[str, Any] = check_services(o.get("services")) or {}
@@ -316,6 +323,7 @@ class Agent:
             self.history,
             opts.history_sink,
             blobs=self.blobs,
+            max_tool_result_bytes=self.max_tool_result_bytes,
         )
 
     def send(

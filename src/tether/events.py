@@ -80,14 +80,6 @@ class ToolCallPart(TypedDict):
     """The parsed arguments; the raw string when the model's JSON did not parse."""
 
 
-class ToolResultPart(TypedDict):
-    type: Literal["tool_result"]
-    id: str
-    name: str
-    output: str
-    is_error: bool
-
-
 class MediaPart(TypedDict):
     """An image, document or audio part (see `tether.media`): exactly one of `data` (base64),
     `url` (http(s)) or `blob` (the sha256 of bytes in a store's blobs)."""
@@ -102,6 +94,16 @@ class MediaPart(TypedDict):
     name: NotRequired[str]
     detail: NotRequired[str]
     """Images: ``low`` / ``high`` / ``auto`` for the providers that take it."""
+
+
+class ToolResultPart(TypedDict):
+    type: Literal["tool_result"]
+    id: str
+    name: str
+    output: str
+    is_error: bool
+    parts: NotRequired[list[MediaPart]]
+    """Images, documents or audio the tool returned beside its text (`output`)."""
 
 
 class ProviderPart(TypedDict):
@@ -245,6 +247,8 @@ class ToolResultEvent(TypedDict):
     marker)."""
     is_error: NotRequired[bool]
     """True when the call failed (bad input, an exception, a denial, a timeout)."""
+    parts: NotRequired[list[MediaPart]]
+    """Images, documents or audio the tool returned (bounded by `max_tool_result_bytes`)."""
 
 
 class StepEvent(TypedDict):

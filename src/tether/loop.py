@@ -47,6 +47,7 @@ from .events import (
     AgentEvent,
     DoneEvent,
     FinishReason,
+    MediaPart,
     MemoryEvent,
     MessageEvent,
     Part,
@@ -67,9 +68,11 @@ from .guardrails import Ask, run_output_guards, run_tool_call_guards
 from .history import TurnHistory
 from .llm._finish import finish_reason_of
 from .llm.base import ChatRequest, FinishChunk, StreamChunk, SystemBlock
+from .media import media_size
 from .session import Message, Session, fold
 from .signals import AbortScope
 from .stop import RoundResult, should_stop
+from .tools import ToolResult
 from .tracing import Span
 from .turn import Toolset, TurnPlan
 
@@ -851,6 +854,14 @@ class _Turn:
                         pending["reason"] = reason
                     return events, pending
         result = await tool.call(value, call_ctx)
+        return events, self.result_event(events, cid, name, result)
+
+    def result_event(
+        self, events: list[AgentEvent], cid: str, name: str, result: ToolResult
+    ) -> ToolResultEvent:
+        """The `tool_result` event of what a tool returned: its text within
+        `max_tool_result_chars`, its media within `max_tool_result_bytes` (trace records in
+        `events` for what was cut or moved)."""
         output = result.output
         limit = self.plan.max_tool_result_chars
         if limit is not None and len(output) > limit:
@@ -863,7 +874,63 @@ class _Turn:
                         {"id": cid, "name": name, "chars": len(result.output), "limit": limit},
                     )
                 )
-        return events, _result(cid, name, output, result.is_error)
+        ev = _result(cid, name, output, result.is_error)
+        if result.parts:
+            ev["parts"] = kept = self.bounded_media(events, cid, name, ev, result.parts)
+            client = self.plan.client
+            if (
+                kept
+                and self.tracer is not None
+                and not getattr(client, "media_in_tool_results", True)
+            ):
+                data = {
+                    "id": cid,
+                    "name": name,
+                    "parts": len(kept),
+                    "provider": getattr(client, "provider", None),
+                }
+                events.append(self.tracer.record("tool", "result:media_follows", data))
+        return ev
+
+    def bounded_media(
+        self,
+        events: list[AgentEvent],
+        cid: str,
+        name: str,
+        ev: ToolResultEvent,
+        parts: list[MediaPart],
+    ) -> list[MediaPart]:
+        """The result's media parts within `max_tool_result_bytes` (the rest dropped, with a
+        marker in the text the model reads and a trace record)."""
+        limit = self.plan.max_tool_result_bytes
+        if limit is None:
+            return parts
+        kept: list[MediaPart] = []
+        total = 0
+        dropped: list[str] = []
+        for part in parts:
+            size = media_size(part)
+            if total + size > limit:
+                dropped.append(
+                    f"{part.get('name') or part['type']} ({part['media_type']}, {size:,} bytes)"
+                )
+                continue
+            total += size
+            kept.append(part)
+        if dropped:
+            ev["output"] += (
+                f"\n\n[tether: left out {', '.join(dropped)}: this result may carry "
+                f"{limit:,} bytes of media]"
+            )
+            if self.tracer is not None:
+                events.append(
+                    self.tracer.record(
+                        "tool",
+                        "result:media_dropped",
+                        {"id": cid, "name": name, "dropped": dropped, "limit": limit},
+                    )
+                )
+        return kept
 
     # -- finish ------------------------------------------------------------------------------
 

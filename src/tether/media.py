@@ -43,6 +43,7 @@ __all__ = [
     "check_media_part",
     "document",
     "image",
+    "media_size",
     "sniff",
     "user_parts",
 ]
@@ -251,6 +252,15 @@ def _check_kind(kind: str, media_type: str) -> None:
 
 def _a(kind: str) -> str:
     return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def media_size(part: Any) -> int:
+    """The decoded size of a media part's bytes: from its base64 (no decoding), its blob's
+    recorded ``size``, or 0 for a URL (the provider fetches it)."""
+    data: str | None = part.get("data")
+    if data is None:
+        return int(part.get("size", 0))
+    return len(data) * 3 // 4 - data[-2:].count("=")
 
 
 def check_media_part(part: Any, where: str = "part") -> MediaPart:

@@ -273,6 +273,9 @@ def fold(messages: list[Message], memory: dict[str, Any], event: AgentEvent) -> 
             "output": event["output"],
             "is_error": bool(event.get("is_error", False)),
         }
+        media = event.get("parts")
+        if media:
+            part["parts"] = [p.copy() for p in media]
         if messages and messages[-1]["role"] == "tool":
             messages[-1]["content"].append(part)
         else:

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints, overload
 
 from .context import RunContext
-from .errors import ToolDefinitionError, ToolError
+from .errors import ContentError, ToolDefinitionError, ToolError
+from .events import MediaPart
 from .llm.base import ToolSpec
+from .media import MEDIA_TYPES, check_media_part
 
 __all__ = ["Approval", "Endpoint", "InputRequest", "Tool", "ToolResult", "define_tool", "tool"]
 
@@ -59,6 +61,8 @@ class InputRequest:
 class ToolResult:
     output: str
     is_error: bool = False
+    parts: list[MediaPart] | None = None
+    """Images, documents or audio for the model beside `output` (`tether.media`)."""
     input_request: InputRequest | None = None
     """Set when the call stopped to ask a person for input (see `InputRequest`): `output` says
     so, as an error the model reads where the turn cannot pause."""
@@ -178,6 +182,10 @@ class Tool:
             return value
         if isinstance(value, str):
             return ToolResult(value)
+        if isinstance(value, list) and any(_is_media(v) for v in value):
+            return _parts_result(self.name, value)
+        if _is_media(value):
+            return _parts_result(self.name, [value])
         try:
             return ToolResult(output_text(value))
         except (TypeError, ValueError) as exc:
@@ -197,6 +205,30 @@ class Tool:
         if inspect.isawaitable(result):  # an async execute, or a sync one returning an awaitable
             return await result
         return result
+
+
+def _is_media(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") in MEDIA_TYPES
+
+
+def _parts_result(name: str, items: list[Any]) -> ToolResult:
+    """A tool's list of strings, text parts and media parts: the text joined as `output`, the
+    media (checked) as `parts`."""
+    texts: list[str] = []
+    media: list[MediaPart] = []
+    try:
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                texts.append(item)
+            elif isinstance(item, dict) and item.get("type") == "text":
+                texts.append(str(item.get("text", "")))
+            elif _is_media(item):
+                media.append(check_media_part(item, f"{name} result[{i}]"))
+            else:
+                texts.append(output_text(item))
+    except (ContentError, TypeError, ValueError) as exc:
+        return ToolResult(f"Tool {name} returned a part that cannot be sent: {exc}", True)
+    return ToolResult("\n".join(texts), parts=media)
 
 
 _PLAIN = frozenset({str, int, float, bool, dict, list, type(None), ToolResult})

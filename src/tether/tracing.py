@@ -18,6 +18,9 @@ closed `TRACE_PHASES`:
 |             |                                  | error_type                                    |
 | `tool`      | the tool's name                  | id, ms, is_error                              |
 | `tool`      | `result:truncated`               | id, name, chars (whole), limit                |
+| `tool`      | `result:media_dropped`           | id, name, dropped (name, type, size), limit   |
+| `tool`      | `result:media_follows`           | id, name, parts: the provider's tool message  |
+|             |                                  | takes text, so the media follows as a user msg|
 | `tool`      | `file:read` / `list` / `glob` /  | what `tether.toolkits` did: path, bytes ...;  |
 |             | `grep` / `write` / `edit` /      | `…:refused`: the arguments and the reason     |
 |             | `delete`, `shell:run`,           | (shell: command, isolation, exit_code,        |

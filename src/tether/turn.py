@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .tracing import Tracer
 
 __all__ = [
+    "DEFAULT_MAX_TOOL_RESULT_BYTES",
     "DEFAULT_MAX_TOOL_RESULT_CHARS",
     "DEFAULT_MAX_TOOL_ROUNDS",
     "UNSET",
@@ -56,6 +57,8 @@ DEFAULT_MAX_TOOL_ROUNDS = 8
 """The harness's bound on tool rounds per turn (the seed's `maxToolRounds`)."""
 
 DEFAULT_MAX_TOOL_RESULT_CHARS = 100_000
+DEFAULT_MAX_TOOL_RESULT_BYTES = 10_000_000
+"""The media (images, documents, audio) one tool result may carry, in decoded bytes."""
 """Tool and MCP results longer than this are truncated, with a marker the model can read."""
 
 UNSET: Any = object()
@@ -261,6 +264,9 @@ class TurnPlan(NamedTuple):
     blobs: BlobResolver | None = None
     """Reads the media a request refers to by blob reference (`tether.blobs`); None: the
     messages carry no references."""
+    max_tool_result_bytes: int | None = None
+    """The media bytes one tool result may carry (more are dropped, with a marker); None: no
+    limit. The agent's default is `DEFAULT_MAX_TOOL_RESULT_BYTES`."""
 
     def history_of(self) -> TurnHistory:
         """A fresh history state for one turn of this plan (with `history` set)."""

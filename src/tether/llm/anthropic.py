@@ -74,8 +74,7 @@ FINISH_REASONS: dict[str, FinishReason] = {
 """`stop_reason` → the normalized `FinishReason`; any other value is ``error``."""
 
 
-# C901 allowed: one branch per part type, run once per part of the transcript.
-def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:  # noqa: C901
+def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     """Neutral transcript → Anthropic ``messages``."""
     out: list[dict[str, Any]] = []
     for message in messages:
@@ -115,12 +114,7 @@ def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:  # n
                 if part["wire"] == "anthropic":  # a server tool's block, as it came
                     blocks.append(part["block"])
             elif kind == "tool_result":
-                block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part["id"]}
-                if part["output"]:
-                    block["content"] = part["output"]
-                if part.get("is_error"):
-                    block["is_error"] = True
-                blocks.append(block)
+                blocks.append(_tool_result_block(part))
         wire_role = "assistant" if role == "assistant" else "user"
         if not blocks:
             continue
@@ -129,6 +123,19 @@ def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:  # n
         else:
             out.append({"role": wire_role, "content": blocks})
     return out
+
+
+def _tool_result_block(part: Any) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part["id"]}
+    media = part.get("parts")
+    if media:  # images and documents inside the tool_result's content
+        content = [{"type": "text", "text": part["output"]}] if part["output"] else []
+        block["content"] = content + [_media_block(p) for p in media]
+    elif part["output"]:
+        block["content"] = part["output"]
+    if part.get("is_error"):
+        block["is_error"] = True
+    return block
 
 
 def _media_block(part: Any) -> dict[str, Any]:

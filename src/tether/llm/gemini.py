@@ -163,6 +163,8 @@ def _function_response(part: Any) -> dict[str, Any]:
     response: dict[str, Any] = {"name": part["name"], "response": {key: part["output"]}}
     if not part["id"].startswith(GENERATED_ID_PREFIX):
         response["id"] = part["id"]
+    if part.get("parts"):  # media the function returned, as parts of its response
+        response["parts"] = [_media(p) for p in part["parts"]]
     return {"functionResponse": response}
 
 

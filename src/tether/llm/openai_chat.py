@@ -93,11 +93,17 @@ def to_chat_messages(system: str, messages: Sequence[Any]) -> list[dict[str, Any
         role = message["role"]
         parts = message["content"]
         if role == "tool":
+            follow: list[dict[str, Any]] = []
             for part in parts:
                 if part["type"] == "tool_result":
                     out.append(
                         {"role": "tool", "tool_call_id": part["id"], "content": part["output"]}
                     )
+                    if part.get("parts"):  # a tool message takes text only: media follows
+                        follow.append(_media_note(part))
+                        follow.extend(_chat_part(p) for p in part["parts"])
+            if follow:
+                out.append({"role": "user", "content": follow})
             continue
         texts = [p["text"] for p in parts if p["type"] == "text"]
         if role == "user":
@@ -133,6 +139,15 @@ def to_chat_messages(system: str, messages: Sequence[Any]) -> list[dict[str, Any
             entry["content"] = ""
         out.append(entry)
     return out
+
+
+def _media_note(part: Any) -> dict[str, Any]:
+    n = len(part["parts"])
+    return {
+        "type": "text",
+        "text": f"[the {n} attachment{'s' if n > 1 else ''} returned by tool {part['name']} "
+        f"(call {part['id']})]",
+    }
 
 
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
@@ -439,6 +454,8 @@ class OpenAIChatClient(HTTPAdapter):
     """
 
     provider: ClassVar[str] = "openai"
+    media_in_tool_results: ClassVar[bool] = False
+    """A tool message takes text only: a result's media follows as a user message."""
     credentials_class: ClassVar[type[Credentials]] = OpenAICredentials
 
     def url(self, request: ChatRequest) -> str:

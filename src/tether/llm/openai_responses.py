@@ -120,7 +120,7 @@ def to_responses_input(messages: Sequence[Any]) -> list[dict[str, Any]]:  # noqa
                     {
                         "type": "function_call_output",
                         "call_id": part["id"],
-                        "output": part["output"],
+                        "output": _tool_output(part),
                     }
                 )
             elif kind == "thinking":
@@ -138,6 +138,16 @@ def to_responses_input(messages: Sequence[Any]) -> list[dict[str, Any]]:  # noqa
                     item["encrypted_content"] = ref["encrypted_content"]
                 items.append(item)
     return items
+
+
+def _tool_output(part: Any) -> str | list[dict[str, Any]]:
+    """A tool result's ``output``: its text, or with media a list of input parts."""
+    media = part.get("parts")
+    if not media:
+        output: str = part["output"]
+        return output
+    head = [{"type": "input_text", "text": part["output"]}] if part["output"] else []
+    return head + [_input_part(p) for p in media]
 
 
 def _input_part(part: Any) -> dict[str, Any]:
