@@ -333,3 +333,48 @@ def test_a_stored_session_with_bad_pending_is_refused_naming_the_path() -> None:
                 "pending": [{"id": "a", "name": "t", "input": 1, "kind": "x"}],
             }
         )
+
+
+async def test_a_guardrail_ask_on_an_mcp_tool_pauses_and_the_approved_call_runs_live() -> None:
+    from tether import mcp_server
+    from tether.testing.mcp_server import create_test_mcp_server
+
+    seen: list[Any] = []
+
+    def search(args: dict[str, Any]) -> str:
+        seen.append(args)
+        return f"found {args['q']}"
+
+    server = create_test_mcp_server(
+        tools=[
+            {
+                "name": "search",
+                "description": "search",
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"q": {"type": "string"}},
+                    "required": ["q"],
+                },
+                "run": search,
+            }
+        ]
+    )
+    ask = define_guardrail(name="ask_all", tool_call=lambda call: {"action": "ask"})
+    client = script_client([calls(("c1", "search", {"q": "x"})), {"text": "ok"}])
+    agent = create_agent(
+        model=client,
+        integrations=[mcp_server("http://mcp.test/mcp", transport=server)],
+        guardrails=[ask],
+    )
+    try:
+        session = Session()
+        res = await agent.run_turn(session, "look")
+        assert (
+            res.pending == [{"id": "c1", "name": "search", "input": {"q": "x"}, "kind": "approval"}]
+            and seen == []
+        )
+        res = await agent.run_turn(session, decisions={"c1": approve(input={"q": "y"})})
+        assert seen == [{"q": "y"}] and res.text == "ok"
+        assert results_of(client, 1)[0]["output"] == "found y"
+    finally:
+        await agent.aclose()

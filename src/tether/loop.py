@@ -416,10 +416,17 @@ class _Turn:
         """A resumed turn's start: `resumed`, then each decided call's result, in batches."""
         assert self.resume is not None
         events = self.resumed(events)
+        live = bool(self.plan.toolbox.sources)  # only MCP tools report progress
         for waited, decision in self.resume:
             events.append(_progress("tool"))
             yield events
-            events = await self.run_tool(waited, None, toolset, decision)
+            if not live or decision["action"] != "approve":
+                events = await self.run_tool(waited, None, toolset, decision)
+                continue
+            reports: list[list[AgentEvent]] = []
+            async for events in self.run_tool_live(waited, None, toolset, reports, decision):
+                if reports:
+                    yield events
         yield events
 
     def supersede(self, out: list[AgentEvent]) -> None:
@@ -757,10 +764,11 @@ class _Turn:
 
     async def run_tool_live(
         self,
-        call: ToolCallPart,
-        step: RoundResult,
+        call: ToolCallPart | PendingCall,
+        step: RoundResult | None,
         toolset: Toolset,
         reports: list[list[AgentEvent]],
+        decision: Decision | None = None,
     ) -> AsyncGenerator[list[AgentEvent], None]:
         """`run_tool` in a task of its own, so that the progress it reports (`ctx.progress`)
         goes out while it runs: each report is yielded as a batch (with `reports` non-empty),
@@ -768,7 +776,7 @@ class _Turn:
         queue: asyncio.Queue[AgentEvent] = asyncio.Queue()
         ctx = self.ctx
         ctx._live = queue.put_nowait  # type: ignore[assignment]
-        task = asyncio.ensure_future(self.run_tool(call, step, toolset))
+        task = asyncio.ensure_future(self.run_tool(call, step, toolset, decision))
         try:
             while not task.done():
                 getter = asyncio.ensure_future(queue.get())
