@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from typing import TypeGuard
 
+from .._heartbeat import Heartbeat as _Beat
 from .._owners import holder_gone, owner_name
 from ..errors import LeaseLostError, ScopeBusyError
 from ..stores.message_store import MessageStore, ScopeLeases
@@ -52,88 +53,65 @@ def scope_owner(run_id: str) -> str:
     return owner_name(run_id)
 
 
-class Heartbeat:
-    """Renews the leases a runtime holds while it holds them (see the module docstring)."""
+class Heartbeat(_Beat):
+    """Renews the leases a runtime holds while it holds them (see the module docstring): the
+    run leases of each run store in one write a beat, each scope lease on its own."""
 
     def __init__(self, ttl: float) -> None:
-        self.ttl = ttl
-        self._runs: dict[int, tuple[RunStore, set[str]]] = {}
-        self._scopes: dict[tuple[int, str], tuple[ScopeLeases, str]] = {}
+        super().__init__(ttl)
+        self._runs: dict[int, set[str]] = {}
         self._lost: set[tuple[int, str]] = set()
-        self._task: asyncio.Task[None] | None = None
 
     def hold_run(self, store: RunStore, run_id: str) -> None:
         """Renew the lease of `run_id` in `store` until `drop_run`."""
-        self._runs.setdefault(id(store), (store, set()))[1].add(run_id)
-        self._start()
+        run_ids = self._runs.get(id(store))
+        if run_ids is None:
+            run_ids = self._runs[id(store)] = set()
+
+            async def renew() -> bool:
+                if run_ids:
+                    await store.renew_leases(sorted(run_ids), lease_ttl=self.ttl)
+                return True
+
+            self.hold(("runs", id(store)), renew)
+        run_ids.add(run_id)
 
     def drop_run(self, store: RunStore, run_id: str) -> None:
-        held = self._runs.get(id(store))
-        if held is not None:
-            held[1].discard(run_id)
-            if not held[1]:
+        run_ids = self._runs.get(id(store))
+        if run_ids is not None:
+            run_ids.discard(run_id)
+            if not run_ids:
                 del self._runs[id(store)]
+                self.drop(("runs", id(store)))
 
     def hold_scope(self, store: ScopeLeases, scope: str, owner: str) -> None:
         """Renew `owner`'s lease on `scope` until `drop_scope`."""
-        self._scopes[(id(store), scope)] = (store, owner)
-        self._start()
+        key = (id(store), scope)
+
+        async def renew() -> bool:
+            return await store.renew_scope(scope, owner, ttl=self.ttl)
+
+        async def lost() -> None:
+            logger.error(
+                "the lease of memory scope %r was taken over: this process did not renew it "
+                "for longer than it lasts",
+                scope,
+            )
+            self._lost.add(key)
+
+        self.hold(("scope", *key), renew, lost)
 
     def drop_scope(self, store: ScopeLeases, scope: str) -> None:
-        self._scopes.pop((id(store), scope), None)
+        self.drop(("scope", id(store), scope))
         self._lost.discard((id(store), scope))
 
     def lost_scope(self, store: ScopeLeases, scope: str) -> bool:
         """Whether a renewal found the lease on `scope` taken by another owner."""
         return (id(store), scope) in self._lost
 
-    def _start(self) -> None:
-        loop = asyncio.get_running_loop()
-        task = self._task
-        # A runtime may be used from one event loop after another (a command, then its
-        # teardown): the beat runs in the loop of the leases it renews.
-        if task is None or task.done() or task.get_loop() is not loop:
-            self._task = loop.create_task(self._beat(), name="tether-lab:heartbeat")
-
-    async def _beat(self) -> None:
-        while self._runs or self._scopes:
-            await asyncio.sleep(self.ttl / 6)
-            await self.renew()
-
-    async def renew(self) -> None:
-        """Renew every lease held now (one beat)."""
-        for store, run_ids in list(self._runs.values()):
-            try:
-                await store.renew_leases(sorted(run_ids), lease_ttl=self.ttl)
-            except Exception:
-                # The lease lasts six beats: a store out of reach now may be back at the next.
-                logger.warning("could not renew the run leases", exc_info=True)
-        for key, (scopes, owner) in list(self._scopes.items()):
-            try:
-                held = await scopes.renew_scope(key[1], owner, ttl=self.ttl)
-            except Exception:
-                logger.warning("could not renew the lease of scope %r", key[1], exc_info=True)
-                continue
-            if not held and key in self._scopes:
-                logger.error(
-                    "the lease of memory scope %r was taken over: this process did not renew "
-                    "it for longer than it lasts",
-                    key[1],
-                )
-                self._lost.add(key)
-
     async def aclose(self) -> None:
-        task, self._task = self._task, None
         self._runs.clear()
-        self._scopes.clear()
-        if task is None or task.done():
-            return
-        loop = task.get_loop()
-        if loop is asyncio.get_running_loop():
-            task.cancel()
-            await asyncio.wait([task])
-        elif not loop.is_closed():
-            loop.call_soon_threadsafe(task.cancel)
+        await super().aclose()
 
 
 class ScopeHold:

@@ -47,6 +47,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
+from .._heartbeat import Heartbeat
 from .._json import check_json_safe, dumps
 from .._owners import holder_gone, owner_name
 from ..errors import (
@@ -955,8 +956,9 @@ async def _finish_as(
 
 class _Heartbeat:
     """Renews a root run's lease (and so its tree's) every sixth of its length while the run
-    goes on. When a renewal finds the run taken over — this process stalled past its lease and
-    another took the run — it cancels the run: a step must not run twice at once."""
+    goes on (a `tether._heartbeat.Heartbeat` of its own). When a renewal finds the run taken
+    over — this process stalled past its lease and another took the run — it cancels the run:
+    a step must not run twice at once."""
 
     def __init__(self, store: WorkflowStore, run_id: str, lease: RunLease) -> None:
         self._store = store
@@ -964,27 +966,18 @@ class _Heartbeat:
         self._lease = lease
         self._run = asyncio.current_task()
         self._lost: LeaseLostError | None = None
-        self._task = asyncio.get_running_loop().create_task(
-            self._beat(), name=f"tether-workflow-lease:{run_id}"
-        )
+        self._beat = Heartbeat(lease.ttl, name=f"tether-workflow-lease:{run_id}")
+        self._beat.hold(run_id, self._renew, self._taken)
 
-    async def _beat(self) -> None:
-        interval = self._lease.ttl / 6
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                held = await self._store.renew_lease(self._run_id, self._lease)
-            except Exception:
-                # A store that cannot be reached now may be reachable at the next beat; the
-                # lease lasts six of them.
-                continue
-            if not held:
-                record = await self._store.get_run(self._run_id)
-                holder = record.lease_owner if record else None
-                self._lost = LeaseLostError("workflow run", self._run_id, holder)
-                if self._run is not None:
-                    self._run.cancel()
-                return
+    async def _renew(self) -> bool:
+        return await self._store.renew_lease(self._run_id, self._lease)
+
+    async def _taken(self) -> None:
+        record = await self._store.get_run(self._run_id)
+        holder = record.lease_owner if record else None
+        self._lost = LeaseLostError("workflow run", self._run_id, holder)
+        if self._run is not None:
+            self._run.cancel()
 
     def check(self) -> None:
         """Raise the takeover a renewal found, if one did."""
@@ -1001,9 +994,8 @@ class _Heartbeat:
         return self._lost
 
     async def stop(self) -> None:
-        self._task.cancel()
         try:
-            await asyncio.wait([self._task])
+            await self._beat.aclose()
         except asyncio.CancelledError:
             # The cancel this heartbeat sent the run when it found the lease lost, arriving
             # only now (the run had stopped already, refused by a fenced write): taken back,
@@ -1011,7 +1003,7 @@ class _Heartbeat:
             run = self._run
             if self._lost is None or run is None or run.uncancel() > 0:
                 raise
-            await asyncio.wait([self._task])
+            await self._beat.aclose()
 
 
 async def resume_expired_waits(
