@@ -44,6 +44,7 @@ from ..web import (
     count_param,
     seq_param,
 )
+from ._blobs import serve_blob
 from ._experiments import experiment_routes
 from ._markdown import render_markdown
 from ._reload import RegistrySource
@@ -304,6 +305,10 @@ class _Pages:
             before=count_param(request, "before"),
             skip=count_param(request, "skip") or 0,
         )
+
+    async def blob(self, request: Request) -> Response:
+        """Media bytes the conversation, run and request views show (`tether.ui._blobs`)."""
+        return await serve_blob(request, getattr(self.runtime.message_store, "blobs", None))
 
     async def conversation(self, request: Request) -> Response:
         scope = _path_id(request, "scope")
@@ -723,6 +728,7 @@ def create_app(
         Route("/api/events/{run_id:path}", pages.api_events, methods=["GET"]),
         Route("/api/scopes", pages.api_scopes, methods=["GET"]),
         Route("/api/scopes/{scope:path}", pages.api_scope, methods=["GET"]),
+        Route("/blobs/{sha}", pages.blob, methods=["GET"]),
         *experiment_routes(pages),
         Mount("/static", StaticFiles(packages=[("tether.ui", "static")]), name="static"),
     ]

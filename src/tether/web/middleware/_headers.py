@@ -25,9 +25,13 @@ _HEADERS: list[tuple[bytes, bytes]] = [
 ]
 
 
+_CSP = b"content-security-policy"
+
+
 class SecurityHeaders:
     """Adds `_HEADERS` to every HTTP response the wrapped app sends (replacing any of the
-    same name)."""
+    same name, except a Content-Security-Policy the response sets itself: a stricter one, such
+    as the sandbox of a stored file served as a download)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -41,7 +45,9 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 names = {name for name, _ in _HEADERS}
                 headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
-                message = {**message, "headers": headers + _HEADERS}
+                own = [(k, v) for k, v in message.get("headers", []) if k.lower() == _CSP]
+                added = [(k, v) for k, v in _HEADERS if not (own and k == _CSP)]
+                message = {**message, "headers": headers + own + added}
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
