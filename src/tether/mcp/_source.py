@@ -32,6 +32,7 @@ from ..signals import AbortSignal
 from ..tools import InputRequest, Tool, ToolResult, define_tool
 from ._auth import ClientCredentials, OAuth
 from ._client import Aborted, McpClient, VersionRefused, abortable
+from ._content import content_parts
 from ._elicitation import ElicitationFailed, ElicitationHandler, InputPending, check_answer
 from ._headers import ParamHeader, param_headers, read_param_headers
 from ._http import BorrowedTransport, HttpChannel
@@ -320,12 +321,12 @@ class McpSource:
                 return ToolResult(str(exc), is_error=True)
             except InputPending as pending:
                 return self._paused(what, pending)
-            text = content_text(result.get("content"))
-            if not text and "structuredContent" in result:
+            text, media = content_parts(result.get("content"))
+            if not text and not media and "structuredContent" in result:
                 text = dumps(result["structuredContent"])
             if result.get("isError") is True:
                 return ToolResult(str(McpCallError(f"{what} reported an error: {text}")), True)
-            return ToolResult(text)
+            return ToolResult(text, parts=media or None)
 
         async def execute(value: Any, ctx: RunContext) -> ToolResult:
             return await send({"name": remote, "arguments": value}, ctx)
