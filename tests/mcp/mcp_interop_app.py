@@ -7,6 +7,7 @@ child over stdio (`python interop_app.py`).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import warnings
@@ -16,6 +17,11 @@ from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel
+
+from mcp import types
+
+CHART_PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(32))).decode()
+REPORT_PDF = base64.b64encode(b"%PDF-1.7\n" + bytes(range(32))).decode()
 
 
 class Profile(BaseModel):
@@ -96,6 +102,20 @@ def build_app() -> MCPServer:
     @app.tool(description="The server's process id.")
     def pid() -> str:
         return str(os.getpid())
+
+    @app.tool(description="A chart as an image, and its data as an embedded PDF.")
+    def chart() -> list[types.ContentBlock]:
+        return [
+            types.TextContent(type="text", text="Sales rose."),
+            types.ImageContent(type="image", data=CHART_PNG, mime_type="image/png"),
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.BlobResourceContents(
+                    uri="mem://reports/q3.pdf", mime_type="application/pdf", blob=REPORT_PDF
+                ),
+            ),
+            types.ImageContent(type="image", data=CHART_PNG, mime_type="image/svg+xml"),
+        ]
 
     @app.resource("mem://style-guide", name="style-guide", description="House style.")
     def style_guide() -> str:

@@ -369,7 +369,7 @@ async def test_a_tool_name_no_model_accepts_fails_loudly_naming_the_way_out(kit:
     assert (await fine.connect())[0]["tools"] == ["add"]
 
 
-async def test_rich_results_flatten_to_text(kit: Kit) -> None:
+async def test_rich_results_text_and_media(kit: Kit) -> None:
     rich = {
         "content": [
             {"type": "text", "text": "line one"},
@@ -387,11 +387,11 @@ async def test_rich_results_flatten_to_text(kit: Kit) -> None:
     )
     agent, _ = kit.agent(server, [call("rich"), call("data"), {"text": "ok"}])
     first, second = results(await collect(agent, agent.create_session(), "go"))
-    assert first["output"] == (
-        "line one\n[image content: image/png, 8 base64 characters]\nembedded\n"
-        "[resource link: y mem://y]"
-    )
+    # The image reaches the model as a part; text and the text resource are the output.
+    assert first["output"] == "line one\nembedded\n[resource link: y mem://y]"
+    assert first["parts"] == [{"type": "image", "media_type": "image/png", "data": "aGVsbG8="}]
     assert second["output"] == '{"total":3}'
+    assert "parts" not in second
 
 
 async def test_server_text_is_data(kit: Kit) -> None:

@@ -110,6 +110,7 @@ EXPECTED_TOOLS = [
     "whoami",
     "steps",
     "pid",
+    "chart",
     "read_notes",
 ]
 
@@ -185,6 +186,25 @@ async def test_a_cancelled_call_is_cancelled_on_the_server(app: App, how: str) -
         return
     [count] = [t for t in agent.tools if t.name == "cancellations"]
     assert (await count.call({}, RunContext("probe"))).output == "1"
+
+
+async def test_image_and_resource_content_reach_the_model_as_parts(app: App) -> None:
+    from mcp_interop_app import CHART_PNG, REPORT_PDF
+
+    from tether.llm.anthropic import to_anthropic_messages
+
+    agent, client = app.agent([call("chart"), {"text": "ok"}])
+    [result] = results(await collect(agent, agent.create_session(), "chart it"))
+    assert result["parts"] == [
+        {"type": "image", "media_type": "image/png", "data": CHART_PNG},
+        {"type": "document", "media_type": "application/pdf", "data": REPORT_PDF, "name": "q3.pdf"},
+    ]
+    # The SVG is not an image a model takes: it is described in the text, not dropped silently.
+    assert result["output"].startswith("Sales rose.\n[image content: image/svg+xml")
+    sent: Any = client.calls[1]["messages"][-1]["content"][0]
+    assert sent["parts"] == result["parts"]
+    [block] = to_anthropic_messages(client.calls[1]["messages"][-1:])[0]["content"]
+    assert [b["type"] for b in block["content"]] == ["text", "image", "document"]
 
 
 async def test_resources_attached_and_read(app: App) -> None:

@@ -43,6 +43,7 @@ from ._protocol import (
     JsonObject,
     RpcError,
     ServerRequestHandler,
+    content_parts,
     content_text,
 )
 from ._stdio import StdioChannel
