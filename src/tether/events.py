@@ -364,6 +364,9 @@ class DoneEvent(TypedDict):
     blocks: NotRequired[list[ProviderPart]]
     """The final round's provider-hosted tool blocks (`tether.llm.builtin`), kept in the
     transcript between the thinking and the text."""
+    media: NotRequired[list[MediaPart]]
+    """Images the model made in its final round (Gemini inline images, Responses image
+    generation), kept in the transcript after the text."""
 
 
 PendingKind: TypeAlias = Literal["approval", "external", "input"]

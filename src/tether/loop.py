@@ -78,6 +78,8 @@ from .turn import Toolset, TurnPlan
 
 __all__ = ["finish_reason_of", "stream_turn"]
 
+_MEDIA = frozenset({"image", "document", "audio"})
+
 T = TypeVar("T")
 E = TypeVar("E", bound=AgentEvent)
 
@@ -994,11 +996,8 @@ class _Turn:
             done["thinking"] = thinking
         if self.answered_by is not None:
             done["model"] = self.answered_by
-        if final is not None and text and not denied:
-            parts: list[Any] = final.content  # provider parts ride beside the typed ones
-            hosted = [p for p in parts if p["type"] == "provider"]
-            if hosted:  # provider-hosted tools' blocks, for the next request (tether.llm.builtin)
-                done["blocks"] = hosted
+        if final is not None and not denied:
+            _keep_parts(done, final.content)
         fold(self.messages, self.memory_view, done)
         out.append(done)
         if self.span is not None:
@@ -1161,6 +1160,19 @@ def _is_pending(value: ToolResultEvent | PendingCall) -> TypeGuard[PendingCall]:
 
 def _call_part(p: PendingCall) -> ToolCallPart:
     return {"type": "tool_call", "id": p["id"], "name": p["name"], "input": p["input"]}
+
+
+def _keep_parts(done: DoneEvent, content: list[Any]) -> None:
+    """The final round's parts beside its text and thinking that the transcript keeps: the
+    provider-hosted tools' blocks (with text; for the next request, `tether.llm.builtin`) and
+    the images the model made (Gemini, Responses image generation)."""
+    if done["text"]:
+        hosted = [p for p in content if p["type"] == "provider"]
+        if hosted:
+            done["blocks"] = hosted
+    made = [p for p in content if p["type"] in _MEDIA]
+    if made:
+        done["media"] = made
 
 
 def _result(cid: str, name: str, output: str, is_error: bool = True) -> ToolResultEvent:

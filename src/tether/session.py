@@ -12,6 +12,7 @@ from .errors import SessionFormatError
 from .events import (
     RENDER_ONLY,
     AgentEvent,
+    DoneEvent,
     MemoryEvent,
     Part,
     PendingCall,
@@ -301,23 +302,29 @@ def fold(messages: list[Message], memory: dict[str, Any], event: AgentEvent) -> 
         else:
             messages.append({"role": "user", "content": [p.copy() for p in parts]})
     elif event["type"] == "done":
-        thinking = event.get("thinking")
-        final: list[Part] = [_copy_part(p) for p in thinking] if thinking else []
-        blocks = event.get("blocks")
-        if blocks:
-            final.extend(
-                {"type": "provider", "wire": b["wire"], "block": b["block"]} for b in blocks
-            )
-        if event["text"]:
-            final.append({"type": "text", "text": event["text"]})
-        if final:
-            messages.append({"role": "assistant", "content": final})
+        _fold_done(messages, event)
     elif event["type"] == "memory":
         for key, value in event["patch"].items():
             if value is None:
                 memory.pop(key, None)
             else:
                 memory[key] = value
+
+
+def _fold_done(messages: list[Message], event: DoneEvent) -> None:
+    """The final round's thinking, provider blocks, text and images: the assistant message."""
+    thinking = event.get("thinking")
+    final: list[Part] = [_copy_part(p) for p in thinking] if thinking else []
+    blocks = event.get("blocks")
+    if blocks:
+        final.extend({"type": "provider", "wire": b["wire"], "block": b["block"]} for b in blocks)
+    if event["text"]:
+        final.append({"type": "text", "text": event["text"]})
+    made = event.get("media")
+    if made:
+        final.extend(p.copy() for p in made)
+    if final:
+        messages.append({"role": "assistant", "content": final})
 
 
 def _copy_part(part: TextPart | ThinkingPart) -> TextPart | ThinkingPart:

@@ -108,7 +108,7 @@ def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
                         "input": value if isinstance(value, dict) else {},
                     }
                 )
-            elif kind in MEDIA:
+            elif kind in MEDIA and role != "assistant":  # a model's own images stay here
                 blocks.append(_media_block(part))
             elif kind == "provider":
                 if part["wire"] == "anthropic":  # a server tool's block, as it came

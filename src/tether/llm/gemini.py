@@ -45,11 +45,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 from urllib.parse import quote
 
 from .._sse import ServerSentEvent
-from ..events import FinishReason, Part, ThinkingPart, Usage
+from ..events import FinishReason, MediaPart, Part, ThinkingPart, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
 from ._finish import identify, normalize_finish
@@ -179,6 +179,27 @@ class _Run:
         self.signature = ""
 
 
+_RETURNED_KINDS = {
+    **dict.fromkeys(("image/png", "image/jpeg", "image/gif", "image/webp"), "image"),
+    **dict.fromkeys(("audio/wav", "audio/mpeg", "audio/ogg", "audio/flac"), "audio"),
+    "application/pdf": "document",
+}
+"""The media types of inline data a model returns that become parts (`tether.media`'s)."""
+
+
+def _returned_media(inline: Any) -> MediaPart | None:
+    """A model's ``inlineData`` (an image it generated) as a media part; None for anything
+    else."""
+    if not isinstance(inline, dict) or not isinstance(inline.get("data"), str):
+        return None
+    mime = str(inline.get("mimeType") or "").lower()
+    kind = _RETURNED_KINDS.get(mime)
+    if kind is None:
+        return None
+    part: Any = {"type": kind, "media_type": mime, "data": inline["data"]}
+    return cast(MediaPart, part)
+
+
 class GeminiStream:
     """Parser for one streamGenerateContent SSE stream (candidate 0)."""
 
@@ -280,7 +301,10 @@ class GeminiStream:
                 return  # the signature, if any, stays on the part itself
             if signature:
                 self._signature(signature)
-            return  # inline data…: not part of the neutral transcript
+            media = _returned_media(part.get("inlineData"))
+            if media is not None:  # an image the model made: an image part of its message
+                self._parts.append(media)
+            return
         if part.get("thought"):
             run = self._run("thinking")
             if signature:

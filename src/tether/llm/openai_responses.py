@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 from .._json import dumps
 from .._sse import ServerSentEvent
-from ..events import FinishReason, Part, Usage
+from ..events import FinishReason, MediaPart, Part, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
 from ._finish import identify, normalize_finish
@@ -171,6 +171,17 @@ def _input_part(part: Any) -> dict[str, Any]:
 
 BUILTIN_ITEMS = frozenset({"web_search_call", "file_search_call", "code_interpreter_call"})
 """Output items of the provider-hosted tools (`tether.llm.builtin`), kept whole."""
+
+
+_IMAGE_FORMATS = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
+
+
+def _generated_image(raw: Any) -> MediaPart | None:
+    """An ``image_generation_call`` item's ``result`` (base64) as an image part."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("result"), str) or not raw["result"]:
+        return None
+    media_type = _IMAGE_FORMATS.get(str(raw.get("output_format") or "png"), "image/png")
+    return {"type": "image", "media_type": media_type, "data": raw["result"]}
 
 
 class _Item:
@@ -307,6 +318,9 @@ class OpenAIResponsesStream:
         if kind in BUILTIN_ITEMS:
             self._item("builtin", item_id)  # in output order; its item comes whole at .done
             return
+        if kind == "image_generation_call":
+            self._item("image", item_id)  # its base64 comes whole at .done
+            return
         if kind not in ("message", "function_call", "reasoning"):
             return  # other item kinds: not part of the neutral transcript
         item = self._item(kind, item_id)
@@ -319,6 +333,9 @@ class OpenAIResponsesStream:
         item_id = data.get("id")
         if kind in BUILTIN_ITEMS and item_id:
             self._item("builtin", item_id).raw = data
+            return _NONE
+        if kind == "image_generation_call" and item_id:
+            self._item("image", item_id).raw = data
             return _NONE
         if kind not in ("message", "function_call", "reasoning") or not item_id:
             return _NONE
@@ -366,6 +383,10 @@ class OpenAIResponsesStream:
                         "input": parse_json_or_raw(raw, {}),
                     }
                 )
+            elif item.kind == "image":
+                made = _generated_image(item.raw)
+                if made is not None:
+                    content.append(made)
             elif item.kind == "builtin":
                 if item.raw:
                     block = item.raw
