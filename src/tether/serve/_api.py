@@ -40,6 +40,7 @@ from ..web import (
 from ..workflows import Workflow, WorkflowHandle
 from ._feed import RunEnd, RunFeed
 from ._frames import event_messages
+from ._media import form_body, user_input
 from ._sse import EventStream, sse_message
 
 __all__ = ["RunsApi"]
@@ -148,7 +149,8 @@ class RunsApi:
 
     async def start_agent_run(self, request: Request) -> Response:
         agent = self.agent(request.path_params["agent_id"])
-        body = await json_body(request)
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        body = await (form_body(request) if kind == "multipart/form-data" else json_body(request))
         _only(body, {"input", "scope", "context", "tags"})
         options: dict[str, Any] = {**_input_options(body.get("input")), "tags": _tags(body)}
         scope = body.get("scope")
@@ -398,17 +400,16 @@ def _only(body: Mapping[str, Any], keys: set[str]) -> None:
 
 
 def _input_options(value: Any) -> dict[str, Any]:
-    """A run's `input`: a string is the user message; an object holds `user` and/or
-    `messages` (the lab's turn input)."""
+    """A run's `input`: a string is the user message; an object holds `user` (a string, or a
+    list of strings, text parts and media parts: `tether.serve._media`) and/or `messages`
+    (the lab's turn input)."""
     if isinstance(value, str):
         return {"user": value}
     if isinstance(value, dict):
         _only(value, {"user", "messages"})
         options: dict[str, Any] = {}
         if value.get("user") is not None:
-            if not isinstance(value["user"], str):
-                raise ApiError(400, "bad_request", "input.user must be a string")
-            options["user"] = value["user"]
+            options["user"] = user_input(value["user"])
         if value.get("messages") is not None:
             options["messages"] = value["messages"]
         if options:

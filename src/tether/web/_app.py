@@ -73,7 +73,10 @@ def guard(app: ASGIApp, access: Access) -> ASGIApp:
     if access.token:
         app = TokenGate(app, access.token)
     app = BodyLimit(app, access.max_body, timeout=access.body_timeout)
-    app = OriginCheck(app, access.cors_origins, form_paths=["/login"])
+    # A run's start takes files as a multipart upload (`tether serve`'s agent runs).
+    app = OriginCheck(
+        app, access.cors_origins, form_paths=["/login"], upload_paths=[r"/api/agents/.+/runs"]
+    )
     if access.cors_origins:
         app = CORSMiddleware(
             app,

@@ -7,7 +7,11 @@ stops other *sites*). Such a request cannot read the answer, but it can start a 
 request that may change something (any method but GET, HEAD and OPTIONS):
 
 - carries a body only as `application/json` (a form or `text/plain` body, the two kinds a page
-  may send cross-site without asking, gets 415); `form_paths` (`/login`) take a form as well;
+  may send cross-site without asking, gets 415); `form_paths` (`/login`) take a form as well,
+  and `upload_paths` (a run's start, with files) a `multipart/form-data` upload — only from a
+  request with an `Origin` that passed the check below (every browser sends one on such a
+  POST; an old browser that sends none could be made to post a form cross-site) or with an
+  `Authorization` header (which no cross-site form can add);
 - comes from this server's own origin or a configured one: `Sec-Fetch-Site: same-origin`
   (or `none`, a user's own navigation), or an `Origin` whose host and port are the request's
   `Host`, or an `Origin` in `origins` (the `--cors-origin` list). Anything else gets 403.
@@ -19,6 +23,7 @@ with the token where one is set.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -43,14 +48,22 @@ class OriginCheck:
         app: The app behind the check.
         origins: Origins (`https://app.example.com`) whose pages may also send such requests.
         form_paths: Paths that take a form body (the login form) besides JSON.
+        upload_paths: Patterns (regular expressions, matched whole) of paths that take a
+            `multipart/form-data` upload besides JSON.
     """
 
     def __init__(
-        self, app: ASGIApp, origins: Iterable[str] = (), *, form_paths: Iterable[str] = ()
+        self,
+        app: ASGIApp,
+        origins: Iterable[str] = (),
+        *,
+        form_paths: Iterable[str] = (),
+        upload_paths: Iterable[str] = (),
     ) -> None:
         self.app = app
         self.origins = frozenset(o.rstrip("/").lower() for o in origins)
         self.form_paths = frozenset(form_paths)
+        self.upload_paths = [re.compile(p) for p in upload_paths]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method", "GET") in SAFE_METHODS:
@@ -79,6 +92,12 @@ class OriginCheck:
         if kind == "application/json" or not _has_body(scope):
             return None
         if kind in _FORM_TYPES and _path(scope) in self.form_paths:
+            return None
+        if (
+            kind == "multipart/form-data"
+            and (origin is not None or header(scope, b"authorization") is not None)
+            and any(p.fullmatch(_path(scope)) for p in self.upload_paths)
+        ):
             return None
         return (
             415,
