@@ -86,6 +86,7 @@ __all__ = [
     "RunEventKind",
     "WorkflowEventBody",
     "WorkflowEventData",
+    "WorkflowEventKind",
     "typed",
 ]
 
@@ -290,16 +291,20 @@ class ModelCallFailed(TypedDict):
     data: ModelCallFailedData
 
 
+WorkflowEventKind: TypeAlias = Literal[
+    "workflow_started",
+    "workflow_step_started",
+    "workflow_step_finished",
+    "workflow_step_failed",
+    "workflow_finished",
+    "workflow_failed",
+    "workflow_waiting",
+]
+"""The kinds the workflow engine records (`tether.workflows.WorkflowEvent`)."""
+
+
 class WorkflowEventBody(TypedDict):
-    type: Literal[
-        "workflow_started",
-        "workflow_step_started",
-        "workflow_step_finished",
-        "workflow_step_failed",
-        "workflow_finished",
-        "workflow_failed",
-        "workflow_waiting",
-    ]
+    type: WorkflowEventKind
     data: WorkflowEventData
 
 
@@ -333,13 +338,7 @@ RunEventKind: TypeAlias = Literal[
     "model_call_started",
     "model_call_finished",
     "model_call_failed",
-    "workflow_started",
-    "workflow_step_started",
-    "workflow_step_finished",
-    "workflow_step_failed",
-    "workflow_finished",
-    "workflow_failed",
-    "workflow_waiting",
+    WorkflowEventKind,
 ]
 
 RUN_EVENT_KINDS: Final[tuple[RunEventKind, ...]] = get_args(RunEventKind)
