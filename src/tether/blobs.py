@@ -203,8 +203,8 @@ def _references(parts: Any, out: dict[str, None]) -> None:
             sha = part.get("blob")
             if isinstance(sha, str):
                 out[sha] = None
-        elif kind == "tool_result":
-            _references(part.get("output"), out)
+        elif kind == "tool_result":  # the media a tool returned is in its `parts`
+            _references(part.get("parts"), out)
 
 
 def _swap_message(message: Mapping[str, Any], texts: Mapping[str, str]) -> Any:
@@ -225,9 +225,9 @@ def _swap_parts(parts: Any, texts: Mapping[str, str]) -> Any:
                 new = {k: v for k, v in part.items() if k not in ("blob", "size")}
                 new["data"] = texts[part["blob"]]
             elif kind == "tool_result":
-                output = _swap_parts(part.get("output"), texts)
-                if output is not part.get("output"):
-                    new = {**part, "output": output}
+                media = _swap_parts(part.get("parts"), texts)
+                if media is not part.get("parts"):
+                    new = {**part, "parts": media}
         if new is not part:
             if out is None:
                 out = list(parts)

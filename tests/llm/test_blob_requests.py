@@ -35,13 +35,13 @@ def session_with(sha: str) -> Session:
                     "type": "tool_result",
                     "id": "c1",
                     "name": "chart",
-                    "output": [reference],
+                    "output": "the chart:",
                     "is_error": False,
+                    "parts": [reference],
                 }
             ],
         },
     ]
-    # Built directly: a tool output as a list of parts is the media part shape's to validate.
     return Session("s", messages)
 
 
@@ -68,7 +68,13 @@ async def test_the_provider_gets_the_bytes_and_the_session_keeps_the_reference(
         assert sha not in seen.body.decode()
     assert resolver.reads == 1 and blobs.reads == 1
     tool_message: Any = session.messages[2]
-    assert tool_message["content"][0]["output"][0]["blob"] == sha
+    assert tool_message["content"][0]["parts"][0]["blob"] == sha
+    sent = wire.requests[0].json()["messages"]
+    (result,) = [b for m in sent for b in m["content"] if b["type"] == "tool_result"]
+    assert result["content"] == [
+        {"type": "text", "text": "the chart:"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": encoded}},
+    ]
 
 
 async def test_a_reference_the_store_does_not_hold_fails_before_the_request(
