@@ -10,10 +10,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, Final, Protocol, TypeAlias
 
-from ..errors import ContentError
-from ..events import MediaPart
-from ..media import MEDIA_TYPES, check_media_part
-
 __all__ = [
     "DEFAULT_MCP_TIMEOUT_MS",
     "HANDSHAKE_VERSIONS",
@@ -26,7 +22,6 @@ __all__ = [
     "RpcError",
     "ServerRequestHandler",
     "SessionLost",
-    "content_parts",
     "content_text",
     "method_not_found",
     "parse_message",
@@ -210,71 +205,6 @@ def content_text(items: Any) -> str:
             mime = item.get("mimeType") or "unknown type"
             out.append(f"[{what} content: {mime}, {len(data)} base64 characters]")
     return "\n".join(out)
-
-
-def content_parts(items: Any) -> tuple[str, list[MediaPart]]:
-    """Tool-result content as (the text the model reads, the media parts it sees).
-
-    ``image`` and ``audio`` content, a ``resource`` whose ``blob`` is an image, audio, a PDF or
-    plain text, and a ``resource_link`` to an http(s) URL of such a type become parts; text
-    and embedded text resources are the text; anything a model cannot take (an SVG, a zip)
-    is described in the text, as `content_text` does.
-    """
-    if not isinstance(items, list):
-        return "", []
-    texts: list[str] = []
-    media: list[MediaPart] = []
-    for item in items:
-        if not isinstance(item, dict):
-            continue
-        part = _media_of(item)
-        if part is None:
-            text = content_text([item])
-            if text:
-                texts.append(text)
-            continue
-        media.append(part)
-        if item.get("type") == "resource_link":
-            texts.append(f"[resource link: {item.get('name') or ''} {item.get('uri') or ''}]")
-    return "\n".join(texts), media
-
-
-def _media_of(item: dict[str, Any]) -> MediaPart | None:
-    kind = item.get("type")
-    candidate: dict[str, Any] | None = None
-    if kind in ("image", "audio") and isinstance(item.get("data"), str):
-        candidate = {"type": kind, "media_type": item.get("mimeType"), "data": item["data"]}
-    elif kind == "resource" and isinstance(item.get("resource"), dict):
-        res = item["resource"]
-        part_kind = _kind_of(res.get("mimeType"))
-        if part_kind is not None and isinstance(res.get("blob"), str):
-            candidate = {"type": part_kind, "media_type": res["mimeType"], "data": res["blob"]}
-            name = str(res.get("uri") or "").rsplit("/", 1)[-1]
-            if name:
-                candidate["name"] = name
-    elif kind == "resource_link":
-        uri, part_kind = item.get("uri"), _kind_of(item.get("mimeType"))
-        if (
-            part_kind is not None
-            and isinstance(uri, str)
-            and uri.startswith(("http://", "https://"))
-        ):
-            candidate = {"type": part_kind, "media_type": item["mimeType"], "url": uri}
-    if candidate is None:
-        return None
-    try:
-        return check_media_part(candidate)
-    except ContentError:
-        return None  # described in the text instead
-
-
-def _kind_of(media_type: Any) -> str | None:
-    if not isinstance(media_type, str):
-        return None
-    for kind, types in MEDIA_TYPES.items():
-        if media_type.split(";", 1)[0].strip().lower() in types:
-            return kind
-    return None
 
 
 _CLOCK: ContextVar[asyncio.Timeout | None] = ContextVar("tether_mcp_request_clock", default=None)

@@ -43,7 +43,6 @@ from ._protocol import (
     JsonObject,
     RpcError,
     ServerRequestHandler,
-    content_parts,
     content_text,
 )
 from ._stdio import StdioChannel
