@@ -276,3 +276,80 @@ def test_the_ag_ui_client_keeps_its_ids_and_the_streamed_ones_in_order(server: S
     # Each run's state is the previous one's plus what it added, in order.
     for before, after in itertools.pairwise(runs):
         assert after["messages"][: len(before["messages"])] == before["messages"]
+
+
+PHOTO = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 400  # over the 64 KB threshold
+
+
+def stored_user_records(client: httpx.Client, scope: str) -> list[Any]:
+    turns = client.get(f"/api/scopes/{scope}").json()["turns"]
+    records = [r["record"] for t in turns for r in t["records"]]
+    return [r for r in records if r["role"] == "user"]
+
+
+def test_image_and_document_content_becomes_media_parts(client: httpx.Client) -> None:
+    import base64
+    import hashlib
+
+    photo = base64.b64encode(PHOTO).decode()
+    content = [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image", "source": {"type": "data", "value": photo, "mimeType": "image/png"}},
+        {
+            "type": "document",
+            "source": {
+                "type": "url",
+                "value": "https://example.com/c.pdf",
+                "mimeType": "application/pdf",
+            },
+        },
+    ]
+    events = run(client, "thread-media", [{"id": "u1", "role": "user", "content": content}])
+    assert text_of(events) == "Hello from turn 1."
+    (user,) = stored_user_records(client, "thread-media")
+    text, image, document = user["content"]
+    assert text == {"type": "text", "text": "what is this?"}
+    assert image["type"] == "image" and image["media_type"] == "image/png"
+    assert image["blob"] == hashlib.sha256(PHOTO).hexdigest()
+    assert document == {
+        "type": "document",
+        "media_type": "application/pdf",
+        "url": "https://example.com/c.pdf",
+    }
+    # The client sends the thread back with its binary content: matched, not appended again.
+    (snapshot,) = of(events, EventType.MESSAGES_SNAPSHOT)
+    held = wire(snapshot.messages)
+    held[0]["content"] = content
+    again = run(client, "thread-media", [*held, {"id": "u2", "role": "user", "content": "and?"}])
+    assert text_of(again) == "Hello from turn 2."
+    assert len(stored_user_records(client, "thread-media")) == 2
+
+
+@pytest.mark.parametrize(
+    ("part", "says"),
+    [
+        (
+            {"type": "image", "source": {"type": "data", "value": "!!!", "mimeType": "image/png"}},
+            "base64",
+        ),
+        (
+            {"type": "video", "source": {"type": "data", "value": "AAAA", "mimeType": "video/mp4"}},
+            "not supported",
+        ),
+        (
+            {"type": "document", "source": {"type": "file", "value": "f-1", "mimeType": "x/y"}},
+            "not one tether can read",
+        ),
+    ],
+)
+def test_content_tether_cannot_send_is_400(
+    client: httpx.Client, part: dict[str, Any], says: str
+) -> None:
+    body = {
+        "threadId": "thread-bad-media",
+        "runId": "r",
+        "messages": [{"id": "u1", "role": "user", "content": [part]}],
+    }
+    response = client.post("/api/agents/chat/ag-ui", json=body)
+    assert response.status_code == 400, response.text
+    assert says in response.text

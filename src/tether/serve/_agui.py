@@ -73,8 +73,10 @@ import pydantic_core
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..errors import ContentError
 from ..events import AgentEvent
 from ..lab import LabAgent, tool_provider
+from ..media import MEDIA_TYPES, check_media_part
 from ..session import Message
 from ..stores.message_store import StoredRecord
 from ..tools import Tool, define_tool
@@ -490,13 +492,78 @@ def _key(message: Any) -> tuple[Any, ...]:
     """What identifies a message by content (for clients that renamed our messages)."""
     role = message.role
     if role == "user":
-        return ("user", _text(message.content))
+        # Text only: a stored user message comes back in a snapshot as its text.
+        content = message.content
+        if isinstance(content, str):
+            return ("user", content)
+        return ("user", "".join(p.text for p in content or () if getattr(p, "type", "") == "text"))
     if role == "assistant":
         calls = tuple(c.id for c in message.tool_calls or ())
         return ("assistant", message.content or "", calls)
     if role == "tool":
         return ("tool", message.tool_call_id)
     return (role,)
+
+
+_KINDS = {media: kind for kind, types in MEDIA_TYPES.items() for media in types}
+_MEDIA_CONTENT = {"image": "image", "document": "document", "audio": "audio"}
+
+
+def user_parts(content: Any) -> list[Any]:
+    """A user message's AG-UI content as tether parts: text as text parts; `image` /
+    `document` / `audio` content (a `data` source: base64 with its `mimeType`, or a `url`
+    source; the protocol's successor of `binary` content) as media parts, checked.
+
+    Raises:
+        ApiError: 400 for content tether cannot send (video, a file source it never received,
+            an unknown or contradicted media type, data that is not base64).
+    """
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    out: list[Any] = []
+    for i, part in enumerate(content or ()):
+        kind = getattr(part, "type", None)
+        where = f"user content[{i}]"
+        if kind == "text":
+            out.append({"type": "text", "text": part.text})
+            continue
+        if kind in _MEDIA_CONTENT:
+            source = part.source
+            media_type = source.mime_type or ""
+            data = source.value if source.type == "data" else None
+            url = source.value if source.type == "url" else None
+            name = None
+            if data is None and url is None:
+                raise ApiError(
+                    400,
+                    "bad_request",
+                    f"{where}: a {source.type!r} source is not one tether can read: send the "
+                    "bytes as a data source or an http(s) url",
+                )
+        else:
+            raise ApiError(400, "bad_request", f"{where}: {kind!r} content is not supported")
+        media_type = (media_type or "").split(";")[0].strip().lower()
+        media = _KINDS.get(media_type)
+        if media is None:
+            raise ApiError(
+                400,
+                "bad_request",
+                f"{where}: {media_type or 'no'} media type is not one tether sends",
+            )
+        item: dict[str, Any] = {"type": media, "media_type": media_type}
+        if data is not None:
+            item["data"] = data
+        else:
+            item["url"] = url
+        if name:
+            item["name"] = name
+        try:
+            out.append(check_media_part(item, where))
+        except ContentError as exc:
+            raise ApiError(400, "bad_request", str(exc)) from None
+    if not out:
+        out.append({"type": "text", "text": ""})
+    return out
 
 
 def _text(content: Any) -> str:
@@ -527,9 +594,7 @@ def new_messages(
     out: list[dict[str, Any]] = []
     for message in fresh:
         if message.role == "user":
-            out.append(
-                {"role": "user", "content": [{"type": "text", "text": _text(message.content)}]}
-            )
+            out.append({"role": "user", "content": user_parts(message.content)})
         elif message.role == "assistant":
             parts: list[Any] = []
             if message.content:
