@@ -106,3 +106,27 @@ def test_cancel_stops_a_long_answer(server: Server, browser: WebDriver) -> None:
 def test_an_unknown_agent_has_no_chat(server: Server, browser: WebDriver) -> None:
     browser.get(f"{server.base}/chat/nobody")
     assert "no agent 'nobody'" in browser.find_element(By.TAG_NAME, "main").text
+
+
+def test_the_attach_button_uploads_files_with_the_message(
+    server: Server, browser: WebDriver, tmp_path: Path
+) -> None:
+    import hashlib
+
+    photo = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 400
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(photo)
+    browser.get(f"{server.base}/chat/chat")
+    browser.find_element(By.ID, "chat-attach").send_keys(str(path))
+    send(browser, "what is this?")
+    wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".chat-msg")) >= 2)
+    wait(browser, lambda d: idle(d))
+    first = browser.find_elements(By.CSS_SELECTOR, ".chat-msg .chat-text")[0].text
+    assert first == "what is this? [photo.jpg]"
+    scope = browser.find_element(By.ID, "chat-scope").text
+    with server.client() as client:
+        turns = client.get(f"/api/scopes/{scope}").json()["turns"]
+    users = [r["record"] for t in turns for r in t["records"] if r["record"]["role"] == "user"]
+    image = users[0]["content"][1]
+    assert image["blob"] == hashlib.sha256(photo).hexdigest() and image["name"] == "photo.jpg"
+    assert browser.find_element(By.ID, "chat-attach").get_attribute("value") == ""

@@ -10,6 +10,7 @@
   const log = document.getElementById("chat-log");
   const form = document.getElementById("chat-form");
   const input = document.getElementById("chat-input");
+  const attach = document.getElementById("chat-attach");
   const sendButton = document.getElementById("chat-send");
   const cancelButton = document.getElementById("chat-cancel");
   const statusLine = document.getElementById("chat-status");
@@ -238,13 +239,25 @@
     const text = input.value.trim();
     if (!text || runId) return;
     setBusy(true);
-    const body = { input: text };
-    if (scope) body.scope = scope;
-    const answer = await fetch(base + "/api/agents/" + path(agent) + "/runs", {
-      method: "POST",
-      headers: { "content-type": "application/json", ...guard },
-      body: JSON.stringify(body),
-    });
+    const files = attach ? Array.from(attach.files) : [];
+    let request;
+    if (files.length) {
+      // Files go as a multipart upload (the browser sets its boundary and the Origin).
+      const upload = new FormData();
+      upload.append("input", text);
+      if (scope) upload.append("scope", scope);
+      for (const file of files) upload.append("file", file, file.name);
+      request = { method: "POST", headers: { ...guard }, body: upload };
+    } else {
+      const body = { input: text };
+      if (scope) body.scope = scope;
+      request = {
+        method: "POST",
+        headers: { "content-type": "application/json", ...guard },
+        body: JSON.stringify(body),
+      };
+    }
+    const answer = await fetch(base + "/api/agents/" + path(agent) + "/runs", request);
     const reply = await answer.json();
     if (!answer.ok) {
       setBusy(false);
@@ -252,7 +265,8 @@
       return;
     }
     input.value = "";
-    addMessage("user", text);
+    addMessage("user", files.length ? text + " [" + files.map((f) => f.name).join(", ") + "]" : text);
+    if (attach) attach.value = "";
     scope = reply.scope;
     showScope();
     follow(reply.run_id);
