@@ -13,7 +13,14 @@ import pytest
 from tether import define_tool
 from tether.errors import LLMError, StoreError
 from tether.lab import Runtime
-from tether.stores import EventBatch, InMemoryRunStore, NewRunEvent, RunEvent, RunInfo
+from tether.stores import (
+    EventBatch,
+    InMemoryRunStore,
+    NewRunEvent,
+    RunEvent,
+    RunInfo,
+    RunStatus,
+)
 from tether.workflows import WorkflowContext
 
 from .conftest import event_types, scripted
@@ -156,7 +163,7 @@ async def test_an_episode_cancelled_while_its_run_is_being_created_is_recorded_c
     ("last", "status"), [("agent_finished", "completed"), ("agent_failed", "failed")]
 )
 async def test_a_cancellation_while_the_run_is_being_closed_still_records_its_end(
-    lab: Runtime, last: str, status: str
+    lab: Runtime, last: str, status: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     turns = (
         [{"text": "answer"}]
@@ -165,12 +172,16 @@ async def test_a_cancellation_while_the_run_is_being_closed_still_records_its_en
     )
     agent = lab.create_agent(id="a", model=scripted(*turns))
     handles: list[Any] = []
+    finish_run = lab.run_store.finish_run
 
-    def cancel_on_the_last_event(event: RunEvent) -> None:
-        if event["type"] == last:
-            handles[0].result.cancel()
+    async def cancelled_while_finishing(*args: Any, **kwargs: Any) -> int:
+        # The run's last events and its end are one write: cancel the episode while it runs.
+        assert [e["type"] for e in kwargs["events"]][-1] == last
+        handles[0].result.cancel()
+        await asyncio.sleep(0)
+        return await finish_run(*args, **kwargs)
 
-    lab.subscribe(cancel_on_the_last_event)
+    monkeypatch.setattr(lab.run_store, "finish_run", cancelled_while_finishing)
     handles.append(agent.run(memory_scope="s", user="q"))
     with pytest.raises(asyncio.CancelledError):
         await handles[0].result
@@ -387,6 +398,13 @@ class CommitCountingRunStore(InMemoryRunStore):
         self.committed[run_id] = last
         return last
 
+    async def finish_run(self, run_id: str, status: RunStatus, **options: Any) -> int:
+        # The run's last events are committed with its end.
+        await asyncio.sleep(0)
+        last = await super().finish_run(run_id, status, **options)
+        self.committed[run_id] = last
+        return last
+
 
 async def test_listeners_see_only_committed_events_numbered_as_stored() -> None:
     runs = CommitCountingRunStore()
@@ -423,6 +441,13 @@ class FailingAppendRunStore(InMemoryRunStore):
         if self.appends > self.fail_after:
             raise StoreError("disk full")
         return await super().append_events(run_id, events, lease=lease)
+
+    async def finish_run(self, run_id: str, status: RunStatus, **options: Any) -> int:
+        if options.get("events"):  # the run's last events, written with its end
+            self.appends += 1
+            if self.appends > self.fail_after:
+                raise StoreError("disk full")
+        return await super().finish_run(run_id, status, **options)
 
 
 async def test_a_failed_write_of_events_fails_the_run_instead_of_leaving_a_gap() -> None:
@@ -561,11 +586,22 @@ class StuckRunStore(InMemoryRunStore):
         raise AssertionError("unreachable")
 
 
+async def _past_the_flush_window(_: Any) -> str:
+    await asyncio.sleep(0.05)  # the run's first events are written while it goes on
+    return "done"
+
+
+def stuck_while_running(lab: Runtime) -> Any:
+    tool = define_tool(name="wait", description="Wait", execute=_past_the_flush_window)
+    client = scripted({"tool_use": [{"name": "wait", "input": {}}]}, {"text": "x"})
+    return lab.create_agent(id="a", model=client, tools=[tool])
+
+
 async def test_a_cancelled_writer_of_run_events_leaves_no_recorder_waiting() -> None:
     # asyncio.run cancels every task when Ctrl-C stops it: the shared writer among them.
     runs = StuckRunStore()
     lab = Runtime(store="memory", run_store=runs, version=False)
-    agent = lab.create_agent(id="a", model=scripted({"text": "x"}))
+    agent = stuck_while_running(lab)
     handle = agent.run(user="q")
     await runs.writing.wait()
     (writer,) = [t for t in asyncio.all_tasks() if t.get_name() == "tether-lab:run-events"]
@@ -580,7 +616,7 @@ async def test_a_cancelled_recorder_task_fails_its_run_instead_of_cancelling_it(
     # is being written: the batch may be lost, so the run fails, saying so; nothing hangs.
     runs = StuckRunStore()
     lab = Runtime(store="memory", run_store=runs, version=False)
-    agent = lab.create_agent(id="a", model=scripted({"text": "x"}))
+    agent = stuck_while_running(lab)
     handle = agent.run(user="q")
     await runs.writing.wait()
     (own,) = [t for t in asyncio.all_tasks() if t.get_name() == "tether-lab:run-recorder"]
@@ -604,6 +640,11 @@ class WriteSizesRunStore(InMemoryRunStore):
     async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
         self.writes.extend(len(events) for _, events, _ in batches)
         return await super().append_events_many(batches)
+
+    async def finish_run(self, run_id: str, status: RunStatus, **options: Any) -> int:
+        if options.get("events"):  # the run's last events, in one write with its end
+            self.writes.append(len(options["events"]))
+        return await super().finish_run(run_id, status, **options)
 
 
 async def test_a_short_turns_events_are_written_together_at_its_end(

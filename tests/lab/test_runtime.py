@@ -15,7 +15,7 @@ import tether.lab._host as host_module
 from tether import AbortedError, RunContext, define_tool
 from tether.errors import ConfigError, StoreError
 from tether.lab import Runtime
-from tether.stores import InMemoryRunStore, NewRunEvent
+from tether.stores import InMemoryRunStore, NewRunEvent, RunStatus
 from tether.testing import ScriptClient, script_client
 from tether.workflows import WorkflowContext
 
@@ -172,6 +172,11 @@ class BrokenRunStore(InMemoryRunStore):
         self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
     ) -> int:
         raise OSError("disk full")
+
+    async def finish_run(self, run_id: str, status: RunStatus, **options: Any) -> int:
+        if options.get("events"):  # a run's last events go with its end
+            raise OSError("disk full")
+        return await super().finish_run(run_id, status, **options)
 
 
 async def test_a_run_store_that_cannot_take_the_events_fails_the_episode(

@@ -3,7 +3,8 @@
 `emit()` is synchronous and O(1): it queues the event. A writer task drains the queue into the
 store, one `append_events` per batch: what was emitted within `FLUSH_EVERY` (2 ms) of the first
 event of a batch goes in one write (the recorders of one store share that clock, so the runs of
-a server meet in one write), and `close()` writes what is left at once. A short turn's events go
+a server meet in one write), and `close()` writes what is left together with the run's end
+(`RunStore.finish_run(events=...)`: one transaction). A short turn's events go
 in one write at its end, a streamed answer is not one write per token, and a slow store never
 holds up the model stream. Listeners are told of each
 event once the store has committed it, numbered with the store's sequence: what a listener saw
@@ -328,7 +329,7 @@ class RunRecorder:
             self._wake.set()
 
     async def _write(self) -> None:
-        while self._queue:
+        while self._queue and not self._closed:  # once closed, the rest goes with the end
             batch, self._queue = self._queue, []
             if not self._started or self._failed:
                 continue
@@ -343,21 +344,7 @@ class RunRecorder:
                 self._fail(StoreError("the writer of run events stopped (CancelledError)"))
                 raise
             if self._listeners:
-                # Told after the commit, numbered as stored: exactly what readers will find.
-                run_id = self.run_id
-                seq = last - len(batch)
-                for event in batch:
-                    seq += 1
-                    notify(
-                        self._listeners,
-                        {
-                            "run_id": run_id,
-                            "seq": seq,
-                            "type": event["type"],
-                            "at": event["at"],
-                            "data": event["data"],
-                        },
-                    )
+                self._told(batch, last)
 
     def _fail(self, exc: BaseException) -> None:
         self._failed = True
@@ -373,9 +360,9 @@ class RunRecorder:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            if self._closed:
+                return  # what is left goes with the run's end (`close()`), in one write
             await self._write()
-            if self._closed and not self._queue:
-                return
 
     async def close(
         self,
@@ -406,26 +393,75 @@ class RunRecorder:
                 if task is not None and task.cancelling():
                     cancelled = exc  # this task is cancelled, not (only) the writer
                 await asyncio.wait([writer])
-        await self._write()
-        if self.write_error is not None and status != "cancelled":
-            # Events are missing from the record: the run cannot count as completed.
-            status = "failed"
-            error = f"StoreError: could not record the run's events: {self.write_error}"
+        last, self._queue = self._queue, []
+        if not self._started or self._failed:
+            last = []
         if self._started:
+            # Shielded like the writer: a cancellation meanwhile still lets the end be written.
+            finish = asyncio.ensure_future(
+                self._finish(last, status, error, output_text, traceback)
+            )
             try:
-                await self.store.finish_run(
+                await asyncio.shield(finish)
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+                await asyncio.wait([finish])
+        if cancelled is not None:
+            raise cancelled
+
+    async def _finish(
+        self,
+        last: list[NewRunEvent],
+        status: RunStatus,
+        error: str | None,
+        output_text: str | None,
+        traceback: str | None,
+    ) -> None:
+        """The run's last events and its end, in one write (one transaction); if those events
+        cannot be written, the end alone, as a failure saying why."""
+        usage = dict(self.usage) if self.usage else None
+        for events in (last, []) if last else ([],):
+            if self.write_error is not None and status != "cancelled":
+                # Events are missing from the record: the run cannot count as completed.
+                status = "failed"
+                error = f"StoreError: could not record the run's events: {self.write_error}"
+            try:
+                seq = await self.store.finish_run(
                     self.run_id,
                     status,
                     error=error,
                     output_text=output_text,
-                    usage=dict(self.usage) if self.usage else None,
+                    usage=usage,
                     cost_usd=self.cost_usd,
                     traceback=traceback,
+                    events=events,
                 )
-            except Exception:
-                logger.exception("could not record the end of run %s", self.run_id)
-        if cancelled is not None:
-            raise cancelled
+            except Exception as exc:
+                if not events:
+                    logger.exception("could not record the end of run %s", self.run_id)
+                    return
+                self._fail(exc)  # the end goes on its own, as a failure
+                continue
+            if events and self._listeners:
+                self._told(events, seq)
+            return
+
+    def _told(self, batch: Sequence[NewRunEvent], last: int) -> None:
+        # Told after the commit, numbered as stored: exactly what readers will find.
+        run_id = self.run_id
+        seq = last - len(batch)
+        for event in batch:
+            seq += 1
+            notify(
+                self._listeners,
+                {
+                    "run_id": run_id,
+                    "seq": seq,
+                    "type": event["type"],
+                    "at": event["at"],
+                    "data": event["data"],
+                },
+            )
 
 
 class FlushClock:
