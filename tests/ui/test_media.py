@@ -155,3 +155,35 @@ def test_the_image_is_shown_and_no_stored_script_runs(
         )
         time.sleep(0.3)
         assert browser.title == title
+
+
+async def test_the_run_and_request_views_show_the_reference_and_size_not_base64(
+    tmp_path: Path,
+) -> None:
+    import base64
+
+    from tests.ui.conftest import client_for
+
+    from tether import image
+
+    big = png(300, 300) + bytes(100_000)  # trailing bytes: over the 64 KB threshold
+    runtime = Runtime(store=f"sqlite:///{tmp_path / 'ui.db'}", version=False)
+    agent = runtime.create_agent(
+        id="looker", model=script_client([{"text": "A red square."}]), recording="full"
+    )
+    result = await agent.run(user=["what is this?", image(big)], memory_scope="look").result
+    try:
+        async with client_for(runtime) as client:
+            page = await client.get(f"/runs/{result.run_id}")
+            conversation = await client.get("/conversations/look")
+    finally:
+        await runtime.aclose()
+    encoded = base64.b64encode(big).decode()
+    import hashlib
+
+    sha = hashlib.sha256(big).hexdigest()
+    for response in (page, conversation):
+        assert response.status_code == 200
+        assert encoded[:200] not in response.text
+        assert f"{len(big)} bytes, blob" in response.text
+        assert f"/blobs/{sha}" in response.text
