@@ -148,8 +148,11 @@ def prompt_layers(param: str, value: Any) -> list[PromptLayer]:
 
 def check_model(
     value: Any, where: str = "", param: str = "model"
-) -> str | dict[str, Any] | LLMClient | None:
-    """A model string, a model-config dict (its keys checked, copied) or an LLMClient."""
+) -> str | dict[str, Any] | LLMClient | list[Any] | None:
+    """A model string, a model-config dict (its keys checked, copied) or an LLMClient; or a
+    list of two or more of those (a fallback chain, tried in order; chains do not nest)."""
+    if isinstance(value, list | tuple):
+        return _check_chain(value, where, param)
     if value is None or isinstance(value, str | LLMClient):
         if isinstance(value, str):
             if not value.strip():
@@ -179,6 +182,25 @@ def check_model(
     raise bad(param, value, _MODEL_TAKES, where)
 
 
+def _check_chain(value: Sequence[Any], where: str, param: str) -> list[Any]:
+    if len(value) < 2:
+        raise ConfigError(
+            f"{where_prefix(where)}{param}=[...] is a fallback chain and takes at least two "
+            f"models, got {len(value)}"
+        )
+    chain: list[Any] = []
+    for i, item in enumerate(value):
+        if isinstance(item, list | tuple):
+            raise ConfigError(
+                f"{where_prefix(where)}{param}[{i}] is a list: fallback chains do not nest"
+            )
+        checked = check_model(item, where, f"{param}[{i}]")
+        if checked is None:
+            raise bad(f"{param}[{i}]", item, _MODEL_TAKES, where)
+        chain.append(checked)
+    return chain
+
+
 def model_client_spec(
     param: str, value: Any
 ) -> dict[str, Any] | LLMClient | list[dict[str, Any] | LLMClient]:
@@ -200,6 +222,7 @@ def model_client_spec(
     one = check_model(value, "", param)
     if one is None:
         raise bad(param, value, _MODEL_TAKES)
+    assert not isinstance(one, list)  # lists were handled above
     return {"model": one} if isinstance(one, str) else one
 
 

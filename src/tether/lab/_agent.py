@@ -29,6 +29,7 @@ from ..guardrails import Guardrail
 from ..integrations import IntegrationSource
 from ..llm import LLMClient
 from ..llm.base import ModelSettings
+from ..llm.fallback import fallback
 from ..media import UserContent, user_parts
 from ..resources import Resource
 from ..session import Message, Session
@@ -79,7 +80,7 @@ class RunOptions(TypedDict, total=False):
     context: Any
     user: UserContent | None
     messages: Sequence[Mapping[str, Any]] | None
-    model: ModelSpec | None
+    model: ModelSpec | list[ModelSpec] | None
     llm: ModelSpec | None
     settings: ModelSettings | None
     stop_when: StopCondition | Sequence[StopCondition] | None
@@ -193,6 +194,7 @@ class LabAgent(Generic[T]):
         system_prompt = options.get("system_prompt")
         self._raw_prompt = system_prompt if system_prompt is not None else options.get("prompt")
         self._harnesses: dict[str, Agent] = {}
+        self._chains: dict[tuple[int, ...], LLMClient] = {}
         self._retired: list[Agent] = []
         self._apply()
 
@@ -225,12 +227,12 @@ class LabAgent(Generic[T]):
         return self._def
 
     @property
-    def model(self) -> ModelSpec | None:
-        """The agent's own model (None: the runtime default's)."""
+    def model(self) -> ModelSpec | list[Any] | None:
+        """The agent's own model, or its fallback chain (None: the runtime default's)."""
         return self._own.model
 
     @model.setter
-    def model(self, value: ModelSpec | None) -> None:
+    def model(self, value: ModelSpec | list[Any] | None) -> None:
         self._replace(model=value)
 
     @property
@@ -338,7 +340,9 @@ class LabAgent(Generic[T]):
 
     # -- the harness agent --------------------------------------------------------------------
 
-    def harness(self, model: ModelSpec | None = None, *, max_retries: int | None = None) -> Agent:
+    def harness(
+        self, model: ModelSpec | list[Any] | None = None, *, max_retries: int | None = None
+    ) -> Agent:
         """The harness agent this agent's episodes run on `model` (default: its own model),
         built on first use and reused; the runtime closes it.
 
@@ -347,7 +351,11 @@ class LabAgent(Generic[T]):
                 key, config keys applied to a client object).
         """
         spec = merge_models([self._def.model, model], self._where)
-        client = self._client(spec, max_retries)
+        client = (
+            self._chain(spec, max_retries)
+            if isinstance(spec, list)
+            else self._client(spec, max_retries)
+        )
         key = f"client:{id(client)}"
         agent = self._harnesses.get(key)
         if agent is None or unwrapped(agent.client) is not client:
@@ -375,6 +383,16 @@ class LabAgent(Generic[T]):
             )
             self._harnesses[key] = agent
         return agent
+
+    def _chain(self, specs: list[Any], max_retries: int | None) -> LLMClient:
+        """A fallback chain's client: its models' clients (each built or reused as `_client`
+        builds one), tried in order; the same chain gives the same client each episode."""
+        clients = [self._client(s, max_retries) for s in specs]
+        key = tuple(id(c) for c in clients)
+        chain = self._chains.get(key)
+        if chain is None:
+            chain = self._chains[key] = fallback(*clients)  # the runtime owns the clients
+        return chain
 
     def _client(self, spec: dict[str, Any] | LLMClient, max_retries: int | None) -> LLMClient:
         if isinstance(spec, dict):

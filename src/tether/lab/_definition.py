@@ -186,7 +186,9 @@ def _provider(model: Any) -> str | None:
     return model.split(":", 1)[0] if ":" in model else model
 
 
-def merge_models(layers: Sequence[ModelSpec | None], where: str) -> dict[str, Any] | LLMClient:
+def merge_models(
+    layers: Sequence[ModelSpec | list[Any] | None], where: str
+) -> dict[str, Any] | LLMClient | list[Any]:
     """The model of one episode from `layers`, lowest precedence first (runtime defaults,
     agent, run). Strings and config dicts merge key by key; a client object replaces what is
     below it, and only a config naming a `model` can replace a client. A layer whose model is
@@ -196,10 +198,20 @@ def merge_models(layers: Sequence[ModelSpec | None], where: str) -> dict[str, An
     Raises:
         ConfigError: no layer names a model, or config keys would apply to a client object.
     """
-    acc: dict[str, Any] | LLMClient | None = None
+    acc: dict[str, Any] | LLMClient | list[Any] | None = None
     for spec in layers:
         if spec is None:
             continue
+        if isinstance(spec, list):  # a fallback chain replaces what is below it
+            acc = [{"model": m} if isinstance(m, str) else m for m in spec]
+            continue
+        if isinstance(acc, list) and isinstance(spec, Mapping) and "model" not in spec:
+            raise ConfigError(
+                f"{where_prefix(where)}model config {sorted(spec)} cannot apply to a fallback "
+                "chain; give each model of the chain its config, or name one model"
+            )
+        if isinstance(acc, list):
+            acc = None  # a model named above a chain replaces it
         if not isinstance(spec, str | Mapping):
             acc = spec  # check_model let only a client through (no Protocol check per turn)
             continue
@@ -343,7 +355,7 @@ class SystemPrompt:
 class Definition:
     """Checked agent parts; None everywhere means "not set here" (see `over`)."""
 
-    model: ModelSpec | None = None
+    model: ModelSpec | list[Any] | None = None
     system_prompt: SystemPrompt | None = None
     settings: ModelSettings | None = None
     tools: list[Tool] | ToolProvider | None = None
@@ -444,13 +456,13 @@ class Definition:
         return Definition(**values)
 
 
-def fold_models(layers: Sequence[ModelSpec | None]) -> ModelSpec | None:
+def fold_models(layers: Sequence[ModelSpec | list[Any] | None]) -> ModelSpec | list[Any] | None:
     """`merge_models` without its checks: None when no layer names a model (yet)."""
-    acc: ModelSpec | None = None
+    acc: ModelSpec | list[Any] | None = None
     for spec in layers:
         if spec is None:
             continue
-        if acc is None or isinstance(spec, LLMClient) or isinstance(acc, LLMClient):
+        if acc is None or isinstance(spec, LLMClient | list) or isinstance(acc, LLMClient | list):
             acc = spec
             continue
         below = {"model": acc} if isinstance(acc, str) else dict(acc)
@@ -459,11 +471,14 @@ def fold_models(layers: Sequence[ModelSpec | None]) -> ModelSpec | None:
     return acc
 
 
-def model_label(spec: ModelSpec | None) -> str:
+def model_label(spec: ModelSpec | list[Any] | None) -> str:
     """How a model is shown (CLI listings, the UI): the model string, a config's `model`
-    (never its key or headers), or a client's ``provider:model``; "(none)" without one."""
+    (never its key or headers), or a client's ``provider:model``; "(none)" without one; a
+    fallback chain as its models in order, joined by " → "."""
     if spec is None:
         return "(none)"
+    if isinstance(spec, list):
+        return " → ".join(model_label(s) for s in spec)
     if isinstance(spec, str):
         return spec
     if isinstance(spec, Mapping):
