@@ -271,19 +271,18 @@ def test_a_port_in_use_is_one_line_naming_the_port_and_exits_3(scaffold: Path) -
 def test_ui_outside_a_project_shows_the_prompts(
     nowhere: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import types
+    import tether.serve._server
 
     assert invoke("prompt", "logged", "-m", "test").exit_code == 0
     calls: list[dict[str, Any]] = []
 
-    def serve(runtime: Any, **kwargs: Any) -> None:
+    def serve_with(runtime: Any, options: Any, **kwargs: Any) -> None:
         import asyncio
 
         calls.append({"runs": asyncio.run(runtime.run_store.list_runs()), **kwargs})
 
-    module = types.ModuleType("tether.ui")
-    module.serve = serve  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tether.ui", module)
+    # The server itself is not started: what it would serve is what this test reads.
+    monkeypatch.setattr(tether.serve._server, "serve_with", serve_with)
     served = invoke("ui", "--port", "0")
     assert served.exit_code == 0, served.output
     (call,) = calls
