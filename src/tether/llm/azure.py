@@ -28,33 +28,13 @@ __all__ = ["AZURE_RESPONSES_API_VERSION", "AzureChatClient", "AzureResponsesClie
 AZURE_RESPONSES_API_VERSION = "2025-04-01-preview"
 
 
-def _credentials(
-    provider: str,
-    default_version: str,
-    credentials: Credentials | None,
-    options: dict[str, Any],
-    api_version: str | None,
-    azure_credential: Any,
-) -> Credentials:
-    if credentials is not None:
-        return credentials
-    return AzureCredentials(
-        provider,
-        api_key=options.pop("api_key", None),
-        base_url=options.pop("base_url", None),
-        api_version=api_version,
-        azure_credential=azure_credential,
-        default_api_version=default_version,
-    )
+class _Azure:
+    """What the two Azure clients share: credentials from an ``api-key`` or an Entra ID token
+    (`AzureCredentials`), and the ``api-version`` each request names."""
 
-
-class AzureChatClient(OpenAIChatClient):
-    """`azure:<deployment>`: Chat Completions on an Azure OpenAI resource. Endpoint from
-    AZURE_OPENAI_ENDPOINT, key from AZURE_OPENAI_API_KEY, else an Entra ID token from
-    azure-identity (the ``[azure]`` extra) or `azure_credential`."""
-
-    provider: ClassVar[str] = "azure"
+    provider: ClassVar[str]
     credentials_class: ClassVar[type[Credentials]] = AzureCredentials
+    default_api_version: ClassVar[str]
 
     def __init__(
         self,
@@ -65,16 +45,26 @@ class AzureChatClient(OpenAIChatClient):
         credentials: Credentials | None = None,
         **options: Any,
     ) -> None:
-        credentials = _credentials(
-            self.provider,
-            DEFAULT_AZURE_API_VERSION,
-            credentials,
-            options,
-            api_version,
-            azure_credential,
-        )
-        super().__init__(model, credentials=credentials, **options)
-        self.api_version: str = getattr(credentials, "api_version", DEFAULT_AZURE_API_VERSION)
+        if credentials is None:
+            credentials = AzureCredentials(
+                self.provider,
+                api_key=options.pop("api_key", None),
+                base_url=options.pop("base_url", None),
+                api_version=api_version,
+                azure_credential=azure_credential,
+                default_api_version=self.default_api_version,
+            )
+        super().__init__(model, credentials=credentials, **options)  # type: ignore[call-arg]
+        self.api_version: str = getattr(credentials, "api_version", self.default_api_version)
+
+
+class AzureChatClient(_Azure, OpenAIChatClient):
+    """`azure:<deployment>`: Chat Completions on an Azure OpenAI resource. Endpoint from
+    AZURE_OPENAI_ENDPOINT, key from AZURE_OPENAI_API_KEY, else an Entra ID token from
+    azure-identity (the ``[azure]`` extra) or `azure_credential`."""
+
+    provider: ClassVar[str] = "azure"
+    default_api_version: ClassVar[str] = DEFAULT_AZURE_API_VERSION
 
     def url(self, request: ChatRequest) -> str:
         deployment = quote(request["model"], safe="")
@@ -84,32 +74,12 @@ class AzureChatClient(OpenAIChatClient):
         )
 
 
-class AzureResponsesClient(OpenAIResponsesClient):
+class AzureResponsesClient(_Azure, OpenAIResponsesClient):
     """`azure-responses:<deployment>`: the Responses API on an Azure OpenAI resource (the
     deployment goes as the body's ``model``). Credentials as `AzureChatClient`."""
 
     provider: ClassVar[str] = "azure-responses"
-    credentials_class: ClassVar[type[Credentials]] = AzureCredentials
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_version: str | None = None,
-        azure_credential: Any = None,
-        credentials: Credentials | None = None,
-        **options: Any,
-    ) -> None:
-        credentials = _credentials(
-            self.provider,
-            AZURE_RESPONSES_API_VERSION,
-            credentials,
-            options,
-            api_version,
-            azure_credential,
-        )
-        super().__init__(model, credentials=credentials, **options)
-        self.api_version: str = getattr(credentials, "api_version", AZURE_RESPONSES_API_VERSION)
+    default_api_version: ClassVar[str] = AZURE_RESPONSES_API_VERSION
 
     def url(self, request: ChatRequest) -> str:
         return f"{self.base_url}/openai/responses?api-version={quote(self.api_version, safe='')}"
