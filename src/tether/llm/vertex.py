@@ -55,10 +55,9 @@ def _model_path(credentials: Credentials, publisher: str, model: str) -> str:
     )
 
 
-class VertexGeminiClient(GeminiClient):
-    """`vertex:<gemini model>`: Gemini on Vertex AI."""
+class _Vertex:
+    """What both Vertex clients share: google-auth credentials, project and location."""
 
-    provider: ClassVar[str] = "vertex"
     credentials_class: ClassVar[type[Credentials]] = GoogleCredentials
 
     def __init__(
@@ -71,30 +70,23 @@ class VertexGeminiClient(GeminiClient):
         **options: Any,
     ) -> None:
         credentials = _credentials(credentials, options, project, location)
-        super().__init__(model, credentials=credentials, **options)
+        super().__init__(model, credentials=credentials, **options)  # type: ignore[call-arg]
+
+
+class VertexGeminiClient(_Vertex, GeminiClient):
+    """`vertex:<gemini model>`: Gemini on Vertex AI."""
+
+    provider: ClassVar[str] = "vertex"
 
     def url(self, request: ChatRequest) -> str:
         path = _model_path(self.credentials, "google", request["model"])
         return f"{path}:streamGenerateContent?alt=sse"
 
 
-class VertexAnthropicClient(AnthropicClient):
+class VertexAnthropicClient(_Vertex, AnthropicClient):
     """`vertex:<claude model>`: Anthropic's Messages API on Vertex AI."""
 
     provider: ClassVar[str] = "vertex"
-    credentials_class: ClassVar[type[Credentials]] = GoogleCredentials
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        project: str | None = None,
-        location: str | None = None,
-        credentials: Credentials | None = None,
-        **options: Any,
-    ) -> None:
-        credentials = _credentials(credentials, options, project, location)
-        super().__init__(model, credentials=credentials, **options)
 
     def wire_headers(self) -> dict[str, str]:
         headers = super().wire_headers()
