@@ -8,7 +8,7 @@ from typing import Any
 
 from ..events import Usage
 
-__all__ = ["loads", "openai_usage", "parse_json_or_raw", "usage_int"]
+__all__ = ["cached_usage", "loads", "openai_usage", "parse_json_or_raw", "usage_int"]
 
 # The decoder's scanner is an instance attribute CPython sets in `JSONDecoder.__init__`; typeshed
 # does not declare it, so it is read from the instance's namespace.
@@ -35,6 +35,25 @@ def parse_json_or_raw(raw: str, empty: Any) -> Any:
         return json.loads(raw)
     except ValueError:
         return raw
+
+
+def cached_usage(raw: dict[str, Any], keys: tuple[str, str, str, str]) -> Usage:
+    """`Usage` from a usage object that counts cache reads and writes apart from the other
+    input tokens (Anthropic, Bedrock): `keys` names its input, output, cache-read and
+    cache-write counts; `input_tokens` is their sum, as every provider's is."""
+    out: Usage = {}
+    if not raw:
+        return out
+    inputs, outputs, reads, writes = keys
+    cache_read = usage_int(raw.get(reads))
+    cache_write = usage_int(raw.get(writes))
+    out["input_tokens"] = (usage_int(raw.get(inputs)) or 0) + (cache_read or 0) + (cache_write or 0)
+    out["output_tokens"] = usage_int(raw.get(outputs)) or 0
+    if cache_read is not None:
+        out["cache_read_tokens"] = cache_read
+    if cache_write is not None:
+        out["cache_creation_tokens"] = cache_write
+    return out
 
 
 def usage_int(value: Any) -> int | None:

@@ -40,7 +40,7 @@ from ._errors import stream_error
 from ._finish import identify, normalize_finish
 from ._media import MEDIA, inline_text, refuse, source_of
 from ._settings import check_settings, copy_settings, forced_tool, unsupported
-from ._wire import loads, parse_json_or_raw, usage_int
+from ._wire import cached_usage, loads, parse_json_or_raw
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, SystemBlock
 from .credentials import AnthropicCredentials, Credentials
 
@@ -159,6 +159,14 @@ def _media_block(part: Any) -> dict[str, Any]:
     if kind == "document" and "name" in part:
         block["title"] = part["name"]
     return block
+
+
+_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
 
 
 class _Block:
@@ -291,21 +299,7 @@ class AnthropicStream:
                     self._usage[key] = value
 
     def usage(self) -> Usage:
-        raw = self._usage
-        out: Usage = {}
-        if not raw:
-            return out
-        cache_read = usage_int(raw.get("cache_read_input_tokens"))
-        cache_write = usage_int(raw.get("cache_creation_input_tokens"))
-        out["input_tokens"] = (
-            (usage_int(raw.get("input_tokens")) or 0) + (cache_read or 0) + (cache_write or 0)
-        )
-        out["output_tokens"] = usage_int(raw.get("output_tokens")) or 0
-        if cache_read is not None:
-            out["cache_read_tokens"] = cache_read
-        if cache_write is not None:
-            out["cache_creation_tokens"] = cache_write
-        return out
+        return cached_usage(self._usage, _USAGE_KEYS)
 
     def finish(self) -> FinishChunk:
         content: list[Part] = []

@@ -61,7 +61,7 @@ from ._eventstream import EventStreamDecoder
 from ._finish import normalize_finish
 from ._media import MEDIA, refuse, source_of
 from ._settings import check_settings, copy_settings, forced_tool, unsupported
-from ._wire import loads, parse_json_or_raw, usage_int
+from ._wire import cached_usage, loads, parse_json_or_raw
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, SystemBlock
 from .credentials import AWSCredentials, Credentials
 
@@ -306,21 +306,10 @@ class BedrockStream:
         return _NONE  # messageStart, contentBlockStop, and event types added later
 
     def usage(self) -> Usage:
-        raw = self._usage
-        out: Usage = {}
-        if not raw:
-            return out
-        cache_read = usage_int(raw.get("cacheReadInputTokens"))
-        cache_write = usage_int(raw.get("cacheWriteInputTokens"))
-        out["input_tokens"] = (
-            (usage_int(raw.get("inputTokens")) or 0) + (cache_read or 0) + (cache_write or 0)
+        return cached_usage(
+            self._usage,
+            ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheWriteInputTokens"),
         )
-        out["output_tokens"] = usage_int(raw.get("outputTokens")) or 0
-        if cache_read is not None:
-            out["cache_read_tokens"] = cache_read
-        if cache_write is not None:
-            out["cache_creation_tokens"] = cache_write
-        return out
 
     def finish(self) -> FinishChunk:
         content: list[Part] = []
