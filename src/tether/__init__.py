@@ -20,6 +20,11 @@ if _typing.TYPE_CHECKING:
     from .client_messages import ClientMessage, frame_client_message, should_run_turn
     from .context import RunContext
     from .errors import (
+        A2ACardError,
+        A2AConnectionError,
+        A2AError,
+        A2AProtocolError,
+        A2ATaskError,
         AbortedError,
         AgentRunError,
         AuthenticationError,
@@ -117,6 +122,11 @@ _LAZY: dict[str, str] = {
     "AuthenticationError": ".errors",
     "ChatRequest": ".llm",
     "ClientMessage": ".client_messages",
+    "A2ACardError": ".errors",
+    "A2AConnectionError": ".errors",
+    "A2AError": ".errors",
+    "A2AProtocolError": ".errors",
+    "A2ATaskError": ".errors",
     "ClientMessageError": ".errors",
     "ConfigError": ".errors",
     "BlobNotFoundError": ".errors",
@@ -244,6 +254,11 @@ def __dir__() -> list[str]:
 __all__ = [
     "PROGRESS_STAGES",
     "TRACE_PHASES",
+    "A2ACardError",
+    "A2AConnectionError",
+    "A2AError",
+    "A2AProtocolError",
+    "A2ATaskError",
     "AbortController",
     "AbortSignal",
     "AbortedError",

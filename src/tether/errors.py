@@ -36,6 +36,13 @@ TetherError
 │   ├── McpConnectionError       an MCP source could not be connected (raised by connect/send)
 │   │   └── McpAuthError         its authorization failed: discovery, registration, login, token
 │   └── McpCallError             one MCP request failed (the model sees an is_error result)
+├── A2AError                     a remote A2A agent could not be used (.url); a tool calling
+│   │                            one turns it into an error result the model sees
+│   ├── A2ACardError             its agent card is missing, not JSON, or not a usable card
+│   ├── A2AConnectionError       its server could not be reached or answered an HTTP error (.status)
+│   ├── A2AProtocolError         a JSON-RPC error answer, or a reply that is not A2A (.code)
+│   └── A2ATaskError             the task ended failed, rejected or canceled, or stopped for
+│                                input or auth (.task_id, .context_id, .state)
 ├── WorkflowError                a workflow could not run (unknown name, bad step)
 │   ├── StepOutputError          a durable step returned something that is not JSON-safe
 │   ├── WorkflowInputError       a run's input is not what the workflow takes (start anew)
@@ -68,6 +75,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 __all__ = [
+    "A2ACardError",
+    "A2AConnectionError",
+    "A2AError",
+    "A2AProtocolError",
+    "A2ATaskError",
     "AbortedError",
     "AgentRunError",
     "AuthenticationError",
@@ -403,6 +415,55 @@ class McpAuthError(McpConnectionError):
 
 class McpCallError(McpError):
     """One MCP request (tools/call, resources/read) failed."""
+
+
+class A2AError(TetherError):
+    """A remote A2A agent could not be used. `url` is the agent's (its card's base URL)."""
+
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class A2ACardError(A2AError):
+    """The agent card at `url` is missing, not JSON, or not a card tether can use (no JSON-RPC
+    interface of protocol 1.0)."""
+
+
+class A2AConnectionError(A2AError):
+    """The agent's server could not be reached, or answered with an HTTP error (`status`)."""
+
+    def __init__(self, message: str, *, url: str | None = None, status: int | None = None) -> None:
+        super().__init__(message, url=url)
+        self.status = status
+
+
+class A2AProtocolError(A2AError):
+    """A JSON-RPC error answer (`code`: -32001 task not found, -32602 invalid params ...), or
+    a reply that is not what the A2A specification says it is (`code` None)."""
+
+    def __init__(self, message: str, *, url: str | None = None, code: int | None = None) -> None:
+        super().__init__(message, url=url)
+        self.code = code
+
+
+class A2ATaskError(A2AError):
+    """The remote task did not complete: it ended failed, rejected or canceled, or stopped
+    to ask for input or authentication (`state`, as ``"failed"``, ``"input-required"`` ...)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        state: str = "failed",
+    ) -> None:
+        super().__init__(message, url=url)
+        self.task_id = task_id
+        self.context_id = context_id
+        self.state = state
 
 
 class WorkflowError(TetherError):

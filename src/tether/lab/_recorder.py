@@ -128,6 +128,13 @@ _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("tether_lab_recorder", defa
 """The recorder of the episode running in this context (set by `RunRecorder.recording`)."""
 
 
+def current_memory_scope() -> str | None:
+    """The memory scope of the episode running in this context (None outside one): what a
+    model client that keeps its own conversation (a remote A2A agent) continues."""
+    recorder = _ACTIVE.get()
+    return recorder.info.memory_scope if recorder is not None else None
+
+
 class RunRecorder:
     """Records one run.
 

@@ -149,6 +149,8 @@ class Runtime:
         self._heartbeat = Heartbeat(self.lease_ttl)
         self._scopes = ScopeLocks(self._heartbeat, timeout=float(scope_lock_timeout))
         self._workflow_runs = WorkflowRunRecorder(self, self._defaults.trace)
+        self._remote_models: list[Any] = []
+        """The A2A model clients `remote_agent` made (this runtime closes them)."""
         self._closed = False
 
     def __repr__(self) -> str:
@@ -409,6 +411,44 @@ class Runtime:
         does this on its sweep."""
         return await expire_waits(self.workflows, self.workflow_store, limit=limit)
 
+    def remote_agent(
+        self,
+        url: str,
+        *,
+        id: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        description: str | None = None,
+        timeout: float = 120.0,
+        **options: Any,
+    ) -> LabAgent[str]:
+        """A lab agent whose turns go to the A2A agent at `url` (synchronous: the card is read
+        on the first turn). Its runs are lab runs like any other (stored by memory scope,
+        recorded, served, listed); each turn sends the new user message to the remote agent on
+        the remote context that belongs to the scope, and streams its answer back as text
+        events. A remote task that fails is the run's `A2ATaskError`; a card or server that
+        cannot be used, its `A2ACardError` / `A2AConnectionError`.
+
+        Args:
+            url: The agent's URL (its card is at ``{url}/.well-known/agent-card.json``).
+            id: The registry id (default: the URL's last path segment).
+            headers: Sent with every request (``{"Authorization": "Bearer …"}``).
+            description: For listings and tools made from the agent.
+            timeout: Seconds one read of the answer may wait.
+            options: Any other `create_agent` keyword (`title_workflow`, `memory_store` ...).
+        """
+        from ..a2a._model import A2AModel
+        from ._recorder import current_memory_scope
+
+        model = A2AModel(url, headers=headers, context_of=current_memory_scope, timeout=timeout)
+        self._remote_models.append(model)
+        agent_id = id or (url.rstrip("/").rsplit("/", 1)[-1] or "remote")
+        return self.create_agent(
+            id=agent_id,
+            model=model,
+            description=description or f"The A2A agent at {model.client.url}.",
+            **options,
+        )
+
     # -- agents and workflows as tools (`tether.lab._as_tools`) -------------------------------
 
     tool_from_agent = staticmethod(tool_from_agent)
@@ -454,6 +494,8 @@ class Runtime:
         for agent in self._created:
             await agent.aclose()
         await self._clients.aclose()
+        for model in self._remote_models:
+            await model.aclose()
         await self.stores.aclose()
 
     async def __aenter__(self) -> Runtime:

@@ -1,9 +1,10 @@
 """`create_app(runtime)`: the inspection UI and the run API as one ASGI app.
 
 The read-only pages and their JSON API are `tether.ui`'s, mounted as they are; this app adds the
-endpoints that start and steer runs (`_api.py`), the AG-UI endpoint (`_agui.py`) and the chat
-page. Around all of it, the access checks of `tether.web.GuardedApp` (security headers, the
-Host allow-list, CORS for the configured origins only, the body limit, the token gate).
+endpoints that start and steer runs (`_api.py`), the AG-UI endpoint (`_agui.py`), the A2A
+agents (`_a2a.py`) and the chat page. Around all of it, the access checks of
+`tether.web.GuardedApp` (security headers, the Host allow-list, CORS for the configured origins
+only, the body limit, the token gate).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..lab import Registry, Runtime
 from ..ui import create_app as create_ui_app
 from ..web import STOPPING, Access, GuardedApp
 from ..web.middleware import BODY_TIMEOUT, DEFAULT_MAX_BODY
+from ._a2a import A2AApi
 from ._agui import AgUiApi
 from ._api import RunsApi, handle_errors
 from ._chat import ChatPages
@@ -100,6 +102,7 @@ def create_app(
     feed = RunFeed(runtime, poll=poll, takeover_wait=takeover_wait)
     api = RunsApi(runtime, registry, feed)
     agui = AgUiApi(api)
+    a2a = A2AApi(api, bearer=token is not None)
     chat = ChatPages(api)
     sweeper = Sweeper(api, every=sweep_every, takeover_every=takeover_every)
     # The pages answer every host and need no token here: this app checks both, once, outside.
@@ -133,6 +136,13 @@ def create_app(
             methods=["POST"],
         ),
         Route("/api/agents/{agent_id:path}/ag-ui", _guarded(agui.run), methods=["POST"]),
+        # The card first: the JSON-RPC route's path would match the card's too.
+        Route(
+            "/a2a/{agent_id:path}/.well-known/agent-card.json",
+            _guarded(a2a.card),
+            methods=["GET"],
+        ),
+        Route("/a2a/{agent_id:path}", _guarded(a2a.rpc), methods=["POST"]),
         Route(
             "/api/workflows/{workflow_id:path}/runs",
             _guarded(api.start_workflow_run),
