@@ -12,7 +12,7 @@ import pytest
 
 from tether.errors import LeaseLostError, WorkflowRunBusyError
 from tether.stores import InMemoryWorkflowStore, RunLease
-from tether.workflows import WorkflowContext, create_workflow
+from tether.workflows import WorkflowContext, _engine, create_workflow
 
 
 async def test_a_second_resume_of_a_running_run_is_refused_naming_the_holder() -> None:
@@ -63,6 +63,30 @@ async def test_a_resume_that_waits_for_the_lease_gets_the_stored_output() -> Non
     second = workflow.run(workflow_run_id=first.workflow_run_id)
     assert list(await asyncio.gather(first.result, second.result)) == [40, 40]
     assert calls == [4]
+
+
+async def test_an_attach_in_memory_wakes_at_the_holder_s_finish_not_at_a_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_engine, "_FIRST_POLL", 3600.0)  # a poll would not come in time
+    store = InMemoryWorkflowStore()
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def body(input: int, ctx: WorkflowContext[int]) -> int:
+        async def slow() -> int:
+            entered.set()
+            await release.wait()
+            return input * 10
+
+        return await ctx.step("slow", slow)
+
+    workflow = create_workflow("wf", body, store=store, lease_ttl=600)
+    first = workflow.run(4)
+    await entered.wait()
+    second = workflow.run(workflow_run_id=first.workflow_run_id)
+    await asyncio.sleep(0.1)
+    release.set()
+    assert await asyncio.wait_for(second.result, 60) == 40
 
 
 async def test_the_heartbeat_keeps_a_long_step_running_and_the_end_releases_the_lease() -> None:

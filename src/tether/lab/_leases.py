@@ -29,7 +29,7 @@ from typing import TypeGuard
 from .._heartbeat import Heartbeat as _Beat
 from .._owners import holder_gone, owner_name
 from ..errors import LeaseLostError, ScopeBusyError
-from ..stores.message_store import MessageStore, ScopeLeases
+from ..stores.message_store import MessageStore, ScopeLeases, WatchesScopes
 from ..stores.run_store import RunStore
 
 __all__ = ["LEASE_TTL", "SCOPE_LOCK_TIMEOUT", "Heartbeat", "ScopeHold", "ScopeLocks", "scope_owner"]
@@ -40,6 +40,11 @@ LEASE_TTL = 30.0
 """Seconds a lease (a scope's, a run's) lasts unless renewed; renewed every sixth of that."""
 SCOPE_LOCK_TIMEOUT = 600.0
 """Seconds an episode waits for its memory scope before `ScopeBusyError`."""
+
+_FIRST_POLL = 0.01
+"""Seconds before an episode waiting for a scope another process holds tries again, in a store
+that cannot tell it when the scope is released (doubling each time up to `_MAX_POLL`)."""
+_MAX_POLL = 0.25
 
 _HELD: ContextVar[frozenset[tuple[int, str]]] = ContextVar(
     "tether_held_scopes", default=frozenset()
@@ -202,30 +207,47 @@ class ScopeLocks:
                 self._locks.pop(key, None)
 
     async def _lease(self, store: ScopeLeases, scope: str, owner: str, deadline: float) -> None:
-        """Take the scope's lease, polling while another process holds it."""
-        delay = 0.01
-        while True:
-            try:
-                holder = await store.acquire_scope(scope, owner, ttl=self.heartbeat.ttl)
-            except BaseException:
-                # Cancelled (or failed) after the server may have granted the lease: give it
-                # back rather than leave the scope held until the lease expires.
-                await _release(store, scope, owner)
-                raise
-            if holder is not None and holder_gone(holder):
-                # Its process on this host is gone and will never renew the lease: take the
-                # scope now rather than when the lease expires.
-                holder = await store.acquire_scope(
-                    scope, owner, ttl=self.heartbeat.ttl, replace=holder
-                )
-            if holder is None:
-                self.heartbeat.hold_scope(store, scope, owner)
-                return
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise self._busy(scope, holder)
-            await asyncio.sleep(min(delay, left))
-            delay = min(delay * 2, 0.25)
+        """Take the scope's lease; while another process holds it, try again each time the
+        store says it was released (`WatchesScopes`), else polling with a backoff."""
+        async with contextlib.AsyncExitStack() as stack:
+            delay = _FIRST_POLL
+            watching = False
+            woken: asyncio.Event | None = None
+            while True:
+                try:
+                    holder = await store.acquire_scope(scope, owner, ttl=self.heartbeat.ttl)
+                except BaseException:
+                    # Cancelled (or failed) after the server may have granted the lease: give
+                    # it back rather than leave the scope held until the lease expires.
+                    await _release(store, scope, owner)
+                    raise
+                if holder is not None and holder_gone(holder):
+                    # Its process on this host is gone and will never renew the lease: take
+                    # the scope now rather than when the lease expires.
+                    holder = await store.acquire_scope(
+                        scope, owner, ttl=self.heartbeat.ttl, replace=holder
+                    )
+                if holder is None:
+                    self.heartbeat.hold_scope(store, scope, owner)
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._busy(scope, holder)
+                if not watching and isinstance(store, WatchesScopes):
+                    # Watched from now on, then tried once more: a release in between is
+                    # seen by that try, and any later one wakes us.
+                    watching = True
+                    woken = await stack.enter_async_context(store.watch_scope(scope))
+                    continue
+                if woken is not None:
+                    # Tried again when the holder releases the scope, and at its renewal beat
+                    # (a holder that died, or a lease that expired, sends no notice).
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(woken.wait(), min(left, self.heartbeat.ttl / 6))
+                    woken.clear()
+                    continue
+                await asyncio.sleep(min(delay, left))
+                delay = min(delay * 2, _MAX_POLL)
 
     def _busy(self, scope: str, holder: str) -> ScopeBusyError:
         return ScopeBusyError(

@@ -18,14 +18,23 @@ Appends are atomic (all records of one call or none) and cost the same at record
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Literal, NotRequired, Protocol, TypeAlias, TypedDict, runtime_checkable
 
 from ..events import TextPart
 from ..session import Message
 
-__all__ = ["MessageStore", "ScopeInfo", "ScopeLeases", "StoredRecord", "SystemRecord"]
+__all__ = [
+    "MessageStore",
+    "ScopeInfo",
+    "ScopeLeases",
+    "StoredRecord",
+    "SystemRecord",
+    "WatchesScopes",
+]
 
 
 class SystemRecord(TypedDict):
@@ -162,4 +171,17 @@ class ScopeLeases(Protocol):
 
     async def release_scope(self, scope: str, owner: str) -> None:
         """Give the lease up, if `owner` still holds it."""
+        ...
+
+
+@runtime_checkable
+class WatchesScopes(Protocol):
+    """ScopeLeases that tell a waiting episode when a scope's lease is released, so it takes
+    the scope then instead of polling (PostgreSQL: `LISTEN/NOTIFY`). Without it, an episode of
+    another process polls with a backoff."""
+
+    def watch_scope(self, scope: str) -> AbstractAsyncContextManager[asyncio.Event | None]:
+        """While entered, an event set each time the scope's lease may have been released —
+        try to take it again then. The watch is in place when the block begins. None: this
+        store cannot tell now (poll)."""
         ...

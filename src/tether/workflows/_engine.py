@@ -35,6 +35,7 @@ run, a tool — reads them with `current_run()` / `current_step()` without being
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import inspect
 import math
@@ -67,6 +68,7 @@ from ._store import (
     InMemoryWorkflowStore,
     RunLease,
     WaitRecord,
+    WatchesRuns,
     WorkflowRunRecord,
     WorkflowStore,
     not_waiting_error,
@@ -737,37 +739,55 @@ class Workflow(Generic[In, Out]):
         """
         bound = None if wait is True else max(float(wait), 0.0)
         deadline = None if bound is None else time.monotonic() + bound
-        delay = 0.02
-        while True:
-            record, created = await self._load(
-                run_id,
-                input,
-                explicit_id=explicit_id,
-                parent=parent,
-                parent_step=parent_step,
-                store=store,
-                lease=lease,
-            )
-            if created or record.status == "completed":
-                return record
-            try:
-                return await store.start_attempt(run_id, lease=lease)
-            except WorkflowRunBusyError as busy:
-                seen = busy
-            if holder_gone(seen.holder):
-                # Its process on this host is gone and will never renew the lease: take the
-                # run over now rather than when the lease expires.
+        async with contextlib.AsyncExitStack() as stack:
+            delay = _FIRST_POLL
+            watching = False
+            woken: asyncio.Event | None = None
+            while True:
+                record, created = await self._load(
+                    run_id,
+                    input,
+                    explicit_id=explicit_id,
+                    parent=parent,
+                    parent_step=parent_step,
+                    store=store,
+                    lease=lease,
+                )
+                if created or record.status == "completed":
+                    return record
                 try:
-                    return await store.start_attempt(run_id, lease=lease, replace=seen.holder)
+                    return await store.start_attempt(run_id, lease=lease)
                 except WorkflowRunBusyError as busy:
-                    seen = busy  # another resumer was quicker
-            left = math.inf if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                raise seen
-            # Looked at again soon, then less often (at most as often as the holder renews);
-            # the run ends or its lease expires in between.
-            await asyncio.sleep(min(left, delay, _poll(seen)))
-            delay = min(delay * 2, self.lease_ttl / 6)
+                    seen = busy
+                if holder_gone(seen.holder):
+                    # Its process on this host is gone and will never renew the lease: take
+                    # the run over now rather than when the lease expires.
+                    try:
+                        return await store.start_attempt(run_id, lease=lease, replace=seen.holder)
+                    except WorkflowRunBusyError as busy:
+                        seen = busy  # another resumer was quicker
+                left = math.inf if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    raise seen
+                if not watching and isinstance(store, WatchesRuns):
+                    # Watched from now on, then looked at once more: a holder that let the
+                    # run go in between is seen by that look, and any later one wakes us.
+                    watching = True
+                    woken = await stack.enter_async_context(store.watch_run(run_id))
+                    continue
+                if woken is not None:
+                    # The store wakes us when the holder lets the run go; looked at again
+                    # when its lease would end (a holder that stalled or died on another
+                    # host) and at its renewal beat (one that died on this host).
+                    pause = min(left, _poll(seen), self.lease_ttl / 6)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(woken.wait(), pause)
+                    woken.clear()
+                    continue
+                # Looked at again soon, then less often (at most as often as the holder
+                # renews); the run ends or its lease expires in between.
+                await asyncio.sleep(min(left, delay, _poll(seen)))
+                delay = min(delay * 2, self.lease_ttl / 6)
 
     async def _load(
         self,
@@ -929,6 +949,11 @@ class Workflow(Generic[In, Out]):
                 await heartbeat.stop()
             _current_step.reset(step_token)
             _current_run.reset(run_token)
+
+
+_FIRST_POLL = 0.02
+"""Seconds before a resume that waits for a busy run looks at it again, in a store that cannot
+tell it when the run is let go (it doubles each time, up to a sixth of the lease)."""
 
 
 def _poll(busy: WorkflowRunBusyError) -> float:

@@ -18,12 +18,16 @@ Every implementation passes the contract suite in `tests/stores/test_workflow_st
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from .._json import check_json_safe, dumps
+from .._wakeups import Wakeups
 from ..errors import (
     LeaseLostError,
     StoreCorruptError,
@@ -41,6 +45,7 @@ __all__ = [
     "RunStatus",
     "StepRecord",
     "WaitRecord",
+    "WatchesRuns",
     "WorkflowRunRecord",
     "WorkflowStore",
     "busy_error",
@@ -316,6 +321,23 @@ class WorkflowStore(Protocol):
         ...
 
 
+@runtime_checkable
+class WatchesRuns(Protocol):
+    """A WorkflowStore that tells a waiter when a run's holder lets the run go, so that a
+    resume waiting for a busy run (an attach) wakes then instead of polling.
+
+    The in-memory store hears its own writes and the PostgreSQL store `LISTEN`s for the
+    `NOTIFY` its `finish_run` and `suspend_run` send; SQLite has no such thing, and its waiters
+    poll with a backoff.
+    """
+
+    def watch_run(self, run_id: str) -> AbstractAsyncContextManager[asyncio.Event | None]:
+        """While entered, an event set each time the run may have been let go (it ended or
+        started to wait) — look at the run again then. The watch is in place when the block
+        begins, so a change after that is never missed. None: this store cannot tell now (poll)."""
+        ...
+
+
 def encode_wait(wait: WaitRecord) -> str:
     """The JSON text a store keeps for a run's wait."""
     return encode_json(wait.to_json(), "wait")
@@ -504,6 +526,7 @@ class InMemoryWorkflowStore:
         """Insertion order is creation order."""
         self._steps: dict[str, dict[str, StepRecord]] = {}
         """run_id -> step_id -> the step (output as text); insertion order is journal order."""
+        self._wakeups = Wakeups()
         self._closed = False
 
     def _live(self) -> None:
@@ -603,6 +626,7 @@ class InMemoryWorkflowStore:
         run.updated_at = time.time()
         run.lease_owner = run.lease_expires_at = None
         run.wait = None
+        self._wakeups.wake(run_id)
         return run.read()
 
     async def suspend_run(
@@ -616,7 +640,13 @@ class InMemoryWorkflowStore:
         run.wait = wait
         run.updated_at = time.time()
         run.lease_owner = run.lease_expires_at = None
+        self._wakeups.wake(run_id)
         return run.read()
+
+    @asynccontextmanager
+    async def watch_run(self, run_id: str) -> AsyncIterator[asyncio.Event | None]:
+        with self._wakeups.watch(run_id) as event:
+            yield event
 
     async def deliver_signal(
         self,

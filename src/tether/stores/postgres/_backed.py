@@ -15,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from ...errors import StoreError
 from ._connection import Connection, Pool, connection_async_lock, connection_pool, describe
 from ._migrations import PostgresMigrations
+from ._notices import Listener
 from ._schema import schema
 
 __all__ = ["PostgresBacked"]
@@ -23,12 +24,14 @@ __all__ = ["PostgresBacked"]
 class _PoolState:
     """How many stores own a pool, and whether it has been opened (by whom, under `lock`)."""
 
-    __slots__ = ("lock", "opened", "owners")
+    __slots__ = ("listener", "lock", "opened", "owners")
 
     def __init__(self) -> None:
         self.owners = 0
         self.opened = False
         self.lock = asyncio.Lock()
+        self.listener: Listener | None = None
+        """The pool's LISTEN connection for waiters, made on the first watch."""
 
 
 _POOLS: weakref.WeakKeyDictionary[Any, _PoolState] = weakref.WeakKeyDictionary()
@@ -142,6 +145,24 @@ class PostgresBacked:
                 "busy (raise pool_max_size in the store URL)"
             ) from exc
 
+    @asynccontextmanager
+    async def _watch(self, channel: str, key: str) -> AsyncIterator[asyncio.Event | None]:
+        """An event set each time a notice of `key` comes on `channel` while the block runs
+        (see `_notices`); None for a store on the caller's connection (it cannot listen on a
+        connection it shares), or when no listening connection could be opened."""
+        pool = self._pool
+        if pool is None or not isinstance(pool.conninfo, str):
+            yield None
+            return
+        state = _POOLS.setdefault(pool, _PoolState())
+        if state.listener is None:
+            # A pool's kwargs given as a function (a rotating password) are not called here:
+            # without them a listener that cannot connect leaves its waiters polling.
+            kwargs = pool.kwargs if isinstance(pool.kwargs, dict) else {}
+            state.listener = Listener(pool.conninfo, kwargs)
+        async with state.listener.watch(channel, key) as event:
+            yield event
+
     async def _migrate(self, conn: Connection) -> list[str]:
         if self._migrated:
             return []
@@ -220,4 +241,6 @@ class PostgresBacked:
         state = _POOLS.setdefault(pool, _PoolState())
         state.owners -= 1
         if state.owners <= 0 and state.opened:
+            if state.listener is not None:
+                await state.listener.aclose()
             await pool.close()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import AbstractAsyncContextManager
+
 from .._codecs import check_scope
 from ._blobs import BlobWriting
 from ._connection import NOW, execute, fetch_one
+from ._notices import SCOPES, notify_sql
 
 __all__ = ["PostgresScopeLeases"]
 
@@ -50,8 +54,15 @@ class PostgresScopeLeases(BlobWriting):
 
     async def release_scope(self, scope: str, owner: str) -> None:
         async with self._session() as conn:
+            # The episodes of other processes waiting for the scope hear of it at commit.
             await execute(
                 conn,
-                "DELETE FROM tether_scope_leases WHERE scope = %s AND owner = %s",
+                "WITH gone AS (DELETE FROM tether_scope_leases WHERE scope = %s AND owner = %s"
+                f" RETURNING scope) SELECT 1 FROM gone, {notify_sql(SCOPES, 'gone.scope')}",
                 (scope, owner),
             )
+
+    def watch_scope(self, scope: str) -> AbstractAsyncContextManager[asyncio.Event | None]:
+        """While entered, an event set by each `NOTIFY` of the scope's lease being released
+        (see `WatchesScopes`)."""
+        return self._watch(SCOPES, scope)

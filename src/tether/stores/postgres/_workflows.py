@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Literal
 
 from ...errors import LeaseLostError, StoreError, WorkflowRunBusyError
@@ -22,6 +24,7 @@ from .._codecs import (
 from ..workflow_store import RunLease, StepRecord, WaitRecord, WorkflowRunRecord
 from ._backed import PostgresBacked
 from ._connection import NOW, Connection, execute, fetch_all, fetch_one
+from ._notices import RUNS, notify_sql
 
 __all__ = ["PostgresWorkflowStore"]
 
@@ -54,6 +57,11 @@ SELECT * FROM taken
 _FENCE: Final = "(%s::text IS NULL OR (status = 'running' AND lease_owner = %s))"
 """A write under a lease (its owner bound twice) matches the run only while that owner holds
 it running."""
+
+
+_NOTIFIED: Final = f"SELECT done.* FROM done, {notify_sql(RUNS, 'done.run_id')}"
+"""After a `done` CTE that let runs go: each one's row, and a notice of it to the attaches
+waiting for it (sent when the write commits)."""
 
 
 async def _refused(conn: Connection, run_id: str) -> StoreError:
@@ -184,10 +192,11 @@ class PostgresWorkflowStore(PostgresBacked):
         async with self._session() as conn:
             row = await fetch_one(
                 conn,
-                "UPDATE tether_workflow_runs SET status = %s, output = %s, error = %s,"
-                " updated_at = %s, lease_owner = NULL, lease_expires_at = NULL,"
+                "WITH done AS (UPDATE tether_workflow_runs SET status = %s, output = %s,"
+                " error = %s, updated_at = %s, lease_owner = NULL, lease_expires_at = NULL,"
                 " wait = NULL, wait_deadline = NULL"
-                f" WHERE run_id = %s AND {_FENCE} RETURNING {_WORKFLOW_RUN_SELECT}",
+                f" WHERE run_id = %s AND {_FENCE} RETURNING {_WORKFLOW_RUN_SELECT})"
+                f" {_NOTIFIED}",
                 (status, out, err, time.time(), run_id, owner, owner),
             )
             if row is None:
@@ -202,15 +211,20 @@ class PostgresWorkflowStore(PostgresBacked):
         async with self._session() as conn:
             row = await fetch_one(
                 conn,
-                "UPDATE tether_workflow_runs SET status = 'waiting', wait = %s,"
+                "WITH done AS (UPDATE tether_workflow_runs SET status = 'waiting', wait = %s,"
                 " wait_deadline = %s, updated_at = %s, lease_owner = NULL,"
                 f" lease_expires_at = NULL WHERE run_id = %s AND {_FENCE}"
-                f" RETURNING {_WORKFLOW_RUN_SELECT}",
+                f" RETURNING {_WORKFLOW_RUN_SELECT}) {_NOTIFIED}",
                 (encoded, wait.deadline, time.time(), run_id, owner, owner),
             )
             if row is None:
                 raise await _refused(conn, run_id)
         return run_from_row(row)
+
+    def watch_run(self, run_id: str) -> AbstractAsyncContextManager[asyncio.Event | None]:
+        """While entered, an event set by each `NOTIFY` of the run being let go (see
+        `WatchesRuns`)."""
+        return self._watch(RUNS, run_id)
 
     async def deliver_signal(
         self,
