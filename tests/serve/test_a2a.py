@@ -4,6 +4,7 @@ messages sent, streamed, read back, cancelled, and a second message on the same 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -254,3 +255,29 @@ async def test_tether_calls_itself_over_loopback(server: Server) -> None:
     again = await remote.run(memory_scope="here", user="hello").result
     assert again.text == "Hello from turn 2."
     await lab.aclose()
+
+
+async def test_a_cancelled_tool_call_cancels_the_remote_task(server: Server) -> None:
+    from tether import RunContext
+    from tether.a2a import a2a_agent
+
+    (ask,) = await a2a_agent(url_of(server), headers=server.headers).get_tools(None)
+    marker = uuid.uuid4().hex
+    call = asyncio.ensure_future(
+        ask.call({"message": f"words 5000 {marker}"}, RunContext(session_id=marker))
+    )
+    with server.client() as client:
+        for _ in range(600):  # until the served run exists
+            runs = client.get("/api/runs", params={"q": marker}).json()["runs"]
+            if runs:
+                break
+            await asyncio.sleep(0.05)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        for _ in range(600):  # until the cancel request reached it
+            (run,) = client.get("/api/runs", params={"q": marker}).json()["runs"]
+            if run["status"] != "running":
+                break
+            await asyncio.sleep(0.05)
+    assert run["status"] == "cancelled"

@@ -11,8 +11,10 @@ that did not complete (`A2ATaskError`, which carries what the agent said about i
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +36,11 @@ from ._wire import (
 )
 
 __all__ = ["A2AClient", "Delta", "Reply"]
+
+logger = logging.getLogger("tether.a2a")
+
+_CANCELLING: set[asyncio.Task[None]] = set()
+"""Cancel requests on their way (kept so they are not collected before they ran)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -259,10 +266,29 @@ class A2AClient:
                         yield Delta(text)
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from exc
+        except (asyncio.CancelledError, GeneratorExit):
+            # The caller stopped waiting (its turn was cancelled): the remote task stops too.
+            if state.task_id is not None and state.state not in TERMINAL_STATES:
+                self._cancel_later(state.task_id)
+            raise
         if state.task_id is not None and state.state not in TERMINAL_STATES | INTERRUPTED_STATES:
             # The stream ended before the task did: ask for where it stands.
             state.take({"task": await self.get_task(state.task_id)})
         yield self._finish(state)
+
+    def _cancel_later(self, task_id: str) -> None:
+        """Ask the agent to cancel `task_id`, in a task of its own (the caller's is being
+        cancelled); a failure is only logged."""
+
+        async def cancel() -> None:
+            try:
+                await self.cancel_task(task_id)
+            except A2AError as exc:
+                logger.info("could not cancel task %s at %s: %s", task_id, self.url, exc)
+
+        task = asyncio.get_running_loop().create_task(cancel())
+        _CANCELLING.add(task)
+        task.add_done_callback(_CANCELLING.discard)
 
     def _stream_result(self, data: str) -> dict[str, Any]:
         try:
