@@ -30,6 +30,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tether import image
 from tether.lab import Runtime
 from tether.llm.anthropic import AnthropicClient
@@ -71,40 +73,68 @@ REPLY = "".join(
 
 
 class Server:
-    """Reads each request whole and answers `REPLY`; counts the request bytes."""
+    """Reads each request whole and answers `REPLY`; counts the request bytes.
+
+    It reads the way a provider's front end would cost us nothing: an `asyncio.Protocol` that
+    counts the body's bytes as they arrive and drops them, so what the turn times show is the
+    client's work (building, encoding and sending the body) and not a server that keeps 7 MB in
+    a buffer in the bench's own event loop."""
 
     def __init__(self) -> None:
         self.received: list[int] = []
         self.server: asyncio.Server | None = None
 
     async def start(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: _Connection(self), "127.0.0.1", 0)
         port = self.server.sockets[0].getsockname()[1]
         return f"http://127.0.0.1:{port}"
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                await reader.readexactly(length)
-                self.received.append(length)
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                    + f"content-length: {len(REPLY)}\r\n\r\n".encode()
-                    + REPLY
-                )
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            writer.close()  # the client hung up, or the server is stopping
 
     async def stop(self) -> None:
         if self.server is not None:
             self.server.close()
             await self.server.wait_closed()
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.head = bytearray()
+        self.left: int | None = None  # body bytes still to come; None: reading a head
+        self.length = 0
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            if self.left is None:
+                self.head += view
+                view = memoryview(b"")
+                end = self.head.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                head, view = bytes(self.head[:end]), memoryview(bytes(self.head[end + 4 :]))
+                self.head.clear()
+                self.length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        self.length = int(line.split(b":", 1)[1])
+                self.left = self.length
+            take = min(len(view), self.left)
+            view, self.left = view[take:], self.left - take
+            if self.left == 0:
+                self.left = None
+                self.server.received.append(self.length)
+                assert self.transport is not None
+                self.transport.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                    + f"content-length: {len(REPLY)}\r\n\r\n".encode()
+                    + REPLY
+                )
 
 
 def stored_bytes(db: Path) -> int:
@@ -168,6 +198,27 @@ async def conversation(
     }
 
 
+async def send_seconds(size: int, times: int = 5) -> float:
+    """What sending a body of `size` bytes costs over sending a small one: the medians of
+    `times` POSTs of each on a warm connection to the same kind of server. The part of a media
+    turn that no client can save (a provider needs the bytes in every request)."""
+    server = Server()
+    url = await server.start()
+    big = b'{"d":"' + b"A" * (size - 8) + b'"}'
+    medians: list[float] = []
+    async with httpx.AsyncClient() as client:
+        for content in (big, b'{"d":""}'):
+            await client.post(url, content=content)
+            spent: list[float] = []
+            for _ in range(times):
+                t0 = time.perf_counter()
+                await client.post(url, content=content)
+                spent.append(time.perf_counter() - t0)
+            medians.append(statistics.median(spent))
+    await server.stop()
+    return medians[0] - medians[1]
+
+
 def encode_seconds(picture: bytes) -> float:
     """What encoding a request body that carries the image's base64 costs, once."""
     body = {"messages": [{"role": "user", "content": [image(picture), {"type": "text"}]}]}
@@ -198,6 +249,7 @@ async def main() -> None:
         peak_img = (await conversation(Path(tmp) / "pi.db", args.turns, picture, True))["peak"]
         peak_txt = (await conversation(Path(tmp) / "pt.db", args.turns, None, True))["peak"]
     enc = encode_seconds(picture)
+    send = await send_seconds(first["sent"][1])
     med_img = statistics.median(with_image) * 1000
     med_txt = statistics.median(without) * 1000
     print(f"image: {len(picture):,} bytes; {args.turns} turns; {args.repeat} conversations each")
@@ -208,6 +260,10 @@ async def main() -> None:
         f"median ms per turn after the first: with image {med_img:.1f}, without {med_txt:.1f}, "
         f"ratio {med_img / med_txt:.2f}; encoding the body once: {enc * 1000:.1f} ms; "
         f"(with - encoding) / without = {(med_img - enc * 1000) / med_txt:.2f}"
+    )
+    print(
+        f"sending the body (over a small one): {send * 1000:.1f} ms; "
+        f"(with - sending) / without = {(med_img - send * 1000) / med_txt:.2f}"
     )
     print(f"blob reads in the conversation (resolver): {first['reads']}")
     print(

@@ -4,6 +4,7 @@ the memory scope as the same part, and a bad part refused before anything runs."
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import pytest
 
@@ -51,3 +52,46 @@ async def test_bad_user_content_is_refused_before_anything_runs(
         agent.run(memory_scope="b", user=42)  # type: ignore[call-overload]
     assert server.bodies == []
     assert await lab.message_store.load("b") == []
+
+
+async def test_two_images_with_one_name_each_reach_the_turns_that_hold_them(
+    lab: Runtime, server: Loopback
+) -> None:
+    """Two images over the blob threshold, both named photo.png, in turns 1 and 3 of one scope:
+    stored as references, read once each, and each request carries the data URL of every image
+    its transcript holds, in its own message (the encodings kept between turns never mix)."""
+    first = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100_000
+    second = b"\x89PNG\r\n\x1a\n" + b"\x02" * 100_000
+    agent = lab.create_agent(id="looker", system_prompt="Describe images.", model=model(server))
+    turns: list[Any] = [
+        ["What is this?", image(first, name="photo.png")],
+        "and now?",
+        ["And this?", image(second, name="photo.png")],
+        "which is brighter?",
+    ]
+    for user in turns:
+        server.replies.append((200, text_stream("ok")))
+        await agent.run(memory_scope="two", user=user).result
+    urls = ["data:image/png;base64," + base64.b64encode(b).decode() for b in (first, second)]
+
+    def images(body: dict[str, Any]) -> list[tuple[int, str]]:
+        found = []
+        for i, message in enumerate(body["messages"]):
+            content = message["content"]
+            for part in content if isinstance(content, list) else []:
+                if part["type"] == "image_url":
+                    found.append((i, part["image_url"]["url"]))
+        return found
+
+    assert [images(b) for b in server.bodies] == [
+        [(1, urls[0])],
+        [(1, urls[0])],
+        [(1, urls[0]), (5, urls[1])],
+        [(1, urls[0]), (5, urls[1])],
+    ]
+    stored = await lab.message_store.load("two")
+    refs = [p for m in stored for p in m["content"] if p.get("type") == "image"]
+    assert [p["name"] for p in refs] == ["photo.png", "photo.png"]
+    assert all("blob" in p and "data" not in p for p in refs)
+    resolver = lab.blob_resolver(lab.message_store)
+    assert resolver is not None and resolver.reads == 2

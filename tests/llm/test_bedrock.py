@@ -4,6 +4,7 @@ request mapping, and errors that name the cloud, region and credential source.""
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 from pathlib import Path
@@ -249,6 +250,31 @@ async def test_the_request_is_signed_with_sigv4_and_botocore_agrees(
         "messages": [{"role": "user", "content": [{"text": "hi"}]}],
         "system": [{"text": "Be brief."}],
     }
+
+
+async def test_a_request_with_a_long_image_is_signed_over_the_bytes_sent(
+    wire: WireServer, aws_env: None
+) -> None:
+    """Long media is encoded once and kept (`tether.llm._body`); a signed wire gets the body
+    joined, so the signature covers exactly what went out, turn after turn."""
+    picture = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 200).decode()
+    part: Any = {"type": "image", "media_type": "image/png", "data": picture}
+    request = simple_request("anthropic.claude-3-5-sonnet-20240620-v1:0")
+    request["messages"] = [{"role": "user", "content": [{"type": "text", "text": "?"}, part]}]
+    adapter = client(wire)
+    body, exp = load_case("text_basic")
+    for _ in range(2):
+        wire.reply(Reply(body=body))
+        check(await run_chat(adapter, request), exp)
+    assert adapter._body.encoded == 1
+    for seen in wire.requests:
+        assert seen.body == adapter.encode(request)
+        assert seen.json()["messages"][0]["content"][1] == {
+            "image": {"format": "png", "source": {"bytes": picture}}
+        }
+        assert seen.headers["authorization"].split("Signature=")[1] == recomputed_signature(
+            seen, wire.url, SECRET
+        )
 
 
 async def test_temporary_credentials_send_their_token_signed(

@@ -36,6 +36,7 @@ from .._json import dumps
 from .._sse import ServerSentEvent, SSEDecoder
 from ..errors import ConfigError, LLMError, LLMStreamError
 from . import _retries
+from ._body import BodyEncoder, Pieces, carries_long_data
 from ._deadlines import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_FIRST_BYTE_TIMEOUT,
@@ -205,6 +206,7 @@ class HTTPAdapter:
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._gate = PoolGate()
+        self._body = BodyEncoder()
         self._sleep: Sleep | None = sleep
         self._rng = random.Random()
         self._signs = credentials.signs
@@ -264,6 +266,11 @@ class HTTPAdapter:
 
     def encode(self, request: ChatRequest) -> bytes:
         """The exact bytes sent for `request`."""
+        return b"".join(self.encode_pieces(request))  # one piece: that very bytes, no copy
+
+    def encode_pieces(self, request: ChatRequest) -> list[bytes]:
+        """`encode(request)` as the pieces it is sent in: one, unless the request carries long
+        media data, whose JSON is encoded once and kept (`tether.llm._body`)."""
         body = self.build_body(request)
         for key, value in self.extra_body.items():
             mine = body.get(key)
@@ -271,7 +278,9 @@ class HTTPAdapter:
             body[key] = (
                 {**mine, **value} if isinstance(mine, dict) and isinstance(value, dict) else value
             )
-        return dumps(body).encode("utf-8")
+        if carries_long_data(request["messages"]):
+            return self._body.pieces(body)
+        return [dumps(body).encode("utf-8")]
 
     def http(self) -> httpx.AsyncClient:
         """The httpx client for the running event loop."""
@@ -306,7 +315,10 @@ class HTTPAdapter:
         blobs = request.get("blobs")
         if blobs is not None:  # references in, base64 out: build_body sees only data parts
             request = {**request, "messages": await blobs.resolve(request["messages"])}
-        content = self.encode(request)
+        pieces = self.encode_pieces(request)
+        # Long media goes out as its kept bytes, not copied into one body; a signature covers
+        # the whole body, so a signing wire (Bedrock) gets it joined.
+        content = b"".join(pieces) if len(pieces) == 1 or self._signs else Pieces(pieces)
         url = self.url(request)
         loop = asyncio.get_running_loop()
         total = self.total_timeout
@@ -335,7 +347,7 @@ class HTTPAdapter:
             await response.aclose()
 
     async def _attempt(
-        self, url: str, content: bytes, attempt: int, total_at: float
+        self, url: str, content: bytes | Pieces, attempt: int, total_at: float
     ) -> httpx.Response | tuple[float, str, LLMError]:
         """One request: the 2xx response, or (wait, reason, error) for a retry the budget
         allows; anything else raises."""
@@ -358,7 +370,9 @@ class HTTPAdapter:
                     timer.reschedule(min(loop.time() + first_byte, total_at))
 
         headers = self._headers
-        if self._signs:
+        if isinstance(content, Pieces):
+            headers = {**headers, "content-length": str(content.length)}
+        elif self._signs:
             headers = await self.credentials.sign("POST", url, content, headers)
         req = client.build_request(
             "POST", url, content=content, headers=headers, extensions={"trace": trace}

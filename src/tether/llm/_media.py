@@ -7,6 +7,7 @@ import base64
 from typing import Any, NoReturn
 
 from ..errors import ContentError
+from ._kept import Kept
 
 __all__ = ["MEDIA", "data_url", "inline_text", "refuse", "source_of"]
 
@@ -42,9 +43,26 @@ def source_of(provider: str, part: Any) -> tuple[str, str]:
     )
 
 
+DATA_URL_CACHE_BYTES = 64 * 1024 * 1024
+"""What `data_url` keeps of the long URLs it made (and of the base64 they were made of)."""
+_LONG_URL = 32 * 1024
+_urls: Kept[str] = Kept(DATA_URL_CACHE_BYTES)
+
+
 def data_url(part: Any) -> str:
-    """The part's bytes as a ``data:`` URL (the base64 is the part's own, not re-encoded)."""
-    return f"data:{part['media_type']};base64,{part['data']}"
+    """The part's bytes as a ``data:`` URL (the base64 is the part's own, not re-encoded).
+
+    A long one is kept (by the identity of the part's base64 string; `tether.llm._kept`) and
+    given again for that string: the same URL object turn after turn, which lets the body's
+    encoder reuse its JSON (`tether.llm._body`) instead of copying and scanning megabytes."""
+    media_type, data = part["media_type"], part["data"]
+    if len(data) < _LONG_URL:
+        return f"data:{media_type};base64,{data}"
+    url = _urls.get(data, media_type)
+    if url is None:
+        url = f"data:{media_type};base64,{data}"
+        _urls.put(data, url, len(data) + len(url), media_type)
+    return url
 
 
 def inline_text(provider: str, part: Any) -> str:
