@@ -267,10 +267,15 @@ async def test_a_cancelled_tool_call_cancels_the_remote_task(server: Server) -> 
         ask.call({"message": f"words 5000 {marker}"}, RunContext(session_id=marker))
     )
     with server.client() as client:
-        for _ in range(600):  # until the served run exists
+        # Until the served run has streamed a while: its task event (the id the client needs to
+        # cancel it) went out before its first text, and this loop read it meanwhile.
+        events: list[Any] = []
+        for _ in range(600):
             runs = client.get("/api/runs", params={"q": marker}).json()["runs"]
             if runs:
-                break
+                events = client.get(f"/api/events/{runs[0]['run_id']}").json()["events"]
+                if sum(e["type"] == "agent_text_delta" for e in events) >= 20:
+                    break
             await asyncio.sleep(0.05)
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
