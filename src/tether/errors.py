@@ -60,8 +60,9 @@ TetherError
 │                                call's error result (the turn goes on)
 ├── ResumeError                  a paused turn or run could not be resumed as asked
 │   ├── DecisionError            a decision that does not fit the pending calls (.call_id)
-│   └── NotPausedError           the session or run waits for no decision
-│       └── RunNotPausedError    a lab run that is not paused (another resumer won: .winner)
+│   ├── NotPausedError           the session or run waits for no decision
+│   │   └── RunNotPausedError    a lab run that is not paused (another resumer won: .winner)
+│   └── RunNotFoundError         resuming a lab run the run store does not have (.run_id)
 ├── AgentRunError                a lab episode failed
 │   ├── NoObjectGeneratedError   structured output did not produce a valid object (.text)
 │   ├── ScopeBusyError           its memory scope stayed held by another episode (.scope, .holder)
@@ -114,6 +115,7 @@ __all__ = [
     "RateLimitError",
     "RegistryError",
     "ResumeError",
+    "RunNotFoundError",
     "RunNotPausedError",
     "ScopeBusyError",
     "SessionFormatError",
@@ -632,6 +634,14 @@ class RunNotPausedError(NotPausedError):
         self.run_id = run_id
         self.status = status
         self.winner = winner
+
+
+class RunNotFoundError(ResumeError, LookupError):
+    """Resuming a lab run the run store does not have: `run_id` names it."""
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 class AgentRunError(TetherError):

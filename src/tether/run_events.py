@@ -20,6 +20,8 @@ stored event's body as the union, so ``if body["type"] == AGENT_TOOL_CALL:`` nar
 | `agent_warning`            | `AgentWarningData`: code, message, memory_scope, ...          |
 | `agent_finished`           | `AgentFinishedData`: text, output, turns, usage, cost        |
 | `agent_failed`             | `AgentFailedData`: error, cancelled, text?                   |
+| `agent_paused`             | `AgentPausedData`: pending, memory_scope, deadline           |
+| `decision`                 | `DecisionData`: call_id, name, action, decided_by, at, ...   |
 | `model_call_started`       | `ModelCallStartedData`: call, model, request?                |
 | `model_call_finished`      | `ModelCallFinishedData`: call, model, timings, usage, cost   |
 | `model_call_failed`        | `ModelCallFailedData`: call, model, timings, error           |
@@ -39,12 +41,14 @@ __all__ = [
     "AGENT_FAILED",
     "AGENT_FINISHED",
     "AGENT_MESSAGES_COMMITTED",
+    "AGENT_PAUSED",
     "AGENT_STARTED",
     "AGENT_SUMMARIZED",
     "AGENT_TEXT_DELTA",
     "AGENT_TOOL_CALL",
     "AGENT_TOOL_RESULT",
     "AGENT_WARNING",
+    "DECISION",
     "MODEL_CALL_FAILED",
     "MODEL_CALL_FINISHED",
     "MODEL_CALL_STARTED",
@@ -63,6 +67,8 @@ __all__ = [
     "AgentFinishedData",
     "AgentMessagesCommitted",
     "AgentMessagesCommittedData",
+    "AgentPaused",
+    "AgentPausedData",
     "AgentStarted",
     "AgentStartedData",
     "AgentSummarized",
@@ -75,6 +81,8 @@ __all__ = [
     "AgentToolResultData",
     "AgentWarning",
     "AgentWarningData",
+    "Decision",
+    "DecisionData",
     "ErrorData",
     "ModelCallFailed",
     "ModelCallFailedData",
@@ -99,6 +107,8 @@ AGENT_SUMMARIZED: Final = "agent_summarized"
 AGENT_WARNING: Final = "agent_warning"
 AGENT_FINISHED: Final = "agent_finished"
 AGENT_FAILED: Final = "agent_failed"
+AGENT_PAUSED: Final = "agent_paused"
+DECISION: Final = "decision"
 MODEL_CALL_STARTED: Final = "model_call_started"
 MODEL_CALL_FINISHED: Final = "model_call_finished"
 MODEL_CALL_FAILED: Final = "model_call_failed"
@@ -198,6 +208,32 @@ class AgentFailedData(TypedDict):
     """What the model answered, when no structured output could be made of it."""
 
 
+class AgentPausedData(TypedDict):
+    """The turn stopped on calls that wait for a decision; the run is "paused"."""
+
+    pending: list[Any]
+    """The calls (`tether.events.PendingCall`: id, name, input, kind, reason?)."""
+    memory_scope: str
+    deadline: float | None
+    """When an undecided call is denied as "expired" (Unix time); None: never."""
+
+
+class DecisionData(TypedDict):
+    """One decision on a paused run's call, written with the resume that applied it."""
+
+    call_id: str
+    name: str
+    action: str
+    """``approve``, ``deny`` or ``result``."""
+    decided_by: str | None
+    at: float
+    """When it was decided (Unix time)."""
+    reason: NotRequired[str]
+    input: NotRequired[Any]
+    output: NotRequired[str]
+    is_error: NotRequired[bool]
+
+
 class ModelCallStartedData(TypedDict):
     call: int
     model: str
@@ -276,6 +312,16 @@ class AgentFailed(TypedDict):
     data: AgentFailedData
 
 
+class AgentPaused(TypedDict):
+    type: Literal["agent_paused"]
+    data: AgentPausedData
+
+
+class Decision(TypedDict):
+    type: Literal["decision"]
+    data: DecisionData
+
+
 class ModelCallStarted(TypedDict):
     type: Literal["model_call_started"]
     data: ModelCallStartedData
@@ -318,6 +364,8 @@ RunEventBody: TypeAlias = (
     | AgentWarning
     | AgentFinished
     | AgentFailed
+    | AgentPaused
+    | Decision
     | ModelCallStarted
     | ModelCallFinished
     | ModelCallFailed
@@ -335,6 +383,8 @@ RunEventKind: TypeAlias = Literal[
     "agent_warning",
     "agent_finished",
     "agent_failed",
+    "agent_paused",
+    "decision",
     "model_call_started",
     "model_call_finished",
     "model_call_failed",

@@ -41,6 +41,7 @@ def test_the_docs_cover_every_command(cli_docs: ModuleType) -> None:
             "tether runs",
             "tether runs list",
             "tether runs show",
+            "tether runs resume",
             "tether eval",
             "tether eval run",
             "tether eval show",

@@ -209,6 +209,7 @@ def run_to_json(info: RunInfo) -> dict[str, Any]:
         "usage": dict(info.usage),
         "cost_usd": info.cost_usd,
         "lease_expires_at": info.lease_expires_at,
+        "pending": [dict(p) for p in info.pending],
         "resume": resume_command(info),
         "parent_run_id": info.parent_run_id,
         "parent_tool_call_id": info.parent_tool_call_id,

@@ -1,5 +1,7 @@
-"""`tether runs list [--limit N] [--kind agent|workflow] [--json]` and
-`tether runs show RUN_ID [--json]`: what the RunStore recorded."""
+"""`tether runs list [--limit N] [--kind agent|workflow] [--status S] [--json]`,
+`tether runs show RUN_ID [--json]`: what the RunStore recorded; and
+`tether runs resume RUN --approve ID | --deny ID [--reason TEXT] | --result ID JSON`: decide
+a paused agent run's calls and continue it here."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from ..run_events import MODEL_CALL_FINISHED, WORKFLOW_WAITING
 from ._errors import CommandLineError, reports_errors
 from ._project import (
     GlobalOptions,
+    load_project,
     options_of,
     reach_stores,
     run_async,
@@ -89,6 +92,15 @@ def list_runs(
             "not list (title workflows, helper agents, removed ones).",
         ),
     ] = False,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            metavar="STATUS",
+            help="Only runs of this status (running, completed, failed, cancelled, "
+            "interrupted, waiting, paused).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
     """List recorded runs, newest first.
@@ -100,15 +112,22 @@ def list_runs(
     """
     from ..lab import DEFAULT_STORE
     from ..stores.run_store import RunQuery
+    from ..stores.workflow_store import READ_STATUSES
 
+    if status is not None and status not in READ_STATUSES:
+        raise CommandLineError(
+            f"--status {status!r} is not a run status",
+            hint=f"Give one of {', '.join(READ_STATUSES)}.",
+        )
     options = options_of(ctx)
     runtime, registry = store_project(options)
-    query = RunQuery(kind=kind.value if kind else None)
+    query = RunQuery(kind=kind.value if kind else None, status=status)
     if not show_all:
-        query = RunQuery(kind=query.kind, roots_only=True)
+        query = RunQuery(kind=query.kind, status=status, roots_only=True)
         if registry is not None:
             query = RunQuery(
                 kind=query.kind,
+                status=status,
                 roots_only=True,
                 agents=tuple(sorted(registry.agents)),
                 workflows=tuple(sorted(registry.workflows)),
@@ -152,6 +171,15 @@ def list_runs(
             rows,
         )
     )
+    paused = [i for i in infos if i.status == "paused"]
+    if paused:
+        first = paused[0]
+        ids = " ".join(f"--approve {clean(str(p.get('id')))}" for p in first.pending)
+        emit_err(
+            f"{len(paused)} paused run(s) wait for decisions on their calls; continue with "
+            f"`tether runs resume {first.run_id} {ids}` (or --deny ID --reason TEXT, --result "
+            "ID JSON)"
+        )
     commands = [c for c in map(resume_command, infos) if c is not None]
     if commands:
         emit_err(
@@ -409,3 +437,182 @@ def _unpriced(events: Sequence[Mapping[str, Any]]) -> str | None:
             if isinstance(why, str):
                 return why
     return None
+
+
+# -- resume ----------------------------------------------------------------------------------
+
+
+@runs_app.command(
+    "resume", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
+@reports_errors
+def resume_run(
+    ctx: typer.Context,
+    run_id: Annotated[
+        str,
+        typer.Argument(metavar="RUN", help="The paused run (`tether runs list --status paused`)."),
+    ],
+    approve: Annotated[
+        list[str] | None,
+        typer.Option("--approve", metavar="ID", help="Approve pending call ID (repeatable)."),
+    ] = None,
+    deny: Annotated[
+        list[str] | None,
+        typer.Option("--deny", metavar="ID", help="Deny pending call ID (repeatable)."),
+    ] = None,
+    reason: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reason",
+            metavar="TEXT",
+            help="Why: the Nth --reason goes with the Nth --deny (default 'denied').",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the run id, status, text and pending calls as JSON."),
+    ] = False,
+) -> None:
+    """Decide every pending call of paused agent run RUN and continue the run here.
+
+    --result ID JSON gives the result of external call ID: JSON, or else taken as a string
+    (repeatable).
+
+    The answer streams to stdout. Each decision is recorded with the run (who decided: your
+    user name). When the turn pauses again, its new pending calls are listed and the command
+    ends; run it again to decide them.
+    """
+    from .. import approvals
+
+    denials = list(deny or [])
+    reasons = list(reason or [])
+    if len(reasons) > len(denials):
+        raise CommandLineError(
+            f"{len(reasons)} --reason for {len(denials)} --deny",
+            hint="Give each --reason after the --deny it explains.",
+        )
+    decisions: dict[str, Any] = {}
+
+    def decide(call_id: str, decision: Any) -> None:
+        if not call_id.strip():
+            raise CommandLineError("a call id is empty", hint="`tether runs show RUN`.")
+        if call_id in decisions:
+            raise CommandLineError(
+                f"call {call_id!r} is decided twice", hint="Give one decision per call."
+            )
+        decisions[call_id] = decision
+
+    for call_id in approve or []:
+        decide(call_id, approvals.approve())
+    for i, call_id in enumerate(denials):
+        decide(call_id, approvals.deny(reasons[i] if i < len(reasons) else "denied"))
+    for call_id, text in _results(list(ctx.args)):
+        decide(call_id, approvals.result(_result_value(text)))
+    if not decisions:
+        raise CommandLineError(
+            "no decision given",
+            hint="Give --approve ID, --deny ID [--reason TEXT] or --result ID JSON for each "
+            "pending call (`tether runs show RUN` lists them).",
+        )
+    options = options_of(ctx)
+    registry = load_project(options)
+    run_async(_resume(registry.runtime, options, run_id, decisions, as_json=as_json))
+
+
+def _results(args: list[str]) -> list[tuple[str, str]]:
+    """The `--result ID JSON` pairs among the command's extra arguments (two values each,
+    which an option of the command line parser cannot take repeated)."""
+    pairs: list[tuple[str, str]] = []
+    i = 0
+    while i < len(args):
+        if args[i] != "--result":
+            raise CommandLineError(
+                f"unexpected argument {args[i]!r}",
+                hint="tether runs resume RUN --approve ID | --deny ID --reason TEXT | "
+                "--result ID JSON",
+            )
+        if len(args) - i < 3:
+            raise CommandLineError(
+                "--result takes two values: the call id and its result",
+                hint="--result ID JSON, e.g. --result call_1 '{\"ok\": true}'",
+            )
+        pairs.append((args[i + 1], args[i + 2]))
+        i += 3
+    return pairs
+
+
+def _result_value(text: str) -> Any:
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+async def _resume(
+    runtime: Runtime,
+    options: GlobalOptions,
+    run_id: str,
+    decisions: dict[str, Any],
+    *,
+    as_json: bool,
+) -> None:
+    import getpass
+
+    from ..errors import DecisionError, RunNotFoundError, RunNotPausedError
+
+    async with runtime:
+        await reach_stores(runtime, options)
+        info = await runtime.run_store.get_run(run_id) or await _by_prefix(runtime, run_id)
+        run_id = info.run_id
+        if info.status == "paused":
+            pending = {str(p.get("id")) for p in info.pending}
+            listed = ", ".join(sorted(pending))
+            for call_id in decisions:
+                if call_id not in pending:
+                    raise CommandLineError(
+                        f"call {call_id!r} is not a pending call of run {run_id}; "
+                        f"pending: {listed}",
+                        hint="`tether runs show RUN` lists the pending calls.",
+                    )
+            missing = sorted(pending - set(decisions))
+            if missing:
+                raise CommandLineError(
+                    f"no decision for pending call(s) {', '.join(missing)} of run {run_id}",
+                    hint="Give a decision for every pending call.",
+                )
+        try:
+            who = getpass.getuser()
+        except Exception:  # no user name in this environment
+            who = "cli"
+        try:
+            handle = await runtime.resume_stream(run_id, decisions, decided_by=who)
+        except (RunNotPausedError, RunNotFoundError, DecisionError) as exc:
+            raise CommandLineError(
+                str(exc), hint="`tether runs list --status paused` lists the paused runs."
+            ) from None
+        async for text in handle.text_stream:
+            if not as_json:
+                emit(text, nl=False)
+        outcome = await handle.result
+    if as_json:
+        emit_json(
+            {
+                "run_id": run_id,
+                "status": "paused" if outcome.paused else "completed",
+                "text": outcome.text,
+                "pending": [dict(p) for p in outcome.pending],
+            }
+        )
+        return
+    if outcome.text:
+        emit("")
+    if outcome.paused:
+        calls = ", ".join(
+            f"{clean(p['name'])} ({p['kind']}, {clean(p['id'])})" for p in outcome.pending
+        )
+        emit_err(
+            f"run {run_id} paused again, waiting for decisions on {calls}: `tether runs resume "
+            f"{run_id} --approve ID ...`"
+        )

@@ -20,10 +20,12 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from ..errors import ConfigError, DatasetError
-from ..lab import LabAgent, Runtime, run_tags
+from ..approvals import Decision
+from ..errors import AgentRunError, ConfigError, DatasetError
+from ..events import PendingCall
+from ..lab import AgentRunResult, LabAgent, Runtime, run_tags
 from ..run_events import AGENT_FINISHED, AGENT_TOOL_CALL
 from ..stores.run_store import RunInfo, RunStore
 from ..workflows import Workflow
@@ -237,8 +239,17 @@ async def _run_agent(
     start = time.perf_counter()
     with run_tags(tags):
         handle = agent.run(memory_scope=scope, **options)
+    legs: list[AgentRunResult[Any]] = []
     try:
         episode = await handle.result
+        legs.append(episode)
+        while episode.paused:
+            # Experiments never pause: the case's decisions answer, or the case is an error.
+            if len(legs) > _MAX_PAUSES:
+                raise ConfigError(f"the run paused {_MAX_PAUSES} times; giving up")
+            decisions = case_decisions(case, episode.pending)
+            episode = await agent.resume(handle.run_id, decisions, decided_by="experiment")
+            legs.append(episode)
     except Exception as exc:
         return CaseResult(
             output=None,
@@ -254,10 +265,16 @@ async def _run_agent(
     cost, note = _cost_of([info] if info is not None else [])
     calls = [
         {"name": part["name"], "arguments": part["input"]}
-        for message in episode.new_messages
+        for leg in legs
+        for message in leg.new_messages
         for part in message["content"]
         if part["type"] == "tool_call"
     ]
+    usage: dict[str, int] = {}
+    for leg in legs:
+        for key, n in leg.usage.items():
+            if isinstance(n, int):
+                usage[key] = usage.get(key, 0) + n
     output = _plain(episode.output)
     return CaseResult(
         output=output,
@@ -265,12 +282,47 @@ async def _run_agent(
         run_id=handle.run_id,
         kind="agent",
         latency_ms=latency,
-        usage={k: v for k, v in episode.usage.items() if isinstance(v, int)},
+        usage=usage,
         cost_usd=cost,
         cost_note=note,
         tool_calls=calls,
         memory_scope=scope,
     )
+
+
+_MAX_PAUSES = 20
+"""How many times one case's run may pause (each decided by the case) before it is an error."""
+
+
+def case_decisions(case: Case, pending: list[PendingCall]) -> dict[str, Decision]:
+    """The decision of each pending call from the case's `decisions` (by call id, else by
+    tool name).
+
+    Raises:
+        AgentRunError: the case gives no decisions, or none for one of the calls.
+    """
+    calls = ", ".join(f"{p['name']} ({p['kind']}, {p['id']})" for p in pending)
+    given = case.decisions
+    if given is None:
+        raise AgentRunError(
+            f"the run paused on calls that wait for a decision: {calls}; an experiment never "
+            "pauses: give the case 'decisions' (by tool name: approve, deny or a result)"
+        )
+    out: dict[str, Decision] = {}
+    for call in pending:
+        decision = given.get(call["id"], given.get(call["name"]))
+        if decision is None:
+            raise AgentRunError(
+                f"the run paused on {call['name']} ({call['kind']}, {call['id']}) and the "
+                f"case's decisions name no {call['name']!r} (they name "
+                f"{', '.join(sorted(given)) or 'nothing'})"
+            )
+        if decision.get("action") == "deny" and "reason" not in decision:
+            decision = {**decision, "reason": "denied"}
+        elif decision.get("action") == "result":
+            decision = {"is_error": False, **decision}
+        out[call["id"]] = cast(Decision, decision)
+    return out
 
 
 async def _attempt_scope(

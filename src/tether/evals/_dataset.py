@@ -1,8 +1,15 @@
 """Datasets: the cases an experiment runs, loaded from JSONL or YAML (or given as a list).
 
-A case is `{"id", "input", "expected"?, "metadata"?, "evaluators"?}`. `input` is a string or an
-object: for an agent, a string is the user message and an object holds run options (`user`,
-`messages`, `context`, `tool_provider_context`); for a workflow it is the run's input as is.
+A case is `{"id", "input", "expected"?, "metadata"?, "evaluators"?, "decisions"?}`. `input`
+is a string or an object: for an agent, a string is the user message and an object holds run
+options (`user`, `messages`, `context`, `tool_provider_context`); for a workflow it is the
+run's input as is.
+
+`decisions` (agent cases): an experiment never pauses, so a case whose run pauses on calls
+that wait for a decision is an error case unless it says how to decide them: an object keyed
+by tool name (or by call id, which wins), each value ``"approve"``, ``"deny"`` or the JSON of
+`approve()` / `approve(input=...)` / `deny(reason)` / `result(output)` (``{"action": ...}``).
+Every pause of the run is decided this way, and the run resumed, until it ends.
 
 JSONL: one case per line (blank lines are skipped). YAML: a list of cases, or a mapping with
 `cases:` and an `evaluators:` header that applies to every case. Every loading error is a
@@ -25,7 +32,8 @@ from ._evaluators import Case, Evaluator, SpecError, parse_spec, to_evaluator, u
 
 __all__ = ["AGENT_INPUT_KEYS", "Case", "Dataset", "load_dataset", "load_evaluators"]
 
-_CASE_KEYS = ("id", "input", "expected", "metadata", "evaluators")
+_CASE_KEYS = ("id", "input", "expected", "metadata", "evaluators", "decisions")
+_ACTIONS = ("approve", "deny", "result")
 AGENT_INPUT_KEYS = ("user", "messages", "context", "tool_provider_context")
 """What an object input of an agent case may hold: the run's options."""
 
@@ -287,6 +295,7 @@ def _case(
         metadata = {}
     if not isinstance(metadata, Mapping):
         raise fail(f"must be an object, got {_kind(metadata)}", "metadata")
+    decisions = _decisions(raw.get("decisions"), fail)
     specs = raw.get("evaluators")
     if specs is None:
         specs = []
@@ -301,7 +310,43 @@ def _case(
         evaluators=tuple(evaluators),
         line=line if lines is None else lines.line,
         has_expected="expected" in raw,
+        decisions=decisions,
     )
+
+
+def _decisions(decisions: Any, fail: Callable[[str, str], DatasetError]) -> dict[str, Any] | None:
+    """A case's `decisions`, checked, each as the JSON of its decision (None: none given)."""
+    if decisions is None:
+        return None
+    problem = _decisions_problem(decisions)
+    if problem is not None:
+        raise fail(problem, "decisions")
+    return {
+        str(k): {"action": v} if isinstance(v, str) else json.loads(dumps(v))
+        for k, v in decisions.items()
+    }
+
+
+def _decisions_problem(decisions: Any) -> str | None:
+    """What is wrong with a case's `decisions`, or None."""
+    if not isinstance(decisions, Mapping):
+        return f"must be an object keyed by tool name or call id, got {_kind(decisions)}"
+    for key, value in decisions.items():
+        if value in ("approve", "deny"):
+            continue
+        action = value.get("action") if isinstance(value, Mapping) else None
+        if action not in _ACTIONS:
+            return (
+                f"{key!r}: a decision is 'approve', 'deny' or an object with action approve, "
+                f"deny or result, got {_kind(value)}"
+            )
+        if action == "result" and not isinstance(value.get("output"), str):
+            return f"{key!r}: a result decision needs a string 'output'"
+        try:
+            check_json_safe(value, f"decisions.{key}")
+        except NotJSONSafeError as exc:
+            return str(exc)
+    return None
 
 
 def _case_id(raw: Mapping[Any, Any], fail: Callable[[str, str], DatasetError]) -> str:

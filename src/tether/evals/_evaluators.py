@@ -125,12 +125,18 @@ class Case:
     """Where the case starts in its file (1-based), for error messages."""
     has_expected: bool = False
     """Whether `expected` was given (null is a value too)."""
+    decisions: dict[str, Any] | None = None
+    """How an agent case decides the calls its run pauses on (the case's `decisions`): by
+    tool name or call id, each the JSON of `approve()` / `deny(reason)` / `result(output)`.
+    None: a case whose run pauses is an error case (experiments never pause)."""
 
     def to_json(self) -> dict[str, Any]:
         """The case as it is stored and shipped (its evaluators by spec)."""
         out: dict[str, Any] = {"id": self.id, "input": self.input}
         if self.has_expected:
             out["expected"] = self.expected
+        if self.decisions is not None:
+            out["decisions"] = self.decisions
         if self.metadata:
             out["metadata"] = self.metadata
         if self.evaluators:

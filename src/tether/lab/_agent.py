@@ -24,7 +24,9 @@ from .._params import (
     one_of,
 )
 from ..agent import Agent, create_agent
+from ..approvals import Decision
 from ..errors import ConfigError, NotJSONSafeError, SessionFormatError
+from ..events import PendingCall
 from ..guardrails import Guardrail
 from ..integrations import IntegrationSource
 from ..llm import LLMClient
@@ -36,6 +38,7 @@ from ..session import Message, Session
 from ..signals import AbortController
 from ..stop import StopCondition, step_count_is
 from ..stores.message_store import MessageStore
+from ..stores.run_store import RunInfo
 from ..tools import Tool
 from ..turn import DEFAULT_MAX_TOOL_RESULT_CHARS
 from ..workflows import Workflow, current_step
@@ -52,17 +55,25 @@ from ._definition import (
     merge_models,
     model_label,
 )
-from ._episode import Episode, EpisodeAgent, SystemPromptConflict, WorkflowLink
-from ._handles import AgentRunHandle, AgentStreamHandle, _EventBuffer
+from ._episode import Episode, EpisodeAgent, Resumed, SystemPromptConflict, WorkflowLink
+from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle, _EventBuffer
 from ._host import AgentHost
 from ._output import OutputSpec
 from ._provenance import merge_tags
 from ._recorder import unwrapped
+from ._resume import checked_run, take_run
 from ._tags import context_tags
 from ._template import PromptInspection
 from ._tools import ToolProvider, ToolsSpec, is_provider
 
-__all__ = ["DEFAULT_STOP_WHEN", "IntegrationInspection", "LabAgent", "ModelSpec", "RunOptions"]
+__all__ = [
+    "DEFAULT_STOP_WHEN",
+    "IntegrationInspection",
+    "LabAgent",
+    "ModelSpec",
+    "ResumeOptions",
+    "RunOptions",
+]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -96,6 +107,19 @@ class RunOptions(TypedDict, total=False):
 
 
 _RUN_OPTIONS = keys_of(RunOptions) | {"output_schema"}
+
+
+class ResumeOptions(TypedDict, total=False):
+    """The keywords of `LabAgent.resume()` besides `decided_by`: the run options a run does
+    not store (what tools see, and the tools themselves when the run replaced them)."""
+
+    context: Any
+    services: Mapping[str, Any] | None
+    tools: ToolsSpec | None
+    tool_provider_context: Any
+
+
+_RESUME_OPTIONS = keys_of(ResumeOptions)
 
 
 @dataclass(slots=True, frozen=True)
@@ -532,7 +556,109 @@ class LabAgent(Generic[T]):
             buffer=buffer,
         )
 
-    def _episode(self, kw: dict[str, Any], *, buffer: _EventBuffer | None) -> Episode:
+    # -- resuming a paused episode -----------------------------------------------------------
+
+    async def resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision],
+        *,
+        decided_by: str | None = None,
+        **options: Unpack[ResumeOptions],
+    ) -> AgentRunResult[T]:
+        """Continue a paused run of this agent (`result.pending` of the episode that paused,
+        `tether runs list --status paused`) in this process, and wait for its result.
+
+        `decisions` maps each pending call's id to `approve()`, `approve(input=...)`,
+        `deny(reason)` or, for an external call, `result(output)`; each is recorded as a
+        `decision` run event with `decided_by` and the time. The turn goes on from where it
+        paused (on the scope as it is now) and may pause again. `options` are the run
+        options that are not stored with a run: `context`, `services`, `tools`,
+        `tool_provider_context`.
+
+        Raises:
+            RunNotFoundError: there is no such run.
+            RunNotPausedError: the run is not paused; when another resumer took it first,
+                `.winner` names it. Nothing is written.
+            DecisionError: a pending call without a decision, an id that is not pending, a
+                decision of the wrong kind. Nothing is written. (An edited input the tool's
+                schema refuses is found as the turn resumes: the run is paused again.)
+            ConfigError: the run is not one of this agent's.
+        """
+        handle = await self._resume(run_id, decisions, decided_by, dict(options), None, None)
+        return await handle.result
+
+    async def resume_stream(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision],
+        *,
+        decided_by: str | None = None,
+        **options: Unpack[ResumeOptions],
+    ) -> AgentStreamHandle[T]:
+        """Like `resume()`, but return the handle of the continued episode as soon as the run
+        is taken (its `full_stream` starts with `resumed`). Raises what `resume()` raises
+        before the run is taken."""
+        buffer = _EventBuffer()
+        handle = await self._resume(run_id, decisions, decided_by, dict(options), buffer, None)
+        assert isinstance(handle, AgentStreamHandle)
+        return handle
+
+    async def _resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision],
+        decided_by: str | None,
+        options: dict[str, Any],
+        buffer: _EventBuffer | None,
+        checked: tuple[RunInfo, list[tuple[PendingCall, Decision]]] | None,
+    ) -> AgentRunHandle[T]:
+        unknown = sorted(set(options) - _RESUME_OPTIONS)
+        if unknown:
+            raise ConfigError(
+                f"agent {self.id!r}: unknown resume option(s) {unknown}; the options are "
+                f"{', '.join(sorted(_RESUME_OPTIONS))}"
+            )
+        if decided_by is not None and not isinstance(decided_by, str):
+            raise ConfigError(f"decided_by must be a string, got {type(decided_by).__name__}")
+        store = self.runtime.run_store
+        info, calls = checked or await checked_run(store, run_id, decisions, self.id)
+        assert info.memory_scope is not None
+        # Everything that can be refused is checked before the run is taken.
+        episode = self._episode(
+            {**options, "memory_scope": info.memory_scope}, buffer=buffer, resume_of=info
+        )
+        listeners = self.runtime.listeners
+        taken = await take_run(
+            store, listeners, run_id, calls, decided_by, self.runtime.heartbeat.ttl
+        )
+        episode.resumed = Resumed(taken.info, taken.turn, calls)
+        episode.prime_resume()
+        task = self.runtime.episodes.spawn(episode.run(), name=f"tether-lab:{self.id}:{run_id}")
+        if buffer is None:
+            return AgentRunHandle(
+                agent_id=self.id,
+                run_id=run_id,
+                memory_scope=episode.scope,
+                task=task,
+                controller=episode.controller,
+            )
+        return AgentStreamHandle(
+            agent_id=self.id,
+            run_id=run_id,
+            memory_scope=episode.scope,
+            task=task,
+            controller=episode.controller,
+            buffer=buffer,
+        )
+
+    def _episode(
+        self,
+        kw: dict[str, Any],
+        *,
+        buffer: _EventBuffer | None,
+        resume_of: RunInfo | None = None,
+    ) -> Episode:
         unknown = sorted(set(kw) - _RUN_OPTIONS)
         if unknown:
             raise ConfigError(
@@ -614,10 +740,17 @@ class LabAgent(Generic[T]):
             settings=settings,
             recording=d.recording or "metadata",
         )
+        link = _link(kw.get("workflow"))
+        if resume_of is not None:
+            link = (
+                WorkflowLink(resume_of.workflow_run_id, resume_of.step_id)
+                if resume_of.workflow_run_id
+                else None
+            )
         return Episode(
             self.runtime,
             agent,
-            run_id=uuid.uuid4().hex,
+            run_id=resume_of.run_id if resume_of is not None else uuid.uuid4().hex,
             memory_scope=scope,
             scope_generated=generated,
             store=d.memory_store or self.runtime.message_store,
@@ -627,14 +760,15 @@ class LabAgent(Generic[T]):
             stream_retries=retries["stream_retries"],
             conflict=conflict,
             suppress_warning=bool(kw.get("suppress_system_prompt_conflict_warning", False)),
-            link=_link(kw.get("workflow")),
+            link=link,
             tool_provider_context=kw.get("tool_provider_context"),
             context=kw.get("context"),
             services=services,
             tags=merge_tags([*(tags or ()), *context_tags()], self.runtime.provenance_tags()),
             controller=AbortController(),
             buffer=buffer,
-            caller=caller(current_workflow_run()),
+            caller=caller(current_workflow_run()) if resume_of is None else None,
+            approval_timeout=self._def.approval_timeout,
         )
 
 

@@ -107,6 +107,7 @@ class LabAgentOptions(AgentParts, total=False):
     memory_store: MessageStore | None
     description: str | None
     recording: RecordingLevel | None
+    approval_timeout: float | None
 
 
 class AgentDefaults(LabAgentOptions, total=False):
@@ -377,6 +378,9 @@ class Definition:
     description: str | None = None
     recording: RecordingLevel | None = None
     """How much of each model request a run records (`tether.lab._recorder`)."""
+    approval_timeout: float | None = None
+    """Seconds a paused run's calls wait for a decision before they are denied as "expired"
+    (a tool's own `approval_timeout` wins for its calls); None: they wait for ever."""
 
     @classmethod
     def check(cls, values: Mapping[str, Any], where: str) -> Definition:
@@ -398,6 +402,11 @@ class Definition:
             raise bad("description", description, "a string", where)
         prompt = v.get("system_prompt")
         recording = v.get("recording")
+        timeout = v.get("approval_timeout")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+        ):
+            raise bad("approval_timeout", timeout, "a positive number of seconds", where)
         return cls(
             model=check_model(
                 v.get("model"), where, "llm" if values.get("llm") is not None else "model"
@@ -439,6 +448,7 @@ class Definition:
                 if recording is not None
                 else None
             ),
+            approval_timeout=float(timeout) if timeout is not None else None,
         )
 
     def over(self, base: Definition) -> Definition:

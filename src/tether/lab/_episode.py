@@ -36,17 +36,18 @@ from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 from .._json import CheckedJSON, copy_json
 from ..agent import Agent
+from ..approvals import Decision
 from ..errors import (
     AbortedError,
-    AgentRunError,
     ConfigError,
+    DecisionError,
     NoObjectGeneratedError,
     SessionFormatError,
     StoreCorruptError,
     StoreError,
     TemplateError,
 )
-from ..events import AgentEvent, DoneEvent, Usage
+from ..events import AgentEvent, DoneEvent, PendingCall, Usage
 from ..history import Summary
 from ..llm.base import ModelSettings
 from ..loop import stream_turn
@@ -55,6 +56,7 @@ from ..run_events import (
     AGENT_FAILED,
     AGENT_FINISHED,
     AGENT_MESSAGES_COMMITTED,
+    AGENT_PAUSED,
     AGENT_STARTED,
     AGENT_SUMMARIZED,
     AGENT_TEXT_DELTA,
@@ -86,6 +88,7 @@ from ._tools import ToolProvider, resolve_tools
 
 __all__ = [
     "Episode",
+    "Resumed",
     "SystemPromptConflict",
     "WorkflowLink",
     "pin_texts",
@@ -101,6 +104,18 @@ logger = logging.getLogger("tether.lab")
 SystemPromptConflict: TypeAlias = Literal["keep-pinned", "use-current"]
 
 T = TypeVar("T")
+
+
+@dataclass(slots=True, frozen=True)
+class Resumed:
+    """A paused run taken back to go on (`RunStore.resume_run` won it)."""
+
+    info: RunInfo
+    """The run as taken: running again."""
+    turn: dict[str, Any]
+    """The turn it paused in (`Episode.paused_turn` as stored)."""
+    decisions: list[tuple[PendingCall, Decision]]
+    """Each pending call with its checked decision."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -182,14 +197,9 @@ def _summary_cost(usage: dict[str, int], model: str, prices: Any) -> float | Non
     return float(usd) if usd is not None else None
 
 
-def _cannot_pause(pending: Sequence[Any]) -> AgentRunError:
-    calls = ", ".join(f"{p['name']} ({p['kind']}, {p['id']})" for p in pending)
-    return AgentRunError(
-        f"the turn paused on calls that wait for a decision: {calls}; a lab run cannot pause "
-        "and be resumed yet, so the run fails and the round is not stored. Run such tools "
-        "with the harness agent (create_agent: agent.resume()), or declare them "
-        "approval=False in the lab"
-    )
+def _pause_args(turn: dict[str, Any], deadline: float | None) -> dict[str, Any]:
+    """The `finish_run` keywords of a pause from its stored turn."""
+    return {"pending": turn["pending"], "paused": turn, "pending_deadline": deadline}
 
 
 def _add_usage(total: dict[str, int], more: Usage) -> None:
@@ -246,6 +256,8 @@ class Episode:
         controller: AbortController,
         buffer: _EventBuffer | None,
         caller: Caller | None = None,
+        resumed: Resumed | None = None,
+        approval_timeout: float | None = None,
     ) -> None:
         self.host = host
         self.agent = agent
@@ -268,6 +280,19 @@ class Episode:
         self.buffer = buffer
         self.caller = caller
         """The episode whose tool call started this one, if any."""
+        self.resumed = resumed
+        """The paused run this episode continues, if it is a resume."""
+        self.approval_timeout = approval_timeout
+        """Seconds a pause waits for its decisions before they are denied as "expired"."""
+        self._resume: list[tuple[PendingCall, Decision]] | None = None
+        """The decisions the first harness turn applies (taken once)."""
+        self.prime_resume()
+        self.pending: list[PendingCall] = []
+        """The calls the turn paused on (empty unless it paused)."""
+        self.paused_turn: dict[str, Any] | None = None
+        """What a paused episode stores with its run to be resumed from."""
+        self._deadline: float | None = None
+        """When the paused calls expire (`_approval_deadline`)."""
         # Filled as the episode runs.
         self.view: list[Message] = []
         self.committed = 0
@@ -295,6 +320,10 @@ class Episode:
         self._pinned = False
         """Under a history policy: the scope starts with a pinned prompt."""
 
+    def prime_resume(self) -> None:
+        """The first harness turn applies the decisions of the run resumed (if any)."""
+        self._resume = self.resumed.decisions if self.resumed is not None else None
+
     @property
     def model(self) -> str:
         return self.agent.harness.client.model
@@ -314,13 +343,16 @@ class Episode:
     async def _run(self) -> AgentRunResult[Any]:
         link = self.link
         caller = self.caller
+        resumed = self.resumed
         recorder = RunRecorder(
             self.host.run_store,
             self.host.listeners,
             level=self.agent.recording,
             prices=self.host.prices,
             lease_ttl=self.host.heartbeat.ttl,
-            info=RunInfo(
+            info=resumed.info
+            if resumed is not None
+            else RunInfo(
                 run_id=self.run_id,
                 kind="agent",
                 name=self.agent.id,
@@ -340,25 +372,30 @@ class Episode:
         self.recorder = recorder
         heartbeat = self.host.heartbeat
         try:
-            await recorder.start()
+            if resumed is not None:
+                # resume_run set the run running again, with a lease: nothing to create.
+                recorder.resumed(resumed.info.usage, resumed.info.cost_usd)
+            else:
+                await recorder.start()
             # The run's lease is renewed while it runs: if this process dies, the run reads as
             # interrupted instead of running forever.
             self._leased = self.host.run_store
             heartbeat.hold_run(self._leased, self.run_id)
-            recorder.emit(
-                {
-                    "type": AGENT_STARTED,
-                    "data": {
-                        "agent_id": self.agent.id,
-                        "memory_scope": self.scope,
-                        "memory_scope_generated": self.scope_generated,
-                        "tags": list(self.tags),
-                        "workflow_run_id": link.workflow_run_id if link else None,
-                        "step_id": link.step_id if link else None,
-                        "model": self.model,
-                    },
-                }
-            )
+            if resumed is None:
+                recorder.emit(
+                    {
+                        "type": AGENT_STARTED,
+                        "data": {
+                            "agent_id": self.agent.id,
+                            "memory_scope": self.scope,
+                            "memory_scope_generated": self.scope_generated,
+                            "tags": list(self.tags),
+                            "workflow_run_id": link.workflow_run_id if link else None,
+                            "step_id": link.step_id if link else None,
+                            "model": self.model,
+                        },
+                    }
+                )
             async with self._on_scope():
                 with recorder.recording(self.agent.harness), running_episode(self.run_id):
                     try:
@@ -369,6 +406,14 @@ class Episode:
                         raise
                     finally:
                         KEEP_INPUT.pop(id(self.controller), None)
+        except DecisionError:
+            if resumed is None or self.first_index is not None:
+                raise
+            # An edited input the tool's schema refuses (checked as the turn resumes, before
+            # anything ran): the run waits again, as it was.
+            turn = resumed.turn
+            await recorder.close("paused", pause=_pause_args(turn, turn.get("deadline")))
+            raise
         except BaseException as exc:
             failure = self._recording_error(exc)
             if failure is not None:
@@ -395,6 +440,8 @@ class Episode:
                 traceback=None if cancelled else traceback_text(exc),
             )
             raise
+        if self.paused_turn is not None:
+            return await self._paused(recorder, result)
         recorder.emit(
             {
                 "type": AGENT_FINISHED,
@@ -414,6 +461,29 @@ class Episode:
         if failure is not None:
             raise failure
         await self._maybe_title()
+        return result
+
+    async def _paused(
+        self, recorder: RunRecorder, result: AgentRunResult[Any]
+    ) -> AgentRunResult[Any]:
+        """The turn waits for decisions: the run is "paused", its pending calls and its turn
+        stored with it; the scope and the worker are free (`resume()` continues it)."""
+        turn = self.paused_turn
+        assert turn is not None
+        recorder.emit(
+            {
+                "type": AGENT_PAUSED,
+                "data": {
+                    "pending": cast(list[Any], copy_json(self.pending)),
+                    "memory_scope": self.scope,
+                    "deadline": turn["deadline"],
+                },
+            }
+        )
+        await recorder.close("paused", pause=_pause_args(turn, turn["deadline"]))
+        failure = self._recording_error(None)
+        if failure is not None:
+            raise failure
         return result
 
     def _recording_failed(self, exc: BaseException) -> None:
@@ -474,7 +544,17 @@ class Episode:
             stored = await self._interruptible(lambda: self.store.load(self.scope))
             new_scope = not stored
             pin, history = split_pin(self.scope, stored)
-        self.view = history + self.new_input
+        resumed = self.resumed
+        if resumed is not None:
+            # The paused round (and the input, when no step was stored before the pause)
+            # goes on after what the scope holds now.
+            turn = resumed.turn
+            kept: Any = turn.get("pin")
+            if pin is None and kept:
+                pin = cast(SystemRecord, kept)
+            self.view = history + cast(list[Message], copy_json(turn["messages"]))
+        else:
+            self.view = history + self.new_input
         self.committed = len(history)
         if not self.view:
             raise ConfigError(
@@ -482,11 +562,15 @@ class Episode:
                 "neither user= nor messages="
             )
         prompt = self.agent.system_prompt.layers(self._static_texts(pin, new_scope, recorder))
+        if resumed is not None and new_scope and pin is not None:
+            self.pending_pin = pin
         tools = await self._tools()
         output = self.output
         has_tools = self.agent.has_tools or bool(tools)
         response_format = output.response_format if output is not None and not has_tools else None
         done = await self._send(prompt, tools, self.stop_when, response_format)
+        if self.pending:
+            return self._pause_result(done)
         text = self._final_text(done)
         value: Any = text
         if output is not None:
@@ -496,13 +580,54 @@ class Episode:
         return AgentRunResult(
             text=text,
             output=value,
-            turns=len(self.steps),
+            turns=self._turns(),
             memory_scope=self.scope,
             new_messages=self.new_messages,
             usage=cast(Usage, self.usage),
             run_id=self.run_id,
             stop_reason=done["stop_reason"],
             steps=self.steps,
+        )
+
+    def _turns(self) -> int:
+        earlier = self.resumed.turn.get("turns", 0) if self.resumed is not None else 0
+        return int(earlier) + len(self.steps)
+
+    def _approval_deadline(self, tools: Sequence[Tool] | None) -> float | None:
+        """When the paused calls are denied as "expired": the shortest approval timeout among
+        them (a tool's own, else the agent's) from now; None when none has one. A run waits
+        as one, so its first timeout expires every call still undecided."""
+        known = {t.name: t for t in (tools if tools is not None else self.agent.harness.tools)}
+        waits: list[float] = []
+        for call in self.pending:
+            tool = known.get(call["name"])
+            own = tool.approval_timeout if tool is not None else None
+            wait = own if own is not None else self.approval_timeout
+            if wait is not None:
+                waits.append(wait)
+        return time.time() + min(waits) if waits else None
+
+    def _pause_result(self, done: DoneEvent) -> AgentRunResult[Any]:
+        """The turn paused: what the run stores to go on from, and the result saying so."""
+        self._push(done)
+        self.paused_turn = {
+            "messages": copy_json(self.view[self.committed :]),
+            "pin": copy_json(self.pending_pin),
+            "pending": copy_json(self.pending),
+            "turns": self._turns(),
+            "deadline": self._deadline,
+        }
+        return AgentRunResult(
+            text="",
+            output=None,
+            turns=self._turns(),
+            memory_scope=self.scope,
+            new_messages=self.new_messages,
+            usage=cast(Usage, self.usage),
+            run_id=self.run_id,
+            stop_reason=done["stop_reason"],
+            steps=self.steps,
+            pending=list(self.pending),
         )
 
     def _final_text(self, done: DoneEvent) -> str:
@@ -671,6 +796,13 @@ class Episode:
         view = self.view
         memory: dict[str, Any] = {}
         session = Session(id=self.scope, messages=view)  # the loop copies the list it is given
+        resume, self._resume = self._resume, None
+        if resume is not None:
+            # The loop appends the decided results to the paused round's last message: its
+            # own copy of that round, so the view is folded once.
+            paused = cast(list[Message], copy_json(view[self.committed :]))
+            session = Session(id=self.scope, messages=view[: self.committed] + paused)
+            session["pending"] = [p for p, _ in resume]
         opts = TurnOptions(
             signal=self.controller.signal,
             services=self.services,
@@ -685,20 +817,24 @@ class Episode:
         )
         # The harness's one turn factory, then its one loop (what `Agent.send` runs).
         plan = self.agent.harness.plan_turn(session, opts)
-        events = stream_turn(plan, session, None)
+        events = stream_turn(plan, session, None, resume)
         done: DoneEvent | None = None
         error: BaseException | None = None
         try:
             async for event in events:
                 if event["type"] == "paused":
-                    # A lab run cannot wait for a decision yet: it fails, and the round's calls
-                    # (some without a result) are not committed to the scope.
-                    error = _cannot_pause(event["pending"])
-                    break
+                    # The round's undecided calls: the turn ends paused, and the round (some
+                    # calls without a result) is stored with the run, not in the scope.
+                    self.pending = list(event["pending"])
+                    self._deadline = self._approval_deadline(tools)
+                    if buffer is not None:
+                        buffer.push(event)
+                    continue
                 if event["type"] == "done":
                     fold(view, memory, event)
                     done = event
-                    await self._commit()
+                    if not self.pending:
+                        await self._commit()
                     continue
                 if buffer is not None:
                     buffer.push(event)

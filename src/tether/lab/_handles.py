@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ..events import AgentEvent, Usage
+from ..events import AgentEvent, PendingCall, Usage
 from ..session import Message
 from ..signals import AbortController
 from ..stop import RoundResult
@@ -43,6 +43,14 @@ class AgentRunResult(Generic[T]):
     """The provider's stop reason for the last request."""
     steps: list[RoundResult] = field(default_factory=list)
     """One entry per model request."""
+    pending: list[PendingCall] = field(default_factory=list)
+    """The calls the turn paused on (the run is "paused"; `agent.resume(run_id, decisions)`
+    continues it); empty when the episode ended."""
+
+    @property
+    def paused(self) -> bool:
+        """Whether the episode paused on calls that wait for a decision."""
+        return bool(self.pending)
 
 
 class _EventBuffer:

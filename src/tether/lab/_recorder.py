@@ -300,6 +300,18 @@ class RunRecorder:
                 f"could not record the start of run {self.run_id}: {self.write_error}"
             ) from self.write_error
 
+    def resumed(self, usage: Mapping[str, int], cost_usd: float | None) -> None:
+        """Start the writer of a run taken back from "paused" (`RunStore.resume_run` set it
+        running again): nothing is created; its token totals and cost go on from the run's."""
+        self.usage = dict(usage)
+        if cost_usd is not None:
+            self._cost = Decimal(str(cost_usd))
+        elif usage:
+            self._cost = None  # some earlier call had no known price
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        self._begin(done)
+
     def _begin(self, write: asyncio.Future[None]) -> None:
         error = None if write.cancelled() else write.exception()
         if write.cancelled() or error is not None:
@@ -378,9 +390,11 @@ class RunRecorder:
         error: str | None = None,
         output_text: str | None = None,
         traceback: str | None = None,
+        pause: Mapping[str, Any] | None = None,
     ) -> None:
         """Flush and record how the run ended (with its output as text, its token totals and
-        cost; a failure's error and traceback). Idempotent.
+        cost; a failure's error and traceback; a pause's `pending`, `paused` and
+        `pending_deadline`, the `finish_run` keywords). Idempotent.
 
         Cancelled meanwhile, it still writes the final events and status (the run ended as
         `status` says), then lets the cancellation through.
@@ -406,7 +420,7 @@ class RunRecorder:
         if self._started:
             # Shielded like the writer: a cancellation meanwhile still lets the end be written.
             finish = asyncio.ensure_future(
-                self._finish(last, status, error, output_text, traceback)
+                self._finish(last, status, error, output_text, traceback, pause or {})
             )
             try:
                 await asyncio.shield(finish)
@@ -423,6 +437,7 @@ class RunRecorder:
         error: str | None,
         output_text: str | None,
         traceback: str | None,
+        pause: Mapping[str, Any],
     ) -> None:
         """The run's last events and its end, in one write (one transaction); if those events
         cannot be written, the end alone, as a failure saying why."""
@@ -442,6 +457,7 @@ class RunRecorder:
                     cost_usd=self.cost_usd,
                     traceback=traceback,
                     events=events,
+                    **(pause if status == "paused" else {}),
                 )
             except Exception as exc:
                 if not events:

@@ -28,8 +28,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, TypeVar, Unpack, overload
 
+from ..approvals import Decision, deny
 from ..blobs import BlobResolver
-from ..errors import ConfigError
+from ..errors import ConfigError, RunNotFoundError, RunNotPausedError
 from ..stores.message_store import MessageStore
 from ..stores.run_store import RunStore
 from ..stores.workflow_store import WorkflowStore
@@ -40,7 +41,7 @@ from ..workflows import (
     WorkflowHandle,
     create_workflow,
 )
-from ._agent import LabAgent
+from ._agent import LabAgent, ResumeOptions
 from ._as_tools import ToolCallInfo, tool_from_agent, tool_from_workflow, workflow_from_agent
 from ._definition import (
     AGENT_KEYS,
@@ -49,16 +50,21 @@ from ._definition import (
     LabAgentOptions,
     check_keys,
 )
+from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle, _EventBuffer
 from ._host import ClientPool, TaskSet
 from ._leases import LEASE_TTL, SCOPE_LOCK_TIMEOUT, Heartbeat, ScopeLocks
 from ._provenance import detect_commit, detect_version
 from ._recorder import RunListener
+from ._resume import checked_run
 from ._stores import DEFAULT_STORE, RuntimeStores
 from ._template import Template
 from ._titles import ConversationTitleInput, ConversationTitleOutput
 from ._workflow_runs import WorkflowRunRecorder, expire_waits, signal_run, store_signal
 
 __all__ = ["ConversationTitleInput", "ConversationTitleOutput", "Runtime", "ToolCallInfo"]
+
+EXPIRED = "expired"
+"""The reason of the denial an undecided call gets once its approval timeout passed."""
 
 T = TypeVar("T")
 In = TypeVar("In")
@@ -395,6 +401,74 @@ class Runtime:
             WorkflowError: there is no such run, or its workflow is not one of this runtime's.
         """
         return await signal_run(self.workflows, self.workflow_store, run_id, name, value, on_event)
+
+    async def resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision],
+        decided_by: str | None = None,
+        **options: Unpack[ResumeOptions],
+    ) -> AgentRunResult[Any]:
+        """Continue paused agent run `run_id` in this process with its agent of this runtime
+        (the run's name), and wait for its result: `LabAgent.resume`.
+
+        Raises:
+            RunNotFoundError, RunNotPausedError, DecisionError: as `LabAgent.resume`.
+            ConfigError: the run's agent is not one of this runtime's.
+        """
+        handle = await self._resume(run_id, decisions, decided_by, dict(options), None)
+        return await handle.result
+
+    async def resume_stream(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision],
+        decided_by: str | None = None,
+        **options: Unpack[ResumeOptions],
+    ) -> AgentStreamHandle[Any]:
+        """`resume()`, returning the continued episode's streaming handle once the run is
+        taken (`LabAgent.resume_stream`)."""
+        handle = await self._resume(run_id, decisions, decided_by, dict(options), _EventBuffer())
+        assert isinstance(handle, AgentStreamHandle)
+        return handle
+
+    async def expire_approvals(self, *, limit: int = 20) -> list[AgentStreamHandle[Any]]:
+        """Resume, here, the paused runs of this runtime's agents whose `approval_timeout`
+        passed: each undecided call is denied with reason "expired" (`decided_by`
+        "approval_timeout"), and the turn goes on. The handles of the runs resumed here; a run
+        another worker took first, or of an agent this runtime lacks, is left. `tether serve`
+        does this on its sweep."""
+        handles: list[AgentStreamHandle[Any]] = []
+        for run_id in await self.run_store.expired_pauses(limit=limit):
+            info = await self.run_store.get_run(run_id)
+            if info is None or info.status != "paused" or info.name not in self.agents:
+                continue
+            decisions = {p["id"]: deny(EXPIRED) for p in info.pending}
+            try:
+                handle = await self.resume_stream(run_id, decisions, decided_by="approval_timeout")
+            except (RunNotPausedError, RunNotFoundError):
+                continue  # another worker expired (or someone decided) it first
+            handles.append(handle)
+        return handles
+
+    async def _resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision],
+        decided_by: str | None,
+        options: dict[str, Any],
+        buffer: _EventBuffer | None,
+    ) -> AgentRunHandle[Any]:
+        checked = await checked_run(self.run_store, run_id, decisions, None)
+        name = checked[0].name
+        agent = self.agents.get(name)
+        if agent is None:
+            raise ConfigError(
+                f"run {run_id!r} is a paused run of agent {name!r}, which this runtime does not "
+                f"define (its agents: {', '.join(sorted(self.agents)) or 'none'}); create it "
+                "with create_agent(id=...) or load the project's registry"
+            )
+        return await agent._resume(run_id, decisions, decided_by, options, buffer, checked)
 
     async def store_signal(self, run_id: str, name: str, value: Any) -> str:
         """Send signal `name` with `value` to workflow run `run_id` like `signal`, but leave the

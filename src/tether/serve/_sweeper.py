@@ -13,6 +13,9 @@
   timeout=)` passed without its signal is resumed here (its wait raises
   `WorkflowWaitTimeoutError`): the timeout is journaled and the run taken in one write, so of
   several workers one resumes it.
+- **Expired approvals.** On the same beat, a paused agent run whose `approval_timeout` passed
+  is resumed here with its undecided calls denied as "expired" (`Runtime.expire_approvals`):
+  the run is taken in one conditional write, so of several workers one resumes it.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class Sweeper:
             self._next_takeover = time.monotonic() + self.takeover_every * random.uniform(0.8, 1.2)
             await self.take_over()
             await self.expire_waits()
+            await self.expire_approvals()
 
     async def cancel_requested(self) -> None:
         handles = self.api.handles
@@ -103,6 +107,15 @@ class Sweeper:
             self.api.track(handle.workflow_run_id, handle, handle.result)
             logger.info("resuming workflow run %s: its wait timed out", handle.workflow_run_id)
         return [h.workflow_run_id for h in handles]
+
+    async def expire_approvals(self) -> list[str]:
+        """Resume the paused agent runs whose approval timeout passed (their undecided calls
+        denied as "expired"); the ids resumed here."""
+        handles = await self.api.runtime.expire_approvals(limit=20)
+        for handle in handles:
+            self.api.track(handle.run_id, handle, handle.result)
+            logger.info("resuming run %s: its approvals expired", handle.run_id)
+        return [h.run_id for h in handles]
 
     async def take_over(self) -> list[str]:
         """Resume the interrupted root runs of the served workflows; the ids this worker took."""

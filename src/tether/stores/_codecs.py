@@ -15,7 +15,7 @@ import math
 import operator
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, Final, TypeGuard
@@ -23,7 +23,14 @@ from typing import Any, Final, TypeGuard
 from pydantic_core import from_json, to_json
 
 from .._json import CheckedJSON, check_json_safe
-from ..errors import ConfigError, StoreCorruptError, StoreError
+from ..errors import (
+    ConfigError,
+    ResumeError,
+    RunNotFoundError,
+    RunNotPausedError,
+    StoreCorruptError,
+    StoreError,
+)
 from ..workflows._store import (
     RUN_STATUSES,
     StepRecord,
@@ -41,6 +48,7 @@ from ..workflows._store import (
 from .message_store import StoredRecord
 from .run_store import (
     PIECE,
+    RESUMED_BY,
     TEXT_LIMIT,
     TRACEBACK_LIMIT,
     NewRunEvent,
@@ -71,6 +79,7 @@ __all__ = [
     "decode_event",
     "decode_record",
     "decode_records",
+    "decode_turn",
     "encode_cursor",
     "encode_events",
     "encode_json",
@@ -81,7 +90,9 @@ __all__ = [
     "finish_sets",
     "finish_values",
     "in_pieces",
+    "not_paused",
     "not_waiting_error",
+    "pause_values",
     "plan_finish",
     "query_where",
     "run_from_row",
@@ -205,7 +216,7 @@ def check_title(scope: str, title: str) -> None:
 RUN_INFO_COLUMNS: Final = (
     "run_id, kind, name, status, started_at, ended_at, tags, memory_scope, workflow_run_id,"
     " step_id, error, meta, usage, cost_usd, parent_run_id, parent_tool_call_id, traceback,"
-    " input_text, output_text"
+    " input_text, output_text, pending"
 )
 """The columns of a run summary row, in the order `encode_run_info` writes them and
 `run_info_from_row` reads them."""
@@ -277,6 +288,7 @@ def encode_run_info(info: RunInfo) -> tuple[Any, ...]:
         cut_traceback(info.traceback),
         cut_text(info.input_text),
         cut_text(info.output_text),
+        encode_json(list(info.pending), "pending") if info.pending else None,
     )
 
 
@@ -289,13 +301,16 @@ def run_info_from_row(row: Sequence[Any]) -> RunInfo:
     """A run summary from a row of `run_info_select` (the lease's end last)."""
     run_id, kind, name, status, started, ended, tags, scope, wf, step, error, meta = row[:12]
     usage, cost, parent, parent_call, traceback, input_text, output_text = row[12:19]
-    lease_expires_at = row[19]
+    pending, lease_expires_at = row[19], row[20]
     try:
         tag_list = json.loads(tags)
         meta_dict = json.loads(meta)
         usage_dict = json.loads(usage)
+        pending_list = json.loads(pending) if pending else []
     except (TypeError, ValueError) as exc:
-        raise StoreCorruptError(f"run {run_id!r}: tags, meta or usage are not JSON: {exc}") from exc
+        raise StoreCorruptError(
+            f"run {run_id!r}: tags, meta, usage or pending are not JSON: {exc}"
+        ) from exc
     return RunInfo(
         run_id=run_id,
         kind=kind,
@@ -317,6 +332,7 @@ def run_info_from_row(row: Sequence[Any]) -> RunInfo:
         input_text=input_text,
         output_text=output_text,
         lease_expires_at=lease_expires_at,
+        pending=pending_list,
     )
 
 
@@ -337,6 +353,61 @@ def finish_values(
     if cost_usd is not None:
         values["cost_usd"] = cost_usd
     return values
+
+
+def pause_values(
+    status: str,
+    pending: Sequence[Mapping[str, Any]] | None,
+    paused: Mapping[str, Any] | None,
+    deadline: float | None,
+) -> dict[str, Any]:
+    """The pause columns a `finish_run` writes: a paused run's pending calls, the turn it
+    resumes from and when its calls expire; any other status clears them.
+
+    Raises:
+        StoreError: a paused run without pending calls or without its turn.
+    """
+    if status != "paused":
+        return {"pending": None, "paused_turn": None, "pending_deadline": None}
+    if not pending or paused is None:
+        raise StoreError("a paused run needs its pending calls and its paused turn")
+    return {
+        "pending": encode_json(list(pending), "pending"),
+        "paused_turn": encode_json(dict(paused), "paused_turn"),
+        "pending_deadline": deadline,
+    }
+
+
+def not_paused(run_id: str, status: str | None, meta: Any) -> ResumeError:
+    """Why `resume_run` matched no paused row: no such run, or its status now (and who
+    resumed it, from its meta)."""
+    if status is None:
+        return RunNotFoundError(
+            f"no run {run_id!r} in the run store (tether runs list --status paused lists the "
+            "paused ones)",
+            run_id=run_id,
+        )
+    winner = None
+    try:
+        winner = (json.loads(meta) if isinstance(meta, str) else meta or {}).get(RESUMED_BY)
+    except (TypeError, ValueError, AttributeError):
+        pass
+    if winner is not None:
+        message = f"run {run_id!r} is not paused: {winner} resumed it first (status {status})"
+    else:
+        message = f"run {run_id!r} is not paused (status {status}): there is nothing to decide"
+    return RunNotPausedError(message, run_id=run_id, status=status, winner=winner)
+
+
+def decode_turn(run_id: str, text: Any) -> dict[str, Any]:
+    """A paused run's stored turn."""
+    try:
+        turn = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise StoreCorruptError(f"run {run_id!r}: its paused turn is not JSON: {exc}") from exc
+    if not isinstance(turn, dict):
+        raise StoreCorruptError(f"run {run_id!r}: its paused turn is not a JSON object")
+    return turn
 
 
 def finish_sets(ph: str, values: dict[str, Any]) -> str:
@@ -371,10 +442,14 @@ def plan_finish(
     traceback: str | None,
     lease: str | None,
     events: Sequence[NewRunEvent],
+    pending: Sequence[Mapping[str, Any]] | None = None,
+    paused: Mapping[str, Any] | None = None,
+    pending_deadline: float | None = None,
 ) -> RunFinish:
     """Check and encode a `finish_run` call; nothing is written."""
     check_run_status(status)
     columns = finish_values(output_text, usage, cost_usd, traceback)
+    columns.update(pause_values(status, pending, paused, pending_deadline))
     # Running again under a token is a takeover (the workflow store decided who won it): the
     # token is set, not checked; any other finish under a token is fenced by it.
     fence = lease
@@ -393,7 +468,7 @@ def plan_finish(
 def end_time(status: str, ended_at: float | None) -> float | None:
     """A resumed run ("running" again) has no end yet, nor a waiting one; a finished one ends
     now by default."""
-    if status in ("running", "waiting"):
+    if status in ("running", "waiting", "paused"):
         return None
     return ended_at if ended_at is not None else time.time()
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,12 +29,15 @@ from ._codecs import (
     decode_cursor,
     decode_event,
     decode_records,
+    decode_turn,
     encode_cursor,
     encode_events,
     encode_records,
     encode_run_info,
     end_time,
     finish_values,
+    not_paused,
+    pause_values,
     run_info_from_row,
     run_matches,
     totals_of,
@@ -42,8 +45,10 @@ from ._codecs import (
 from .message_store import ScopeInfo, StoredRecord
 from .run_store import (
     CANCEL_REQUESTED,
+    RESUMED_BY,
     EventBatch,
     NewRunEvent,
+    PausedRun,
     RunEvent,
     RunInfo,
     RunPage,
@@ -291,6 +296,8 @@ class InMemoryRunStore:
         self._events: dict[str, list[tuple[str, float, str]]] = {}
         self._owners: dict[str, str | None] = {}
         """run_id -> the token of the lease its writer holds (None: not fenced)."""
+        self._paused: dict[str, tuple[str, float | None]] = {}
+        """run_id -> a paused run's turn (JSON text) and when its calls expire."""
         self._lock = threading.Lock()
 
     async def start_run(
@@ -356,15 +363,21 @@ class InMemoryRunStore:
         traceback: str | None = None,
         lease: str | None = None,
         events: Sequence[NewRunEvent] = (),
+        pending: Sequence[Mapping[str, Any]] | None = None,
+        paused: Mapping[str, Any] | None = None,
+        pending_deadline: float | None = None,
     ) -> int:
         check_run_status(status)
         events, blobs = externalize_events(events, self.blob_threshold)
         encoded = encode_events(run_id, events)
+        pause = pause_values(status, pending, paused, pending_deadline)
+        turn, deadline = pause.pop("paused_turn"), pause.pop("pending_deadline")
         values = {
             "status": status,
             "ended_at": end_time(status, ended_at),
             "error": error,
             **finish_values(output_text, usage, cost_usd, traceback),
+            **pause,
             "lease_expires_at": (
                 time.time() + lease_ttl if status == "running" and lease_ttl is not None else None
             ),
@@ -379,10 +392,51 @@ class InMemoryRunStore:
                 self._fence(run_id, lease)
             for column, value in values.items():
                 row[_COLUMN[column]] = value
+            if turn is None:
+                self._paused.pop(run_id, None)
+            else:
+                self._paused[run_id] = (turn, deadline)
             self.blobs.keep(blobs)
             log = self._events[run_id]
             log.extend(encoded)
             return len(log)
+
+    async def resume_run(
+        self,
+        run_id: str,
+        *,
+        resumed_by: str,
+        lease_ttl: float | None = None,
+        events: Sequence[NewRunEvent] = (),
+    ) -> PausedRun:
+        encoded = encode_events(run_id, events)
+        with self._lock:
+            row = self._runs.get(run_id)
+            if row is None or row[_STATUS] != "paused":
+                status = None if row is None else _read(row, time.time())[_STATUS]
+                raise not_paused(run_id, status, None if row is None else row[_COLUMN["meta"]])
+            meta = json.loads(row[_COLUMN["meta"]])
+            meta[RESUMED_BY] = resumed_by
+            row[_COLUMN["meta"]] = json.dumps(meta)
+            row[_STATUS] = "running"
+            row[_COLUMN["pending"]] = None
+            row[_LEASE] = None if lease_ttl is None else time.time() + lease_ttl
+            turn, _ = self._paused[run_id]
+            log = self._events[run_id]
+            log.extend(encoded)
+            return PausedRun(run_info_from_row(list(row)), decode_turn(run_id, turn), len(log))
+
+    async def expired_pauses(self, *, limit: int = 100) -> list[str]:
+        now = time.time()
+        with self._lock:
+            due = [
+                (deadline, run_id)
+                for run_id, (_, deadline) in self._paused.items()
+                if deadline is not None
+                and deadline <= now
+                and self._runs[run_id][_STATUS] == "paused"
+            ]
+        return [run_id for _, run_id in sorted(due)[:limit]]
 
     async def request_cancel(self, run_id: str) -> bool:
         with self._lock:

@@ -26,7 +26,7 @@ Three implementations pass one contract suite (`tests/stores/test_run_store.py`)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, Protocol, TypeAlias, TypedDict, runtime_checkable
 
@@ -35,6 +35,7 @@ from .workflow_store import RunStatus
 __all__ = [
     "CANCEL_REQUESTED",
     "PIECE",
+    "RESUMED_BY",
     "TEXT_LIMIT",
     "TRACEBACK_LIMIT",
     "CancelRequests",
@@ -42,6 +43,7 @@ __all__ = [
     "EventPieces",
     "ManyAppends",
     "NewRunEvent",
+    "PausedRun",
     "RunEvent",
     "RunInfo",
     "RunPage",
@@ -99,6 +101,9 @@ class RunInfo:
     traceback: str | None = None
     """Where it failed: the formatted traceback of the error (its last `TRACEBACK_LIMIT`
     characters), when the writer recorded one."""
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    """A paused run's calls that wait for a decision (``[{id, name, input, kind, reason?}]``,
+    `tether.events.PendingCall`); empty for any other status."""
 
 
 TEXT_LIMIT = 2000
@@ -183,6 +188,22 @@ class RunEvent(TypedDict):
     data: dict[str, Any]
 
 
+@dataclass(slots=True, frozen=True)
+class PausedRun:
+    """What `RunStore.resume_run` hands the resumer that won the run."""
+
+    info: RunInfo
+    """The run as taken: running again, its pending calls cleared."""
+    turn: dict[str, Any]
+    """The turn it paused in, as `finish_run(paused=...)` stored it."""
+    seq: int
+    """The seq of the run's last event (the decisions appended)."""
+
+
+RESUMED_BY: Final = "resumed_by"
+"""The `RunInfo.meta` key `resume_run` sets: who resumed the run (a loser's error names it)."""
+
+
 EventBatch: TypeAlias = tuple[str, Sequence[NewRunEvent], str | None]
 """One run's events in `ManyAppends.append_events_many`: (run id, events, lease token or None)."""
 
@@ -234,6 +255,9 @@ class RunStore(Protocol):
         traceback: str | None = None,
         lease: str | None = None,
         events: Sequence[NewRunEvent] = (),
+        pending: Sequence[Mapping[str, Any]] | None = None,
+        paused: Mapping[str, Any] | None = None,
+        pending_deadline: float | None = None,
     ) -> int:
         """Set the final status of a run (and why, for a failure: `error`, and `traceback`
         cut to its last `TRACEBACK_LIMIT` characters), releasing its lease. Setting
@@ -243,11 +267,42 @@ class RunStore(Protocol):
         `events` are the run's last events, appended in the same transaction (a turn's final
         events and its end are one write). Returns the seq of the run's last event.
 
+        Status "paused" (a turn waiting for decisions) takes `pending` (the calls, listed as
+        `RunInfo.pending`), `paused` (the JSON-safe turn `resume_run` hands back) and
+        `pending_deadline` (Unix time the calls expire, found by `expired_pauses`); it has no
+        end time and releases the lease. Any other status clears all three.
+
         Raises:
             LeaseLostError: `lease` is given, the status is an end, and the run's lease has
                 another token now; nothing is written.
             NotJSONSafeError: an event's data would not survive JSON; nothing is written.
+            StoreError: "paused" without `pending` or `paused`.
         """
+        ...
+
+    async def resume_run(
+        self,
+        run_id: str,
+        *,
+        resumed_by: str,
+        lease_ttl: float | None = None,
+        events: Sequence[NewRunEvent] = (),
+    ) -> PausedRun:
+        """Take a paused run to resume it: one conditional write sets it "running" again (with
+        a lease of `lease_ttl` seconds), clears its pending calls, records `resumed_by` (meta
+        ``resumed_by``) and appends `events` (the decisions). Of two resumers exactly one
+        gets the run; the turn it paused in comes back with it.
+
+        Raises:
+            RunNotFoundError: there is no such run.
+            RunNotPausedError: the run is not paused (its status and, when another resumer
+                won, `winner`); nothing is written.
+        """
+        ...
+
+    async def expired_pauses(self, *, limit: int = 100) -> list[str]:
+        """Paused runs whose `pending_deadline` has passed (by the store's clock), oldest
+        deadline first, at most `limit`."""
         ...
 
     async def query_runs(

@@ -61,17 +61,20 @@ __all__ = [
 ]
 
 RunStatus: TypeAlias = Literal[
-    "running", "completed", "failed", "cancelled", "interrupted", "waiting"
+    "running", "completed", "failed", "cancelled", "interrupted", "waiting", "paused"
 ]
 """How a run stands. `"interrupted"` is never written: it is how a run still marked running
 reads once its lease expired (the process running it died). `"waiting"`: the run stopped at a
-`ctx.wait_for(name)` and no process holds it; a signal (or its timeout) resumes it."""
+`ctx.wait_for(name)` and no process holds it; a signal (or its timeout) resumes it.
+`"paused"` (lab agent runs): the turn waits for decisions on its pending calls and no process
+holds it; `runtime.resume(run_id, decisions)` continues it."""
 RUN_STATUSES: Final[tuple[RunStatus, ...]] = (
     "running",
     "completed",
     "failed",
     "cancelled",
     "waiting",
+    "paused",
 )
 """The statuses a store writes."""
 READ_STATUSES: Final[tuple[RunStatus, ...]] = (*RUN_STATUSES, "interrupted")

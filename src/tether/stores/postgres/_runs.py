@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ...errors import LeaseLostError, StoreError
@@ -12,9 +12,11 @@ from .._codecs import (
     RUN_INFO_COLUMNS,
     decode_cursor,
     decode_event,
+    decode_turn,
     encode_events,
     encode_run_info,
     in_pieces,
+    not_paused,
     plan_finish,
     query_where,
     run_info_from_row,
@@ -27,8 +29,10 @@ from .._codecs import (
 )
 from ..run_store import (
     CANCEL_REQUESTED,
+    RESUMED_BY,
     EventBatch,
     NewRunEvent,
+    PausedRun,
     RunEvent,
     RunInfo,
     RunPage,
@@ -212,6 +216,9 @@ class PostgresRunStore(BlobWriting):
         traceback: str | None = None,
         lease: str | None = None,
         events: Sequence[NewRunEvent] = (),
+        pending: Sequence[Mapping[str, Any]] | None = None,
+        paused: Mapping[str, Any] | None = None,
+        pending_deadline: float | None = None,
     ) -> int:
         events, blobs = externalize_events(events, self.blob_threshold)
         plan = plan_finish(
@@ -225,6 +232,9 @@ class PostgresRunStore(BlobWriting):
             traceback=traceback,
             lease=lease,
             events=events,
+            pending=pending,
+            paused=paused,
+            pending_deadline=pending_deadline,
         )
         sets = "".join(f", {column} = %(x_{column})s" for column in plan.columns)
         params = {
@@ -257,6 +267,59 @@ class PostgresRunStore(BlobWriting):
             if row is None:
                 raise await _refused(conn, run_id)
         return int(row[0])
+
+    async def resume_run(
+        self,
+        run_id: str,
+        *,
+        resumed_by: str,
+        lease_ttl: float | None = None,
+        events: Sequence[NewRunEvent] = (),
+    ) -> PausedRun:
+        params = {
+            **_append_params(run_id, encode_events(run_id, events), None),
+            "ttl": lease_ttl,
+            "by": resumed_by,
+            "key": RESUMED_BY,
+        }
+        async with self._session() as conn:
+            # One statement: of two resumers, the second matches no paused row (the first's
+            # update holds it until its commit, then the row is running).
+            row = await fetch_one(
+                conn,
+                f"""
+                WITH bumped AS (
+                    UPDATE tether_runs SET status = 'running', pending = NULL,
+                        pending_deadline = NULL, lease_expires_at = {NOW} + %(ttl)s::float8,
+                        meta = (meta::jsonb || jsonb_build_object(%(key)s::text,
+                            %(by)s::text))::text,
+                        event_count = event_count + %(n)s
+                    WHERE run_id = %(run_id)s AND status = 'paused'
+                    RETURNING {_RUN_SELECT}, paused_turn, event_count
+                ), {_INSERTS}
+                SELECT * FROM bumped
+                """,
+                params,
+            )
+            if row is None:
+                now = await fetch_one(
+                    conn, f"SELECT {_RUN_SELECT} FROM tether_runs WHERE run_id = %s", (run_id,)
+                )
+                if now is None:
+                    raise not_paused(run_id, None, None)
+                raise not_paused(run_id, now[3], now[11])
+        return PausedRun(run_info_from_row(row[:-2]), decode_turn(run_id, row[-2]), int(row[-1]))
+
+    async def expired_pauses(self, *, limit: int = 100) -> list[str]:
+        async with self._session() as conn:
+            rows = await fetch_all(
+                conn,
+                "SELECT run_id FROM tether_runs WHERE pending_deadline IS NOT NULL"
+                f" AND pending_deadline <= {NOW} AND status = 'paused'"
+                " ORDER BY pending_deadline LIMIT %s",
+                (limit,),
+            )
+        return [str(r[0]) for r in rows]
 
     async def run_totals(self, query: RunQuery) -> RunTotals:
         conds, args = query_where(query, "%s", "postgres")

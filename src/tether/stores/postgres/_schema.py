@@ -199,3 +199,17 @@ async def m005_blobs(conn: Connection) -> None:
         " data BYTEA NOT NULL,"
         " created_at DOUBLE PRECISION NOT NULL)",
     )
+
+
+@schema
+async def m006_paused_runs(conn: Connection) -> None:
+    # A paused run's pending calls (listed with the run), the turn it resumes from (read only
+    # by the resumer) and when its calls expire (indexed: the sweep reads a range).
+    await execute(conn, "ALTER TABLE tether_runs ADD COLUMN pending TEXT")
+    await execute(conn, "ALTER TABLE tether_runs ADD COLUMN paused_turn TEXT")
+    await execute(conn, "ALTER TABLE tether_runs ADD COLUMN pending_deadline DOUBLE PRECISION")
+    await execute(
+        conn,
+        "CREATE INDEX tether_runs_pending_deadline ON tether_runs (pending_deadline)"
+        " WHERE pending_deadline IS NOT NULL",
+    )

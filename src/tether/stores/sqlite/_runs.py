@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from os import PathLike
 from typing import Any
 
@@ -15,10 +15,12 @@ from .._codecs import (
     RUN_INFO_COLUMNS,
     decode_cursor,
     decode_event,
+    decode_turn,
     encode_events,
     encode_run_info,
     finish_sets,
     in_pieces,
+    not_paused,
     plan_finish,
     query_where,
     run_info_from_row,
@@ -31,8 +33,10 @@ from .._codecs import (
 )
 from ..run_store import (
     CANCEL_REQUESTED,
+    RESUMED_BY,
     EventBatch,
     NewRunEvent,
+    PausedRun,
     RunEvent,
     RunInfo,
     RunPage,
@@ -149,7 +153,7 @@ class SqliteRunStore(SqliteBacked):
                     )
                 conn.execute(
                     "INSERT INTO tether_runs_fts (rowid, body) VALUES (?, ?)",
-                    (cur.lastrowid, f"{row[-2]}\n{row[-1]}"),
+                    (cur.lastrowid, f"{row[17]}\n{row[18]}"),
                 )
 
         await self._run(op)
@@ -205,6 +209,9 @@ class SqliteRunStore(SqliteBacked):
         traceback: str | None = None,
         lease: str | None = None,
         events: Sequence[NewRunEvent] = (),
+        pending: Sequence[Mapping[str, Any]] | None = None,
+        paused: Mapping[str, Any] | None = None,
+        pending_deadline: float | None = None,
     ) -> int:
         events, blobs = externalize_events(events, self.blob_threshold)
         plan = plan_finish(
@@ -218,6 +225,9 @@ class SqliteRunStore(SqliteBacked):
             traceback=traceback,
             lease=lease,
             events=events,
+            pending=pending,
+            paused=paused,
+            pending_deadline=pending_deadline,
         )
         rows, end, extra, ttl = plan.events, plan.ended_at, plan.columns, plan.ttl
         fence = (plan.fence, plan.fence)
@@ -245,6 +255,54 @@ class SqliteRunStore(SqliteBacked):
                         (f"{input_text}\n{new_output}", rowid),
                     )
                 return last
+
+        return await self._run(op)
+
+    async def resume_run(
+        self,
+        run_id: str,
+        *,
+        resumed_by: str,
+        lease_ttl: float | None = None,
+        events: Sequence[NewRunEvent] = (),
+    ) -> PausedRun:
+        rows = encode_events(run_id, events)
+
+        def op(conn: sqlite3.Connection) -> PausedRun:
+            with transaction(conn):
+                # One conditional write under the write lock: of two resumers, the second
+                # matches no paused row, and reads why (the run's status and who took it).
+                row = conn.execute(
+                    "UPDATE tether_runs SET status = 'running', pending = NULL,"
+                    f" pending_deadline = NULL, lease_expires_at = {NOW} + ?,"
+                    " meta = json_set(meta, ?, ?), event_count = event_count + ?"
+                    " WHERE run_id = ? AND status = 'paused'"
+                    f" RETURNING {_RUN_SELECT}, paused_turn, event_count",
+                    (lease_ttl, f"$.{RESUMED_BY}", resumed_by, len(rows), run_id),
+                ).fetchone()
+                if row is None:
+                    now = conn.execute(
+                        f"SELECT {_RUN_SELECT} FROM tether_runs WHERE run_id = ?", (run_id,)
+                    ).fetchone()
+                    if now is None:
+                        raise not_paused(run_id, None, None)
+                    raise not_paused(run_id, now[3], now[11])
+                last = int(row[-1])
+                if rows:
+                    _insert_events(conn, run_id, last - len(rows), rows)
+            return PausedRun(run_info_from_row(row[:-2]), decode_turn(run_id, row[-2]), last)
+
+        return await self._run(op)
+
+    async def expired_pauses(self, *, limit: int = 100) -> list[str]:
+        def op(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT run_id FROM tether_runs WHERE pending_deadline IS NOT NULL"
+                f" AND pending_deadline <= {NOW} AND status = 'paused'"
+                " ORDER BY pending_deadline LIMIT ?",
+                (limit,),
+            ).fetchall()
+            return [str(r[0]) for r in rows]
 
         return await self._run(op)
 

@@ -176,3 +176,16 @@ def m005_blobs(conn: sqlite3.Connection) -> None:
         " data BLOB NOT NULL,"
         " created_at REAL NOT NULL) WITHOUT ROWID"
     )
+
+
+@schema
+def m006_paused_runs(conn: sqlite3.Connection) -> None:
+    """A paused run's pending calls (listed with the run), the turn it resumes from (read
+    only by the resumer) and when its calls expire (indexed: the sweep reads a range)."""
+    conn.execute("ALTER TABLE tether_runs ADD COLUMN pending TEXT")
+    conn.execute("ALTER TABLE tether_runs ADD COLUMN paused_turn TEXT")
+    conn.execute("ALTER TABLE tether_runs ADD COLUMN pending_deadline REAL")
+    conn.execute(
+        "CREATE INDEX tether_runs_pending_deadline ON tether_runs (pending_deadline)"
+        " WHERE pending_deadline IS NOT NULL"
+    )

@@ -45,6 +45,7 @@ def run_json(info: RunInfo, now: float, *, traceback: bool = True) -> dict[str, 
         "error": info.error,
         "meta": info.meta,
         "lease_expires_at": info.lease_expires_at,
+        "pending": [dict(p) for p in info.pending],
     }
     if traceback:
         out["traceback"] = info.traceback
