@@ -106,6 +106,33 @@ def test_the_commands_version_and_help_load_no_harness_starlette_or_jinja(
     assert not _top_level(loaded) & {"starlette", "jinja2", "uvicorn", "httpx", "psycopg"}
 
 
+def test_agent_list_on_the_example_project_loads_no_store_backend(tmp_path: Path) -> None:
+    # The list reads the registry only: the store (SQLite here) is opened by what writes.
+    project = tmp_path / "lab"
+    shutil.copytree(ROOT / "examples" / "lab", project, ignore=shutil.ignore_patterns(".tether"))
+    script = (
+        "import json, sys\n"
+        "sys.argv = ['tether', 'agent', 'list']\n"
+        "from tether.__main__ import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=project,
+        env=env,
+    )
+    loaded = set(json.loads(out.stderr.splitlines()[-1]))
+    assert "assistant" in out.stdout
+    backends = ("tether.stores.memory", "tether.stores.sqlite", "tether.stores.postgres")
+    assert sorted(m for m in loaded if m.startswith(backends)) == []
+    assert not _top_level(loaded) & {"starlette", "jinja2", "uvicorn", "psycopg"}
+
+
 def test_version() -> None:
     assert tether.__version__ == metadata.version("tether")
     out = subprocess.run(

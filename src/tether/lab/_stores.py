@@ -17,15 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..blobs import BlobResolver, BlobStore
 from ..errors import ConfigError
-from ..stores.memory import (
-    InMemoryBlobStore,
-    InMemoryMessageStore,
-    InMemoryRunStore,
-    InMemoryWorkflowStore,
-)
 from ..stores.message_store import MessageStore
 from ..stores.run_store import RunStore
-from ..stores.sqlite import SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore, connect
 from ..stores.workflow_store import WorkflowStore
 
 __all__ = [
@@ -184,7 +177,15 @@ def open_stores(url: str, root: Path) -> StoreSet:
     Raises:
         ConfigError: the URL is not one tether knows.
     """
+    # Each backend is imported when its URL is opened (a command that opens no store loads none).
     if url in ("memory", "memory://", ":memory:"):
+        from ..stores.memory import (
+            InMemoryBlobStore,
+            InMemoryMessageStore,
+            InMemoryRunStore,
+            InMemoryWorkflowStore,
+        )
+
         blobs = InMemoryBlobStore()  # one dict: the message and run stores keep each blob once
         return StoreSet(
             InMemoryMessageStore(blobs=blobs),
@@ -201,6 +202,8 @@ def open_stores(url: str, root: Path) -> StoreSet:
             f"unknown store URL {redact_url(url)!r} (unknown {what}); the store URLs are: "
             f"{STORE_SCHEMES}"
         )
+    from ..stores.sqlite import SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore, connect
+
     # One connection for the three stores: one writer per file in this process, so the run
     # recorder never races the message appends for SQLite's write lock.
     conn = connect(path)

@@ -18,10 +18,10 @@ of `__all__`, and using one says what to install. SQLite's own plumbing (`connec
 from __future__ import annotations
 
 import typing as _typing
+from importlib import import_module as _import_module
 from importlib.util import find_spec as _find_spec
 
 from ..blobs import BlobInfo, BlobStore
-from .memory import InMemoryBlobStore, InMemoryMessageStore, InMemoryRunStore, InMemoryWorkflowStore
 from .message_store import MessageStore, ScopeInfo, ScopeLeases, StoredRecord, SystemRecord
 from .run_store import (
     CANCEL_REQUESTED,
@@ -36,19 +36,25 @@ from .run_store import (
     RunStore,
     RunTotals,
 )
-from .sqlite import SqliteBlobStore, SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
 from .workflow_store import RunLease, RunStatus, StepRecord, WorkflowRunRecord, WorkflowStore
 
 if _typing.TYPE_CHECKING:
+    from .memory import (
+        InMemoryBlobStore,
+        InMemoryMessageStore,
+        InMemoryRunStore,
+        InMemoryWorkflowStore,
+    )
     from .postgres import (
         PostgresBlobStore,
         PostgresMessageStore,
         PostgresRunStore,
         PostgresWorkflowStore,
     )
+    from .sqlite import SqliteBlobStore, SqliteMessageStore, SqliteRunStore, SqliteWorkflowStore
 
-# psycopg is imported when a PostgreSQL store is first asked for, not with the package (it
-# costs ~0.2 s, which every command and every SQLite user would pay).
+# The backends are imported when one of their stores is first asked for, not with the package:
+# psycopg costs ~0.2 s, which every command and every SQLite user would pay.
 _HAVE_POSTGRES = _find_spec("psycopg") is not None
 
 __all__ = [
@@ -100,11 +106,26 @@ if not _HAVE_POSTGRES:  # the names are left out, and __getattr__ explains
     __all__ = [name for name in __all__ if name not in _POSTGRES]
 
 
-def __getattr__(name: str) -> object:
-    if name in _POSTGRES:
-        from . import postgres  # without psycopg: the ImportError that names the extra
+_BACKENDS = {
+    **dict.fromkeys(
+        ("InMemoryBlobStore", "InMemoryMessageStore", "InMemoryRunStore", "InMemoryWorkflowStore"),
+        "memory",
+    ),
+    **dict.fromkeys(
+        ("SqliteBlobStore", "SqliteMessageStore", "SqliteRunStore", "SqliteWorkflowStore"),
+        "sqlite",
+    ),
+    **dict.fromkeys(_POSTGRES, "postgres"),
+}
+"""The backends' store classes, imported on first use: a command that never opens a store (or
+opens one backend) does not load the others."""
 
-        value = getattr(postgres, name)
+
+def __getattr__(name: str) -> object:
+    backend = _BACKENDS.get(name)
+    if backend is not None:
+        # For postgres without psycopg: the ImportError that names the extra.
+        value = getattr(_import_module(f"{__name__}.{backend}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
