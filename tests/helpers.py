@@ -26,9 +26,12 @@ def user(text: str) -> Message:
     return {"role": "user", "content": [{"type": "text", "text": text}]}
 
 
-def assistant(text: str) -> Message:
-    """An assistant message with one text part."""
-    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+def assistant(text: str, agent: str | None = None) -> Message:
+    """An assistant message with one text part (written by `agent`, when given)."""
+    message: Message = {"role": "assistant", "content": [{"type": "text", "text": text}]}
+    if agent is not None:
+        message["agent"] = agent
+    return message
 
 
 def text_of(message: Any) -> str:

@@ -64,6 +64,7 @@ def test_event_union_has_every_kind_of_the_seed() -> None:
         "resumed",
         "done",
         "error",
+        "handoff",  # tether.handoffs: the turn goes on with another agent (render-only)
     }
     assert kinds - RENDER_ONLY == {
         "message",

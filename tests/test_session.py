@@ -27,6 +27,13 @@ def test_render_only_events_return_the_same_session_unchanged() -> None:
         {"type": "guardrail", "name": "g", "target": "output", "action": "deny"},
         {"type": "trace", "record": {"phase": "tool", "name": "x", "at": 0.0}},
         {"type": "error", "error": RuntimeError("x")},
+        {
+            "type": "handoff",
+            "from_agent": "a",
+            "to_agent": "b",
+            "reason": None,
+            "tool_call_id": "c",
+        },
     ]
     assert {e["type"] for e in samples} == RENDER_ONLY
     for event in samples:

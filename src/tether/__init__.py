@@ -41,6 +41,7 @@ if _typing.TYPE_CHECKING:
         DeadlineError,
         DecisionError,
         ExperimentMismatchError,
+        HandoffLimitError,
         LeaseLostError,
         LLMConnectionError,
         LLMError,
@@ -91,6 +92,7 @@ if _typing.TYPE_CHECKING:
         is_trace_phase,
     )
     from .guardrails import Guardrail, GuardrailDecision, ToolCallSubject, define_guardrail
+    from .handoffs import Handoff, handoff_filters
     from .history import (
         HistoryContext,
         HistoryProcessor,
@@ -142,6 +144,9 @@ _LAZY: dict[str, str] = {
     "Decision": ".approvals",
     "DecisionError": ".errors",
     "ExperimentMismatchError": ".errors",
+    "HandoffLimitError": ".errors",
+    "Handoff": ".handoffs",
+    "handoff_filters": ".handoffs",
     "FinishReason": ".events",
     "Guardrail": ".guardrails",
     "GuardrailDecision": ".guardrails",
@@ -287,6 +292,8 @@ __all__ = [
     "FinishReason",
     "Guardrail",
     "GuardrailDecision",
+    "Handoff",
+    "HandoffLimitError",
     "HistoryContext",
     "HistoryProcessor",
     "LLMClient",
@@ -360,6 +367,7 @@ __all__ = [
     "deny",
     "document",
     "frame_client_message",
+    "handoff_filters",
     "has_tool_call",
     "image",
     "is_progress_stage",

@@ -15,8 +15,10 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
+    from .agent import Agent
     from .blobs import BlobResolver, BlobStore
     from .guardrails import Guardrail, ToolCallGuardrail
+    from .handoffs import Handoff
     from .history import HistoryProcessor
     from .integrations import IntegrationSource
     from .llm.base import ModelSettings
@@ -54,6 +56,8 @@ class AgentParts(TypedDict, total=False):
     on_tool_call: ToolCallGuardrail | None
     history: Sequence[HistoryProcessor] | None
     """Processors run in order on what each model call sends (`tether.history`)."""
+    max_handoffs: int | None
+    """How many times one turn may hand the conversation over (default 5; `tether.handoffs`)."""
 
 
 class AgentOptions(AgentParts, total=False):
@@ -66,6 +70,11 @@ class AgentOptions(AgentParts, total=False):
     workflows: Sequence[LadderWorkflow | Workflow[Any, Any]] | None
     blobs: BlobResolver | BlobStore | None
     """Where media referred to by `{"blob": sha256}` parts is read from (`tether.blobs`)."""
+    name: str | None
+    """The agent's name: its assistant messages carry it, and a handoff to it is the tool
+    ``transfer_to_<name>`` (`tether.handoffs`)."""
+    handoffs: Sequence[Agent | Handoff[Agent]] | None
+    """The agents this one may hand the conversation over to (`tether.handoffs`)."""
 
 
 class TurnOverrides(TypedDict, total=False):
@@ -82,6 +91,9 @@ class TurnOverrides(TypedDict, total=False):
     response_format: dict[str, Any] | None
     stream_retries: int | None
     settings: ModelSettings | None
+    agent: str | None
+    """Which agent of the entry agent's handoffs takes the turn (by name); None: the one
+    holding the conversation."""
 
 
 def keys_of(options: type) -> frozenset[str]:

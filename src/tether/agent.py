@@ -23,6 +23,7 @@ import httpx
 from ._options import AgentOptions, TurnOverrides, keys_of, refuse_unknown
 from ._params import (
     check_blobs,
+    check_count,
     check_function,
     check_limit,
     check_max_tool_rounds,
@@ -42,6 +43,12 @@ from .context import RunContext
 from .errors import ConfigError, WorkflowError
 from .events import AgentEvent, FinishReason, Part, PendingCall, Usage
 from .guardrails import Guardrail, ToolCallGuardrail
+from .handoffs import (
+    DEFAULT_MAX_HANDOFFS,
+    Handoff,
+    stream_handoffs,
+    transfer_tool,
+)
 from .history import HistoryProcessor, check_history
 from .integrations import IntegrationSource
 from .llm import LLMClient, client_from_config
@@ -50,7 +57,7 @@ from .loop import stream_turn
 from .media import UserContent, user_parts
 from .prompt import PromptLayer, static_blocks
 from .resources import Resource
-from .session import Session, SessionLike, as_session, reduce
+from .session import Session, SessionLike, as_session, holder, reduce
 from .signals import AbortSignal
 from .stop import RoundResult, StopCondition
 from .tools import Tool
@@ -141,6 +148,12 @@ class Agent:
         history: A history policy: processors ``(messages, ctx) -> messages`` (sync or
             async) run in order on what each model call sends, e.g. ``[keep_last(turns=20)]``
             (`tether.history`); the session itself always keeps the whole transcript.
+        name: The agent's name: its assistant messages carry it (`agent`), and handing over
+            to it is the tool ``transfer_to_<name>``.
+        handoffs: Agents (named) or `Handoff`s this agent may hand the conversation over to
+            within a turn (`tether.handoffs`); needs a `name`.
+        max_handoffs: How many times one turn started on this agent may be handed over
+            (default 5); a transfer past it is the model's tool error.
 
     Raises:
         ConfigError: a parameter of the wrong type or value (the message names it).
@@ -149,6 +162,12 @@ class Agent:
     def __init__(self, **options: Unpack[AgentOptions]) -> None:
         refuse_unknown("create_agent", options, _AGENT_KEYS)
         o = options
+        name = o.get("name")
+        if name is not None and not (isinstance(name, str) and name.strip()):
+            raise ConfigError(f"name= takes a non-empty string; got {name!r:.60}")
+        self.name: str | None = name
+        """The agent's name (its messages carry it), or None."""
+        handoffs = _handoffs(o.get("handoffs"), self.name)
         model = o.get("model")
         spec = one_of("model", model, "llm", o.get("llm"))
         if spec is None:
@@ -184,7 +203,10 @@ class Agent:
         self._tool_guards = tuple(guards)
         self._output_guards = tuple((g.name, g.output) for g in self.guardrails if g.output)
         self.toolbox = Toolbox(
-            sequence_of("tools", o.get("tools"), Tool, "a Tool (define_tool or @tool)"),
+            [
+                *sequence_of("tools", o.get("tools"), Tool, "a Tool (define_tool or @tool)"),
+                *(transfer_tool(h.name, h.description) for h in handoffs.values()),
+            ],
             sequence_of("resources", o.get("resources"), Resource, "a Resource (define_resource)"),
             sequence_of(
                 "integrations",
@@ -227,9 +249,53 @@ class Agent:
         """The history policy (empty: every call sends the whole transcript)."""
         self.blobs = check_blobs(o.get("blobs"))
         self._http_client: httpx.AsyncClient | None = None
+        max_handoffs = check_count("max_handoffs", o.get("max_handoffs"))
+        self.max_handoffs: int = DEFAULT_MAX_HANDOFFS if max_handoffs is None else max_handoffs
+        """How many times one turn started on this agent may be handed over."""
+        self.handoffs_by_name: dict[str, Handoff[Agent]] = handoffs
+        """This agent's handoff targets by name (empty: it hands over to none)."""
+        self._graph: dict[str, Agent] | None = None
 
     def __repr__(self) -> str:
+        if self.name is not None:
+            return f"Agent(name={self.name!r}, model={self.client.model!r})"
         return f"Agent(model={self.client.model!r})"
+
+    # -- handoffs ----------------------------------------------------------------------------
+
+    @property
+    def handoff_graph(self) -> dict[str, Agent]:
+        """This agent and every agent reachable through handoffs, by name (built once)."""
+        if self._graph is None:
+            graph: dict[str, Agent] = {}
+            todo: list[Agent] = [self]
+            while todo:
+                agent = todo.pop()
+                if agent.name is None or agent.name in graph:
+                    continue
+                graph[agent.name] = agent
+                todo.extend(h.agent for h in agent.handoffs_by_name.values())
+            self._graph = graph
+        return self._graph
+
+    def turn_agent(self, session: SessionLike, named: str | None = None) -> Agent:
+        """The agent a turn sent to this one runs: `named` (this agent or one of its
+        handoffs'), else the one holding the conversation, else this one.
+
+        Raises:
+            ConfigError: `named` is not in this agent's handoffs.
+        """
+        graph = self.handoff_graph
+        if named is not None:
+            agent = graph.get(named)
+            if agent is None:
+                known = ", ".join(repr(n) for n in graph) or "none"
+                raise ConfigError(
+                    f"agent={named!r} is not this agent or one it hands over to ({known})"
+                )
+            return agent
+        held = holder(as_session(session).messages)
+        return graph.get(held, self) if held is not None else self
 
     def _validate_settings_for_client(self) -> None:
         """Refuse now, not at the first turn, settings the client built from the model string or
@@ -324,6 +390,7 @@ class Agent:
             opts.history_sink,
             blobs=self.blobs,
             max_tool_result_bytes=self.max_tool_result_bytes,
+            agent=self.name,
         )
 
     def send(
@@ -346,6 +413,11 @@ class Agent:
         source that cannot connect, an attached resource that cannot be read or a prompt layer
         that fails raised; the session is left exactly as it was.
         """
+        if self.handoffs_by_name:
+            opts = _options(options, overrides)
+            sess = as_session(session)
+            start = self.turn_agent(sess, opts.agent)
+            return stream_handoffs(self, start, sess, _user(text), opts)
         if options is None and _none(overrides):
             plan = self.plan_turn(session)  # no overrides: the common case, kept cheap
         else:
@@ -411,11 +483,18 @@ class Agent:
                 raise ConfigError("run_turn() takes text or decisions=, not both")
             sess = as_session(target)
             resume = check_decisions(sess.pending, decisions, lambda: _decided_ids(sess))
-        plan = self.plan_turn(target, opts)
+        rounds: list[RoundResult] = []
+        if self.handoffs_by_name and resume is None:
+            sess = as_session(target)
+            start = self.turn_agent(sess, opts.agent)
+            stream = stream_handoffs(self, start, sess, _user(text), opts, rounds)
+        else:
+            plan = self.plan_turn(target, opts)
+            rounds = plan.rounds
+            stream = stream_turn(plan, as_session(target), _user(text), resume)
         events: list[AgentEvent] = []
         done = None
         pending: list[PendingCall] = []
-        stream = stream_turn(plan, as_session(target), _user(text), resume)
         try:
             async for event in stream:
                 reduce(target, event)
@@ -438,7 +517,7 @@ class Agent:
             usage=done["usage"],
             finish_reason=done.get("finish_reason"),
             stop_reason=done["stop_reason"],
-            rounds=plan.rounds,
+            rounds=rounds,
             events=events,
             pending=pending,
         )
@@ -555,6 +634,25 @@ def _decided_ids(session: Session) -> frozenset[str]:
         for p in m["content"]
         if p["type"] == "tool_result"
     )
+
+
+def _handoffs(value: Any, name: str | None) -> dict[str, Handoff[Agent]]:
+    """The handoffs declared (an Agent is a `Handoff` of it), by target name, checked."""
+    items: list[Agent | Handoff[Agent]] = sequence_of(
+        "handoffs", value, (Agent, Handoff), "a named Agent or a Handoff"
+    )
+    if items and name is None:
+        raise ConfigError(
+            "handoffs= needs the agent's own name= too (its messages carry it, so the "
+            "conversation knows who holds it): create_agent(name='triage', handoffs=[...])"
+        )
+    out: dict[str, Handoff[Agent]] = {}
+    for item in items:
+        handoff = item if isinstance(item, Handoff) else Handoff(item)
+        if handoff.name in out:
+            raise ConfigError(f"handoffs= names the agent {handoff.name!r} twice")
+        out[handoff.name] = handoff
+    return out
 
 
 def _tools(tools: Sequence[Tool]) -> tuple[Tool, ...]:

@@ -49,6 +49,9 @@ class RunContext:
     _http: HttpFactory | None = None
     _live: Callable[[dict[str, Any]], None] | None = None
     """Where a running tool's progress goes at once (set by the loop while it runs one)."""
+    handoff_chain: Any = None
+    """The turn's handoff chain (`tether.handoffs.HandoffChain`) when its agent can hand the
+    conversation over: what a transfer tool asks."""
 
     @classmethod
     def for_turn(
@@ -134,6 +137,7 @@ class RunContext:
             _pending=self._pending,
             _tracer=self._tracer,
             _http=self._http,
+            handoff_chain=self.handoff_chain,
             **fields,
         )
 
@@ -150,4 +154,5 @@ class RunContext:
             self._tracer,
             self._http,
             self._live,
+            self.handoff_chain,
         )

@@ -57,7 +57,9 @@ TetherError
 │   └── LeaseLostError           a write refused: another holder took over the lease it was
 │                                made under (.lease, .key, .holder); its writer stops
 ├── ToolError                    raised inside a tool: its message goes to the model as the
-│                                call's error result (the turn goes on)
+│   │                            call's error result (the turn goes on)
+│   └── HandoffLimitError        a transfer past the turn's `max_handoffs` (.limit): the model
+│                                sees it as the transfer call's error and answers itself
 ├── ResumeError                  a paused turn or run could not be resumed as asked
 │   ├── DecisionError            a decision that does not fit the pending calls (.call_id)
 │   ├── NotPausedError           the session or run waits for no decision
@@ -97,6 +99,7 @@ __all__ = [
     "DeadlineError",
     "DecisionError",
     "ExperimentMismatchError",
+    "HandoffLimitError",
     "LLMConnectionError",
     "LLMError",
     "LLMHTTPError",
@@ -602,6 +605,15 @@ class ToolError(TetherError):
 
     The loop turns it into the call's `is_error` result; the turn goes on (the model can react).
     """
+
+
+class HandoffLimitError(ToolError):
+    """A transfer call past the turn's bound on handoffs (`max_handoffs`, `limit`): the model
+    reads it as the call's error result, and the agent holding the turn answers itself."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class ResumeError(TetherError):

@@ -25,6 +25,7 @@ __all__ = [
     "ErrorEvent",
     "FinishReason",
     "GuardrailEvent",
+    "HandoffEvent",
     "MediaPart",
     "MemoryEvent",
     "MessageEvent",
@@ -232,6 +233,9 @@ class ToolUseEvent(TypedDict):
     preamble: NotRequired[list[TextPart | ThinkingPart]]
     """On the first call of a round: the text and thinking the model produced before its calls
     (thinking with its signature), in order."""
+    agent: NotRequired[str]
+    """The name of the agent that made the call (an agent with a `name`): the assistant
+    message it opens says so."""
 
 
 class ToolResultEvent(TypedDict):
@@ -367,6 +371,24 @@ class DoneEvent(TypedDict):
     media: NotRequired[list[MediaPart]]
     """Images the model made in its final round (Gemini inline images, Responses image
     generation), kept in the transcript after the text."""
+    agent: NotRequired[str]
+    """The name of the agent that answered (an agent with a `name`; after a handoff, the
+    target): the assistant message says so."""
+
+
+class HandoffEvent(TypedDict):
+    """The turn goes on with another agent (`tether.handoffs`). Render-only: the transfer
+    call and its result are already in the transcript."""
+
+    type: Literal["handoff"]
+    from_agent: str
+    """The agent that handed the conversation over."""
+    to_agent: str
+    """The agent that answers from here on."""
+    reason: str | None
+    """Why, as the model said in the transfer call (None when it gave none)."""
+    tool_call_id: str
+    """The transfer call."""
 
 
 PendingKind: TypeAlias = Literal["approval", "external", "input"]
@@ -439,6 +461,7 @@ AgentEvent: TypeAlias = (
     | ResumedEvent
     | DoneEvent
     | ErrorEvent
+    | HandoffEvent
 )
 
 RENDER_ONLY: Final = frozenset(
@@ -453,5 +476,6 @@ RENDER_ONLY: Final = frozenset(
         "guardrail",
         "trace",
         "error",
+        "handoff",
     }
 )

@@ -658,6 +658,7 @@ class _Turn:
             p for p in step.content if p["type"] != "tool_call"
         ]
         first = True
+        agent = self.plan.agent
         for call in step.tool_calls:
             use: ToolUseEvent = {
                 "type": "tool_use",
@@ -668,6 +669,8 @@ class _Turn:
             if first:
                 use["preamble"] = preamble
                 first = False
+                if agent is not None:
+                    use["agent"] = agent
             fold(self.messages, self.memory_view, use)
             out.append(use)
         self.open_calls = list(step.tool_calls)
@@ -996,6 +999,8 @@ class _Turn:
             done["thinking"] = thinking
         if self.answered_by is not None:
             done["model"] = self.answered_by
+        if self.plan.agent is not None:
+            done["agent"] = self.plan.agent
         if final is not None and not denied:
             _keep_parts(done, final.content)
         fold(self.messages, self.memory_view, done)

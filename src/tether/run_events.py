@@ -18,6 +18,7 @@ stored event's body as the union, so ``if body["type"] == AGENT_TOOL_CALL:`` nar
 | `agent_messages_committed` | `AgentMessagesCommittedData`: start, count, messages         |
 | `agent_summarized`         | `AgentSummarizedData`: covers, index, model, usage, cost     |
 | `agent_warning`            | `AgentWarningData`: code, message, memory_scope, ...          |
+| `agent_handoff`            | `AgentHandoffData`: from, to, reason, tool call, nested run   |
 | `agent_finished`           | `AgentFinishedData`: text, output, turns, usage, cost        |
 | `agent_failed`             | `AgentFailedData`: error, cancelled, text?                   |
 | `agent_paused`             | `AgentPausedData`: pending, memory_scope, deadline           |
@@ -40,6 +41,7 @@ from .events import Usage
 __all__ = [
     "AGENT_FAILED",
     "AGENT_FINISHED",
+    "AGENT_HANDOFF",
     "AGENT_MESSAGES_COMMITTED",
     "AGENT_PAUSED",
     "AGENT_STARTED",
@@ -65,6 +67,8 @@ __all__ = [
     "AgentFailedData",
     "AgentFinished",
     "AgentFinishedData",
+    "AgentHandoff",
+    "AgentHandoffData",
     "AgentMessagesCommitted",
     "AgentMessagesCommittedData",
     "AgentPaused",
@@ -105,6 +109,7 @@ AGENT_TOOL_RESULT: Final = "agent_tool_result"
 AGENT_MESSAGES_COMMITTED: Final = "agent_messages_committed"
 AGENT_SUMMARIZED: Final = "agent_summarized"
 AGENT_WARNING: Final = "agent_warning"
+AGENT_HANDOFF: Final = "agent_handoff"
 AGENT_FINISHED: Final = "agent_finished"
 AGENT_FAILED: Final = "agent_failed"
 AGENT_PAUSED: Final = "agent_paused"
@@ -189,6 +194,20 @@ class AgentWarningData(TypedDict):
     template: NotRequired[str | None]
     variable: NotRequired[str | None]
     pinned_agent_id: NotRequired[Any]
+
+
+class AgentHandoffData(TypedDict):
+    """The turn goes on with another agent (`tether.handoffs`): a nested run on the same scope,
+    under the transfer call."""
+
+    from_agent: str
+    to_agent: str
+    reason: str | None
+    """Why, as the model said in the transfer call."""
+    tool_call_id: str
+    run_id: str
+    """The target's run (nested under the transfer call)."""
+    memory_scope: str
 
 
 class AgentFinishedData(TypedDict):
@@ -302,6 +321,11 @@ class AgentWarning(TypedDict):
     data: AgentWarningData
 
 
+class AgentHandoff(TypedDict):
+    type: Literal["agent_handoff"]
+    data: AgentHandoffData
+
+
 class AgentFinished(TypedDict):
     type: Literal["agent_finished"]
     data: AgentFinishedData
@@ -362,6 +386,7 @@ RunEventBody: TypeAlias = (
     | AgentMessagesCommitted
     | AgentSummarized
     | AgentWarning
+    | AgentHandoff
     | AgentFinished
     | AgentFailed
     | AgentPaused
@@ -381,6 +406,7 @@ RunEventKind: TypeAlias = Literal[
     "agent_messages_committed",
     "agent_summarized",
     "agent_warning",
+    "agent_handoff",
     "agent_finished",
     "agent_failed",
     "agent_paused",

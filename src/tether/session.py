@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, MutableMapping
-from typing import Any, Literal, TypeAlias, TypedDict, TypeVar
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, TypeVar
 
 from ._json import check_json_safe, copy_json
 from .errors import SessionFormatError
@@ -22,7 +22,16 @@ from .events import (
     ToolResultPart,
 )
 
-__all__ = ["Message", "Session", "SessionLike", "as_session", "fold", "reduce", "remember"]
+__all__ = [
+    "Message",
+    "Session",
+    "SessionLike",
+    "as_session",
+    "fold",
+    "holder",
+    "reduce",
+    "remember",
+]
 
 Role: TypeAlias = Literal["user", "assistant", "tool"]
 
@@ -30,6 +39,9 @@ Role: TypeAlias = Literal["user", "assistant", "tool"]
 class Message(TypedDict):
     role: Role
     content: list[Part]
+    agent: NotRequired[str]
+    """On an assistant message: the name of the agent that wrote it (agents with a `name`;
+    a lab agent's id), so a conversation handed between agents says who said what."""
 
 
 class Session(dict[str, Any]):
@@ -187,6 +199,8 @@ def _message_problem(m: Any) -> str | None:
     content = m.get("content")
     if not isinstance(content, list):
         return ".content must be a list of parts"
+    if "agent" in m and type(m["agent"]) is not str:
+        return ".agent must be a string (the name of the agent that wrote the message)"
     for j, part in enumerate(content):
         keys = None
         if isinstance(part, dict):
@@ -292,7 +306,10 @@ def fold(messages: list[Message], memory: dict[str, Any], event: AgentEvent) -> 
         if preamble is not None or not messages or messages[-1]["role"] != "assistant":
             content: list[Part] = [_copy_part(p) for p in preamble] if preamble else []
             content.append(call)
-            messages.append({"role": "assistant", "content": content})
+            opened: Message = {"role": "assistant", "content": content}
+            if "agent" in event:
+                opened["agent"] = event["agent"]
+            messages.append(opened)
         else:
             messages[-1]["content"].append(call)
     elif event["type"] == "message":
@@ -324,8 +341,21 @@ def _fold_done(messages: list[Message], event: DoneEvent) -> None:
     if made:
         final.extend(p.copy() for p in made)
     if final:
-        messages.append({"role": "assistant", "content": final})
+        message: Message = {"role": "assistant", "content": final}
+        if "agent" in event:
+            message["agent"] = event["agent"]
+        messages.append(message)
 
 
 def _copy_part(part: TextPart | ThinkingPart) -> TextPart | ThinkingPart:
     return part.copy()
+
+
+def holder(messages: list[Message]) -> str | None:
+    """The agent holding the conversation: the `agent` of the last assistant message (None
+    when it names none). Read from the end: the cost does not grow with the transcript."""
+    for message in reversed(messages):
+        if message["role"] == "assistant":
+            agent = message.get("agent")
+            return agent if isinstance(agent, str) else None
+    return None

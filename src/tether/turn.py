@@ -103,6 +103,9 @@ class TurnOptions:
     history_sink: Callable[[Summary], None] | None = None
     """Where the summaries a `summarize` policy makes go (the lab stores them in the scope);
     with it, the processor keeps none of its own."""
+    agent: str | None = None
+    """Which agent of the entry agent's handoffs takes this turn (its name; the entry agent's
+    own included); None: the agent holding the conversation (`tether.handoffs`)."""
 
 
 class TurnPlanner(Protocol):
@@ -267,6 +270,8 @@ class TurnPlan(NamedTuple):
     max_tool_result_bytes: int | None = None
     """The media bytes one tool result may carry (more are dropped, with a marker); None: no
     limit. The agent's default is `DEFAULT_MAX_TOOL_RESULT_BYTES`."""
+    agent: str | None = None
+    """The agent's name: its assistant messages carry it (`agent`); None: they carry none."""
 
     def history_of(self) -> TurnHistory:
         """A fresh history state for one turn of this plan (with `history` set)."""

@@ -30,11 +30,12 @@ async def test_one_episode_stores_pin_user_and_reply_and_returns_the_result(lab:
     assert result.memory_scope == "notes"
     assert result.usage == {"input_tokens": 5, "output_tokens": 2}
     assert result.run_id == handle.run_id
-    assert result.new_messages == [user("First turn"), assistant("Hello")]
+    # Each assistant record says which agent wrote it.
+    assert result.new_messages == [user("First turn"), assistant("Hello", "researcher")]
     assert await lab.message_store.load("notes") == [
         pin("You are terse.", "researcher"),
         user("First turn"),
-        assistant("Hello"),
+        assistant("Hello", "researcher"),
     ]
     # The system prompt goes to the model as instructions, never as a message.
     request = client.calls[0]
@@ -55,7 +56,7 @@ async def test_the_same_agent_on_the_same_scope_sees_the_whole_conversation(lab:
         ("assistant", "two"),
         ("user", "Third"),
     ]
-    assert result.new_messages == [user("Third"), assistant("three")]
+    assert result.new_messages == [user("Third"), assistant("three", "researcher")]
     assert len(await lab.message_store.load("notes")) == 7
 
 
@@ -72,7 +73,10 @@ async def test_an_omitted_scope_is_generated_persisted_and_not_shared(lab: Runti
     result = await handle.result
     assert handle.memory_scope == result.memory_scope
     assert len(result.memory_scope) == 32
-    assert await lab.message_store.load(result.memory_scope) == [user("one-shot"), assistant("a")]
+    assert await lab.message_store.load(result.memory_scope) == [
+        user("one-shot"),
+        assistant("a", "a"),
+    ]
     other = await agent.run(user="another").result
     assert other.memory_scope != result.memory_scope
     assert client.calls[1]["messages"] == [user("another")]

@@ -42,7 +42,7 @@ from ._project import GlobalOptions, load_project, options_of, reach_stores
 from ._render import EpisodeRenderer, clean, clean_lines, emit_err
 
 if TYPE_CHECKING:
-    from ..events import MediaPart
+    from ..events import HandoffEvent, MediaPart
     from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Runtime
 
 __all__ = ["chat"]
@@ -130,6 +130,8 @@ class ChatSession:
     model: str | None
     attached: list[MediaPart] = field(default_factory=list)
     """Files `/attach` read, sent with the next message."""
+    answering: str | None = None
+    """The agent that answered last (None: the chat's own agent, so far)."""
 
     async def open(self) -> None:
         await self.runtime.__aenter__()
@@ -164,6 +166,8 @@ class ChatSession:
         except ConfigError as exc:  # a missing key, an unknown provider, a bad model
             raise start_error(exc, "chat again") from exc
         self.attached = []  # they went with this message
+        if self.agent.handoffs and self.scope is not None:
+            await self._say_holder()
         self.scope = handle.memory_scope
         tools = EpisodeRenderer(stream_text=False, show_tools=True)
         outcome: AgentRunResult[Any] | BaseException
@@ -178,8 +182,11 @@ class ChatSession:
                     if event["type"] == "text" and event["text"]:
                         show(event["text"])
                         continue
-                    if pause is not None and event["type"] in ("tool_use", "guardrail"):
+                    if pause is not None and event["type"] in ("tool_use", "guardrail", "handoff"):
                         pause()
+                    if event["type"] == "handoff":
+                        self._say_handoff(event)
+                        continue
                     tools(event)
                 outcome = await handle.result
             except asyncio.CancelledError:
@@ -200,6 +207,27 @@ class ChatSession:
                 await self._say_summarized(outcome.run_id)
         else:
             emit_err(f"Error: the turn failed: {type(outcome).__name__}: {outcome}")
+
+    async def _say_holder(self) -> None:
+        """Who answers this turn, when it is not who answered last: the agent holding the
+        scope (a turn sent to the chat's agent goes to it)."""
+        assert self.scope is not None
+        try:
+            held = await self.agent.held_by(self.scope)
+        except Exception:  # saying who answers is a courtesy: the turn still runs
+            return
+        if held is not None and held != (self.answering or self.agent.id):
+            self.answering = held
+            emit_err(f"[{clean(held)} is answering]")
+
+    def _say_handoff(self, event: HandoffEvent) -> None:
+        """A handoff in the turn: who answers from here on."""
+        self.answering = event["to_agent"]
+        reason = f": {event['reason']}" if event.get("reason") else ""
+        emit_err(
+            clean(f"[{event['from_agent']} hands over to {event['to_agent']}{reason}]")
+            + f"\n[{clean(event['to_agent'])} is answering]"
+        )
 
     async def _say_summarized(self, run_id: str) -> None:
         """The marker of a turn that summarized older ones (its `agent_summarized` event)."""

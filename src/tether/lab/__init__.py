@@ -24,6 +24,7 @@ from ._definition import (
 )
 from ._episode import SystemPromptConflict, WorkflowLink
 from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle
+from ._handoffs import LabHandoff
 from ._host import AgentHost, ClientPool, TaskSet
 from ._output import JSON_REQUEST
 from ._recorder import RunListener
@@ -50,6 +51,7 @@ __all__ = [
     "Definition",
     "IntegrationInspection",
     "LabAgent",
+    "LabHandoff",
     "ModelSpec",
     "PromptInspection",
     "Registry",

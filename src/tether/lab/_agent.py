@@ -28,6 +28,7 @@ from ..approvals import Decision
 from ..errors import ConfigError, NotJSONSafeError, SessionFormatError
 from ..events import PendingCall
 from ..guardrails import Guardrail
+from ..handoffs import DEFAULT_MAX_HANDOFFS, transfer_tool
 from ..integrations import IntegrationSource
 from ..llm import LLMClient
 from ..llm.base import ModelSettings
@@ -57,6 +58,7 @@ from ._definition import (
 )
 from ._episode import Episode, EpisodeAgent, Resumed, SystemPromptConflict, WorkflowLink
 from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle, _EventBuffer
+from ._handoffs import LabHandoff, handoff_graph, held_by
 from ._host import AgentHost
 from ._output import OutputSpec
 from ._provenance import merge_tags
@@ -104,6 +106,7 @@ class RunOptions(TypedDict, total=False):
     tool_provider_context: Any
     services: Mapping[str, Any] | None
     tags: Sequence[str] | None
+    agent: str | None
 
 
 _RUN_OPTIONS = keys_of(RunOptions) | {"output_schema"}
@@ -229,6 +232,7 @@ class LabAgent(Generic[T]):
         self._output = OutputSpec.of(d.output_schema) if d.output_schema is not None else None
         self._prompt = d.system_prompt or SystemPrompt()
         self._resource_tools = [r.as_tool() for r in d.resources or () if r.mode == "tool"]
+        self._transfer_tools = [transfer_tool(h.name, h.description) for h in d.handoffs or ()]
 
     def __repr__(self) -> str:
         return f"LabAgent({self.id!r})"
@@ -341,6 +345,23 @@ class LabAgent(Generic[T]):
         return self._def.description or ""
 
     @property
+    def handoffs(self) -> list[LabHandoff]:
+        """The agents this one may hand the conversation over to."""
+        return list(self._def.handoffs or ())
+
+    async def held_by(self, memory_scope: str) -> str | None:
+        """The id of the agent holding `memory_scope` (the writer of its last assistant
+        record), or None; a turn this agent is sent there goes to it when it is one of this
+        agent's handoffs."""
+        return await held_by(self._def.memory_store or self.runtime.message_store, memory_scope)
+
+    @property
+    def max_handoffs(self) -> int:
+        """How many times a turn started on this agent may be handed over."""
+        value = self._def.max_handoffs
+        return DEFAULT_MAX_HANDOFFS if value is None else value
+
+    @property
     def uses_tool_provider(self) -> bool:
         """True when the tools come from a ToolProvider (the CLI's `(tool-context)` mark)."""
         return is_provider(self._def.tools)
@@ -386,8 +407,9 @@ class LabAgent(Generic[T]):
             d = self._def
             own_tools = d.tools if isinstance(d.tools, list) else []
             agent = create_agent(
+                name=self.id,
                 model=client,
-                tools=own_tools,
+                tools=[*own_tools, *self._transfer_tools],
                 resources=d.resources or (),
                 guardrails=d.guardrails or (),
                 integrations=d.integrations or (),
@@ -514,9 +536,9 @@ class LabAgent(Generic[T]):
         Raises:
             ConfigError: bad input, or no model (nothing has run or been stored).
         """
-        episode = self._episode(kwargs, buffer=None)
+        episode = self.prepare_episode(kwargs, buffer=None)
         task = self.runtime.episodes.spawn(
-            episode.run(), name=f"tether-lab:{self.id}:{episode.run_id}"
+            self._routed(episode, kwargs), name=f"tether-lab:{self.id}:{episode.run_id}"
         )
         return AgentRunHandle(
             agent_id=self.id,
@@ -543,9 +565,9 @@ class LabAgent(Generic[T]):
         """Like `run()`, and the handle exposes `text_stream` and `full_stream` (with
         `partial_output` events while a structured answer streams)."""
         buffer = _EventBuffer()
-        episode = self._episode(kwargs, buffer=buffer)
+        episode = self.prepare_episode(kwargs, buffer=buffer)
         task = self.runtime.episodes.spawn(
-            episode.run(), name=f"tether-lab:{self.id}:{episode.run_id}"
+            self._routed(episode, kwargs), name=f"tether-lab:{self.id}:{episode.run_id}"
         )
         return AgentStreamHandle(
             agent_id=self.id,
@@ -625,7 +647,7 @@ class LabAgent(Generic[T]):
         info, calls = checked or await checked_run(store, run_id, decisions, self.id)
         assert info.memory_scope is not None
         # Everything that can be refused is checked before the run is taken.
-        episode = self._episode(
+        episode = self.prepare_episode(
             {**options, "memory_scope": info.memory_scope}, buffer=buffer, resume_of=info
         )
         listeners = self.runtime.listeners
@@ -652,13 +674,52 @@ class LabAgent(Generic[T]):
             buffer=buffer,
         )
 
-    def _episode(
+    async def _routed(self, episode: Episode, kw: dict[str, Any]) -> AgentRunResult[Any]:
+        """Run `episode`, or, when this agent hands over and the caller named no agent, the
+        same run as the agent of its handoffs that holds the scope."""
+        if self._def.handoffs and kw.get("agent") is None and not episode.scope_generated:
+            held = await held_by(episode.store, episode.scope)
+            if held is not None and held != episode.agent.id:
+                target = handoff_graph(self).get(held)
+                if target is not None:
+                    episode = target.prepare_episode(
+                        kw,
+                        buffer=episode.buffer,
+                        run_id=episode.run_id,
+                        controller=episode.controller,
+                    )
+        return await episode.run()
+
+    def prepare_episode(
         self,
         kw: dict[str, Any],
         *,
         buffer: _EventBuffer | None,
         resume_of: RunInfo | None = None,
+        run_id: str | None = None,
+        controller: AbortController | None = None,
     ) -> Episode:
+        """The episode a `run()` / `stream()` with these options would run, checked and not
+        started (`agent=` naming one of this agent's handoffs makes it that agent's); a given
+        `run_id` / `controller` are its own (a routed or handed-over run keeps the handle's).
+
+        Raises:
+            ConfigError: bad options (nothing has run or been stored).
+        """
+        named = kw.get("agent")
+        if named is not None and named != self.id:
+            graph = handoff_graph(self)
+            if named not in graph:
+                known = ", ".join(repr(a) for a in graph)
+                raise ConfigError(
+                    f"agent {self.id!r}: agent={named!r} is neither this agent nor one it hands "
+                    f"over to ({known})"
+                )
+            rest = {k: v for k, v in kw.items() if k != "agent"}
+            episode: Episode = graph[named].prepare_episode(
+                rest, buffer=buffer, run_id=run_id, controller=controller
+            )
+            return episode
         unknown = sorted(set(kw) - _RUN_OPTIONS)
         if unknown:
             raise ConfigError(
@@ -734,11 +795,16 @@ class LabAgent(Generic[T]):
             harness=harness,
             system_prompt=self._prompt,
             tools=tools if replaced else None,
-            resource_tools=self._resource_tools,
-            has_tools=bool(tools) or bool(self._resource_tools) or bool(d.integrations),
+            resource_tools=[*self._resource_tools, *self._transfer_tools],
+            has_tools=bool(tools)
+            or bool(self._resource_tools)
+            or bool(d.integrations)
+            or bool(self._transfer_tools),
             title_workflow=d.title_workflow,
             settings=settings,
             recording=d.recording or "metadata",
+            handoffs={h.name: h for h in d.handoffs or ()},
+            max_handoffs=self.max_handoffs,
         )
         link = _link(kw.get("workflow"))
         if resume_of is not None:
@@ -750,7 +816,7 @@ class LabAgent(Generic[T]):
         return Episode(
             self.runtime,
             agent,
-            run_id=resume_of.run_id if resume_of is not None else uuid.uuid4().hex,
+            run_id=resume_of.run_id if resume_of is not None else (run_id or uuid.uuid4().hex),
             memory_scope=scope,
             scope_generated=generated,
             store=d.memory_store or self.runtime.message_store,
@@ -765,10 +831,11 @@ class LabAgent(Generic[T]):
             context=kw.get("context"),
             services=services,
             tags=merge_tags([*(tags or ()), *context_tags()], self.runtime.provenance_tags()),
-            controller=AbortController(),
+            controller=controller or AbortController(),
             buffer=buffer,
             caller=caller(current_workflow_run()) if resume_of is None else None,
             approval_timeout=self._def.approval_timeout,
+            kwargs=kw,
         )
 
 

@@ -64,6 +64,7 @@ from ..tools import Tool
 from ..tracing import TraceSink
 from ..turn import ModelSpec
 from ..workflows import Workflow
+from ._handoffs import check_handoffs
 from ._recorder import RecordingLevel, check_recording
 from ._template import Template
 from ._tools import ToolProvider, ToolsSpec, check_tool_set, is_provider
@@ -108,6 +109,9 @@ class LabAgentOptions(AgentParts, total=False):
     description: str | None
     recording: RecordingLevel | None
     approval_timeout: float | None
+    handoffs: Sequence[Any] | None
+    """Lab agents, their ids or `LabHandoff`s this agent may hand the conversation over to
+    (`tether.lab.LabHandoff`)."""
 
 
 class AgentDefaults(LabAgentOptions, total=False):
@@ -381,6 +385,10 @@ class Definition:
     approval_timeout: float | None = None
     """Seconds a paused run's calls wait for a decision before they are denied as "expired"
     (a tool's own `approval_timeout` wins for its calls); None: they wait for ever."""
+    handoffs: list[Any] | None = None
+    """The agent's handoff targets (`LabHandoff`s)."""
+    max_handoffs: int | None = None
+    """How many times one turn may be handed over (None: the default, 5)."""
 
     @classmethod
     def check(cls, values: Mapping[str, Any], where: str) -> Definition:
@@ -449,6 +457,8 @@ class Definition:
                 else None
             ),
             approval_timeout=float(timeout) if timeout is not None else None,
+            handoffs=check_handoffs(v.get("handoffs"), where),
+            max_handoffs=check_count("max_handoffs", v.get("max_handoffs"), where),
         )
 
     def over(self, base: Definition) -> Definition:

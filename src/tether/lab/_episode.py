@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from traceback import format_exception
 from typing import Any, Literal, TypeAlias, TypeVar, cast
 
@@ -47,7 +48,8 @@ from ..errors import (
     StoreError,
     TemplateError,
 )
-from ..events import AgentEvent, DoneEvent, PendingCall, Usage
+from ..events import AgentEvent, DoneEvent, HandoffEvent, PendingCall, Usage
+from ..handoffs import DEFAULT_MAX_HANDOFFS, Handoff, HandoffChain
 from ..history import Summary
 from ..llm.base import ModelSettings
 from ..loop import stream_turn
@@ -55,6 +57,7 @@ from ..prompt import PromptLayer
 from ..run_events import (
     AGENT_FAILED,
     AGENT_FINISHED,
+    AGENT_HANDOFF,
     AGENT_MESSAGES_COMMITTED,
     AGENT_PAUSED,
     AGENT_STARTED,
@@ -228,6 +231,21 @@ class EpisodeAgent:
     """The model settings of this episode (run > agent > runtime defaults, key by key)."""
     recording: RecordingLevel = "metadata"
     """How much of each model request the run records."""
+    handoffs: Mapping[str, Handoff[Any]] = field(default_factory=dict)
+    """The agents this one may hand the turn over to, by id."""
+    max_handoffs: int = DEFAULT_MAX_HANDOFFS
+    """How many times a turn started on this agent may be handed over."""
+
+
+@dataclass(slots=True, frozen=True)
+class HandoffLink:
+    """What a handed-over episode continues: the episode that handed over, its transfer call
+    and the handoff (its input filter)."""
+
+    parent: Episode
+    tool_call_id: str
+    reason: str | None
+    handoff: Handoff[Any]
 
 
 class Episode:
@@ -258,6 +276,7 @@ class Episode:
         caller: Caller | None = None,
         resumed: Resumed | None = None,
         approval_timeout: float | None = None,
+        kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         self.host = host
         self.agent = agent
@@ -293,6 +312,14 @@ class Episode:
         """What a paused episode stores with its run to be resumed from."""
         self._deadline: float | None = None
         """When the paused calls expire (`_approval_deadline`)."""
+        self.kwargs: Mapping[str, Any] = kwargs or {}
+        """The run options this episode was made from (a handoff target's carries some on)."""
+        self.handed: HandoffLink | None = None
+        """Set on an episode a handoff started: the episode it continues."""
+        self.chain: HandoffChain | None = (
+            HandoffChain(agent.max_handoffs) if agent.handoffs else None
+        )
+        """The turn's handoffs (shared with the episodes it hands over to)."""
         # Filled as the episode runs.
         self.view: list[Message] = []
         self.committed = 0
@@ -336,14 +363,23 @@ class Episode:
         finally:
             if self._leased is not None:
                 self.host.heartbeat.drop_run(self._leased, self.run_id)
-            # Stream readers end with the episode, however it ends.
-            if self.buffer is not None:
+            # Stream readers end with the episode, however it ends (a handed-over one's with
+            # the turn's first episode).
+            if self.buffer is not None and self.handed is None:
                 self.buffer.close()
+
+    def _handed_input(self) -> str:
+        """A handed-over run's input, for listings: the reason it was handed over."""
+        if self.handed is None:
+            return ""
+        return self.handed.reason or f"handed over by {self.handed.parent.agent.id}"
 
     async def _run(self) -> AgentRunResult[Any]:
         link = self.link
         caller = self.caller
         resumed = self.resumed
+        if self.handed is not None:  # nested under the transfer call
+            caller = Caller(self.handed.parent.run_id, self.handed.tool_call_id)
         recorder = RunRecorder(
             self.host.run_store,
             self.host.listeners,
@@ -365,7 +401,7 @@ class Episode:
                 parent_run_id=caller.run_id if caller else None,
                 parent_tool_call_id=caller.tool_call_id if caller else None,
                 meta={"model": self.model},
-                input_text=_input_text(self.new_input),
+                input_text=_input_text(self.new_input) or self._handed_input(),
             ),
         )
         recorder.on_failure = self._recording_failed
@@ -507,7 +543,15 @@ class Episode:
     async def _on_scope(self) -> AsyncIterator[None]:
         """Load, run and commit happen inside this block, and only there: the place where the
         scope is held for one episode (a scope lease is acquired on entry and released on
-        exit), so that turns on one memory scope never interleave."""
+        exit), so that turns on one memory scope never interleave. A handed-over episode runs
+        within the hold of the turn it continues."""
+        if self.handed is not None:
+            self._hold = self.handed.parent._hold
+            try:
+                yield
+            finally:
+                self._hold = None
+            return
         async with self.host.scopes.hold(self.store, self.scope, self.run_id) as hold:
             self._hold = hold
             try:
@@ -532,6 +576,20 @@ class Episode:
 
     async def _body(self, recorder: RunRecorder) -> AgentRunResult[Any]:
         policy = self.agent.harness.history
+        if self.handed is not None:
+            # The turn so far, as the handoff's input filter lets the target see it; its own
+            # system prompt (the scope's pin stays as it is: seed 002's "use-current").
+            handoff = self.handed.handoff
+            history = handoff.filtered(list(self.handed.parent.view))
+            self.view = list(history)
+            self.committed = len(self.view)
+            self.first_index = self.handed.parent.first_index
+            if not self.view:
+                raise ConfigError(
+                    f"the input filter of the handoff to {self.agent.id!r} left nothing to send"
+                )
+            prompt = self.agent.system_prompt.layers(self.agent.system_prompt.render_static())
+            return await self._answer(prompt)
         if policy:
             # Only what the policy can keep: the pin, the newest summary, the turns after it.
             loaded = await self._interruptible(lambda: load_kept(self.store, self.scope, policy))
@@ -564,6 +622,11 @@ class Episode:
         prompt = self.agent.system_prompt.layers(self._static_texts(pin, new_scope, recorder))
         if resumed is not None and new_scope and pin is not None:
             self.pending_pin = pin
+        return await self._answer(prompt)
+
+    async def _answer(self, prompt: list[PromptLayer]) -> AgentRunResult[Any]:
+        """The turn's rounds on `prompt`, and its answer (or the answer of the agent it was
+        handed over to)."""
         tools = await self._tools()
         output = self.output
         has_tools = self.agent.has_tools or bool(tools)
@@ -571,6 +634,9 @@ class Episode:
         done = await self._send(prompt, tools, self.stop_when, response_format)
         if self.pending:
             return self._pause_result(done)
+        requested = self.chain.take() if self.chain is not None else None
+        if requested is not None:
+            return await self._hand_over(*requested)
         text = self._final_text(done)
         value: Any = text
         if output is not None:
@@ -749,8 +815,10 @@ class Episode:
             return pinned
         if current == pinned:
             return pinned
-        if self.conflict == "use-current":
-            return current  # for this episode only; the stored pin is not rewritten
+        if self.conflict == "use-current" or self._declared_by(pin.get("agent_id")):
+            # For this episode only; the stored pin is not rewritten. An agent the pinning
+            # agent hands over to holds the conversation by declaration: no conflict.
+            return current
         if not self.suppress_warning:
             message = (
                 f"agent {agent.id!r} runs on memory scope {self.scope!r}, whose pinned system "
@@ -772,6 +840,19 @@ class Episode:
                 }
             )
         return pinned
+
+    def _declared_by(self, pinned_by: Any) -> bool:
+        """True when the agent that pinned the scope hands over (directly or on) to this one."""
+        from ._handoffs import handoff_graph
+
+        agents: Mapping[str, Any] = getattr(self.host, "agents", {})
+        pinning = agents.get(pinned_by) if isinstance(pinned_by, str) else None
+        if pinning is None or not pinning.handoffs:
+            return False
+        try:
+            return self.agent.id in handoff_graph(pinning)
+        except ConfigError:
+            return False
 
     # -- driving the harness loop ------------------------------------------------------------
 
@@ -809,7 +890,7 @@ class Episode:
             context=self.context,
             system_prompt=list(prompt),
             tools=tools,
-            stop_when=stop_when,
+            stop_when=stop_when if self.chain is None else [*stop_when, self.chain.stop],
             response_format=response_format,
             stream_retries=self.stream_retries,
             settings=self.agent.settings,
@@ -817,6 +898,7 @@ class Episode:
         )
         # The harness's one turn factory, then its one loop (what `Agent.send` runs).
         plan = self.agent.harness.plan_turn(session, opts)
+        plan.ctx.handoff_chain = self.chain
         events = stream_turn(plan, session, None, resume)
         done: DoneEvent | None = None
         error: BaseException | None = None
@@ -850,6 +932,61 @@ class Episode:
         assert done is not None, "the harness loop ended without done or error"
         _add_usage(self.usage, done["usage"])
         return done
+
+    async def _hand_over(
+        self, target_id: str, reason: str | None, call_id: str
+    ) -> AgentRunResult[Any]:
+        """The turn goes on as a nested run of `target_id` (under the transfer call), on this
+        scope and this hold; its answer is the turn's."""
+        from ._handoffs import resolve_target
+
+        assert self.recorder is not None and self.chain is not None
+        handoff = self.agent.handoffs[target_id]
+        target = resolve_target(handoff, self.host, f"agent {self.agent.id!r}")
+        carried = {
+            k: v
+            for k, v in self.kwargs.items()
+            if k in ("context", "services", "tool_provider_context", "workflow")
+        }
+        carried["memory_scope"] = self.scope
+        child = target.prepare_episode(carried, buffer=self.buffer, controller=self.controller)
+        child.handed = HandoffLink(self, call_id, reason, handoff)
+        child.chain = self.chain
+        child.tags = list(self.tags)
+        self.recorder.emit(
+            {
+                "type": AGENT_HANDOFF,
+                "data": {
+                    "from_agent": self.agent.id,
+                    "to_agent": target.id,
+                    "reason": reason,
+                    "tool_call_id": call_id,
+                    "run_id": child.run_id,
+                    "memory_scope": self.scope,
+                },
+            }
+        )
+        if self.buffer is not None:
+            handed: HandoffEvent = {
+                "type": "handoff",
+                "from_agent": self.agent.id,
+                "to_agent": target.id,
+                "reason": reason,
+                "tool_call_id": call_id,
+            }
+            self.buffer.push(handed)
+        result = await child.run()
+        self.new_messages.extend(result.new_messages)
+        self.steps.extend(result.steps or ())
+        _add_usage(self.usage, result.usage)
+        return dataclasses.replace(
+            result,
+            turns=len(self.steps),
+            new_messages=self.new_messages,
+            usage=cast(Usage, dict(self.usage)),
+            run_id=self.run_id,
+            steps=self.steps,
+        )
 
     async def _record(
         self,
@@ -935,6 +1072,7 @@ class Episode:
             "role": "assistant",
             "content": [{"type": "text", "text": marker}],
             "cancelled": True,
+            "agent": self.agent.id,
         }
         self.view.append(cast(Message, record))
         try:

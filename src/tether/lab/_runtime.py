@@ -334,6 +334,11 @@ class Runtime:
             max_retries / stream_retries: Defaults for this agent's calls.
             memory_store: Where its conversations live (default: the runtime's).
             description: What the agent does (listings, and tools made from it).
+            handoffs: Lab agents, their ids or `LabHandoff`s the agent may hand the
+                conversation over to inside a turn (`transfer_to_<id>` tools; see
+                `tether.handoffs`).
+            max_handoffs: How many times a turn started on this agent may be handed over
+                (default 5); a transfer past it is the model's tool error.
 
         Raises:
             ConfigError: a bad definition (naming the parameter, what it got and what it
