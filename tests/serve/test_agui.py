@@ -185,9 +185,28 @@ def test_a_front_end_tool_goes_to_the_client_and_its_result_comes_back(
     held = wire(of(first, EventType.MESSAGES_SNAPSHOT)[0].messages)
     assert [m["role"] for m in held] == ["user", "assistant"]
     assert held[1]["toolCalls"][0]["id"] == start.tool_call_id
+    # The episode paused on the client's call (not cancelled): it waits in the run store.
+    (started,) = [e.value["run_id"] for e in of(first, EventType.CUSTOM)]
+    paused = client.get(f"/api/runs/{started}").json()["run"]
+    assert paused["status"] == "paused"
+    assert [(p["id"], p["name"], p["kind"]) for p in paused["pending"]] == [
+        (start.tool_call_id, "pick_color", "external")
+    ]
     result = {"id": "t1", "role": "tool", "toolCallId": start.tool_call_id, "content": "red"}
     second = run(client, "thread-5", [*held, result], tools=tools)
     assert text_of(second) == "The tool answered."
+    # The result resumed that same run; the client's result is not streamed back to it.
+    assert [e.value["run_id"] for e in of(second, EventType.CUSTOM)] == [started]
+    assert not of(second, EventType.TOOL_CALL_RESULT)
+    resumed = client.get(f"/api/runs/{started}").json()["run"]
+    assert (resumed["status"], resumed["pending"]) == ("completed", [])
+    events = client.get(f"/api/events/{started}").json()["events"]
+    decision = next(e["data"] for e in events if e["type"] == "decision")
+    assert (decision["action"], decision["output"], decision["decided_by"]) == (
+        "result",
+        "red",
+        "ag-ui",
+    )
     assert [m.role for m in of(second, EventType.MESSAGES_SNAPSHOT)[0].messages] == [
         "user",
         "assistant",

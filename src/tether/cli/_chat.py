@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
+import json
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
@@ -39,10 +41,11 @@ from ._errors import CommandLineError, reports_errors, start_error
 from ._interrupt import CtrlC
 from ._models import check_model_option
 from ._project import GlobalOptions, load_project, options_of, reach_stores
-from ._render import EpisodeRenderer, clean, clean_lines, emit_err
+from ._render import EpisodeRenderer, clean, clean_lines, compact, emit_err
 
 if TYPE_CHECKING:
-    from ..events import HandoffEvent, MediaPart
+    from ..approvals import Decision
+    from ..events import HandoffEvent, MediaPart, PendingCall
     from ..lab import AgentRunResult, AgentStreamHandle, LabAgent, Runtime
 
 __all__ = ["chat"]
@@ -132,6 +135,8 @@ class ChatSession:
     """Files `/attach` read, sent with the next message."""
     answering: str | None = None
     """The agent that answered last (None: the chat's own agent, so far)."""
+    paused: AgentRunResult[Any] | None = None
+    """The last turn, when it paused on calls that wait for the person's decisions."""
 
     async def open(self) -> None:
         await self.runtime.__aenter__()
@@ -154,9 +159,8 @@ class ChatSession:
     ) -> None:
         """One episode: `show` gets each text delta; Ctrl-C cancels it (and only it). `pause`
         is called before a line about a tool call or a guardrail is printed (a redrawn
-        answer ends its drawing there, so what it said stays on the screen once)."""
-        from ..lab import AgentRunResult
-
+        answer ends its drawing there, so what it said stays on the screen once). A turn
+        that pauses on calls waiting for a decision leaves its result in `paused`."""
         try:
             handle: AgentStreamHandle[Any] = self.agent.stream(
                 user=[text, *self.attached] if self.attached else text,
@@ -169,6 +173,39 @@ class ChatSession:
         if self.agent.handoffs and self.scope is not None:
             await self._say_holder()
         self.scope = handle.memory_scope
+        await self._follow(handle, show, done, pause)
+
+    async def resume(
+        self,
+        decisions: Mapping[str, Decision],
+        show: Callable[[str], None],
+        done: Callable[[], None],
+        pause: Callable[[], None] | None = None,
+    ) -> None:
+        """Continue the paused turn with the person's decisions (as `turn` follows it)."""
+        from ..errors import ResumeError
+
+        paused, self.paused = self.paused, None
+        if paused is None:
+            return
+        try:
+            handle: AgentStreamHandle[Any] = await self.agent.resume_stream(
+                paused.run_id, decisions, decided_by=_decider()
+            )
+        except ResumeError as exc:  # decided elsewhere meanwhile; an edit of the wrong shape
+            emit_err(f"Error: the turn could not go on: {type(exc).__name__}: {exc}")
+            return
+        await self._follow(handle, show, done, pause)
+
+    async def _follow(
+        self,
+        handle: AgentStreamHandle[Any],
+        show: Callable[[str], None],
+        done: Callable[[], None],
+        pause: Callable[[], None] | None,
+    ) -> None:
+        from ..lab import AgentRunResult
+
         tools = EpisodeRenderer(stream_text=False, show_tools=True)
         outcome: AgentRunResult[Any] | BaseException
 
@@ -200,6 +237,9 @@ class ChatSession:
         if ctrl_c.fired:
             emit_err("(cancelled: your message stays in the conversation, marked cancelled)")
         elif isinstance(outcome, AgentRunResult):
+            if outcome.paused:
+                self.paused = outcome
+                return
             if self.agent.output_schema is not None and outcome.output is not None:
                 show(_as_json(outcome.output))
                 done()
@@ -286,12 +326,21 @@ def _piped(runner: asyncio.Runner, session: ChatSession, stream: TextIO) -> None
         out.write("\n")
         out.flush()
 
+    def read(prompt: str) -> str:
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+        line = stream.readline()
+        if not line:
+            raise EOFError
+        return line.rstrip("\r\n")
+
     for message in _messages(iter(stream.readline, "")):
         action = _command(runner, session, message)
         if action == "exit":
             return
         if action is None:
             runner.run(session.turn(_unescaped(message), show, done))
+            _decide_while_paused(runner, session, read, show, done)
 
 
 def _interactive(runner: asyncio.Runner, session: ChatSession) -> None:
@@ -326,6 +375,7 @@ def _interactive(runner: asyncio.Runner, session: ChatSession) -> None:
         try:
             with _no_echo():
                 runner.run(session.turn(message, answer.show, answer.done, answer.done))
+            _decide_while_paused(runner, session, input, answer.show, answer.done)
         finally:
             answer.done()
     _save_history()
@@ -388,6 +438,69 @@ class _MarkdownAnswer:
         from rich.markdown import Markdown
 
         self._live.update(Markdown(clean_lines("".join(self._parts))), refresh=True)
+
+
+# -- decisions on a paused turn ----------------------------------------------------------------
+
+
+def _decide_while_paused(
+    runner: asyncio.Runner,
+    session: ChatSession,
+    read: Callable[[str], str],
+    show: Callable[[str], None],
+    done: Callable[[], None],
+) -> None:
+    """Ask about each call the turn waits for, and go on with the answers, until the turn
+    ends (it may pause again). Ctrl-C or the end of input at a question leaves the run paused."""
+    while session.paused is not None:
+        paused = session.paused
+        try:
+            decisions = {call["id"]: _ask(call, read) for call in paused.pending}
+        except (EOFError, KeyboardInterrupt):
+            session.paused = None
+            emit_err(
+                f"\n(run {paused.run_id} stays paused, waiting for decisions on "
+                f"{', '.join(c['id'] for c in paused.pending)})"
+            )
+            return
+        runner.run(session.resume(decisions, show, done, done))
+
+
+def _ask(call: PendingCall, read: Callable[[str], str]) -> Decision:
+    """The person's decision on one pending call: y approves, e edits the input (JSON), an
+    external call (or one asking for input) takes a result; anything else denies."""
+    from ..approvals import approve, deny, result
+
+    if "reason" in call:
+        emit_err(f"({compact(call['reason'])})")
+    what = f"{clean(call['name'])} {compact(call['input'])}"
+    if call["kind"] != "approval":
+        answer = read(f"result of {what} (JSON or text; empty denies)> ")
+        if not answer.strip():
+            return deny("denied in tether chat")
+        try:
+            return result(json.loads(answer))
+        except json.JSONDecodeError:
+            return result(answer)
+    answer = read(f"allow {what}? [y/N/e(dit)] ").strip().lower()
+    if answer in ("y", "yes"):
+        return approve()
+    if answer not in ("e", "edit"):
+        return deny("denied in tether chat")
+    while True:
+        edited = read("input JSON> ")
+        try:
+            return approve(input=json.loads(edited))
+        except json.JSONDecodeError as exc:
+            emit_err(f"That is not JSON ({exc.msg}); type the input again.")
+
+
+def _decider() -> str | None:
+    """Who decides in this chat (recorded with each decision): the login name, if known."""
+    try:
+        return f"{getpass.getuser()} (tether chat)"
+    except (OSError, KeyError):
+        return None
 
 
 def _read_message(first: Callable[[], str], more: Callable[[], str]) -> str | None:

@@ -11,11 +11,13 @@ SSE. The rules:
 - Text streams as `TEXT_MESSAGE_START/CONTENT/END`, the model's reasoning as `REASONING_*`,
   tool calls as `TOOL_CALL_START/ARGS/END` (and the backend's results as `TOOL_CALL_RESULT`); a
   text or reasoning message is always ended before a tool call starts.
-- The input's `tools` are front-end tools, the client's to run: when the model calls one, the
-  turn stops before anything runs it, the call goes out as its events, and the run finishes
-  with the call pending (`RUN_FINISHED`, outcome `success` with `pendingToolCallIds`). The
-  client sends the result in its next run, as a tool message, which is appended with the
-  assistant message that made the call.
+- The input's `tools` are front-end tools, the client's to run (external tools): when the model
+  calls one, the turn pauses before anything runs it (the episode's run is `paused`, its calls
+  pending in the run store), the call goes out as its events, and the AG-UI run finishes with
+  the call pending (`RUN_FINISHED`, outcome `success` with `pendingToolCallIds`). The client
+  sends the result in its next run on the thread, as a tool message: when tool messages answer
+  every call a paused run of the agent on that thread waits for, that run resumes with them
+  (`result(content, is_error)` decisions, `decided_by` "ag-ui") and the same turn goes on.
 - The run ends with `MESSAGES_SNAPSHOT` (the transcript as the client should now hold it),
   `STATE_SNAPSHOT` (the input's `state` with the session-memory writes of the turn applied) and
   `RUN_FINISHED`, or `RUN_ERROR`.
@@ -73,12 +75,14 @@ import pydantic_core
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..approvals import Decision, result
 from ..errors import ContentError
 from ..events import AgentEvent
 from ..lab import LabAgent, tool_provider
 from ..media import MEDIA_TYPES, check_media_part
 from ..session import Message
 from ..stores.message_store import StoredRecord
+from ..stores.run_store import RunInfo, RunQuery
 from ..tools import Tool, define_tool
 from ..web import ApiError, client_id, json_body
 from ._api import RunsApi
@@ -109,6 +113,24 @@ class AgUiApi:
         fresh, new = new_messages(stored, run_input.messages)
         return EventStream(self._events(agent, run_input, stored, fresh, new))
 
+    async def _paused_run(
+        self, agent: LabAgent[Any], thread: str, fresh: list[Any]
+    ) -> tuple[str, dict[str, Decision]] | None:
+        """The paused run of `agent` on `thread` whose every pending call has its result among
+        the input's new tool messages, and those results as decisions; None when there is none
+        (the input then starts a turn of its own)."""
+        answers = {m.tool_call_id: m for m in fresh if m.role == "tool"}
+        if not answers:
+            return None
+        store = self.runs.runtime.run_store
+        query = RunQuery(kind="agent", name=agent.id, status="paused", memory_scope=thread)
+        page = await store.query_runs(query, limit=5)
+        for info in page.runs:
+            decisions = _answered(info, answers)
+            if decisions is not None:
+                return info.run_id, decisions
+        return None
+
     async def _events(
         self,
         agent: LabAgent[Any],
@@ -128,32 +150,41 @@ class AgUiApi:
             yield _sse(StateSnapshotEvent(snapshot=state))
             yield _sse(RunFinishedEvent(thread_id=thread, run_id=client_run))
             return
-        holder: dict[str, Any] = {}
         front = [
-            _front_end_tool(t.name, t.description, t.parameters, holder)
-            for t in (run_input.tools or [])
+            _front_end_tool(t.name, t.description, t.parameters) for t in run_input.tools or []
         ]
-        options: dict[str, Any] = {
-            "memory_scope": thread,
-            "messages": new,
-            "tags": ["ag-ui"],
-            "context": {
-                "context": [c.model_dump(by_alias=True) for c in run_input.context or []],
-                "forwarded_props": run_input.forwarded_props,
-                "state": run_input.state,
-            },
+        context = {
+            "context": [c.model_dump(by_alias=True) for c in run_input.context or []],
+            "forwarded_props": run_input.forwarded_props,
+            "state": run_input.state,
         }
-        if front:
-            options["tools"] = _with_tools(agent, front)
+        tools = _with_tools(agent, front) if front else None
         try:
-            handle = agent.stream(**options)
+            paused = await self._paused_run(agent, thread, fresh)
+            if paused is not None:
+                # The results of the calls a paused run of this thread waits for: it goes on.
+                run_id, decisions = paused
+                handle = await agent.resume_stream(
+                    run_id, decisions, decided_by="ag-ui", context=context, tools=tools
+                )
+            else:
+                options: dict[str, Any] = {
+                    "memory_scope": thread,
+                    "messages": new,
+                    "tags": ["ag-ui"],
+                    "context": context,
+                }
+                if tools is not None:
+                    options["tools"] = tools
+                handle = agent.stream(**options)
         except Exception as exc:
             yield _sse(RunErrorEvent(message=str(exc), code=type(exc).__name__))
             return
-        holder["handle"] = handle
         self.runs.track(handle.run_id, handle, handle.result)
         yield _sse(CustomEvent(name="tether.run", value={"run_id": handle.run_id}))
-        out = _Translator({t.name for t in front})
+        out = _Translator(
+            {t.name for t in front}, frozenset(paused[1]) if paused is not None else frozenset()
+        )
         async for event in handle.full_stream:
             for message in out.translate(event):
                 yield _sse(message)
@@ -211,8 +242,10 @@ def _sse(event: BaseEvent) -> bytes:
 class _Translator:
     """Harness events in, AG-UI events out, with the protocol's ordering kept."""
 
-    def __init__(self, front_end: set[str]) -> None:
+    def __init__(self, front_end: set[str], answered: frozenset[str] = frozenset()) -> None:
         self.front_end = front_end
+        self.answered = answered
+        """The calls whose results the client sent (a resumed run's): not streamed back."""
         self.text_id: str | None = None
         self.reasoning_id: str | None = None
         self.text = ""
@@ -310,7 +343,7 @@ class _Translator:
         return out
 
     def _tool_result(self, event: dict[str, Any]) -> list[BaseEvent]:
-        if event["id"] in self.pending:
+        if event["id"] in self.pending or event["id"] in self.answered:
             return []
         output = event["output"]
         message_id = _new_id()
@@ -376,21 +409,24 @@ def _new_id() -> str:
 # -- front-end tools -------------------------------------------------------------------------
 
 
-def _front_end_tool(name: str, description: str, parameters: Any, holder: dict[str, Any]) -> Tool:
-    """A tool the client runs: called, it stops the turn (the client gets the call)."""
-
-    async def execute(value: Any) -> str:
-        # The episode's task is cancelled here, inside the call: no result is made, so the
-        # round never completes and nothing of it is stored (an abort would let the call
-        # return a result first, and that result would be stored).
-        handle = holder.get("handle")
-        if handle is not None:
-            handle.result.cancel(f"waiting for the client to run its tool {name!r}")
-        await asyncio.Event().wait()
-        return ""  # pragma: no cover - the cancellation ends the wait
-
+def _front_end_tool(name: str, description: str, parameters: Any) -> Tool:
+    """A tool the client runs: an external tool, whose call pauses the turn (the client gets
+    the call, and sends its result in its next run)."""
     schema = parameters if isinstance(parameters, dict) else {"type": "object"}
-    return define_tool(name=name, description=description, input_schema=schema, execute=execute)
+    return define_tool(name=name, description=description, input_schema=schema, external=True)
+
+
+def _answered(info: RunInfo, answers: dict[str, Any]) -> dict[str, Decision] | None:
+    """The decisions for a paused run's calls when the client's tool messages answer each."""
+    pending = info.pending
+    if not pending or any(p["id"] not in answers for p in pending):
+        return None
+    return {
+        p["id"]: result(
+            _text(answers[p["id"]].content), is_error=answers[p["id"]].error is not None
+        )
+        for p in pending
+    }
 
 
 def _with_tools(agent: LabAgent[Any], front: list[Tool]) -> Any:

@@ -7,6 +7,7 @@
 | GET    | /api/runs/{run_id}/stream              | the run's events as SSE, resumable            |
 | POST   | /api/runs/{run_id}/cancel              | cancel a running run → 202                    |
 | POST   | /api/runs/{run_id}/signals/{name}      | signal a waiting workflow run → 202 {run_id}  |
+| POST   | /api/runs/{run_id}/decisions           | resume a paused agent run → 202 {run_id}      |
 | POST   | /api/scopes/{scope}/client-messages    | a client message → the turn it starts         |
 
 A run started here runs in this process, independent of the client that asked for it: the answer
@@ -38,6 +39,7 @@ from ..web import (
     last_event_id,
 )
 from ..workflows import Workflow, WorkflowHandle
+from ._decisions import decided_by_of, decisions_of
 from ._feed import RunEnd, RunFeed
 from ._frames import event_messages
 from ._media import form_body, user_input
@@ -338,6 +340,34 @@ class RunsApi:
                 "signal": name,
                 "stream": stream_link(handle.workflow_run_id),
             },
+            status_code=202,
+        )
+
+    async def decide(self, request: Request) -> Response:
+        """`{"decisions": {call_id: {"action": ...}}, "decided_by"?: str}` decides the calls a
+        paused agent run waits for (`tether serve`'s `_decisions`); the run resumes here, and
+        its stream goes on (`Last-Event-ID`)."""
+        run_id = _run_id(request, "/decisions")
+        body = await json_body(request)
+        _only(body, {"decisions", "decided_by"})
+        decisions = decisions_of(body.get("decisions"))
+        decided_by = decided_by_of(body.get("decided_by"))
+        info = await self.runtime.run_store.get_run(run_id)
+        if info is None:
+            raise ApiError(404, "not_found", f"there is no run {run_id!r}")
+        if info.kind != "agent":
+            raise ApiError(
+                409,
+                "RunNotPausedError",
+                f"run {run_id!r} is a {info.kind} run, not an agent run: a waiting workflow run "
+                "takes a signal (POST /api/runs/{run_id}/signals/{name})",
+            )
+        # Refused (409 naming who resumed it first, 422 for a decision that does not fit the
+        # pending calls) before anything is stored; once taken, the run is this worker's.
+        handle = await self.agent(info.name).resume_stream(run_id, decisions, decided_by=decided_by)
+        self.track(run_id, handle, handle.result)
+        return JSONResponse(
+            {"run_id": run_id, "decided": sorted(decisions), "stream": stream_link(run_id)},
             status_code=202,
         )
 

@@ -151,6 +151,7 @@ def create_app(
         Route("/api/runs/{run_id:path}/stream", _guarded(api.stream), methods=["GET"]),
         Route("/api/runs/{run_id:path}/cancel", _guarded(api.cancel), methods=["POST"]),
         Route("/api/runs/{run_id:path}/signals/{name}", _guarded(api.signal), methods=["POST"]),
+        Route("/api/runs/{run_id:path}/decisions", _guarded(api.decide), methods=["POST"]),
         Route(
             "/api/scopes/{scope:path}/client-messages",
             _guarded(api.client_message),

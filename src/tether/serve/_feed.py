@@ -16,7 +16,8 @@ one stored in pieces (longer than `run_store.PIECE`) is left there for the write
 (`_frames.event_messages`) to read a few pieces at a time.
 
 A stream ends after the run's terminal event (`agent_finished`, `agent_failed`,
-`workflow_finished`, `workflow_failed`, `workflow_waiting`) when nothing follows it in the store,
+`workflow_finished`, `workflow_failed`, `workflow_waiting`, `agent_paused`) when nothing follows
+it in the store,
 or when the run's status is final without one (cancelled before it started, or `interrupted`:
 its process died and its lease expired).
 """
@@ -35,6 +36,7 @@ from ..lab import Runtime
 from ..run_events import (
     AGENT_FAILED,
     AGENT_FINISHED,
+    AGENT_PAUSED,
     WORKFLOW_FAILED,
     WORKFLOW_FINISHED,
     WORKFLOW_WAITING,
@@ -44,10 +46,18 @@ from ..stores.run_store import EventPieces, RunEvent, RunInfo, RunStore, StoredE
 __all__ = ["INBOX", "PAGE", "TERMINAL_EVENTS", "Event", "RunEnd", "RunFeed"]
 
 TERMINAL_EVENTS: Final = frozenset(
-    {AGENT_FINISHED, AGENT_FAILED, WORKFLOW_FINISHED, WORKFLOW_FAILED, WORKFLOW_WAITING}
+    {
+        AGENT_FINISHED,
+        AGENT_FAILED,
+        AGENT_PAUSED,
+        WORKFLOW_FINISHED,
+        WORKFLOW_FAILED,
+        WORKFLOW_WAITING,
+    }
 )
-"""The events after which a run has nothing more to say (unless a workflow run is resumed: a
-waiting one is, by its signal; its stream, reconnected with `Last-Event-ID`, goes on)."""
+"""The events after which a run has nothing more to say (unless it is resumed: a waiting
+workflow run by its signal, a paused agent run by its decisions; its stream, reconnected with
+`Last-Event-ID`, goes on)."""
 PAGE = 256
 """Events a stream reads from the store at once (and sends in one write)."""
 INBOX = 1024
@@ -64,7 +74,8 @@ class RunEnd:
     status: str
     """``completed``, ``failed``, ``cancelled``, ``interrupted`` (its process died),
     ``waiting`` (a workflow run that waits for a signal: its stream goes on once one resumes
-    it), or ``missing`` (the run was deleted while followed)."""
+    it), ``paused`` (an agent run whose calls wait for decisions: the same, once they come),
+    or ``missing`` (the run was deleted while followed)."""
     error: str | None = None
 
     def to_json(self, run_id: str) -> dict[str, Any]:
@@ -95,6 +106,9 @@ async def _end_of(store: RunStore, run_id: str, event: Event) -> RunEnd:
         data = event["data"]
     if kind == WORKFLOW_WAITING:
         return RunEnd("waiting", f"waits for signal {data.get('name')!r}")
+    if kind == AGENT_PAUSED:
+        ids = ", ".join(str(p.get("id")) for p in data.get("pending", ()))
+        return RunEnd("paused", f"waits for decisions on {ids}")
     error = data.get("error")
     message = f"{error.get('type')}: {error.get('message')}" if isinstance(error, dict) else None
     if kind == AGENT_FAILED:

@@ -44,6 +44,7 @@ from ..web import (
     count_param,
     seq_param,
 )
+from ..web.middleware import csrf_token
 from ._blobs import serve_blob
 from ._experiments import experiment_routes
 from ._markdown import render_markdown
@@ -252,6 +253,11 @@ class _Pages:
                 "resume": _resume(view.info),
                 "show_storage": request.query_params.get("storage") == "1",
                 "open_call": request.query_params.get("call"),
+                # Decided from the page where the app is tether serve's (the one with chat
+                # pages), whose POST /api/runs/{id}/decisions takes them; behind a token the
+                # page is a logged-in session's, and its POST carries the session's CSRF token.
+                "can_decide": self.chat is not None,
+                "csrf": csrf_token(request.scope),
             },
         )
 

@@ -33,8 +33,18 @@ class ApiError(Exception):
 
 def _status_of(exc: TetherError) -> int:
     name = type(exc).__name__
-    if name in ("ScopeBusyError", "WorkflowRunBusyError", "WorkflowNotWaitingError"):
+    if name in (
+        "ScopeBusyError",
+        "WorkflowRunBusyError",
+        "WorkflowNotWaitingError",
+        "NotPausedError",
+        "RunNotPausedError",
+    ):
         return 409
+    if name == "DecisionError":
+        return 422
+    if name == "RunNotFoundError":
+        return 404
     if isinstance(exc, ConfigError | DataError | ClientMessageError | WorkflowInputError):
         return 400
     if isinstance(exc, WorkflowError):

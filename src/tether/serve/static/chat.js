@@ -24,6 +24,7 @@
   let source = null;
   let runId = null;
   let bubble = null;
+  let lastSeq = 0;
   const tools = new Map();
 
   const path = (s) => encodeURIComponent(s);
@@ -186,14 +187,65 @@
     }
   }
 
-  function follow(id) {
+  // A paused run's calls: Approve / Deny under each; once every call has a decision they go
+  // in one POST, and the run's stream is followed on from the last event this page saw.
+  function askDecisions(id, pending) {
+    const decisions = {};
+    setStatus("Waiting for your decision.");
+    for (const call of pending) {
+      const box = element("div", "chat-decide");
+      box.dataset.callId = call.id;
+      box.appendChild(element("span", "chat-decide-what",
+        (call.kind === "approval" ? "Allow " : "Deny or answer ") + call.name + "?"));
+      const actions = call.kind === "approval" ? ["approve", "deny"] : ["deny"];
+      for (const action of actions) {
+        const button = element("button", "chat-decide-" + action,
+          action === "approve" ? "Approve" : "Deny");
+        button.type = "button";
+        button.dataset.action = action;
+        button.addEventListener("click", () => {
+          decisions[call.id] = action === "approve"
+            ? { action: "approve" } : { action: "deny", reason: "denied in the chat" };
+          box.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+          box.appendChild(element("span", "chat-decide-choice", action === "approve" ? " approved" : " denied"));
+          if (Object.keys(decisions).length === pending.length) sendDecisions(id, decisions);
+        });
+        box.appendChild(button);
+      }
+      const result = tools.get(call.id);
+      const holder = result ? result.parentElement : null;
+      (holder || log).appendChild(box);
+    }
+    scrollDown();
+  }
+
+  async function sendDecisions(id, decisions) {
+    const answer = await fetch(base + "/api/runs/" + path(id) + "/decisions", {
+      method: "POST",
+      headers: { "content-type": "application/json", ...guard },
+      body: JSON.stringify({ decisions }),
+    });
+    if (!answer.ok) {
+      const reply = await answer.json();
+      addNote("error", reply.error ? reply.error.type + ": " + reply.error.message : "failed");
+      return;
+    }
+    follow(id, lastSeq);
+  }
+
+  function follow(id, after) {
     runId = id;
     bubble = null;
     setBusy(true);
     setStatus("Waiting for the model…");
-    source = new EventSource(base + "/api/runs/" + path(id) + "/stream");
+    if (!after) lastSeq = 0;
+    const query = after ? "?after=" + after : "";
+    source = new EventSource(base + "/api/runs/" + path(id) + "/stream" + query);
     const on = (kind, handler) =>
-      source.addEventListener(kind, (event) => handler(JSON.parse(event.data)));
+      source.addEventListener(kind, (event) => {
+        if (event.lastEventId) lastSeq = Number(event.lastEventId);
+        handler(JSON.parse(event.data));
+      });
     on("model_call_started", () => { setStatus("Thinking…"); loadTimeline(id); });
     on("model_call_finished", () => loadTimeline(id));
     on("agent_text_delta", (e) => {
@@ -212,6 +264,7 @@
       loadTimeline(id);
     });
     on("agent_warning", (e) => addNote("warning", e.data.message));
+    on("agent_paused", (e) => askDecisions(id, e.data.pending || []));
     on("agent_failed", (e) => {
       const error = e.data.error || {};
       addNote(e.data.cancelled ? "cancelled" : "error",
@@ -222,7 +275,8 @@
       source = null;
       runId = null;
       setBusy(false);
-      setStatus(e.status === "completed" ? "" : "The run ended " + e.status + ".");
+      if (e.status === "paused") setStatus("Waiting for your decision.");
+      else setStatus(e.status === "completed" ? "" : "The run ended " + e.status + ".");
       loadScopes();
       loadTimeline(id);
     });

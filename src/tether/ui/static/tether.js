@@ -86,9 +86,10 @@
         after = body.last_seq;
         timeline.setAttribute("data-after", String(after));
         setStatus(body.status);
-        if (body.done && (body.status === "failed" || body.status === "cancelled")) {
-          // It failed while the page followed it: drawn again once, so that the failure is the
-          // page's one error panel (traceback folded), as a reload shows it.
+        if (body.done && (body.status === "failed" || body.status === "cancelled" || body.status === "paused")) {
+          // It failed (or paused again) while the page followed it: drawn again once, so that
+          // the failure is the page's one error panel (traceback folded), or its calls wait
+          // with their buttons, as a reload shows it.
           window.location.reload();
         } else if (body.done) {
           stop("The run is " + body.status + ".");
@@ -101,4 +102,77 @@
   }
 
   window.setTimeout(poll, 1000);
+})();
+
+// A paused run's page: each pending call's decision (Approve / Edit / Deny, or the result of an
+// external call), sent in one POST to /api/runs/{id}/decisions once every call has one; then
+// the page is drawn again and follows the resumed run live. A page logged in by cookie proves
+// it is this server's own with the session's CSRF token.
+(function () {
+  "use strict";
+  var section = document.getElementById("pending");
+  if (!section || !section.querySelector("button")) return;
+  var url = section.getAttribute("data-decisions-url");
+  var csrf = section.getAttribute("data-csrf");
+  var errorEl = section.querySelector(".pending-error");
+  var calls = section.querySelectorAll(".pending-call");
+  var decisions = {};
+
+  function fail(message) {
+    errorEl.textContent = message;
+    errorEl.hidden = false;
+  }
+
+  function decisionOf(call, action) {
+    if (action === "deny") return { action: "deny", reason: "denied in the UI" };
+    if (action === "result") {
+      var text = call.querySelector(".pending-result").value;
+      try { return { action: "result", output: JSON.parse(text) }; }
+      catch (e) { return { action: "result", output: text }; }
+    }
+    var edit = call.querySelector(".pending-edit");
+    if (edit && !edit.hidden) return { action: "approve", input: JSON.parse(edit.value) };
+    return { action: "approve" };
+  }
+
+  function send() {
+    var headers = { "Content-Type": "application/json", Accept: "application/json" };
+    if (csrf) headers["x-tether-csrf"] = csrf;
+    section.setAttribute("data-busy", "1");
+    fetch(url, { method: "POST", headers: headers, body: JSON.stringify({ decisions: decisions }) })
+      .then(function (response) {
+        if (response.ok) { window.location.reload(); return null; }
+        return response.json().then(function (body) {
+          throw new Error((body.error && body.error.message) || "HTTP " + response.status);
+        });
+      })
+      .catch(function (error) {
+        section.removeAttribute("data-busy");
+        decisions = {};
+        calls.forEach(function (call) { call.querySelector(".pending-choice").hidden = true; });
+        fail("The decisions were not taken: " + error.message);
+      });
+  }
+
+  section.addEventListener("click", function (event) {
+    var button = event.target.closest("button[data-action]");
+    if (!button || section.hasAttribute("data-busy")) return;
+    var call = button.closest(".pending-call");
+    var action = button.getAttribute("data-action");
+    if (action === "edit") {
+      var edit = call.querySelector(".pending-edit");
+      edit.hidden = !edit.hidden;
+      if (!edit.hidden) edit.focus();
+      return;
+    }
+    var decision;
+    try { decision = decisionOf(call, action); }
+    catch (e) { fail("The edited input is not JSON: " + e.message); return; }
+    errorEl.hidden = true;
+    decisions[call.getAttribute("data-call-id")] = decision;
+    var choice = call.querySelector(".pending-choice");
+    choice.textContent = "Your decision: " + decision.action + (calls.length > 1 ? " (sent once every call has one)" : "");
+    choice.hidden = false;
+    if (Object.keys(decisions).length === calls.length) send();
+  });
 })();

@@ -1,0 +1,60 @@
+"""An agent whose tools wait for a person, served by `tether serve` in test_decisions.py (beside
+the shared test project's runtime): `send_email` waits for an approval, `pick_color` is run by
+the caller (external). The fake model asks for them by the user's words and, once a result is
+there, answers with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from project_app import runtime  # type: ignore[import-not-found]  # the served project's module
+
+from tether import define_tool
+from tether.llm.base import ChatRequest
+from tether.testing import ScriptTurn, paced_client
+
+SENT: list[Any] = []
+
+
+def reply(request: ChatRequest) -> ScriptTurn:
+    last = request["messages"][-1]
+    if last["role"] == "tool":
+        outputs = [p.get("output") for p in last["content"] if p["type"] == "tool_result"]
+        return {"text": ["Done: ", str(outputs[-1])]}
+    text = "".join(p["text"] for p in last["content"] if p["type"] == "text")
+    if text.startswith("mail "):
+        return {"tool_use": [{"name": "send_email", "input": {"to": text.split()[1]}}]}
+    if text.startswith("color"):
+        return {"tool_use": [{"name": "pick_color", "input": {"hint": "warm"}}]}
+    return {"text": "Nothing to do."}
+
+
+def send_email(value: dict[str, Any]) -> str:
+    SENT.append(value["to"])
+    return f"sent to {value['to']}"
+
+
+clerk = runtime.create_agent(
+    id="clerk",
+    model=paced_client(reply, delay=0),
+    system_prompt="You send mail.",
+    tools=[
+        define_tool(
+            name="send_email",
+            description="Send an email.",
+            input_schema={
+                "type": "object",
+                "properties": {"to": {"type": "string"}},
+                "required": ["to"],
+            },
+            execute=send_email,
+            approval=True,
+        ),
+        define_tool(
+            name="pick_color",
+            description="Ask the person for a color.",
+            input_schema={"type": "object", "properties": {"hint": {"type": "string"}}},
+            external=True,
+        ),
+    ],
+)

@@ -1,0 +1,112 @@
+"""A paused run decided from the UI in headless Chromium: a real `tether ui` behind a token,
+a logged-in browser finds the run under "Waiting for you", clicks Approve (a POST carrying the
+session's CSRF token) and sees the run finish; an edited approval runs with the new input."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tests.browser import chromium, require_chromium
+
+from .conftest import HERE, Server, start_server, stream_all, write_project
+
+require_chromium()
+
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+TOKEN = "decisions-browser-token"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = write_project(tmp_path_factory.mktemp("decide-ui") / "project")
+    (root / "hitl_app.py").write_text((HERE / "hitl_app.py").read_text(), encoding="utf-8")
+    (root / "tether.toml").write_text(
+        'runtime = "project_app:runtime"\nagents = ["project_app:chat", "hitl_app:clerk"]\n',
+        encoding="utf-8",
+    )
+    env = {
+        "TETHER_TEST_STORE": f"sqlite:///{root / 'tether.db'}",
+        "TETHER_TEST_DELAY": "0",
+        "TETHER_SERVE_TOKEN": TOKEN,
+    }
+    server = start_server(root, env, command="ui", headers={"Authorization": f"Bearer {TOKEN}"})
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    with chromium(tmp_path_factory.mktemp("chromium"), "--window-size=1400,900") as driver:
+        driver.get(f"{server.base}/login?token={TOKEN}")
+        WebDriverWait(driver, 15).until(lambda d: "/login" not in d.current_url)
+        yield driver
+
+
+def _paused(server: Server, text: str) -> str:
+    with server.client() as client:
+        response = client.post("/api/agents/clerk/runs", json={"input": text})
+        assert response.status_code == 202, response.text
+        run_id: str = response.json()["run_id"]
+        assert stream_all(client, run_id)[-1].data["status"] == "paused"
+    return run_id
+
+
+def _finished(browser: WebDriver) -> str:
+    # The page is drawn again once the decision is taken: an element of the old one goes stale.
+    WebDriverWait(browser, 30, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda d: d.find_element(By.ID, "run-status").text.strip() == "completed"
+    )
+    return str(browser.find_element(By.ID, "timeline").text)
+
+
+def test_approve_in_the_browser_finishes_the_run(server: Server, browser: WebDriver) -> None:
+    run_id = _paused(server, "mail ann@example.com")
+    browser.get(f"{server.base}/runs")
+    browser.find_element(By.CSS_SELECTOR, "a.waiting-filter").click()
+    WebDriverWait(browser, 15).until(lambda d: "status=paused" in d.current_url)
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.run-row")
+    assert run_id in [r.get_attribute("data-run-id") for r in rows]
+    browser.get(f"{server.base}/runs/{run_id}")
+    section = browser.find_element(By.ID, "pending")
+    assert "send_email" in section.text and "ann@example.com" in section.text
+    section.find_element(By.CSS_SELECTOR, "button[data-action=approve]").click()
+    assert "Done: sent to ann@example.com" in _finished(browser)
+    assert not browser.find_elements(By.ID, "pending")
+    with server.client() as client:
+        run = client.get(f"/api/runs/{run_id}").json()["run"]
+    assert (run["status"], run["pending"]) == ("completed", [])
+
+
+def test_an_edit_in_the_browser_runs_with_the_new_input(server: Server, browser: WebDriver) -> None:
+    run_id = _paused(server, "mail ann@example.com")
+    browser.get(f"{server.base}/runs/{run_id}")
+    section = browser.find_element(By.ID, "pending")
+    section.find_element(By.CSS_SELECTOR, "button[data-action=edit]").click()
+    box = section.find_element(By.CSS_SELECTOR, "textarea.pending-edit")
+    box.clear()
+    box.send_keys('{"to": "bob@example.com"}')
+    section.find_element(By.CSS_SELECTOR, "button[data-action=approve]").click()
+    assert "Done: sent to bob@example.com" in _finished(browser)
+
+
+def test_the_chat_page_asks_and_goes_on(server: Server, browser: WebDriver) -> None:
+    browser.get(f"{server.base}/chat/clerk")
+    box = browser.find_element(By.ID, "chat-input")
+    box.send_keys("mail cy@example.com")
+    browser.find_element(By.ID, "chat-send").click()
+    WebDriverWait(browser, 30).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, ".chat-decide button[data-action=approve]")
+    )
+    assert "Waiting for your decision" in browser.find_element(By.ID, "chat").text
+    browser.find_element(By.CSS_SELECTOR, ".chat-decide button[data-action=approve]").click()
+    WebDriverWait(browser, 30).until(
+        lambda d: "Done: sent to cy@example.com" in d.find_element(By.ID, "chat").text
+    )
+    # The tool call's own result shows under it once the resumed stream brings it.
+    results = browser.find_elements(By.CSS_SELECTOR, ".chat-tool-result")
+    assert results[-1].text == "sent to cy@example.com"
