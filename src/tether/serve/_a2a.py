@@ -66,7 +66,13 @@ from ..a2a._wire import (
     rpc_result,
     tether_parts,
 )
-from ..errors import A2AProtocolError, ContentError, TetherError
+from ..errors import (
+    A2AProtocolError,
+    ContentError,
+    DecisionError,
+    RunNotPausedError,
+    TetherError,
+)
 from ..lab import LabAgent
 from ..media import MEDIA_TYPES
 from ..run_events import AGENT_FAILED, AGENT_FINISHED, AGENT_MESSAGES_COMMITTED, AGENT_TEXT_DELTA
@@ -74,6 +80,7 @@ from ..stores.run_store import CancelRequests, RunInfo, StoredEvent
 from ..tools import Tool
 from ..web import STOPPING, ApiError, JSONResponse, client_id, json_body
 from ._api import RunsApi
+from ._decisions import decided_by_of, decisions_of
 from ._feed import PAGE, RunEnd, _reader
 from ._sse import EventStream, sse_message
 
@@ -244,7 +251,7 @@ class A2AApi:
         context_id = message.get("contextId") or None
         task_id = message.get("taskId") or None
         if task_id is not None:
-            await self._refuse_follow_up(agent, str(task_id), context_id)
+            return await self._answer(agent, str(task_id), context_id, message.get("parts"))
         user: Any
         if all(p["type"] == "text" for p in parts) and len(parts) == 1:
             user = parts[0]["text"]
@@ -261,10 +268,12 @@ class A2AApi:
         await self.runs.started(handle.run_id, handle.result)
         return handle
 
-    async def _refuse_follow_up(self, agent: LabAgent[Any], task_id: str, context_id: Any) -> None:
-        """A message naming a task: what it may not do (the task's context is not the
-        message's; the task ended; the task waits for input, which this server cannot give it
-        yet)."""
+    async def _answer(self, agent: LabAgent[Any], task_id: str, context_id: Any, parts: Any) -> Any:
+        """A message naming a task. A paused run's task (input-required) is answered with a
+        data part ``{"decisions": {call_id: {"action": …}, …}}`` (the body of ``POST
+        /api/runs/{id}/decisions``), which resumes the run: its handle. Anything else is
+        refused: the task's context is not the message's, the task is not waiting for input,
+        or the message carries no decisions."""
         info = await self._run(agent, task_id)
         if context_id is not None and context_id != info.memory_scope:
             raise _RpcError(
@@ -272,11 +281,38 @@ class A2AApi:
                 f"task {task_id!r} belongs to context {info.memory_scope!r}, not {context_id!r}",
             )
         state = STATES.get(info.status, "TASK_STATE_WORKING")
-        raise _RpcError(
-            UNSUPPORTED_OPERATION,
-            f"task {task_id!r} is {state} and takes no further messages; send the message "
-            f"without taskId (contextId {info.memory_scope!r}) to go on in the same conversation",
-        )
+        if info.status != "paused":
+            raise _RpcError(
+                UNSUPPORTED_OPERATION,
+                f"task {task_id!r} is {state} and takes no further messages; send the message "
+                f"without taskId (contextId {info.memory_scope!r}) to go on in the same "
+                "conversation",
+            )
+        given = [
+            p["data"]
+            for p in (parts if isinstance(parts, list) else [])
+            if isinstance(p, dict) and isinstance(p.get("data"), dict) and "decisions" in p["data"]
+        ]
+        if len(given) != 1:
+            waits = ", ".join(f"{c['id']} ({c['name']}, {c['kind']})" for c in info.pending)
+            raise _RpcError(
+                INVALID_PARAMS,
+                f"task {task_id!r} waits for decisions on {waits}: answer it with one data part "
+                '{"decisions": {call_id: {"action": "approve" | "deny" | "result", ...}}}',
+            )
+        try:
+            decisions = decisions_of(given[0]["decisions"])
+            decided_by = decided_by_of(given[0].get("decided_by"))
+        except ApiError as exc:
+            raise _RpcError(INVALID_PARAMS, exc.message) from None
+        try:
+            handle = await agent.resume_stream(
+                task_id, decisions, decided_by=decided_by if decided_by is not None else "a2a"
+            )
+        except (RunNotPausedError, DecisionError) as exc:
+            raise _RpcError(INVALID_PARAMS, f"{type(exc).__name__}: {exc}") from None
+        self.runs.track(task_id, handle, handle.result)
+        return handle
 
     async def send_message(self, agent: LabAgent[Any], params: Mapping[str, Any]) -> Any:
         handle = await self._start(agent, params)
@@ -309,7 +345,13 @@ class A2AApi:
         try:
             async for item in self.runs.feed.follow(run_id):
                 if isinstance(item, RunEnd):
-                    status = self._status(item.status, item.error, run_id, context_id)
+                    pending = None
+                    if item.status == "paused":
+                        paused = await store.get_run(run_id)
+                        pending = paused.pending if paused is not None else None
+                    status = self._status(
+                        item.status, item.error, run_id, context_id, None, pending
+                    )
                     if not streamed and item.status == "completed":
                         final = await self.task(None, run_id, 0)
                         for done in final.get("artifacts", []):
@@ -358,14 +400,33 @@ class A2AApi:
         )
 
     def _status(
-        self, status: str, error: str | None, run_id: str, context_id: str | None, at: Any = None
+        self,
+        status: str,
+        error: str | None,
+        run_id: str,
+        context_id: str | None,
+        at: Any = None,
+        pending: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         state = STATES.get(status, "TASK_STATE_WORKING")
         out: dict[str, Any] = {"state": state}
         stamp = _timestamp(at)
         if stamp is not None:
             out["timestamp"] = stamp
-        if error and state != "TASK_STATE_COMPLETED":
+        if status == "paused" and pending:
+            # What the task waits for: the calls, as a data part the client answers.
+            waits = ", ".join(f"{c['name']} ({c['kind']})" for c in pending)
+            out["message"] = {
+                "messageId": f"{run_id}-status",
+                "role": "ROLE_AGENT",
+                "parts": [
+                    {"text": f"waiting for a decision on {waits}"},
+                    {"data": {"pending": pending}},
+                ],
+                "taskId": run_id,
+                "contextId": context_id or "",
+            }
+        elif error and state != "TASK_STATE_COMPLETED":
             out["message"] = {
                 "messageId": f"{run_id}-status",
                 "role": "ROLE_AGENT",
@@ -417,7 +478,12 @@ class A2AApi:
             "id": run_id,
             "contextId": context_id,
             "status": self._status(
-                status, info.error, run_id, context_id, info.ended_at or info.started_at
+                status,
+                info.error,
+                run_id,
+                context_id,
+                info.ended_at or info.started_at,
+                info.pending,
             ),
         }
         if status == "completed":
