@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -54,6 +55,43 @@ def _line(proc: subprocess.Popen[str]) -> str:
     return line.strip()
 
 
+def _writing(url: str) -> bool:
+    """Whether some other connection holds a write transaction open on the store: SQLite's
+    write lock, or a PostgreSQL backend inside a transaction."""
+    if url.startswith("sqlite:///"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=0)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.rollback()
+            return False
+        except sqlite3.OperationalError:
+            return True
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as pg:
+        row = pg.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+            "AND datname = current_database() AND xact_start IS NOT NULL"
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def _stop_outside_a_write(url: str, proc: subprocess.Popen[str]) -> None:
+    """SIGSTOP the holder, but not in the middle of one of its writes (a lease renewal runs
+    every ttl/6): a process stopped inside a write transaction holds SQLite's one write lock
+    (or PostgreSQL's row locks) and blocks every other writer until it goes on, which no lease
+    can fence. Such a stop is let go at once and tried again."""
+    for _ in range(200):
+        proc.send_signal(signal.SIGSTOP)
+        if not _writing(url):
+            return
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.005)
+    raise AssertionError("the holder was inside a write at each of 200 stops")
+
+
 def _stall_and_take_over(url: str, kind: str, tmp_path: Path, mark: str) -> tuple[str, str, str]:
     """Run the first writer into its stall, stop it past its lease, let the second take over
     and finish, then let the first go. Returns the run id and both workers' last lines."""
@@ -64,7 +102,7 @@ def _stall_and_take_over(url: str, kind: str, tmp_path: Path, mark: str) -> tupl
         assert run.startswith("RUN ")
         run_id = run.split()[1]
         assert _line(first) == mark
-        first.send_signal(signal.SIGSTOP)
+        _stop_outside_a_write(url, first)
         time.sleep(TTL * 2)  # its lease expires: nobody renews it
         second = _start(url, kind, "second", release, *([run_id] if kind == "workflow" else []))
         out, err = second.communicate(timeout=60)

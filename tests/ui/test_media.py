@@ -25,6 +25,7 @@ from tether.ui._serve import _server
 require_chromium()
 
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 HOSTILE_SVG = (
     b'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10">'
@@ -134,9 +135,11 @@ def test_the_image_is_shown_and_no_stored_script_runs(
         browser.get(f"{url}/conversations/talk")
         thumbs = browser.find_elements(By.CSS_SELECTOR, ".media-thumb img")
         assert len(thumbs) == 1  # the PNG; the SVG is a link, never drawn from the page
-        width = browser.execute_script(
-            "const i = arguments[0]; return i.complete ? i.naturalWidth : -1;", thumbs[0]
+        # The page is there before its image: wait for the image to have loaded (or failed).
+        WebDriverWait(browser, 20).until(
+            lambda b: b.execute_script("return arguments[0].complete;", thumbs[0])
         )
+        width = browser.execute_script("return arguments[0].naturalWidth;", thumbs[0])
         assert width == 40 and thumbs[0].is_displayed()
         links = {a.text: a for a in browser.find_elements(By.CSS_SELECTOR, "a.media-link")}
         assert set(links) == {"photo.png", "evil.svg", "evil.html", "contract.pdf"}
