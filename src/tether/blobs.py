@@ -13,7 +13,8 @@ lab passes for its runtime's store) puts the resolver on each `ChatRequest`, and
 adapter swaps each reference for the base64 data just before it encodes the body
 (`BlobResolver.resolve`). The resolver keeps the base64 text of the blobs it read in an LRU
 bounded in bytes, so a conversation that carries one image reads and encodes it once, not once
-per turn.
+per turn; the blobs this process has just moved out of a part are served from the part's own text
+(`tether._known_media`), with no read at all.
 
 ```python
 resolver = BlobResolver(store.blobs)
@@ -33,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ._known_media import KNOWN
 from .errors import BlobCorruptError, ConfigError
 
 __all__ = [
@@ -158,9 +160,12 @@ class BlobResolver:
             found = self._cache.get(sha)
             if found is not None:
                 return found
-            raw = checked_blob(sha, await self.store.get(sha))
-            self.reads += 1
-            text = base64.b64encode(raw).decode("ascii")
+            # This process may have just moved these bytes out of a part: take its text as it is.
+            text = KNOWN.text(sha)
+            if text is None:
+                raw = await self.store.get(sha)  # checked against `sha` by the store
+                self.reads += 1
+                text = base64.b64encode(raw).decode("ascii")
             self._keep(sha, text)
             return text
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias, cast
 from urllib.parse import unquote_to_bytes
 
+from ._known_media import KNOWN, decode_base64
 from .errors import ContentError
 from .events import MediaPart, Part
 
@@ -188,11 +189,10 @@ def _part(kind: MediaKind, src: Any, media_type: str | None, name: str | None) -
             f"(a {kind} takes {', '.join(sorted(MEDIA_TYPES[kind]))})"
         )
     _check_kind(kind, chosen)
-    part: MediaPart = {
-        "type": kind,
-        "media_type": chosen,
-        "data": base64.b64encode(data).decode("ascii"),
-    }
+    raw = bytes(data)
+    text = base64.b64encode(raw).decode("ascii")
+    KNOWN.remember(text, raw)  # the stores and the first request need not decode it again
+    part: MediaPart = {"type": kind, "media_type": chosen, "data": text}
     if name is not None:
         part["name"] = name
     return part
@@ -225,7 +225,7 @@ def _data_url(url: str) -> tuple[bytes, str | None]:
 
 def _b64decode(text: str, where: str) -> bytes:
     try:
-        return base64.b64decode(text, validate=True)
+        return decode_base64(text)
     except (binascii.Error, ValueError) as exc:
         raise ContentError(f"{where} is not valid base64: {exc}") from exc
 
@@ -285,8 +285,10 @@ def check_media_part(part: Any, where: str = "part") -> MediaPart:
     if not isinstance(value, str):
         raise ContentError(f"{where}.{sources[0]} must be a string")
     if sources[0] == "data":
-        found = sniff(_b64decode(value[:24], f"{where}.data")) if len(value) >= 24 else None
-        _b64decode(value, f"{where}.data")
+        try:
+            found = sniff(KNOWN.decoded(value))  # decoded once, by whoever needs it first
+        except (binascii.Error, ValueError) as exc:
+            raise ContentError(f"{where}.data is not valid base64: {exc}") from exc
         if found is not None and found != normal:
             raise ContentError(f"{where}: the data is {found} but media_type says {media_type}")
     elif sources[0] == "url" and not value.startswith(("http://", "https://")):

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tether import ConfigError, ContentError, image
+from tether._known_media import KNOWN
 from tether.lab import Runtime
 
 from .test_provider_episode import Loopback, model, server, text_stream
@@ -72,6 +73,7 @@ async def test_two_images_with_one_name_each_reach_the_turns_that_hold_them(
     for user in turns:
         server.replies.append((200, text_stream("ok")))
         await agent.run(memory_scope="two", user=user).result
+        KNOWN.clear()  # so the requests after it read from the store, as in a later process
     urls = ["data:image/png;base64," + base64.b64encode(b).decode() for b in (first, second)]
 
     def images(body: dict[str, Any]) -> list[tuple[int, str]]:
@@ -95,3 +97,49 @@ async def test_two_images_with_one_name_each_reach_the_turns_that_hold_them(
     assert all("blob" in p and "data" not in p for p in refs)
     resolver = lab.blob_resolver(lab.message_store)
     assert resolver is not None and resolver.reads == 2
+
+
+@pytest.mark.parametrize("made_by", ["image()", "hand"])
+async def test_a_first_turn_decodes_and_hashes_its_image_at_most_once(
+    lab: Runtime, server: Loopback, monkeypatch: pytest.MonkeyPatch, made_by: str
+) -> None:
+    """The user's part is checked, written to the transcript and to the run's events, and
+    sent; its bytes are decoded at most once (never, when `image()` made it from the bytes),
+    hashed once, and the request takes the very text the caller gave, reading no blob."""
+    import binascii
+    import hashlib
+
+    big = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 800  # over the 64 KB blob threshold
+    text = base64.b64encode(big).decode()
+    part: Any = (
+        image(big)
+        if made_by == "image()"
+        else {
+            "type": "image",
+            "media_type": "image/png",
+            "data": text,
+        }
+    )
+    calls = {"decode": 0, "hash": 0}
+    decode, sha256 = binascii.a2b_base64, hashlib.sha256
+
+    def counted_decode(data: Any, *args: Any, **kwargs: Any) -> bytes:
+        calls["decode"] += len(data) > 100_000
+        return decode(data, *args, **kwargs)
+
+    def counted_sha256(data: bytes = b"", *args: Any, **kwargs: Any) -> Any:
+        calls["hash"] += len(data) > 100_000
+        return sha256(data, *args, **kwargs)
+
+    monkeypatch.setattr(binascii, "a2b_base64", counted_decode)
+    monkeypatch.setattr(hashlib, "sha256", counted_sha256)
+    server.replies = [(200, text_stream("A pattern."))]
+    agent = lab.create_agent(id="looker", system_prompt="Describe images.", model=model(server))
+    await agent.run(memory_scope="once", user=["What is this?", part]).result
+    assert calls == {"decode": 0 if made_by == "image()" else 1, "hash": 1}
+    (body,) = server.bodies
+    assert body["messages"][1]["content"][1]["image_url"]["url"].endswith(text)
+    resolver = lab.blob_resolver(lab.message_store)
+    assert resolver is not None and resolver.reads == 0
+    (record,) = [m for m in await lab.message_store.load("once") if m["role"] == "user"]
+    assert "blob" in record["content"][1] and "data" not in record["content"][1]

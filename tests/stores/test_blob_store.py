@@ -17,6 +17,7 @@ from typing import Any, cast
 import pytest
 from tests.postgres_server import postgres_url
 
+from tether._known_media import KNOWN
 from tether.blobs import BlobResolver, BlobStore
 from tether.errors import BlobCorruptError, BlobNotFoundError, ConfigError, StoreError
 from tether.stores import (
@@ -192,6 +193,7 @@ async def test_loading_a_scope_reads_no_blob(backend: Backend) -> None:
 async def test_a_request_reads_each_blob_once_through_the_resolver(backend: Backend) -> None:
     await backend.messages.append("s", [photo_message(), photo_message("again")])
     records = await backend.messages.load("s")
+    KNOWN.clear()  # a later process: it holds none of the texts written here
     resolver = BlobResolver(backend.blobs)
     for _ in range(3):  # three turns over the same transcript
         resolved = await resolver.resolve(records)
@@ -201,9 +203,22 @@ async def test_a_request_reads_each_blob_once_through_the_resolver(backend: Back
     assert records[0]["content"][1] == REFERENCE  # the loaded records are left as they were
 
 
+async def test_the_writing_process_serves_its_own_text_without_a_read(backend: Backend) -> None:
+    """The process that moved a text out to a blob keeps serving that text (the very string)
+    to its requests: no read, no hash, no base64 encode of the bytes again."""
+    text = base64.b64encode(IMAGE).decode()  # a text this process was not shown: decoded once
+    await backend.messages.append("s", [photo_message(data=text)])
+    records = await backend.messages.load("s")
+    resolver = BlobResolver(backend.blobs)
+    resolved = await resolver.resolve(records)
+    assert resolved[0]["content"][1]["data"] is text
+    assert resolver.reads == 0 and backend.blobs.reads == 0  # type: ignore[attr-defined]
+
+
 async def test_the_resolver_cache_is_bounded_in_bytes(backend: Backend) -> None:
     await backend.messages.append("s", [photo_message()])
     records = await backend.messages.load("s")
+    KNOWN.clear()  # a later process: it holds none of the texts written here
     resolver = BlobResolver(backend.blobs, max_bytes=len(B64) - 1)
     await resolver.resolve(records)
     await resolver.resolve(records)
@@ -214,6 +229,7 @@ async def test_the_resolver_cache_is_bounded_in_bytes(backend: Backend) -> None:
 async def test_a_damaged_or_missing_blob_is_a_typed_error(backend: Backend) -> None:
     await backend.messages.append("s", [photo_message()])
     records = await backend.messages.load("s")
+    KNOWN.clear()  # a later process: it holds none of the texts written here
     backend.damage(SHA)
     with pytest.raises(BlobCorruptError) as corrupt:
         await BlobResolver(backend.blobs).resolve(records)

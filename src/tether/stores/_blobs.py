@@ -12,12 +12,12 @@ pass as they are. A value with nothing to move out is returned as the same objec
 
 from __future__ import annotations
 
-import base64
 import binascii
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from ..blobs import DEFAULT_BLOB_THRESHOLD, MEDIA_PART_TYPES, blob_key
+from .._known_media import KNOWN
+from ..blobs import DEFAULT_BLOB_THRESHOLD, MEDIA_PART_TYPES
 from ..errors import ConfigError, StoreError
 
 __all__ = [
@@ -95,14 +95,14 @@ def _moved(
     if not isinstance(media_type, str) or not media_type:
         raise StoreError(f"{where}: a {part['type']} part needs a string 'media_type'")
     try:
-        raw = base64.b64decode(data, validate=True)
+        raw = KNOWN.decoded(data)
     except (binascii.Error, ValueError) as exc:
         raise StoreError(
             f"{where}: the {part['type']} part's 'data' is not base64 ({exc}); nothing was written"
         ) from exc
     if len(raw) <= threshold:
         return part
-    sha = blob_key(raw)
+    sha = KNOWN.sha256(data, raw)
     blobs.setdefault(sha, (raw, media_type))
     out = {k: v for k, v in part.items() if k != "data"}
     out["blob"] = sha
