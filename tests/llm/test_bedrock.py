@@ -24,6 +24,7 @@ from tether import create_agent
 from tether.errors import (
     AuthenticationError,
     ConfigError,
+    ContextLengthError,
     LLMStreamError,
     MissingCredentialsError,
     MissingKeyError,
@@ -387,6 +388,39 @@ async def test_a_throttled_request_is_retried_and_signed_again(
         assert seen.headers["authorization"].split("Signature=")[1] == recomputed_signature(
             seen, wire.url, SECRET
         )
+
+
+async def test_an_input_too_long_is_a_context_length_error(wire: WireServer, aws_env: None) -> None:
+    """Bedrock's refusal of an over-long input, as a 400 (Converse's documented
+    ValidationException body) or inside the stream, is the ContextLengthError the history
+    policies act on, not a plain HTTP or stream error."""
+    wire.reply(
+        Reply(
+            400,
+            b'{"message": "Input is too long for requested model."}',
+            headers={"x-amzn-errortype": "ValidationException:http://internal"},
+        )
+    )
+    out = await run_chat(client(wire), simple_request())
+    assert isinstance(out.error, ContextLengthError) and not out.error.retryable
+    assert "bedrock returned 400: Input is too long for requested model." in str(out.error)
+    streamed = parse(
+        [
+            frames(
+                [
+                    [
+                        "exception:validationException",
+                        {"message": "Input is too long for requested model."},
+                    ]
+                ]
+            )
+        ]
+    )
+    assert isinstance(streamed.error, ContextLengthError)
+    other = parse(
+        [frames([["exception:validationException", {"message": "Malformed input request"}]])]
+    )
+    assert type(other.error) is LLMStreamError
 
 
 # -- the Converse request ----------------------------------------------------------------------

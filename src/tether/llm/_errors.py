@@ -40,7 +40,7 @@ _RETRY_STATUS = frozenset({408, 409, 429})
 _CONTEXT_RE = re.compile(
     r"context.length|context.window|context size|context limit|maximum context|prompt is too long|"
     r"too many (input )?tokens|input token count|exceeds the maximum number of tokens|"
-    r"maximum number of tokens|request_too_large|reduce the length",
+    r"maximum number of tokens|request_too_large|reduce the length|input is too long",
     re.IGNORECASE,
 )
 

@@ -54,9 +54,10 @@ from typing import Any, ClassVar
 from urllib.parse import quote
 
 from .._sse import ServerSentEvent
-from ..errors import ConfigError, LLMStreamError
+from ..errors import ConfigError, ContextLengthError, LLMError, LLMStreamError
 from ..events import FinishReason, Part, ThinkingPart, Usage
 from ._adapter import FrameDecoder, HTTPAdapter
+from ._errors import response_error
 from ._eventstream import EventStreamDecoder
 from ._finish import normalize_finish
 from ._media import MEDIA, refuse, source_of
@@ -351,12 +352,18 @@ class BedrockStream:
         }
 
 
-def _stream_exception(event: ServerSentEvent) -> LLMStreamError:
+def _stream_exception(event: ServerSentEvent) -> LLMError:
     kind = event.event.split(":", 1)[1]
     try:
         message = loads(event.data).get("message")
     except ValueError:
         message = event.data
+    if kind == "validationException" and isinstance(message, str):
+        # Bedrock may refuse an over-long input inside the stream ("Input is too long for
+        # requested model."): the same error, and the same history policies, as a 400.
+        error = response_error("bedrock", 400, event.data.encode(), env_var=None)
+        if isinstance(error, ContextLengthError):
+            return error
     return LLMStreamError(
         f"bedrock stream {kind or 'error'}: {message or '(no message)'}"[:600],
         provider="bedrock",
