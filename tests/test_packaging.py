@@ -130,7 +130,13 @@ def test_agent_list_on_the_example_project_loads_no_store_backend(tmp_path: Path
     assert "assistant" in out.stdout
     backends = ("tether.stores.memory", "tether.stores.sqlite", "tether.stores.postgres")
     assert sorted(m for m in loaded if m.startswith(backends)) == []
-    assert not _top_level(loaded) & {"starlette", "jinja2", "uvicorn", "psycopg"}
+    # No model is called: no provider adapter, no httpx (the app's scripted client and the
+    # in-process MCP server beside it in tether.testing are not one import), and the table is
+    # drawn without rich's console.
+    assert not _top_level(loaded) & {"starlette", "jinja2", "uvicorn", "psycopg", "httpx"}
+    adapters = ("tether.llm.anthropic", "tether.llm._adapter", "tether.testing.mcp_server")
+    assert sorted(m for m in loaded if m.startswith(adapters)) == []
+    assert sorted(m for m in loaded if m in ("rich.console", "rich.table")) == []
 
 
 def test_version() -> None:

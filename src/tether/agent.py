@@ -16,9 +16,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, Unpack
-
-import httpx
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from ._options import AgentOptions, TurnOverrides, keys_of, refuse_unknown
 from ._params import (
@@ -75,6 +73,9 @@ from .turn import (
     TurnPlan,
 )
 from .workflows import LadderOutcome, LadderWorkflow, Workflow, run_ladder
+
+if TYPE_CHECKING:
+    import httpx
 
 T = TypeVar("T")
 
@@ -327,6 +328,8 @@ class Agent:
 
     def _http(self) -> httpx.AsyncClient:
         if self._http_client is None:
+            import httpx  # the first tool that asks for a client pays for httpx
+
             self._http_client = httpx.AsyncClient()
         return self._http_client
 

@@ -11,7 +11,6 @@ command's output: written as it is into a pipe or a file, and with control chara
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import sys
@@ -143,23 +142,23 @@ def json_error_excerpt(text: str, exc: json.JSONDecodeError) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Columns drawn by rich, two spaces apart and aligned by display width (a wide character
-    takes two cells), control characters escaped, never wrapped; trailing spaces dropped."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+    """Columns two spaces apart and aligned by display width (a wide character takes two cells,
+    as rich measures it), control characters escaped, never wrapped; trailing spaces dropped.
+    Drawn here rather than by rich's Table: a listing then loads none of rich's console."""
+    from rich.cells import cell_len
 
-    grid = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="", expand=False)
-    for header in headers:
-        grid.add_column(header, no_wrap=True, overflow="ignore")
-    for row in rows:
-        grid.add_row(*(Text(clean(cell)) for cell in row))
-    out = io.StringIO()
-    console = Console(
-        file=out, width=100_000, color_system=None, highlight=False, emoji=False, markup=False
+    lines = [list(headers), *([clean(cell) for cell in row] for row in rows)]
+    count = max(len(line) for line in lines)
+    for line in lines:
+        line.extend([""] * (count - len(line)))
+    widths = [max(cell_len(line[i]) for line in lines) for i in range(count)]
+    return "\n".join(
+        "".join(
+            cell + " " * (width + 2 - cell_len(cell))
+            for cell, width in zip(line, widths, strict=True)
+        ).rstrip()
+        for line in lines
     )
-    console.print(grid, crop=False)
-    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
 
 
 def key_values(pairs: Iterable[tuple[str, str]]) -> str:

@@ -1,17 +1,54 @@
-"""Keyless test fixtures: the scripted client (and, with the MCP work, an in-process MCP server)."""
+"""Keyless test fixtures: the scripted client (and, with the MCP work, an in-process MCP server).
 
-from .mcp_server import (
-    DropConnection,
-    McpRpcError,
-    TestMcpCall,
-    TestMcpResource,
-    TestMcpServer,
-    TestMcpTool,
-    create_test_mcp_server,
-)
+The in-process MCP server (and httpx under it) and `collect` (the harness) are imported when
+first used: a project whose app imports `script_client` loads neither. The scripted clients
+are imported at once, since their modules share their names (`script_client`, `paced_client`):
+imported later, the submodule would shadow the function.
+"""
+
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from .mcp_server import (
+        DropConnection,
+        McpRpcError,
+        TestMcpCall,
+        TestMcpResource,
+        TestMcpServer,
+        TestMcpTool,
+        create_test_mcp_server,
+    )
+    from .turns import collect
+
 from .paced_client import PacedClient, paced_client
 from .script_client import ScriptClient, ScriptTurn, script_client
-from .turns import collect
+
+_LAZY: dict[str, str] = {
+    "DropConnection": ".mcp_server",
+    "McpRpcError": ".mcp_server",
+    "TestMcpCall": ".mcp_server",
+    "TestMcpResource": ".mcp_server",
+    "TestMcpServer": ".mcp_server",
+    "TestMcpTool": ".mcp_server",
+    "create_test_mcp_server": ".mcp_server",
+    "collect": ".turns",
+}
+"""Each public name and the module it lives in, imported on first use."""
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tether.testing' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "DropConnection",
