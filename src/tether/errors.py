@@ -68,6 +68,8 @@ TetherError
 ├── AgentRunError                a lab episode failed
 │   ├── NoObjectGeneratedError   structured output did not produce a valid object (.text)
 │   ├── ScopeBusyError           its memory scope stayed held by another episode (.scope, .holder)
+│   ├── ResumedRunFailedError    a paused episode a workflow waited for failed once resumed
+│   │                            (.run_id, .error): raised where the workflow ran it
 │   └── TemplateError            a system-prompt template could not render
 └── AbortedError                 the turn was aborted through its signal (control, not a fault)
 ```
@@ -118,6 +120,7 @@ __all__ = [
     "RateLimitError",
     "RegistryError",
     "ResumeError",
+    "ResumedRunFailedError",
     "RunNotFoundError",
     "RunNotPausedError",
     "ScopeBusyError",
@@ -510,12 +513,17 @@ class WorkflowWaitingError(WorkflowError):
         waiting_for: str,
         waiter_run_id: str,
         deadline: float | None,
+        paused_run_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.run_id = run_id
         self.waiting_for = waiting_for
         self.waiter_run_id = waiter_run_id
         self.deadline = deadline
+        self.paused_run_id = paused_run_id
+        """The paused agent run the workflow waits for (an episode inside it paused on calls
+        that need a decision; `runtime.resume(paused_run_id, decisions)` resumes both), or
+        None for a wait for a signal."""
 
 
 class WorkflowWaitTimeoutError(WorkflowError):
@@ -678,6 +686,18 @@ class ScopeBusyError(AgentRunError):
         super().__init__(message)
         self.scope = scope
         self.holder = holder
+
+
+class ResumedRunFailedError(AgentRunError):
+    """A lab episode inside a workflow run paused, the workflow waited for it, and the run
+    failed (or was cancelled) after it was resumed: what the workflow meets where it ran the
+    episode, on every replay. `run_id` is the episode's run, `error` its stored error
+    (`"Type: message"`; `tether runs show RUN_ID` has its traceback)."""
+
+    def __init__(self, message: str, *, run_id: str, error: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.error = error
 
 
 class TemplateError(AgentRunError, ConfigError):

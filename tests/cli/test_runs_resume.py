@@ -39,11 +39,25 @@ wipe = define_tool(
 )
 ask = define_tool(name="ask_user", input_schema={"type": "object"}, external=True)
 janitor = lab.create_agent(id="janitor", tools=[wipe, ask])
+
+
+async def tidy(room, ctx):
+    """Plans, then has the janitor tidy (its pause makes the workflow wait)."""
+    plan = await ctx.step("plan", lambda: f"tidy {room}")
+
+    async def clean():
+        return (await janitor.run(memory_scope=ctx.run_local_scope("j"), user=plan).result).text
+
+    return await ctx.step("clean", clean)
+
+
+tidy_workflow = lab.create_workflow("tidy", tidy)
 '''
 
 CONFIG = """
 runtime = "APP.lab:lab"
 agents = ["APP.lab:janitor"]
+workflows = ["APP.lab:tidy_workflow"]
 store = "sqlite:///.tether/cli.db"
 """
 
@@ -130,3 +144,32 @@ def test_resuming_a_run_that_is_not_paused_says_so(janitor: Project) -> None:
     assert unknown.exit_code == EXIT_USAGE and "no run 'nope-nope'" in unknown.stderr
     bad = janitor.invoke("runs", "list", "--status", "snoozing")
     assert bad.exit_code == EXIT_USAGE and "is not a run status" in bad.stderr
+
+
+def test_a_workflow_waiting_for_a_paused_run_is_resumed_by_deciding_that_run(
+    janitor: Project,
+) -> None:
+    started = janitor.invoke("workflow", "run", "tidy", "--input", "the attic", "--json")
+    assert started.exit_code == 0, started.output
+    out = json.loads(started.stdout)
+    workflow_run, child = out["workflow_run_id"], out["paused_run_id"]
+    assert out["status"] == "waiting" and child
+    told = janitor.invoke("workflow", "run", "tidy", "--run-id", workflow_run)
+    assert f"waits for paused agent run {child}" in told.stderr
+    # The workflow run is listed waiting, the run to decide paused with its calls.
+    waiting = json.loads(janitor.invoke("runs", "list", "--status", "waiting", "--json").stdout)
+    assert [r["run_id"] for r in waiting] == [workflow_run]
+    paused = json.loads(janitor.invoke("runs", "list", "--status", "paused", "--json").stdout)
+    assert [(r["run_id"], [p["id"] for p in r["pending"]]) for r in paused] == [
+        (child, ["w1", "q1"])
+    ]
+    shown = janitor.invoke("runs", "show", workflow_run)
+    assert f"for paused agent run {child}" in shown.stdout + shown.stderr
+    assert f"tether runs resume {child} --approve ID" in shown.stdout + shown.stderr
+
+    done = janitor.invoke("runs", "resume", child, "--approve", "w1", "--deny", "q1")
+    assert done.exit_code == 0, done.output
+    assert janitor.run_status(child) == "completed"
+    assert janitor.run_status(workflow_run) == "completed"  # resumed by that same command
+    result = janitor.invoke("workflow", "run", "tidy", "--run-id", workflow_run, "--json")
+    assert json.loads(result.stdout)["output"].startswith("wipe: wiped /tmp | ask_user:")

@@ -58,3 +58,18 @@ clerk = runtime.create_agent(
         ),
     ],
 )
+
+
+async def mailroom(to: str, ctx: Any) -> str:
+    """Has the clerk mail `to` in a step: its pause makes the workflow wait for a decision."""
+
+    async def mail() -> str:
+        handle = clerk.run(memory_scope=ctx.run_local_scope("clerk"), user=f"mail {to}")
+        text: str = (await handle.result).text
+        return text
+
+    done: str = await ctx.step("mail", mail)
+    return done
+
+
+mailroom_workflow = runtime.create_workflow("mailroom", mailroom)

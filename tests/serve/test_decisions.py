@@ -23,7 +23,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     (root / "tether.toml").write_text(
         'runtime = "project_app:runtime"\n'
         'agents = ["project_app:chat", "hitl_app:clerk"]\n'
-        'workflows = ["project_app:pipeline"]\n',
+        'workflows = ["project_app:pipeline", "hitl_app:mailroom_workflow"]\n',
         encoding="utf-8",
     )
     server = start_server(
@@ -174,3 +174,34 @@ def test_a_run_that_is_not_paused_is_409(client: httpx.Client) -> None:
     assert refused.status_code == 409, refused.text
     assert refused.json()["error"]["type"] == "RunNotPausedError"
     assert "completed" in refused.json()["error"]["message"]
+
+
+def test_a_workflow_waiting_for_a_paused_run_resumes_when_the_run_is_decided(
+    client: httpx.Client,
+) -> None:
+    response = client.post("/api/workflows/mailroom/runs", json={"input": "cy@example.com"})
+    assert response.status_code == 202, response.text
+    workflow_run = response.json()["run_id"]
+    messages = stream_all(client, workflow_run)
+    assert messages[-1].data["status"] == "waiting"
+    events = [m for m in messages if m.id is not None]
+    waiting = events[-1]
+    assert waiting.event == "workflow_waiting" and waiting.id is not None
+    child = waiting.data["data"]["paused_run_id"]
+    # The workflow run points at the paused run and shows the calls it waits for.
+    shown = client.get(f"/api/runs/{workflow_run}").json()
+    assert shown["run"]["status"] == "waiting"
+    wait = shown["workflow"]["waiting_for"]
+    assert wait["paused_run"] == child
+    (call,) = wait["pending"]
+    assert (call["name"], call["input"]) == ("send_email", {"to": "cy@example.com"})
+    assert client.get(f"/api/runs/{child}").json()["run"]["pending"] == [call]
+    listed = client.get("/api/runs", params={"status": "paused"}).json()
+    assert child in [r["run_id"] for r in listed["runs"]]
+
+    _resume(client, child, {call["id"]: {"action": "approve"}}, 0)
+    # Resumed in the server by that decision: the workflow's own stream goes on to its end.
+    rest = stream_all(client, workflow_run, last_id=waiting.id)
+    assert rest[-1].data["status"] == "completed"
+    finished = [m for m in rest if m.event == "workflow_finished"]
+    assert finished[0].data["data"]["output"] == "Done: sent to cy@example.com"

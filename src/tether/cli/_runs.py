@@ -109,6 +109,7 @@ def list_runs(
     or an episode, nor an experiment's cases: `tether runs show` lists those under their
     parent, `tether eval show` the cases), and only of the agents and workflows the
     project's registry lists (with --store and no project, of any). --all shows every run.
+    --status paused lists the nested paused runs too: each waits for a decision.
     """
     from ..lab import DEFAULT_STORE
     from ..stores.run_store import RunQuery
@@ -123,12 +124,15 @@ def list_runs(
     runtime, registry = store_project(options)
     query = RunQuery(kind=kind.value if kind else None, status=status)
     if not show_all:
-        query = RunQuery(kind=query.kind, status=status, roots_only=True)
+        # A paused run waits for a decision wherever it sits (in a workflow step too, the
+        # workflow waiting with it): --status paused lists the nested ones as well.
+        roots = status != "paused"
+        query = RunQuery(kind=query.kind, status=status, roots_only=roots)
         if registry is not None:
             query = RunQuery(
                 kind=query.kind,
                 status=status,
-                roots_only=True,
+                roots_only=roots,
                 agents=tuple(sorted(registry.agents)),
                 workflows=tuple(sorted(registry.workflows)),
             )
@@ -223,6 +227,13 @@ def _waiting(info: RunInfo, events: Sequence[RunEvent]) -> str | None:
         return None
     waits = [e["data"] for e in events if e["type"] == WORKFLOW_WAITING]
     name = waits[-1].get("name") if waits else None
+    paused = waits[-1].get("paused_run_id") if waits else None
+    if isinstance(paused, str):
+        command = f"tether runs resume {paused} --approve ID"
+        return (
+            f"for paused agent run {clean(paused)}, whose calls need a decision; decide them "
+            f"with `{clean(command)}` (`tether runs show {clean(paused)}` lists them)"
+        )
     if not isinstance(name, str):
         return None
     command = f"tether workflow signal {info.run_id} {name} JSON"

@@ -512,6 +512,7 @@ def _report(
     failure = outcome.failure
     if isinstance(failure, WorkflowWaitingError):
         signal = f"`tether workflow signal {rid} {failure.waiting_for} JSON`"
+        paused = failure.paused_run_id
         if as_json:
             emit_json(
                 {
@@ -522,7 +523,16 @@ def _report(
                     "waiting_for": failure.waiting_for,
                     "waiter_run_id": failure.waiter_run_id,
                     "deadline": failure.deadline,
+                    "paused_run_id": paused,
                 }
+            )
+            return
+        if paused is not None:
+            emit_err(
+                f"run {rid} waits for paused agent run {clean(paused)}, whose calls need a "
+                f"decision; nothing runs until they have one: `tether runs show {clean(paused)}` "
+                f"lists them, `tether runs resume {clean(paused)} --approve ID ...` decides "
+                "them and resumes the workflow"
             )
             return
         emit_err(

@@ -25,7 +25,7 @@ from .._params import (
 )
 from ..agent import Agent, create_agent
 from ..approvals import Decision
-from ..errors import ConfigError, NotJSONSafeError, SessionFormatError
+from ..errors import ConfigError, DecisionError, NotJSONSafeError, SessionFormatError
 from ..events import PendingCall
 from ..guardrails import Guardrail
 from ..handoffs import DEFAULT_MAX_HANDOFFS, transfer_tool
@@ -42,7 +42,7 @@ from ..stores.message_store import MessageStore
 from ..stores.run_store import RunInfo
 from ..tools import Tool
 from ..turn import DEFAULT_MAX_TOOL_RESULT_CHARS
-from ..workflows import Workflow, current_step
+from ..workflows import RunSlot, Workflow, current_step
 from ._callers import caller, current_workflow_run
 from ._definition import (
     AGENT_KEYS,
@@ -64,6 +64,7 @@ from ._output import OutputSpec
 from ._provenance import merge_tags
 from ._recorder import unwrapped
 from ._resume import checked_run, take_run
+from ._step_pauses import ended_outcome, failure_of, outcome_of, replayed, step_slot
 from ._tags import context_tags
 from ._template import PromptInspection
 from ._tools import ToolProvider, ToolsSpec, is_provider
@@ -533,12 +534,19 @@ class LabAgent(Generic[T]):
             services: Services for this call, merged over the agent's (`ctx.services`).
             tags: Labels for the run; `version:` / `commit:` are added unless given.
 
+        Inside a durable workflow run, an episode whose turn pauses on calls that need a
+        decision makes the workflow wait for it: `result` raises the workflow's suspension
+        (not an `Exception`) through the step, the workflow run is stored `waiting`, and
+        deciding the paused run (`runtime.resume`) resumes the workflow, whose replay gets the
+        run's final result here (`tether.lab._step_pauses`).
+
         Raises:
             ConfigError: bad input, or no model (nothing has run or been stored).
         """
         episode = self.prepare_episode(kwargs, buffer=None)
         task = self.runtime.episodes.spawn(
-            self._routed(episode, kwargs), name=f"tether-lab:{self.id}:{episode.run_id}"
+            self._started(episode, kwargs, step_slot(self.id, kwargs)),
+            name=f"tether-lab:{self.id}:{episode.run_id}",
         )
         return AgentRunHandle(
             agent_id=self.id,
@@ -567,7 +575,8 @@ class LabAgent(Generic[T]):
         buffer = _EventBuffer()
         episode = self.prepare_episode(kwargs, buffer=buffer)
         task = self.runtime.episodes.spawn(
-            self._routed(episode, kwargs), name=f"tether-lab:{self.id}:{episode.run_id}"
+            self._started(episode, kwargs, step_slot(self.id, kwargs)),
+            name=f"tether-lab:{self.id}:{episode.run_id}",
         )
         return AgentStreamHandle(
             agent_id=self.id,
@@ -656,7 +665,11 @@ class LabAgent(Generic[T]):
         )
         episode.resumed = Resumed(taken.info, taken.turn, calls)
         episode.prime_resume()
-        task = self.runtime.episodes.spawn(episode.run(), name=f"tether-lab:{self.id}:{run_id}")
+        waiter = info.workflow_run_id
+        task = self.runtime.episodes.spawn(
+            episode.run() if waiter is None else self._answering(episode, waiter),
+            name=f"tether-lab:{self.id}:{run_id}",
+        )
         if buffer is None:
             return AgentRunHandle(
                 agent_id=self.id,
@@ -673,6 +686,49 @@ class LabAgent(Generic[T]):
             controller=episode.controller,
             buffer=buffer,
         )
+
+    async def _started(
+        self, episode: Episode, kw: dict[str, Any], slot: RunSlot | None
+    ) -> AgentRunResult[Any]:
+        """Run `episode`; inside a workflow run, at its journal place `slot`: a replay hands
+        back the outcome a paused run journaled there, and a pause makes the workflow wait for
+        it."""
+        if slot is None:
+            return await self._routed(episode, kw)
+        outcome = await slot.answer()
+        waited = slot.waited_run() if outcome is None else None
+        if waited is not None:
+            # The workflow was resumed while it waited for this place's paused run: it waits
+            # for the same run again (no new episode), unless that run ended meanwhile.
+            outcome = await ended_outcome(self.runtime.run_store, waited)
+            if outcome is None:
+                if episode.buffer is not None:
+                    episode.buffer.close()
+                slot.suspend(waited)
+        if outcome is not None:
+            if episode.buffer is not None:
+                episode.buffer.close()
+            return await replayed(self.runtime.run_store, outcome, episode.output, episode.scope)
+        result = await self._routed(episode, kw)
+        if result.paused:
+            slot.suspend(result.run_id)
+        return result
+
+    async def _answering(self, episode: Episode, waiter: str) -> AgentRunResult[Any]:
+        """Run resumed `episode`; once it ends (not paused again), the workflow run that waits
+        for it, if one does, has its outcome and is resumed here."""
+        try:
+            result = await episode.run()
+        except DecisionError:
+            raise  # the run is paused again, as it was: the workflow still waits
+        except Exception as exc:
+            await self.runtime.answer_workflow(
+                waiter, episode.run_id, failure_of(episode.run_id, exc)
+            )
+            raise
+        if not result.paused:
+            await self.runtime.answer_workflow(waiter, result.run_id, outcome_of(result))
+        return result
 
     async def _routed(self, episode: Episode, kw: dict[str, Any]) -> AgentRunResult[Any]:
         """Run `episode`, or, when this agent hands over and the caller named no agent, the

@@ -24,6 +24,7 @@ __all__ = [
     "caller",
     "current_workflow_run",
     "detached",
+    "in_episode",
     "running_episode",
     "tool_call",
 ]
@@ -53,6 +54,11 @@ def current_workflow_run() -> str | None:
     """The id of the workflow run current in this context (what a run started here nests in)."""
     ctx = current_run()
     return ctx.workflow_run_id if ctx is not None else None
+
+
+def in_episode() -> bool:
+    """Whether this context runs inside an episode (its tools, the runs they start)."""
+    return _EPISODE.get() is not None
 
 
 @contextlib.contextmanager

@@ -156,3 +156,11 @@ class AgentHost(Protocol):
     def prices(self) -> Mapping[str, Any]:
         """Price overrides for models genai-prices does not know (`tether.pricing`)."""
         ...
+
+    async def answer_workflow(
+        self, workflow_run_id: str, paused_run_id: str, outcome: dict[str, Any]
+    ) -> None:
+        """Paused run `paused_run_id` of workflow run `workflow_run_id` ended: when the
+        workflow waits for it, journal `outcome` and resume the workflow (in this process when
+        its workflow is here). Never raises: a failure is logged."""
+        ...

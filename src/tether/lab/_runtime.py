@@ -59,7 +59,13 @@ from ._resume import checked_run
 from ._stores import DEFAULT_STORE, RuntimeStores
 from ._template import Template
 from ._titles import ConversationTitleInput, ConversationTitleOutput
-from ._workflow_runs import WorkflowRunRecorder, expire_waits, signal_run, store_signal
+from ._workflow_runs import (
+    WorkflowRunRecorder,
+    answer_waiting_workflow,
+    expire_waits,
+    signal_run,
+    store_signal,
+)
 
 __all__ = ["ConversationTitleInput", "ConversationTitleOutput", "Runtime", "ToolCallInfo"]
 
@@ -436,6 +442,13 @@ class Runtime:
         handle = await self._resume(run_id, decisions, decided_by, dict(options), _EventBuffer())
         assert isinstance(handle, AgentStreamHandle)
         return handle
+
+    async def answer_workflow(
+        self, workflow_run_id: str, paused_run_id: str, outcome: dict[str, Any]
+    ) -> None:
+        """See `AgentHost.answer_workflow`: the workflow resumed here runs as background work
+        (`wait_idle()` and `aclose()` wait for it)."""
+        await answer_waiting_workflow(self, workflow_run_id, paused_run_id, outcome)
 
     async def expire_approvals(self, *, limit: int = 20) -> list[AgentStreamHandle[Any]]:
         """Resume, here, the paused runs of this runtime's agents whose `approval_timeout`

@@ -22,15 +22,24 @@ from ..workflows import (
     WorkflowEvent,
     WorkflowEventHandler,
     WorkflowHandle,
+    answer_paused_run,
     current_run,
     resume_expired_waits,
 )
-from ._callers import caller
+from ._callers import caller, detached
+from ._host import TaskSet
 from ._leases import Heartbeat
 from ._recorder import RunListener, logger, notify
 from ._tags import context_tags
 
-__all__ = ["WorkflowRunHost", "WorkflowRunRecorder", "expire_waits", "signal_run", "store_signal"]
+__all__ = [
+    "WorkflowRunHost",
+    "WorkflowRunRecorder",
+    "answer_waiting_workflow",
+    "expire_waits",
+    "signal_run",
+    "store_signal",
+]
 
 
 class WorkflowRunHost(Protocol):
@@ -216,6 +225,60 @@ async def _workflow_of(
             f"does not have (it has: {known}); create it with runtime.create_workflow(...)"
         )
     return workflow
+
+
+class WorkflowsHost(Protocol):
+    """What resuming a workflow that waited for a paused run needs of the runtime."""
+
+    @property
+    def workflows(self) -> Mapping[str, Workflow[Any, Any]]: ...
+
+    @property
+    def workflow_store(self) -> WorkflowStore: ...
+
+    @property
+    def run_store(self) -> RunStore: ...
+
+    @property
+    def background(self) -> TaskSet: ...
+
+
+async def answer_waiting_workflow(
+    host: WorkflowsHost, workflow_run_id: str, paused_run_id: str, outcome: dict[str, Any]
+) -> None:
+    """Journal the outcome of a paused run the workflow run `workflow_run_id` waits for and
+    resume the workflow here, as background work; a workflow this runtime lacks is left
+    interrupted for a worker that has it (`tether serve`). Nothing when no workflow waits for
+    the run. A failure is logged, not raised: the paused run's own result stands."""
+    try:
+        with detached():  # the workflow resumes as a root run, nobody's child
+            answered = await answer_paused_run(
+                host.workflows, host.workflow_store, workflow_run_id, paused_run_id, outcome
+            )
+        if isinstance(answered, str):
+            runs = host.run_store
+            if await runs.get_run(answered) is not None:
+                # Running under a holder that is gone already: the first sweep resumes it.
+                await runs.finish_run(
+                    answered, "running", lease_ttl=0.0, lease=owner_name(uuid.uuid4().hex[:8])
+                )
+            return
+    except Exception:
+        logger.exception(
+            "could not resume workflow run %s, which waited for run %s",
+            workflow_run_id,
+            paused_run_id,
+        )
+        return
+    if answered is not None:
+        host.background.spawn(
+            _follow(answered),
+            name=f"tether-workflow:{answered.workflow_id}:{answered.workflow_run_id}",
+        )
+
+
+async def _follow(handle: WorkflowHandle[Any]) -> Any:
+    return await handle.result
 
 
 async def expire_waits(

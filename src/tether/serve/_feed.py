@@ -105,6 +105,9 @@ async def _end_of(store: RunStore, run_id: str, event: Event) -> RunEnd:
     else:
         data = event["data"]
     if kind == WORKFLOW_WAITING:
+        paused = data.get("paused_run_id")
+        if paused is not None:
+            return RunEnd("waiting", f"waits for paused agent run {paused!r}")
         return RunEnd("waiting", f"waits for signal {data.get('name')!r}")
     if kind == AGENT_PAUSED:
         ids = ", ".join(str(p.get("id")) for p in data.get("pending", ()))

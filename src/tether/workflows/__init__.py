@@ -5,7 +5,9 @@
   run resumes where it stopped. Runs nest into trees; `current_run()` / `current_step()` tell
   code inside a run (an agent, a tool) where it is. `value = await ctx.wait_for(name)` stops the
   run until `Workflow.signal(run_id, name, value)` (or `runtime.signal`) resumes it, in any
-  process; no process holds the run while it waits.
+  process; no process holds the run while it waits. A lab episode inside a run that pauses on
+  calls needing a decision makes the run wait the same way, until that episode is decided
+  (`RunSlot`, `answer_paused_run`).
 - `define_workflow(name, steps, exit_gate=…)` declares a cascade ladder (until / when / retry /
   verdicts / feedback / attempts), run with `agent.run_workflow(...)` or `run_ladder(...)`.
   Inside a durable run each ladder round is a journaled step.
@@ -14,10 +16,12 @@
 from __future__ import annotations
 
 from ._engine import (
+    RunSlot,
     StepLink,
     Workflow,
     WorkflowContext,
     WorkflowHandle,
+    answer_paused_run,
     create_workflow,
     current_run,
     current_step,
@@ -56,6 +60,7 @@ __all__ = [
     "LadderStep",
     "LadderWorkflow",
     "Retry",
+    "RunSlot",
     "StepLink",
     "Verdict",
     "Workflow",
@@ -70,6 +75,7 @@ __all__ = [
     "WorkflowStepFinishedEvent",
     "WorkflowStepStartedEvent",
     "WorkflowWaitingEvent",
+    "answer_paused_run",
     "create_workflow",
     "current_run",
     "current_step",

@@ -46,7 +46,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar, cast, overload
 
 from .._heartbeat import Heartbeat
 from .._json import check_json_safe, dumps
@@ -88,10 +88,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LEASE_TTL",
+    "RunSlot",
     "StepLink",
     "Workflow",
     "WorkflowContext",
     "WorkflowHandle",
+    "answer_paused_run",
     "create_workflow",
     "current_run",
     "current_step",
@@ -343,6 +345,13 @@ class WorkflowContext(Generic[In]):
         )
         return record.output
 
+    def run_slot(self, name: str) -> RunSlot:
+        """Reserve the place in this run's journal of a run started here that may pause (a lab
+        episode): numbered like a step (`name`, `name#2`, inside the running step), so a replay
+        reaches the same place. The lab does this for each episode started inside a workflow
+        run; `RunSlot` says how the pause becomes the workflow's wait."""
+        return RunSlot(self, self._next_step_id(name))
+
     async def wait_for(
         self,
         name: str,
@@ -420,6 +429,68 @@ class WorkflowContext(Generic[In]):
                 "the answer of a wait (a ctx.step of the same name?)"
             )
         return answer["signal"]
+
+
+class RunSlot:
+    """The journal place of a run started inside a workflow run that may pause (a lab episode
+    whose turn waits for decisions): `WorkflowContext.run_slot`.
+
+    When the run pauses, `suspend(run_id)` makes the workflow wait for it — stored `waiting`,
+    its process returns, exactly as at a `ctx.wait_for` — and whoever ends the paused run
+    journals its outcome here (`answer_paused_run`), which resumes the workflow from its
+    journal: on that replay, `answer()` returns the outcome instead of the run starting again.
+    """
+
+    __slots__ = ("ctx", "step_id")
+
+    def __init__(self, ctx: WorkflowContext[Any], step_id: str) -> None:
+        self.ctx = ctx
+        self.step_id = step_id
+        """The slot's id in the run's journal (where the outcome is journaled)."""
+
+    async def answer(self) -> Any | None:
+        """The journaled outcome of the run that paused here, or None (always None on a run's
+        first attempt: nothing can have answered it yet, and nothing is read)."""
+        ctx = self.ctx
+        if ctx.attempt <= 1:
+            return None
+        journaled = await ctx.store.get_step(ctx.workflow_run_id, self.step_id)
+        if journaled is None:
+            return None
+        await ctx._emit(
+            "workflow_step_finished",
+            step_id=self.step_id,
+            step=self.step_id.rsplit("/", 1)[-1],
+            output=journaled.output,
+            replayed=True,
+        )
+        return journaled.output
+
+    def waited_run(self) -> str | None:
+        """The paused run the workflow waited for here when this attempt began, unanswered
+        (the run was resumed without its answer, `tether workflow run --run-id`): the place
+        waits for that run again rather than start a new one. None otherwise."""
+        prior = self.ctx._opened_wait
+        if prior is None or prior.paused_run is None:
+            return None
+        if (prior.run_id, prior.step_id) != (self.ctx.workflow_run_id, self.step_id):
+            return None
+        return prior.paused_run
+
+    def suspend(self, paused_run_id: str) -> NoReturn:
+        """Make the workflow wait for paused run `paused_run_id` (raised through the caller,
+        as a wait is)."""
+        ctx = self.ctx
+        name = self.step_id.rsplit("/", 1)[-1]
+        raise Suspended(
+            WaitRecord(
+                ctx.workflow_run_id,
+                name,
+                self.step_id,
+                since=time.time(),
+                paused_run=paused_run_id,
+            )
+        )
 
 
 class WorkflowHandle(Generic[Out]):
@@ -661,7 +732,12 @@ class Workflow(Generic[In, Out]):
         check_json_safe(value, "value")
         root = await self._waiting_root(store, run_id)
         wait = root.waiting_for
-        if root.status != "waiting" or wait is None or wait.name != name:
+        if (
+            root.status != "waiting"
+            or wait is None
+            or wait.name != name
+            or wait.paused_run is not None  # answered by deciding that run, not by a signal
+        ):
             raise not_waiting_error(run_id, name, root.status, wait)
         if wait.deadline is not None and wait.deadline <= time.time():
             raise WorkflowSignalError(
@@ -914,6 +990,7 @@ class Workflow(Generic[In, Out]):
                 # it unwinds the same way; the root's handle says what it waits for.
                 waited = suspended.wait
                 await store.suspend_run(run_id, wait=waited, lease=lease)
+                extra = {} if waited.paused_run is None else {"paused_run_id": waited.paused_run}
                 await ctx._emit(
                     "workflow_waiting",
                     name=waited.name,
@@ -921,18 +998,11 @@ class Workflow(Generic[In, Out]):
                     waiter_run_id=waited.run_id,
                     schema=waited.schema,
                     deadline=waited.deadline,
+                    **extra,
                 )
                 if parent is not None:
                     raise
-                raise WorkflowWaitingError(
-                    f"workflow run {run_id!r} waits for signal {waited.name!r}; send it with "
-                    f"`tether workflow signal {run_id} {waited.name} JSON` (or "
-                    "runtime.signal(...)) to resume it",
-                    run_id=run_id,
-                    waiting_for=waited.name,
-                    waiter_run_id=waited.run_id,
-                    deadline=waited.deadline,
-                ) from None
+                raise _waiting_error(run_id, waited) from None
             except Exception as exc:
                 await _finish_as(store, run_id, "failed", exc, lease)
                 await ctx._emit(
@@ -949,6 +1019,30 @@ class Workflow(Generic[In, Out]):
                 await heartbeat.stop()
             _current_step.reset(step_token)
             _current_run.reset(run_token)
+
+
+def _waiting_error(run_id: str, waited: WaitRecord) -> WorkflowWaitingError:
+    """What the handle of root run `run_id` raises when its tree stopped at `waited`."""
+    if waited.paused_run is not None:
+        return WorkflowWaitingError(
+            f"workflow run {run_id!r} waits for paused agent run {waited.paused_run!r}, whose "
+            f"calls need a decision; decide them with `tether runs resume {waited.paused_run} "
+            "--approve ID` (or runtime.resume(...)) to resume both",
+            run_id=run_id,
+            waiting_for=waited.name,
+            waiter_run_id=waited.run_id,
+            deadline=None,
+            paused_run_id=waited.paused_run,
+        )
+    return WorkflowWaitingError(
+        f"workflow run {run_id!r} waits for signal {waited.name!r}; send it with "
+        f"`tether workflow signal {run_id} {waited.name} JSON` (or runtime.signal(...)) to "
+        "resume it",
+        run_id=run_id,
+        waiting_for=waited.name,
+        waiter_run_id=waited.run_id,
+        deadline=waited.deadline,
+    )
 
 
 _FIRST_POLL = 0.02
@@ -1059,6 +1153,50 @@ async def resume_expired_waits(
             continue  # a signal or another sweeper answered it meanwhile
         handles.append(handle)
     return handles
+
+
+async def answer_paused_run(
+    workflows: Mapping[str, Workflow[Any, Any]] | Iterable[Workflow[Any, Any]],
+    store: WorkflowStore,
+    workflow_run_id: str,
+    paused_run_id: str,
+    outcome: Any,
+    *,
+    on_event: WorkflowEventHandler | None = None,
+) -> WorkflowHandle[Any] | str | None:
+    """The paused run `paused_run_id`, which the tree of workflow run `workflow_run_id` waits
+    for (`RunSlot.suspend`), ended: journal `outcome` where it paused and resume the workflow.
+
+    Returns the handle of the run resumed here; the root run's id when its workflow is not
+    among `workflows` (the outcome is journaled all the same, and the run left to whichever
+    process takes it over: it reads as interrupted at once); None when no run waits for it
+    (never did, or another process answered it first).
+    """
+    by_id = dict(workflows) if isinstance(workflows, Mapping) else {w.id: w for w in workflows}
+    record = await store.get_run(workflow_run_id)
+    if record is not None and record.parent_run_id is not None:
+        record = await store.get_run(record.root_run_id)
+    wait = record.waiting_for if record is not None else None
+    if record is None or record.status != "waiting" or wait is None:
+        return None
+    if wait.paused_run != paused_run_id:
+        return None
+    workflow = by_id.get(record.workflow_id)
+    try:
+        if workflow is not None:
+            return await workflow._answer(record, wait, outcome, store, on_event)
+        await store.deliver_signal(
+            record.run_id,
+            name=wait.name,
+            step_id=wait.step_id,
+            waiter_run_id=wait.run_id,
+            output=outcome,
+            # Held by nobody alive: the lease ends as it is taken.
+            lease=RunLease(lease_owner(), 0.0),
+        )
+    except WorkflowNotWaitingError:
+        return None  # answered meanwhile
+    return record.run_id
 
 
 def create_workflow(

@@ -98,9 +98,11 @@ class WorkflowFailedEvent(_RunEventBase):
 
 
 class WorkflowWaitingEvent(_RunEventBase):
-    """The run stopped at a `ctx.wait_for(name)`: it is stored as waiting and its process
-    holds nothing of it; a signal (or the wait's timeout) resumes it. A tree waits as one: each
-    run between the waiter and the root reports it, each naming the same wait."""
+    """The run stopped at a `ctx.wait_for(name)`, or at a lab episode that paused on calls
+    needing a decision (`paused_run_id`): it is stored as waiting and its process holds nothing
+    of it; a signal (or the wait's timeout), or deciding the paused run, resumes it. A tree
+    waits as one: each run between the waiter and the root reports it, each naming the same
+    wait."""
 
     type: Literal["workflow_waiting"]
     name: str
@@ -111,6 +113,9 @@ class WorkflowWaitingEvent(_RunEventBase):
     schema: dict[str, Any] | None
     deadline: float | None
     """When the wait times out (Unix time); None: never."""
+    paused_run_id: NotRequired[str]
+    """The paused agent run the workflow waits for: deciding it (`runtime.resume`) resumes the
+    workflow. Absent for a wait for a signal."""
 
 
 WorkflowEvent: TypeAlias = (

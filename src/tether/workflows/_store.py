@@ -109,9 +109,13 @@ class WaitRecord:
     """When the wait times out (Unix time); None: never."""
     since: float = 0.0
     """When the run first reached the wait (Unix time)."""
+    paused_run: str | None = None
+    """The paused agent run the workflow waits for (a lab episode inside the run paused on
+    calls that need a decision): deciding that run answers the wait, and no signal does. None:
+    a wait for signal `name`."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "run_id": self.run_id,
             "name": self.name,
             "step_id": self.step_id,
@@ -119,6 +123,9 @@ class WaitRecord:
             "deadline": self.deadline,
             "since": self.since,
         }
+        if self.paused_run is not None:
+            data["paused_run"] = self.paused_run
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +366,7 @@ def decode_wait(text: Any, where: str) -> WaitRecord | None:
             schema=data.get("schema"),
             deadline=data.get("deadline"),
             since=data.get("since", 0.0),
+            paused_run=data.get("paused_run"),
         )
     except (KeyError, TypeError) as exc:
         raise StoreCorruptError(f"{where}.wait: not a wait record: {exc!r}") from exc
@@ -369,11 +377,18 @@ def not_waiting_error(
 ) -> WorkflowNotWaitingError:
     """The error for a signal `name` to a run that does not wait for it, saying what it does
     wait for."""
-    if status == "waiting" and wait is not None:
+    if status == "waiting" and wait is not None and wait.paused_run is not None:
+        why = (
+            f"it waits for paused agent run {wait.paused_run!r}, whose calls need a decision "
+            f"(`tether runs resume {wait.paused_run} --approve ID`, or runtime.resume(...)); "
+            "deciding that run resumes the workflow"
+        )
+        waiting_for: str | None = None
+    elif status == "waiting" and wait is not None:
         why = f"it waits for {wait.name!r}"
         if wait.run_id != run_id:
             why += f" (in nested run {wait.run_id!r})"
-        waiting_for: str | None = wait.name
+        waiting_for = wait.name
     else:
         why = f"it is {status} and waits for no signal"
         waiting_for = None

@@ -380,6 +380,21 @@ async def build_run(catalog: Catalog, run_id: str) -> RunView | None:
         except Unreadable as exc:
             errors.append(str(exc))
             record = None
+        waiting_for = (
+            record.waiting_for.to_json()
+            if record is not None and record.status == "waiting" and record.waiting_for
+            else None
+        )
+        paused = waiting_for.get("paused_run") if waiting_for is not None else None
+        if waiting_for is not None and isinstance(paused, str):
+            # A workflow that waits for a paused agent run points at it, with the calls that
+            # run waits for as they are now (deciding them, on that run, resumes both).
+            try:
+                child = await guarded_read(runtime.run_store.get_run(paused))
+            except Unreadable as exc:
+                errors.append(str(exc))
+                child = None
+            waiting_for["pending"] = list(child.pending) if child is not None else []
         if record is not None:
             workflow = {
                 "workflow_id": record.workflow_id,
@@ -390,12 +405,9 @@ async def build_run(catalog: Catalog, run_id: str) -> RunView | None:
                 "attempts": record.attempts,
                 "root_run_id": record.root_run_id,
                 "parent_step_id": record.parent_step_id,
-                # What a waiting run waits for: the signal's name, its schema and deadline.
-                "waiting_for": (
-                    record.waiting_for.to_json()
-                    if record.status == "waiting" and record.waiting_for is not None
-                    else None
-                ),
+                # What a waiting run waits for: the signal's name, its schema and deadline;
+                # or the paused agent run (`paused_run`) and its `pending` calls.
+                "waiting_for": waiting_for,
             }
         tree = await build_tree(catalog, info)
     calls = {

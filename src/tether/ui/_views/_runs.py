@@ -132,7 +132,9 @@ class RunFilters:
         listed: dict[str, Any] = {}
         if not self.show_all:
             listed = {
-                "roots_only": True,
+                # A paused run waits for a decision wherever it sits (in a workflow step
+                # too, the workflow waiting with it): the "Waiting for you" list shows it.
+                "roots_only": self.status != "paused",
                 "agents": tuple(sorted(catalog.agents)),
                 "workflows": tuple(sorted(catalog.workflows)),
             }
