@@ -21,6 +21,7 @@ from tether.stores import (
     RunInfo,
     RunStatus,
 )
+from tether.testing import paced_client
 from tether.workflows import WorkflowContext
 
 from .conftest import event_types, scripted
@@ -523,7 +524,10 @@ class WriteCountingRunStore(InMemoryRunStore):
 async def test_the_events_of_runs_recording_at_once_share_their_writes() -> None:
     runs = WriteCountingRunStore()
     lab = Runtime(store="memory", run_store=runs, version=False)
-    agent = lab.create_agent(id="a", model=scripted(*[{"text": ["a ", "b ", "c"]}] * 50))
+    # Paced: each run streams for longer than the flush interval, so its events are written
+    # while it runs (a run that ends sooner writes them all with its end, in one write).
+    model = paced_client(lambda request: {"text": ["a ", "b ", "c"]}, delay=0.003)
+    agent = lab.create_agent(id="a", model=model)
     results = await asyncio.gather(*(agent.run(user=f"q{i}").result for i in range(50)))
     for result in results:
         events = await runs.events(result.run_id)
@@ -562,7 +566,9 @@ class OneBadRunStore(WriteCountingRunStore):
 async def test_a_bad_batch_in_a_shared_write_fails_only_its_run() -> None:
     runs = OneBadRunStore()
     lab = Runtime(store="memory", run_store=runs, version=False)
-    agent = lab.create_agent(id="a", model=scripted(*[{"text": ["a ", "b ", "c"]}] * 20))
+    # Paced, as above: the text deltas are written while the runs go on.
+    model = paced_client(lambda request: {"text": ["a ", "b ", "c"]}, delay=0.003)
+    agent = lab.create_agent(id="a", model=model)
     handles = [agent.run(user=f"q{i}") for i in range(20)]
     runs.doomed = handles[7].run_id
     outcomes = await asyncio.gather(*(h.result for h in handles), return_exceptions=True)

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from typing import TypeGuard
 
+from .._eager import step
 from .._heartbeat import Heartbeat as _Beat
 from .._owners import holder_gone, owner_name
 from ..errors import LeaseLostError, ScopeBusyError
@@ -262,8 +263,11 @@ class ScopeLocks:
 async def _release(store: ScopeLeases, scope: str, owner: str) -> None:
     """Give the lease back even when the episode is being cancelled (the release is one short
     write; if it fails, the lease expires on its own)."""
-    release = asyncio.ensure_future(store.release_scope(scope, owner))
+    release = step(store.release_scope(scope, owner))  # no task when it never waits
     try:
+        if release.done():
+            release.result()
+            return
         await asyncio.shield(release)
     except asyncio.CancelledError:
         await asyncio.wait([release])

@@ -54,6 +54,7 @@ from contextvars import ContextVar
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 
+from .._eager import step
 from ..errors import ConfigError, StoreError
 from ..events import Usage
 from ..llm.base import ChatRequest, LLMClient, StreamChunk
@@ -287,13 +288,15 @@ class RunRecorder:
         Cancelled meanwhile, it lets the summary's write finish before the cancellation goes
         on, so that `close()` can still record that the run was cancelled.
         """
-        write = asyncio.ensure_future(self.store.start_run(self.info, lease_ttl=self.lease_ttl))
-        try:
-            await asyncio.wait([write])  # wait() never cancels the write itself
-        except asyncio.CancelledError:
-            await asyncio.wait([write])
-            self._begin(write)
-            raise
+        # Stepped, not a task: a write that never waits (SQLite, memory) is done at once.
+        write = step(self.store.start_run(self.info, lease_ttl=self.lease_ttl))
+        if not write.done():
+            try:
+                await asyncio.wait([write])  # wait() never cancels the write itself
+            except asyncio.CancelledError:
+                await asyncio.wait([write])
+                self._begin(write)
+                raise
         self._begin(write)
         if self.write_error is not None:
             raise StoreError(
@@ -320,9 +323,16 @@ class RunRecorder:
             logger.error("could not record the start of run %s", self.run_id, exc_info=error)
             return
         self._started = True
-        self._writer = asyncio.get_running_loop().create_task(
-            self._drain(), name="tether-lab:run-recorder"
-        )
+        if self._queue or self._wake.is_set():
+            self._writer_task()
+
+    def _writer_task(self) -> None:
+        """Start the writer the first time something is due (a run whose events all go with
+        its end, in `close()`, never needs one)."""
+        if self._writer is None and self._started and not self._closed:
+            self._writer = asyncio.get_running_loop().create_task(
+                self._drain(), name="tether-lab:run-recorder"
+            )
 
     def emit(self, event: RunEventBody) -> None:
         """Record one event (``{"type": KIND, "data": {...}}``, `tether.run_events`): listeners
@@ -341,11 +351,13 @@ class RunRecorder:
                 clock.schedule(self)
             else:
                 self._wake.set()
+                self._writer_task()
 
     def _due(self) -> None:
         if self._scheduled:
             self._scheduled = False
             self._wake.set()
+            self._writer_task()
 
     async def _write(self) -> None:
         while self._queue and not self._closed:  # once closed, the rest goes with the end
@@ -419,14 +431,16 @@ class RunRecorder:
             last = []
         if self._started:
             # Shielded like the writer: a cancellation meanwhile still lets the end be written.
-            finish = asyncio.ensure_future(
-                self._finish(last, status, error, output_text, traceback, pause or {})
-            )
-            try:
-                await asyncio.shield(finish)
-            except asyncio.CancelledError as exc:
-                cancelled = exc
-                await asyncio.wait([finish])
+            # Stepped like the start: a finish that never waits needs no task.
+            finish = step(self._finish(last, status, error, output_text, traceback, pause or {}))
+            if finish.done():
+                finish.result()
+            else:
+                try:
+                    await asyncio.shield(finish)
+                except asyncio.CancelledError as exc:
+                    cancelled = exc
+                    await asyncio.wait([finish])
         if cancelled is not None:
             raise cancelled
 
