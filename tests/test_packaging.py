@@ -137,6 +137,9 @@ def test_agent_list_on_the_example_project_loads_no_store_backend(tmp_path: Path
     adapters = ("tether.llm.anthropic", "tether.llm._adapter", "tether.testing.mcp_server")
     assert sorted(m for m in loaded if m.startswith(adapters)) == []
     assert sorted(m for m in loaded if m in ("rich.console", "rich.table")) == []
+    # typer builds the `agent` group alone: the other commands' modules stay unimported.
+    others = ("_chat", "_eval", "_init", "_prompt", "_runs", "_serve", "_ui", "_workflows")
+    assert sorted(m for m in loaded if m in {f"tether.cli.{name}" for name in others}) == []
 
 
 def test_version() -> None:

@@ -125,6 +125,13 @@ def test_a_bare_text_is_a_prompt_and_commands_stay_commands() -> None:
     assert _with_prompt(["hello"]) == ["prompt", "hello"]
 
 
+def test_a_mistyped_command_is_named_with_the_command_meant() -> None:
+    # The commands are built as they are named: a typo still sees all of them.
+    typo = invoke("agnet", "list")
+    assert typo.exit_code == EXIT_USAGE
+    assert "No such command 'agnet'. Did you mean 'agent'?" in typo.stderr
+
+
 def test_tether_text_through_the_real_command(tmp_path: Path) -> None:
     done = tether("Hello, command", "-m", "test", cwd=tmp_path)
     assert (done.returncode, done.stdout) == (0, "Hello, command\n"), done.stderr

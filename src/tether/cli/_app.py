@@ -3,29 +3,24 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import sys
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.core
+import typer.main
+import typer.models
 
 from .._version import __version__
-from ._agents import agent_app
-from ._chat import chat
 from ._errors import DEBUG_ENV, EXIT_INTERRUPTED, EXIT_USAGE, error_json
-from ._eval import eval_app
-from ._init import init
-from ._models import keys_app, models
 from ._project import GlobalOptions
-from ._prompt import prompt
 from ._render import emit_err
-from ._runs import runs_app
-from ._serve import serve
-from ._ui import ui
-from ._workflows import workflow_app
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "app", "main"]
 
 _EPILOG = """\b
 Exit status:
@@ -37,8 +32,83 @@ Exit status:
        entry that does not import, a missing provider key, a bad store
   130  interrupted with Ctrl-C"""
 
+COMMANDS: dict[str, tuple[str, str]] = {
+    # `tether --help` lists them in this order: the commands, then the groups, each in the
+    # order a beginner meets them.
+    "init": ("._init", "init"),
+    "prompt": ("._prompt", "prompt"),
+    "chat": ("._chat", "chat"),
+    "models": ("._models", "models"),
+    "ui": ("._ui", "ui"),
+    "serve": ("._serve", "serve"),
+    "keys": ("._models", "keys_app"),
+    "agent": ("._agents", "agent_app"),
+    "workflow": ("._workflows", "workflow_app"),
+    "runs": ("._runs", "runs_app"),
+    "eval": ("._eval", "eval_app"),
+}
+"""Each command (a function) or command group (a Typer) and the module and name it is in.
+
+A command's module is imported, and typer builds its click command, only when the command line
+names it (`tether --help` and a mistyped name need them all): `tether agent list` pays for
+the `agent` group alone, not for the UI, the server, chat and eval."""
+
+
+class _Commands(MutableMapping[str, Any]):
+    """The root group's commands, each built on first access (see `COMMANDS`)."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        built = self._built.get(name)
+        if built is None:
+            module, attr = COMMANDS[name]  # KeyError: no such command
+            target = getattr(importlib.import_module(module, __package__), attr)
+            # Built with the root's settings, as typer builds what add_typer / command add.
+            if isinstance(target, typer.Typer):
+                built = typer.main.get_group_from_info(
+                    typer.models.TyperInfo(target, name=name),
+                    pretty_exceptions_short=app.pretty_exceptions_short,
+                    rich_markup_mode=app.rich_markup_mode,
+                    suggest_commands=app.suggest_commands,
+                )
+            else:
+                built = typer.main.get_command_from_info(
+                    typer.models.CommandInfo(name=name, callback=target),
+                    pretty_exceptions_short=app.pretty_exceptions_short,
+                    rich_markup_mode=app.rich_markup_mode,
+                )
+            self._built[name] = built
+        return built
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError("the tether command's commands are fixed")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS)
+
+    def __contains__(self, name: object) -> bool:
+        return name in COMMANDS
+
+
+class _Root(typer.core.TyperGroup):
+    """The `tether` group, its commands loaded as they are named."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = _Commands()
+
+
 app = typer.Typer(
     name="tether",
+    cls=_Root,
     help="Start a project (tether init), ask a model with no project at all (tether "
     '"question", tether prompt), chat with an agent, and run and inspect the agents and '
     "workflows a project declares in tether.toml (or [tool.tether] in pyproject.toml).",
@@ -103,19 +173,6 @@ def _root(
     ctx.obj = GlobalOptions(config=config, store=store)
 
 
-# In the order a beginner meets them: `tether --help` lists them so.
-app.command("init")(init)
-app.command("prompt")(prompt)
-app.command("chat")(chat)
-app.command("models")(models)
-app.add_typer(keys_app, name="keys")
-app.add_typer(agent_app, name="agent")
-app.add_typer(workflow_app, name="workflow")
-app.add_typer(runs_app, name="runs")
-app.add_typer(eval_app, name="eval")
-app.command("ui")(ui)
-app.command("serve")(serve)
-
 _VALUED = ("--config", "--store")
 """The global options that take a value (the word after them is not a command)."""
 
@@ -135,11 +192,9 @@ def _with_prompt(args: list[str]) -> list[str]:
         if word.startswith("-"):
             i += 1
             continue
-        names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
-        if word in names:
+        if word in COMMANDS:
             return args
-        known = [n for n in names if n]
-        if " " not in word and difflib.get_close_matches(word, known, cutoff=0.75):
+        if " " not in word and difflib.get_close_matches(word, list(COMMANDS), cutoff=0.75):
             return args  # a mistyped command (`tether agnet list`): typer says so
         return [*args[:i], "prompt", *args[i:]]
     return args
