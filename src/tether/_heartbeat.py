@@ -51,6 +51,13 @@ class Heartbeat:
     def holds(self, key: Hashable) -> bool:
         return key in self._held
 
+    def beating(self) -> bool:
+        """Whether the beat runs in the running event loop now."""
+        task = self._task
+        return (
+            task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop()
+        )
+
     async def _beat(self) -> None:
         while self._held:
             await asyncio.sleep(self.ttl / 6)

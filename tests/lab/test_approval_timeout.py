@@ -5,6 +5,9 @@ which `tether serve` runs on its beat)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +103,79 @@ def test_an_approval_timeout_is_a_positive_number(lab: Runtime) -> None:
     for bad in (0, -1, "5", True):
         with pytest.raises(ConfigError, match="approval_timeout= takes a positive number"):
             lab.create_agent(id="a", model=scripted(), approval_timeout=bad)
+
+
+SWEEPER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from tether import define_tool
+    from tether.lab import Runtime
+    from tether.testing import script_client
+
+    async def main(store, run_id):
+        wipe = define_tool(name="wipe", input_schema={"type": "object"},
+                           execute=lambda v: "wiped", approval=True)
+        lab = Runtime(store=store, version=False, lease_ttl=0.6)
+        lab.create_agent(id="janitor", model=script_client([{"text": "left it"}]),
+                         tools=[wipe], approval_timeout=0.05)
+        async with lab:  # nothing but an open runtime: no serve, no expire_approvals() call
+            while (await lab.run_store.get_run(run_id)).status == "paused":
+                await asyncio.sleep(0.05)
+            await lab.wait_idle()
+            info = await lab.run_store.get_run(run_id)
+            events = await lab.run_store.events(run_id)
+            denied = [e["data"] for e in events if e["type"] == "decision"]
+            print(info.status, denied[0]["reason"], denied[0]["decided_by"], flush=True)
+
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    """
+)
+
+
+async def test_a_plain_runtime_process_expires_an_overdue_pause_on_its_beat(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite:///{tmp_path / 'lab.db'}"
+    ran: list[Any] = []
+    first = Runtime(store=store, version=False)
+    agent = first.create_agent(
+        id="janitor", model=scripted(CALL), tools=[wipe(ran)], approval_timeout=0.05
+    )
+    paused = await agent.run(user="go").result
+    await first.aclose()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        SWEEPER,
+        store,
+        paused.run_id,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    # (the guard only ends a hang: a runtime that never sweeps would wait for ever)
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, err.decode()
+    assert out.decode().split() == ["completed", "expired", "approval_timeout"]
+    assert ran == []
+    check = Runtime(store=store, version=False)
+    events = await run_events(check, paused.run_id)
+    assert events[-1]["type"] == "agent_finished" and events[-1]["data"]["text"] == "left it"
+    await check.aclose()
+
+
+async def test_the_sweep_runs_only_with_a_timeout_and_stops_on_close(tmp_path: Path) -> None:
+    plain = Runtime(store="memory", version=False)
+    plain.create_agent(id="a", model=scripted(), tools=[wipe([])])
+    async with plain:
+        assert not plain.heartbeat.beating()  # no timeout anywhere: no task at all
+    timed = Runtime(store="memory", version=False)
+    timed.create_agent(id="a", model=scripted(), tools=[wipe([], timeout=5)])
+    async with timed:
+        assert timed.heartbeat.beating()  # a tool's own timeout is enough
+    assert not timed.heartbeat.beating()
+    by_default = Runtime(store="memory", version=False, defaults={"approval_timeout": 5})
+    by_default.create_agent(id="a", model=scripted())
+    assert by_default.heartbeat.beating()  # created inside a loop: sweeping at once
+    await by_default.aclose()
+    assert not by_default.heartbeat.beating()

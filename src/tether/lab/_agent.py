@@ -544,6 +544,7 @@ class LabAgent(Generic[T]):
             ConfigError: bad input, or no model (nothing has run or been stored).
         """
         episode = self.prepare_episode(kwargs, buffer=None)
+        self.runtime.awake()
         task = self.runtime.episodes.spawn(
             self._started(episode, kwargs, step_slot(self.id, kwargs)),
             name=f"tether-lab:{self.id}:{episode.run_id}",
@@ -574,6 +575,7 @@ class LabAgent(Generic[T]):
         `partial_output` events while a structured answer streams)."""
         buffer = _EventBuffer()
         episode = self.prepare_episode(kwargs, buffer=buffer)
+        self.runtime.awake()
         task = self.runtime.episodes.spawn(
             self._started(episode, kwargs, step_slot(self.id, kwargs)),
             name=f"tether-lab:{self.id}:{episode.run_id}",
@@ -666,6 +668,7 @@ class LabAgent(Generic[T]):
         episode.resumed = Resumed(taken.info, taken.turn, calls)
         episode.prime_resume()
         waiter = info.workflow_run_id
+        self.runtime.awake()
         task = self.runtime.episodes.spawn(
             episode.run() if waiter is None else self._answering(episode, waiter),
             name=f"tether-lab:{self.id}:{run_id}",

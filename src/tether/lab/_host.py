@@ -157,6 +157,11 @@ class AgentHost(Protocol):
         """Price overrides for models genai-prices does not know (`tether.pricing`)."""
         ...
 
+    def awake(self) -> None:
+        """An episode starts (in the running loop): the runtime's own beat work starts now if
+        it has any and it is not running (the approval-timeout sweep)."""
+        ...
+
     async def answer_workflow(
         self, workflow_run_id: str, paused_run_id: str, outcome: dict[str, Any]
     ) -> None:

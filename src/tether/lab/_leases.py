@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextvars import ContextVar
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from .._eager import step
 from .._heartbeat import Heartbeat as _Beat
@@ -114,6 +115,25 @@ class Heartbeat(_Beat):
     def lost_scope(self, store: ScopeLeases, scope: str) -> bool:
         """Whether a renewal found the lease on `scope` taken by another owner."""
         return (id(store), scope) in self._lost
+
+    def keep(self, key: str, job: Callable[[], Coroutine[Any, Any, object]]) -> None:
+        """Run `job()` at every beat from now until `drop(key)` or `aclose()`, whether or not
+        any lease is held (the runtime's approval-timeout sweep). Its failure is logged and it
+        runs again at the next beat. Each run is in a context of its own: what it starts is
+        nobody's child, whichever episode or workflow first started the beat."""
+        if self.holds(key) and self.beating():
+            return
+
+        async def beat() -> bool:
+            try:
+                await asyncio.get_running_loop().create_task(
+                    job(), name=f"tether-lab:{key}", context=contextvars.Context()
+                )
+            except Exception:
+                logger.warning("the %s on the runtime's beat failed", key, exc_info=True)
+            return True
+
+        self.hold(key, beat)
 
     async def aclose(self) -> None:
         self._runs.clear()

@@ -69,6 +69,9 @@ from ._workflow_runs import (
 
 __all__ = ["ConversationTitleInput", "ConversationTitleOutput", "Runtime", "ToolCallInfo"]
 
+APPROVAL_SWEEP = "approval-timeout sweep"
+"""The key of the runtime's beat job that expires overdue pauses."""
+
 EXPIRED = "expired"
 """The reason of the denial an undecided call gets once its approval timeout passed."""
 
@@ -161,6 +164,9 @@ class Runtime:
         self._heartbeat = Heartbeat(self.lease_ttl)
         self._scopes = ScopeLocks(self._heartbeat, timeout=float(scope_lock_timeout))
         self._workflow_runs = WorkflowRunRecorder(self, self._defaults.trace)
+        self._timeouts = self._defaults.approval_timeout is not None
+        """Whether any agent (or the defaults) has an approval timeout: then the runtime
+        sweeps for expired pauses on its beat (`awake`)."""
         self._remote_models: list[Any] = []
         """The A2A model clients `remote_agent` made (this runtime closes them)."""
         self._closed = False
@@ -356,6 +362,9 @@ class Runtime:
         agent: LabAgent[Any] = LabAgent(self, **kwargs)
         self.agents[agent.id] = agent
         self._created.append(agent)
+        if self._timeouts or _has_timeout(agent):
+            self._timeouts = True
+            self.awake()  # outside a loop, the first episode (or `async with`) starts it
         return agent
 
     def create_template(
@@ -449,6 +458,21 @@ class Runtime:
         """See `AgentHost.answer_workflow`: the workflow resumed here runs as background work
         (`wait_idle()` and `aclose()` wait for it)."""
         await answer_waiting_workflow(self, workflow_run_id, paused_run_id, outcome)
+
+    def awake(self) -> None:
+        """Start the approval-timeout sweep on the runtime's beat (every sixth of `lease_ttl`,
+        whether or not a lease is held), when an agent of this runtime (or its defaults, or a
+        tool of an agent) has an `approval_timeout` and it does not run yet: each beat runs
+        `expire_approvals()`, one indexed query of the run store when nothing expired. Called
+        as an episode starts, by `async with runtime`, and by `create_agent` inside a loop;
+        `aclose()` stops it. Nothing runs (no task at all) without a timeout."""
+        if not self._timeouts or self._closed:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._heartbeat.keep(APPROVAL_SWEEP, self.expire_approvals)
 
     async def expire_approvals(self, *, limit: int = 20) -> list[AgentStreamHandle[Any]]:
         """Resume, here, the paused runs of this runtime's agents whose `approval_timeout`
@@ -567,6 +591,7 @@ class Runtime:
         """
         if self._closed:
             return
+        self._heartbeat.drop(APPROVAL_SWEEP)  # resumes nothing more while it closes
         try:
             await self.wait_idle()
         except asyncio.CancelledError:
@@ -591,10 +616,20 @@ class Runtime:
         await self.stores.aclose()
 
     async def __aenter__(self) -> Runtime:
+        self.awake()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _has_timeout(agent: LabAgent[Any]) -> bool:
+    """Whether a pause of `agent` can expire: it (or the defaults) or one of its listed tools
+    has an `approval_timeout` (a ToolProvider's tools are not known before a run)."""
+    if agent.definition.approval_timeout is not None:
+        return True
+    tools = agent.tools
+    return isinstance(tools, list) and any(t.approval_timeout is not None for t in tools)
 
 
 def _check_prices(prices: Any) -> dict[str, Any]:

@@ -7,6 +7,8 @@ heartbeat lease while it runs. An event the store cannot take fails the run.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -26,7 +28,7 @@ from ..workflows import (
     current_run,
     resume_expired_waits,
 )
-from ._callers import caller, detached
+from ._callers import caller
 from ._host import TaskSet
 from ._leases import Heartbeat
 from ._recorder import RunListener, logger, notify
@@ -251,10 +253,14 @@ async def answer_waiting_workflow(
     interrupted for a worker that has it (`tether serve`). Nothing when no workflow waits for
     the run. A failure is logged, not raised: the paused run's own result stands."""
     try:
-        with detached():  # the workflow resumes as a root run, nobody's child
-            answered = await answer_paused_run(
+        # In a context of its own: the workflow resumes as a root run, nobody's child, whatever
+        # runs around the resumed episode.
+        answered = await asyncio.get_running_loop().create_task(
+            answer_paused_run(
                 host.workflows, host.workflow_store, workflow_run_id, paused_run_id, outcome
-            )
+            ),
+            context=contextvars.Context(),
+        )
         if isinstance(answered, str):
             runs = host.run_store
             if await runs.get_run(answered) is not None:
