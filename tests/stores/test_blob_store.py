@@ -273,8 +273,27 @@ async def test_the_threshold_is_configurable(name: str, tmp_path: Path) -> None:
         (record,) = await b.messages.load("s")
         assert record["content"][1]["blob"] == hashlib.sha256(base64.b64decode(small)).hexdigest()
         assert b.count() == 1
+        # A run event's media is moved at the same threshold, however small the event.
+        await b.runs.start_run(run("r"))
+        await b.runs.append_events("r", [{"type": "x", "data": {"m": photo_message(data=small)}}])
+        (event,) = await b.runs.events("r")
+        assert event["data"]["m"]["content"][1]["blob"] == record["content"][1]["blob"]
     finally:
         await b.aclose()
+
+
+async def test_a_long_event_without_inline_media_is_stored_as_it_came(backend: Backend) -> None:
+    # Long, and naming media everywhere, but no media part holds inline data: nothing to move.
+    data = {
+        "messages": [{"role": "user", "content": [{"type": "text", "text": B64}]}],
+        "parts": [{"type": "image", "media_type": "image/png", "url": "https://x/y.png"}],
+        "tool": {"input": {"data": B64, "type": "imagery"}},
+    }
+    await backend.runs.start_run(run("r"))
+    await backend.runs.append_events("r", [{"type": "x", "data": data}])
+    (event,) = await backend.runs.events("r")
+    assert event["data"] == data
+    assert backend.count() == 0
 
 
 def test_a_bad_threshold_is_a_config_error(tmp_path: Path) -> None:

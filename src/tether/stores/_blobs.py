@@ -16,6 +16,8 @@ import binascii
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from pydantic_core import to_json
+
 from .._known_media import KNOWN
 from ..blobs import DEFAULT_BLOB_THRESHOLD, MEDIA_PART_TYPES
 from ..errors import ConfigError, StoreError
@@ -132,9 +134,26 @@ def externalize_events(events: Sequence[Any], threshold: int) -> tuple[Sequence[
     out: list[Any] = []
     for i, ev in enumerate(events):
         data = ev.get("data") if isinstance(ev, dict) else None
-        if isinstance(data, dict):
+        if isinstance(data, dict) and _may_move(data, threshold):
             new = _walk(data, threshold, blobs, f"events[{i}].data")
             if new is not data:
                 ev = {**ev, "data": type(data)(new) if type(data) is not dict else new}
         out.append(ev)
     return (out, blobs) if blobs else (events, blobs)
+
+
+_MEDIA_TOKENS = tuple(f'"type":"{t}"'.encode() for t in sorted(MEDIA_PART_TYPES))
+
+
+def _may_move(data: dict[str, Any], threshold: int) -> bool:
+    """Whether `data` may hold media to move out, judged from its JSON (written in Rust, a
+    fraction of what walking it in Python costs, for the events of every turn): text too short
+    to hold a string over the threshold, or without a media part holding inline data, has
+    nothing to move. Escaping only lengthens a string, so the length is a safe bound."""
+    try:
+        text = to_json(data)
+    except Exception:  # not JSON: walked, and refused later where it is encoded
+        return True
+    if len(text) * 3 // 4 <= threshold:
+        return False
+    return b'"data":"' in text and any(token in text for token in _MEDIA_TOKENS)
