@@ -52,6 +52,7 @@ from .run_store import (
     TEXT_LIMIT,
     TRACEBACK_LIMIT,
     NewRunEvent,
+    RunEnd,
     RunEvent,
     RunInfo,
     RunPage,
@@ -417,50 +418,41 @@ def finish_sets(ph: str, values: dict[str, Any]) -> str:
 
 @dataclass(slots=True, frozen=True)
 class RunFinish:
-    """What a SQL backend's `finish_run` writes, worked out once for both."""
+    """What a store's `finish_run` writes, worked out once for every backend."""
 
     events: list[tuple[str, float, str]]
     """The run's last events, encoded (`encode_events`)."""
     ended_at: float | None
+    error: str | None
     columns: dict[str, Any]
-    """`finish_values`, and `lease_owner` when the run is taken over."""
+    """`finish_values`, `pause_values`, and `lease_owner` when the run is taken over."""
     ttl: float | None
     """The lease's new length: only a run running again keeps one."""
     fence: str | None
     """The token the run's lease must still be under (None: not checked)."""
 
 
-def plan_finish(
-    run_id: str,
-    status: str,
-    *,
-    ended_at: float | None,
-    output_text: str | None,
-    usage: dict[str, int] | None,
-    cost_usd: float | None,
-    lease_ttl: float | None,
-    traceback: str | None,
-    lease: str | None,
-    events: Sequence[NewRunEvent],
-    pending: Sequence[Mapping[str, Any]] | None = None,
-    paused: Mapping[str, Any] | None = None,
-    pending_deadline: float | None = None,
-) -> RunFinish:
+def plan_finish(run_id: str, status: str, end: RunEnd) -> RunFinish:
     """Check and encode a `finish_run` call; nothing is written."""
     check_run_status(status)
-    columns = finish_values(output_text, usage, cost_usd, traceback)
-    columns.update(pause_values(status, pending, paused, pending_deadline))
+    columns = finish_values(
+        end.get("output_text"), end.get("usage"), end.get("cost_usd"), end.get("traceback")
+    )
+    columns.update(
+        pause_values(status, end.get("pending"), end.get("paused"), end.get("pending_deadline"))
+    )
     # Running again under a token is a takeover (the workflow store decided who won it): the
     # token is set, not checked; any other finish under a token is fenced by it.
-    fence = lease
+    fence = lease = end.get("lease")
     if status == "running" and lease is not None:
         columns["lease_owner"] = lease
         fence = None
     return RunFinish(
-        events=encode_events(run_id, events),
-        ended_at=end_time(status, ended_at),
+        events=encode_events(run_id, end.get("events", ())),
+        ended_at=end_time(status, end.get("ended_at")),
+        error=end.get("error"),
         columns=columns,
-        ttl=lease_ttl if status == "running" else None,
+        ttl=end.get("lease_ttl") if status == "running" else None,
         fence=fence,
     )
 

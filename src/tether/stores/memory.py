@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from ..blobs import DEFAULT_BLOB_THRESHOLD, BlobInfo, blob_key, checked_blob
 from ..errors import BlobNotFoundError, LeaseLostError, StoreError
@@ -23,7 +23,6 @@ from ..workflows._store import InMemoryWorkflowStore
 from ._blobs import NewBlobs, check_threshold, externalize_events, externalize_records
 from ._codecs import (
     RUN_INFO_COLUMNS,
-    check_run_status,
     check_scope,
     check_title,
     decode_cursor,
@@ -34,10 +33,8 @@ from ._codecs import (
     encode_events,
     encode_records,
     encode_run_info,
-    end_time,
-    finish_values,
     not_paused,
-    pause_values,
+    plan_finish,
     run_info_from_row,
     run_matches,
     totals_of,
@@ -49,6 +46,7 @@ from .run_store import (
     EventBatch,
     NewRunEvent,
     PausedRun,
+    RunEnd,
     RunEvent,
     RunInfo,
     RunPage,
@@ -349,47 +347,27 @@ class InMemoryRunStore:
                 lasts.append(len(log))
             return lasts
 
-    async def finish_run(
-        self,
-        run_id: str,
-        status: RunStatus,
-        *,
-        ended_at: float | None = None,
-        error: str | None = None,
-        output_text: str | None = None,
-        usage: dict[str, int] | None = None,
-        cost_usd: float | None = None,
-        lease_ttl: float | None = None,
-        traceback: str | None = None,
-        lease: str | None = None,
-        events: Sequence[NewRunEvent] = (),
-        pending: Sequence[Mapping[str, Any]] | None = None,
-        paused: Mapping[str, Any] | None = None,
-        pending_deadline: float | None = None,
-    ) -> int:
-        check_run_status(status)
-        events, blobs = externalize_events(events, self.blob_threshold)
-        encoded = encode_events(run_id, events)
-        pause = pause_values(status, pending, paused, pending_deadline)
-        turn, deadline = pause.pop("paused_turn"), pause.pop("pending_deadline")
+    async def finish_run(self, run_id: str, status: RunStatus, **end: Unpack[RunEnd]) -> int:
+        events, blobs = externalize_events(end.get("events", ()), self.blob_threshold)
+        plan = plan_finish(run_id, status, {**end, "events": events})
+        columns = dict(plan.columns)
+        turn, deadline = columns.pop("paused_turn"), columns.pop("pending_deadline")
+        owner = columns.pop("lease_owner", None)
         values = {
             "status": status,
-            "ended_at": end_time(status, ended_at),
-            "error": error,
-            **finish_values(output_text, usage, cost_usd, traceback),
-            **pause,
-            "lease_expires_at": (
-                time.time() + lease_ttl if status == "running" and lease_ttl is not None else None
-            ),
+            "ended_at": plan.ended_at,
+            "error": plan.error,
+            **columns,
+            "lease_expires_at": None if plan.ttl is None else time.time() + plan.ttl,
         }
         with self._lock:
             row = self._runs.get(run_id)
             if row is None:
                 raise StoreError(f"run {run_id!r} was never started")
-            if status == "running" and lease is not None:
-                self._owners[run_id] = lease  # a writer that took the run over
+            if owner is not None:
+                self._owners[run_id] = owner  # a writer that took the run over
             else:
-                self._fence(run_id, lease)
+                self._fence(run_id, plan.fence)
             for column, value in values.items():
                 row[_COLUMN[column]] = value
             if turn is None:
@@ -398,7 +376,7 @@ class InMemoryRunStore:
                 self._paused[run_id] = (turn, deadline)
             self.blobs.keep(blobs)
             log = self._events[run_id]
-            log.extend(encoded)
+            log.extend(plan.events)
             return len(log)
 
     async def resume_run(

@@ -28,7 +28,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple, Protocol, TypeAlias, TypedDict, runtime_checkable
+from typing import (
+    Any,
+    Final,
+    NamedTuple,
+    Protocol,
+    TypeAlias,
+    TypedDict,
+    Unpack,
+    runtime_checkable,
+)
 
 from .workflow_store import RunStatus
 
@@ -44,6 +53,7 @@ __all__ = [
     "ManyAppends",
     "NewRunEvent",
     "PausedRun",
+    "RunEnd",
     "RunEvent",
     "RunInfo",
     "RunPage",
@@ -204,6 +214,36 @@ RESUMED_BY: Final = "resumed_by"
 """The `RunInfo.meta` key `resume_run` sets: who resumed the run (a loser's error names it)."""
 
 
+class RunEnd(TypedDict, total=False):
+    """What `RunStore.finish_run` takes besides the run and its status (every key optional):
+    one definition that the protocol and every store share."""
+
+    ended_at: float | None
+    """When it ended (Unix time); now by default, for an end status."""
+    error: str | None
+    """Why a failed run failed."""
+    output_text: str | None
+    """Its output as plain text (cut at `TEXT_LIMIT` characters); unchanged when None."""
+    usage: dict[str, int] | None
+    """Token totals of its model calls; unchanged when None."""
+    cost_usd: float | None
+    """What its model calls cost; unchanged when None."""
+    lease_ttl: float | None
+    """With status "running": the seconds of the new lease."""
+    traceback: str | None
+    """Where it failed (its last `TRACEBACK_LIMIT` characters are kept)."""
+    lease: str | None
+    """The writer's lease token: fences an end, takes the run over with "running"."""
+    events: Sequence[NewRunEvent]
+    """The run's last events, appended in the same transaction."""
+    pending: Sequence[Mapping[str, Any]] | None
+    """With "paused": the calls that wait for a decision."""
+    paused: Mapping[str, Any] | None
+    """With "paused": the JSON-safe turn `resume_run` hands back."""
+    pending_deadline: float | None
+    """With "paused": when the pending calls expire (Unix time)."""
+
+
 EventBatch: TypeAlias = tuple[str, Sequence[NewRunEvent], str | None]
 """One run's events in `ManyAppends.append_events_many`: (run id, events, lease token or None)."""
 
@@ -241,24 +281,7 @@ class RunStore(Protocol):
         """
         ...
 
-    async def finish_run(
-        self,
-        run_id: str,
-        status: RunStatus,
-        *,
-        ended_at: float | None = None,
-        error: str | None = None,
-        output_text: str | None = None,
-        usage: dict[str, int] | None = None,
-        cost_usd: float | None = None,
-        lease_ttl: float | None = None,
-        traceback: str | None = None,
-        lease: str | None = None,
-        events: Sequence[NewRunEvent] = (),
-        pending: Sequence[Mapping[str, Any]] | None = None,
-        paused: Mapping[str, Any] | None = None,
-        pending_deadline: float | None = None,
-    ) -> int:
+    async def finish_run(self, run_id: str, status: RunStatus, **end: Unpack[RunEnd]) -> int:
         """Set the final status of a run (and why, for a failure: `error`, and `traceback`
         cut to its last `TRACEBACK_LIMIT` characters), releasing its lease. Setting
         "running" again (a resumed workflow run) clears the end time and the error and, with

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar, Self
 
@@ -13,7 +13,16 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ...errors import StoreError
-from ._connection import Connection, Pool, connection_async_lock, connection_pool, describe
+from .._sql import POSTGRES, Row, SqlBacked
+from ._connection import (
+    Connection,
+    Pool,
+    connection_async_lock,
+    connection_pool,
+    describe,
+    fetch_all,
+    fetch_one,
+)
 from ._migrations import PostgresMigrations
 from ._notices import Listener
 from ._schema import schema
@@ -37,12 +46,13 @@ class _PoolState:
 _POOLS: weakref.WeakKeyDictionary[Any, _PoolState] = weakref.WeakKeyDictionary()
 
 
-class PostgresBacked:
+class PostgresBacked(SqlBacked):
     """Shared plumbing of the PostgreSQL stores: a connection pool (or the caller's single
     connection and its lock), migrating on first use, and mapping psycopg errors."""
 
     _migrations: ClassVar[PostgresMigrations] = schema
     _kind: ClassVar[str] = "store"
+    _sql = POSTGRES
 
     def __init__(self, conn: Connection | Pool | str, *, owns: bool | None = None) -> None:
         """Args:
@@ -208,6 +218,14 @@ class PostgresBacked:
             raise StoreError(
                 f"text that is not valid UTF-8 cannot be stored in PostgreSQL: {exc}"
             ) from exc
+
+    async def _one(self, sql: str, args: Sequence[Any] = ()) -> Row | None:
+        async with self._session() as conn:
+            return await fetch_one(conn, sql, args)
+
+    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        async with self._session() as conn:
+            return await fetch_all(conn, sql, args)
 
     async def _failure(self, exc: psycopg.Error, conn: Connection | None) -> StoreError:
         if conn is not None and conn.closed:

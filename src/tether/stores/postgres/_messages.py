@@ -8,16 +8,13 @@ from collections.abc import Sequence
 from ...errors import LeaseLostError
 from .._blobs import externalize_records
 from .._codecs import (
-    LAST_INDEX,
-    SCOPE_COLUMNS,
     check_title,
-    decode_records,
     encode_records,
-    title_like,
 )
-from ..message_store import ScopeInfo, StoredRecord
+from .._sql import SqlMessageReads
+from ..message_store import StoredRecord
 from ._blobs import insert_blobs
-from ._connection import execute, fetch_all, fetch_one
+from ._connection import execute, fetch_one
 from ._leases import PostgresScopeLeases
 
 __all__ = ["PostgresMessageStore"]
@@ -48,37 +45,11 @@ SELECT length FROM bumped
 """
 
 
-class PostgresMessageStore(PostgresScopeLeases):
+class PostgresMessageStore(SqlMessageReads, PostgresScopeLeases):
     """A MessageStore in PostgreSQL (see the module docstring for how appends stay atomic and
     O(1) with many writers)."""
 
     _kind = "message store"
-
-    async def load(
-        self, scope: str, *, start: int = 0, end: int | None = None, after: int | None = None
-    ) -> list[StoredRecord]:
-        if after is not None:
-            start = max(start, after + 1)
-        async with self._session() as conn:
-            rows = await fetch_all(
-                conn,
-                "SELECT seq, record FROM tether_messages WHERE scope = %s AND seq >= %s"
-                " AND seq < %s ORDER BY seq",
-                (scope, max(start, 0), LAST_INDEX if end is None else end),
-            )
-        return decode_records(scope, rows[0][0] if rows else 0, [raw for _, raw in rows])
-
-    async def tail(self, scope: str, n: int) -> tuple[int, list[StoredRecord]]:
-        async with self._session() as conn:
-            rows = await fetch_all(
-                conn,
-                "SELECT seq, record FROM tether_messages WHERE scope = %s ORDER BY seq DESC"
-                " LIMIT %s",
-                (scope, max(n, 0)),
-            )
-        rows = list(reversed(rows))
-        start = int(rows[0][0]) if rows else 0
-        return start, decode_records(scope, start, [raw for _, raw in rows])
 
     async def append(
         self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
@@ -125,13 +96,6 @@ class PostgresMessageStore(PostgresScopeLeases):
                 (scope, encoded),
             )
 
-    async def length(self, scope: str) -> int:
-        async with self._session() as conn:
-            row = await fetch_one(
-                conn, "SELECT length FROM tether_message_scopes WHERE scope = %s", (scope,)
-            )
-        return int(row[0]) if row is not None else 0
-
     async def set_title(self, scope: str, title: str) -> None:
         check_title(scope, title)
         now = time.time()
@@ -143,32 +107,6 @@ class PostgresMessageStore(PostgresScopeLeases):
                 " ON CONFLICT (scope) DO UPDATE SET title = EXCLUDED.title",
                 (scope, title, now, now),
             )
-
-    async def get_title(self, scope: str) -> str | None:
-        info = await self.info(scope)
-        return info.title if info is not None else None
-
-    async def info(self, scope: str) -> ScopeInfo | None:
-        async with self._session() as conn:
-            row = await fetch_one(
-                conn,
-                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes WHERE scope = %s",
-                (scope,),
-            )
-        return ScopeInfo(*row) if row is not None else None
-
-    async def scopes(
-        self, *, limit: int = 100, offset: int = 0, title: str | None = None
-    ) -> list[ScopeInfo]:
-        where, args = ("", []) if title is None else title_like(title, "%s")
-        async with self._session() as conn:
-            rows = await fetch_all(
-                conn,
-                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes{where}"
-                " ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s",
-                (*args, limit, offset),
-            )
-        return [ScopeInfo(*row) for row in rows]
 
     async def delete(self, scope: str) -> None:
         async with self._session() as conn:

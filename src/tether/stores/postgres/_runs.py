@@ -3,42 +3,31 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Any, Final, Unpack
 
 from ...errors import LeaseLostError, StoreError
 from .._blobs import NewBlobs, externalize_events
 from .._codecs import (
     RUN_INFO_COLUMNS,
-    decode_cursor,
-    decode_event,
     decode_turn,
     encode_events,
     encode_run_info,
     in_pieces,
     not_paused,
     plan_finish,
-    query_where,
     run_info_from_row,
-    run_info_select,
-    run_page,
     run_tags,
-    totals_from_row,
-    totals_sql,
-    where_equal,
 )
+from .._sql import POSTGRES, SqlRunReads
 from ..run_store import (
     CANCEL_REQUESTED,
     RESUMED_BY,
     EventBatch,
     NewRunEvent,
     PausedRun,
-    RunEvent,
+    RunEnd,
     RunInfo,
-    RunPage,
-    RunQuery,
-    RunTotals,
-    StoredEvent,
 )
 from ..workflow_store import RunStatus
 from ._blobs import BlobWriting, insert_blobs
@@ -58,8 +47,7 @@ async def _refused(conn: Connection, run_id: str) -> StoreError:
     return LeaseLostError("run", run_id, row[0])
 
 
-_RUN_SELECT: Final = run_info_select("postgres")
-_RUN_SELECT_R: Final = run_info_select("postgres", "r")
+_RUN_SELECT: Final = POSTGRES.run_select
 
 # One statement, like a message append: the run row's count is bumped (and row-locked) and the
 # events are numbered after the old count. No row means the run was never started, or (under a
@@ -125,32 +113,7 @@ SELECT 1 FROM created
 """
 
 
-async def _select_events(
-    conn: Connection, run_id: str, after: int, limit: int | None
-) -> list[tuple[int, str, float, str]]:
-    rows = await fetch_all(
-        conn,
-        "SELECT seq, type, at, data FROM tether_run_events"
-        " WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s",
-        (run_id, after, None if limit is None else max(limit, 0)),
-    )
-    return [(int(seq), kind, at, raw) for seq, kind, at, raw in rows]
-
-
-async def _pieces(
-    conn: Connection, run_id: str, seq: int, start: int, limit: int | None
-) -> list[str]:
-    """Pieces `start` on of an event's text, `limit` of them (None: all)."""
-    rows = await fetch_all(
-        conn,
-        "SELECT text FROM tether_run_event_pieces WHERE run_id = %s AND seq = %s"
-        " AND piece >= %s ORDER BY piece LIMIT %s",
-        (run_id, seq, start, limit),
-    )
-    return [text for (text,) in rows]
-
-
-class PostgresRunStore(BlobWriting):
+class PostgresRunStore(SqlRunReads, BlobWriting):
     """A RunStore in PostgreSQL: one row per run, one row per event, numbered per run."""
 
     _kind = "run store"
@@ -202,47 +165,16 @@ class PostgresRunStore(BlobWriting):
                 lasts[i] = int(row[0])
         return lasts
 
-    async def finish_run(
-        self,
-        run_id: str,
-        status: RunStatus,
-        *,
-        ended_at: float | None = None,
-        error: str | None = None,
-        output_text: str | None = None,
-        usage: dict[str, int] | None = None,
-        cost_usd: float | None = None,
-        lease_ttl: float | None = None,
-        traceback: str | None = None,
-        lease: str | None = None,
-        events: Sequence[NewRunEvent] = (),
-        pending: Sequence[Mapping[str, Any]] | None = None,
-        paused: Mapping[str, Any] | None = None,
-        pending_deadline: float | None = None,
-    ) -> int:
-        events, blobs = externalize_events(events, self.blob_threshold)
-        plan = plan_finish(
-            run_id,
-            status,
-            ended_at=ended_at,
-            output_text=output_text,
-            usage=usage,
-            cost_usd=cost_usd,
-            lease_ttl=lease_ttl,
-            traceback=traceback,
-            lease=lease,
-            events=events,
-            pending=pending,
-            paused=paused,
-            pending_deadline=pending_deadline,
-        )
+    async def finish_run(self, run_id: str, status: RunStatus, **end: Unpack[RunEnd]) -> int:
+        events, blobs = externalize_events(end.get("events", ()), self.blob_threshold)
+        plan = plan_finish(run_id, status, {**end, "events": events})
         sets = "".join(f", {column} = %(x_{column})s" for column in plan.columns)
         params = {
             **_append_params(run_id, plan.events, plan.fence),
             **{f"x_{column}": value for column, value in plan.columns.items()},
             "status": status,
             "ended_at": plan.ended_at,
-            "error": error,
+            "error": plan.error,
             "ttl": plan.ttl,
         }
         async with self._session(atomic=bool(blobs)) as conn:
@@ -310,27 +242,6 @@ class PostgresRunStore(BlobWriting):
                 raise not_paused(run_id, now[3], now[11])
         return PausedRun(run_info_from_row(row[:-2]), decode_turn(run_id, row[-2]), int(row[-1]))
 
-    async def expired_pauses(self, *, limit: int = 100) -> list[str]:
-        async with self._session() as conn:
-            rows = await fetch_all(
-                conn,
-                "SELECT run_id FROM tether_runs WHERE pending_deadline IS NOT NULL"
-                f" AND pending_deadline <= {NOW} AND status = 'paused'"
-                " ORDER BY pending_deadline LIMIT %s",
-                (limit,),
-            )
-        return [str(r[0]) for r in rows]
-
-    async def run_totals(self, query: RunQuery) -> RunTotals:
-        conds, args = query_where(query, "%s", "postgres")
-        where = (" WHERE " + " AND ".join(conds)) if conds else ""
-        async with self._session() as conn:
-            row = await fetch_one(
-                conn, f"SELECT {totals_sql('postgres')} FROM tether_runs r{where}", args
-            )
-        assert row is not None
-        return totals_from_row(row)
-
     async def renew_leases(self, run_ids: Sequence[str], *, lease_ttl: float) -> None:
         if not run_ids:
             return
@@ -344,52 +255,6 @@ class PostgresRunStore(BlobWriting):
                 " ORDER BY run_id FOR NO KEY UPDATE) AS l WHERE r.run_id = l.run_id",
                 (lease_ttl, list(run_ids)),
             )
-
-    async def query_runs(
-        self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
-    ) -> RunPage:
-        conds, args = query_where(query, "%s", "postgres")
-        if cursor is not None:
-            started, seq = decode_cursor(cursor)
-            conds.append("(r.started_at, r.id) < (%s, %s)")
-            args.extend((started, seq))
-        where = (" WHERE " + " AND ".join(conds)) if conds else ""
-        async with self._session() as conn:
-            rows = await fetch_all(
-                conn,
-                f"SELECT {_RUN_SELECT_R}, r.id FROM tether_runs r{where}"
-                " ORDER BY r.started_at DESC, r.id DESC LIMIT %s",
-                (*args, limit + 1),
-            )
-        return run_page(rows, limit)
-
-    async def get_run(self, run_id: str) -> RunInfo | None:
-        async with self._session() as conn:
-            row = await fetch_one(
-                conn, f"SELECT {_RUN_SELECT} FROM tether_runs WHERE run_id = %s", (run_id,)
-            )
-        return run_info_from_row(row) if row is not None else None
-
-    async def list_runs(
-        self,
-        *,
-        kind: str | None = None,
-        workflow_run_id: str | None = None,
-        memory_scope: str | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> list[RunInfo]:
-        clause, args = where_equal(
-            "%s", kind=kind, workflow_run_id=workflow_run_id, memory_scope=memory_scope
-        )
-        async with self._session() as conn:
-            rows = await fetch_all(
-                conn,
-                f"SELECT {_RUN_SELECT} FROM tether_runs{clause}"
-                " ORDER BY started_at DESC, id DESC LIMIT %s OFFSET %s",
-                (*args, limit, offset),
-            )
-        return [run_info_from_row(row) for row in rows]
 
     async def request_cancel(self, run_id: str) -> bool:
         async with self._session() as conn:
@@ -412,28 +277,3 @@ class PostgresRunStore(BlobWriting):
                 (list(run_ids), CANCEL_REQUESTED),
             )
         return [str(r[0]) for r in rows]
-
-    async def events(
-        self, run_id: str, *, after: int = 0, limit: int | None = None
-    ) -> list[RunEvent]:
-        async with self._session() as conn:
-            rows = await _select_events(conn, run_id, after, limit)
-            # One stored in pieces is read whole here, in the same session.
-            rows = [
-                (seq, kind, at, raw or "".join(await _pieces(conn, run_id, seq, 0, None)))
-                for seq, kind, at, raw in rows
-            ]
-        return [decode_event(run_id, seq, kind, at, raw) for seq, kind, at, raw in rows]
-
-    async def stored_events(
-        self, run_id: str, *, after: int = 0, limit: int | None = None
-    ) -> list[StoredEvent]:
-        async with self._session() as conn:
-            rows = await _select_events(conn, run_id, after, limit)
-        return [StoredEvent(seq, kind, at, raw or None) for seq, kind, at, raw in rows]
-
-    async def event_pieces(
-        self, run_id: str, seq: int, *, start: int = 0, limit: int = 16
-    ) -> list[str]:
-        async with self._session() as conn:
-            return await _pieces(conn, run_id, seq, start, limit)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from os import PathLike
 
-from ...blobs import BlobInfo, blob_key, checked_blob
+from ...blobs import DEFAULT_BLOB_THRESHOLD, BlobInfo, blob_key, checked_blob
 from ...errors import BlobNotFoundError
-from .._blobs import NewBlobs
-from ._connection import SqliteBacked, connect, transaction
+from .._blobs import NewBlobs, check_threshold
+from ._connection import SqliteBacked, transaction
 from ._schema import schema
 
-__all__ = ["SqliteBlobStore", "insert_blobs"]
+__all__ = ["BlobWriting", "SqliteBlobStore", "insert_blobs"]
 
 
 def insert_blobs(conn: sqlite3.Connection, blobs: NewBlobs) -> None:
@@ -36,11 +35,6 @@ class SqliteBlobStore(SqliteBacked):
         self._sync(schema.apply)
         self.reads = 0
         """How many times bytes were read (`get`)."""
-
-    @classmethod
-    def open(cls, path: str | PathLike[str]) -> SqliteBlobStore:
-        """Open (creating if needed) the database at `path` with a connection of its own."""
-        return cls(connect(path), owns=True)
 
     async def put(self, data: bytes, media_type: str) -> str:
         sha = blob_key(data)
@@ -72,3 +66,22 @@ class SqliteBlobStore(SqliteBacked):
 
         row = await self._run(op)
         return None if row is None else BlobInfo(sha, row[1], row[0])
+
+
+class BlobWriting(SqliteBacked):
+    """What the message and run stores share: migrating on construction, `blob_threshold`, and
+    `blobs` on the same connection."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        owns: bool = False,
+        blob_threshold: int = DEFAULT_BLOB_THRESHOLD,
+    ) -> None:
+        super().__init__(conn, owns=owns)
+        self._sync(schema.apply)
+        self.blob_threshold = check_threshold(blob_threshold)
+        """Inline media over this many bytes is stored as a blob."""
+        self.blobs = SqliteBlobStore(conn)
+        """The blobs this store's records refer to (the same file's table)."""

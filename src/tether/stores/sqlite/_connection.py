@@ -15,15 +15,16 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from os import PathLike
 from pathlib import Path
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from ...errors import StoreError
 from .._checkpoint import Checkpointer
 from .._codecs import NOW_SQL
+from .._sql import SQLITE, Row, SqlBacked
 
 __all__ = [
     "NOW",
@@ -219,7 +220,7 @@ class _Busy(Exception):
     """An operation found the file locked by another process; nothing of it was done."""
 
 
-class SqliteBacked:
+class SqliteBacked(SqlBacked):
     """Shared plumbing of the SQLite stores: one writer per connection, in the event loop.
 
     Each operation runs whole, synchronously, under the connection's thread lock: a few tens of
@@ -236,6 +237,8 @@ class SqliteBacked:
     of one file can share one connection, and so one writer).
     """
 
+    _sql = SQLITE
+
     def __init__(self, conn: sqlite3.Connection, *, owns: bool = False) -> None:
         self._conn = conn
         try:
@@ -250,6 +253,19 @@ class SqliteBacked:
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite {type(exc).__name__}: {exc}") from exc
         self._closed = False
+
+    @classmethod
+    def open(cls, path: str | PathLike[str]) -> Self:
+        """Open (creating if needed) the database at `path` with a connection of its own."""
+        return cls(connect(path), owns=True)
+
+    async def _one(self, sql: str, args: Sequence[Any] = ()) -> Row | None:
+        row: Row | None = await self._run(lambda conn: conn.execute(sql, args).fetchone())
+        return row
+
+    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        rows: list[Row] = await self._run(lambda conn: conn.execute(sql, args).fetchall())
+        return rows
 
     def _attempt(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         if self._closed:

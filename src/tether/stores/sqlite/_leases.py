@@ -6,7 +6,8 @@ import sqlite3
 
 from ...errors import LeaseLostError
 from .._codecs import check_scope
-from ._connection import NOW, SqliteBacked, transaction
+from ._blobs import BlobWriting
+from ._connection import NOW, transaction
 
 __all__ = ["SqliteScopeLeases", "fence_scope"]
 
@@ -19,7 +20,7 @@ def fence_scope(conn: sqlite3.Connection, scope: str, owner: str) -> None:
         raise LeaseLostError("memory scope", scope, None if row is None else str(row[0]))
 
 
-class SqliteScopeLeases(SqliteBacked):
+class SqliteScopeLeases(BlobWriting):
     """The `ScopeLeases` half of `SqliteMessageStore`: one row per held scope, judged by the
     machine's clock."""
 

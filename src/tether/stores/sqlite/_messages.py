@@ -5,29 +5,22 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Sequence
-from os import PathLike
-from typing import Any
 
-from ...blobs import DEFAULT_BLOB_THRESHOLD
-from .._blobs import check_threshold, externalize_records
+from .._blobs import externalize_records
 from .._codecs import (
-    LAST_INDEX,
-    SCOPE_COLUMNS,
     check_title,
-    decode_records,
     encode_records,
-    title_like,
 )
-from ..message_store import ScopeInfo, StoredRecord
-from ._blobs import SqliteBlobStore, insert_blobs
-from ._connection import connect, transaction
+from .._sql import SqlMessageReads
+from ..message_store import StoredRecord
+from ._blobs import insert_blobs
+from ._connection import transaction
 from ._leases import SqliteScopeLeases, fence_scope
-from ._schema import schema
 
 __all__ = ["SqliteMessageStore"]
 
 
-class SqliteMessageStore(SqliteScopeLeases):
+class SqliteMessageStore(SqlMessageReads, SqliteScopeLeases):
     """A MessageStore in SQLite. Takes its connection from the caller and migrates on
     construction; `SqliteMessageStore.open(path)` opens (and later closes) its own.
 
@@ -38,53 +31,6 @@ class SqliteMessageStore(SqliteScopeLeases):
     Media data over `blob_threshold` bytes is kept once in the file's blobs table, in the same
     transaction, and the record holds a reference (`tether.blobs`); `blobs` reads them.
     """
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        *,
-        owns: bool = False,
-        blob_threshold: int = DEFAULT_BLOB_THRESHOLD,
-    ) -> None:
-        super().__init__(conn, owns=owns)
-        self._sync(schema.apply)
-        self.blob_threshold = check_threshold(blob_threshold)
-        """Inline media over this many bytes is stored as a blob."""
-        self.blobs = SqliteBlobStore(conn)
-        """The blobs this store's records refer to (the same file's table)."""
-
-    @classmethod
-    def open(cls, path: str | PathLike[str]) -> SqliteMessageStore:
-        """Open (creating if needed) the database at `path` with a connection of its own."""
-        return cls(connect(path), owns=True)
-
-    async def load(
-        self, scope: str, *, start: int = 0, end: int | None = None, after: int | None = None
-    ) -> list[StoredRecord]:
-        if after is not None:
-            start = max(start, after + 1)
-
-        def op(conn: sqlite3.Connection) -> list[tuple[int, str]]:
-            return conn.execute(
-                "SELECT seq, record FROM tether_messages WHERE scope = ? AND seq >= ? AND seq < ?"
-                " ORDER BY seq",
-                (scope, max(start, 0), LAST_INDEX if end is None else end),
-            ).fetchall()
-
-        rows = await self._run(op)
-        return decode_records(scope, rows[0][0] if rows else 0, [raw for _, raw in rows])
-
-    async def tail(self, scope: str, n: int) -> tuple[int, list[StoredRecord]]:
-        def op(conn: sqlite3.Connection) -> list[tuple[int, str]]:
-            return conn.execute(
-                "SELECT seq, record FROM tether_messages WHERE scope = ? ORDER BY seq DESC LIMIT ?",
-                (scope, max(n, 0)),
-            ).fetchall()
-
-        rows = await self._run(op)
-        rows.reverse()
-        start = rows[0][0] if rows else 0
-        return start, decode_records(scope, start, [raw for _, raw in rows])
 
     async def append(
         self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
@@ -137,15 +83,6 @@ class SqliteMessageStore(SqliteScopeLeases):
 
         await self._run(op)
 
-    async def length(self, scope: str) -> int:
-        def op(conn: sqlite3.Connection) -> int:
-            row = conn.execute(
-                "SELECT length FROM tether_message_scopes WHERE scope = ?", (scope,)
-            ).fetchone()
-            return int(row[0]) if row else 0
-
-        return await self._run(op)
-
     async def set_title(self, scope: str, title: str) -> None:
         check_title(scope, title)
         now = time.time()
@@ -158,34 +95,6 @@ class SqliteMessageStore(SqliteScopeLeases):
                 )
 
         await self._run(op)
-
-    async def get_title(self, scope: str) -> str | None:
-        info = await self.info(scope)
-        return info.title if info is not None else None
-
-    async def info(self, scope: str) -> ScopeInfo | None:
-        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
-            row: tuple[Any, ...] | None = conn.execute(
-                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes WHERE scope = ?", (scope,)
-            ).fetchone()
-            return row
-
-        row = await self._run(op)
-        return ScopeInfo(*row) if row is not None else None
-
-    async def scopes(
-        self, *, limit: int = 100, offset: int = 0, title: str | None = None
-    ) -> list[ScopeInfo]:
-        where, args = ("", []) if title is None else title_like(title, "?")
-
-        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            return conn.execute(
-                f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes{where}"
-                " ORDER BY updated_at DESC, rowid DESC LIMIT ? OFFSET ?",
-                (*args, limit, offset),
-            ).fetchall()
-
-        return [ScopeInfo(*row) for row in await self._run(op)]
 
     async def delete(self, scope: str) -> None:
         def op(conn: sqlite3.Connection) -> None:
@@ -207,6 +116,3 @@ def _ensure_scope(conn: sqlite3.Connection, scope: str, now: float) -> int:
         "SELECT length FROM tether_message_scopes WHERE scope = ?", (scope,)
     ).fetchone()
     return int(row[0])
-
-
-# -- RunStore --------------------------------------------------------------------------------

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
-from os import PathLike
-from typing import Any
+from collections.abc import Sequence
+from typing import Unpack
 
-from ...blobs import DEFAULT_BLOB_THRESHOLD
 from ...errors import LeaseLostError, StoreError
-from .._blobs import NewBlobs, check_threshold, externalize_events
+from .._blobs import NewBlobs, externalize_events
 from .._codecs import (
     RUN_INFO_COLUMNS,
-    decode_cursor,
-    decode_event,
     decode_turn,
     encode_events,
     encode_run_info,
@@ -22,32 +18,22 @@ from .._codecs import (
     in_pieces,
     not_paused,
     plan_finish,
-    query_where,
     run_info_from_row,
-    run_info_select,
-    run_page,
     run_tags,
-    totals_from_row,
-    totals_sql,
-    where_equal,
 )
+from .._sql import SQLITE, SqlRunReads
 from ..run_store import (
     CANCEL_REQUESTED,
     RESUMED_BY,
     EventBatch,
     NewRunEvent,
     PausedRun,
-    RunEvent,
+    RunEnd,
     RunInfo,
-    RunPage,
-    RunQuery,
-    RunTotals,
-    StoredEvent,
 )
 from ..workflow_store import RunStatus
-from ._blobs import SqliteBlobStore, insert_blobs
-from ._connection import NOW, SqliteBacked, connect, transaction
-from ._schema import schema
+from ._blobs import BlobWriting, insert_blobs
+from ._connection import NOW, transaction
 
 __all__ = ["SqliteRunStore"]
 
@@ -63,8 +49,7 @@ def _refused(conn: sqlite3.Connection, run_id: str) -> StoreError:
     return LeaseLostError("run", run_id, row[0])
 
 
-_RUN_SELECT = run_info_select("sqlite")
-_RUN_SELECT_R = run_info_select("sqlite", "r")
+_RUN_SELECT = SQLITE.run_select
 _RUN_MARKS = ", ".join("?" * len(RUN_INFO_COLUMNS.split(",")))
 
 
@@ -84,51 +69,12 @@ def _insert_events(
         )
 
 
-def _select_events(
-    conn: sqlite3.Connection, run_id: str, after: int, limit: int | None
-) -> list[tuple[int, str, float, str]]:
-    return conn.execute(
-        "SELECT seq, type, at, data FROM tether_run_events WHERE run_id = ? AND seq > ?"
-        " ORDER BY seq LIMIT ?",
-        (run_id, after, -1 if limit is None else max(limit, 0)),
-    ).fetchall()
-
-
-def _pieces(conn: sqlite3.Connection, run_id: str, seq: int, start: int, limit: int) -> list[str]:
-    """Pieces `start` on of an event's text, `limit` of them (-1: all)."""
-    rows = conn.execute(
-        "SELECT text FROM tether_run_event_pieces WHERE run_id = ? AND seq = ? AND piece >= ?"
-        " ORDER BY piece LIMIT ?",
-        (run_id, seq, start, limit),
-    ).fetchall()
-    return [text for (text,) in rows]
-
-
-class SqliteRunStore(SqliteBacked):
-    """A RunStore in SQLite. Takes its connection from the caller and migrates on construction;
-    `SqliteRunStore.open(path)` opens (and later closes) its own.
+class SqliteRunStore(SqlRunReads, BlobWriting):
+    """A RunStore in SQLite. Takes its connection from the caller and migrates on construction
+    (`blob_threshold=`); `SqliteRunStore.open(path)` opens (and later closes) its own.
 
     Media data over `blob_threshold` bytes in an event (a request record, committed messages)
     is kept once in the file's blobs table, and the event holds a reference (`tether.blobs`)."""
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        *,
-        owns: bool = False,
-        blob_threshold: int = DEFAULT_BLOB_THRESHOLD,
-    ) -> None:
-        super().__init__(conn, owns=owns)
-        self._sync(schema.apply)
-        self.blob_threshold = check_threshold(blob_threshold)
-        """Inline media over this many bytes is stored as a blob."""
-        self.blobs = SqliteBlobStore(conn)
-        """The blobs this store's events refer to (the same file's table)."""
-
-    @classmethod
-    def open(cls, path: str | PathLike[str]) -> SqliteRunStore:
-        """Open (creating if needed) the database at `path` with a connection of its own."""
-        return cls(connect(path), owns=True)
 
     async def start_run(
         self, info: RunInfo, *, lease_ttl: float | None = None, lease: str | None = None
@@ -195,42 +141,11 @@ class SqliteRunStore(SqliteBacked):
 
         return await self._run(op)
 
-    async def finish_run(
-        self,
-        run_id: str,
-        status: RunStatus,
-        *,
-        ended_at: float | None = None,
-        error: str | None = None,
-        output_text: str | None = None,
-        usage: dict[str, int] | None = None,
-        cost_usd: float | None = None,
-        lease_ttl: float | None = None,
-        traceback: str | None = None,
-        lease: str | None = None,
-        events: Sequence[NewRunEvent] = (),
-        pending: Sequence[Mapping[str, Any]] | None = None,
-        paused: Mapping[str, Any] | None = None,
-        pending_deadline: float | None = None,
-    ) -> int:
-        events, blobs = externalize_events(events, self.blob_threshold)
-        plan = plan_finish(
-            run_id,
-            status,
-            ended_at=ended_at,
-            output_text=output_text,
-            usage=usage,
-            cost_usd=cost_usd,
-            lease_ttl=lease_ttl,
-            traceback=traceback,
-            lease=lease,
-            events=events,
-            pending=pending,
-            paused=paused,
-            pending_deadline=pending_deadline,
-        )
-        rows, end, extra, ttl = plan.events, plan.ended_at, plan.columns, plan.ttl
-        fence = (plan.fence, plan.fence)
+    async def finish_run(self, run_id: str, status: RunStatus, **end: Unpack[RunEnd]) -> int:
+        events, blobs = externalize_events(end.get("events", ()), self.blob_threshold)
+        plan = plan_finish(run_id, status, {**end, "events": events})
+        rows, extra = plan.events, plan.columns
+        args = (status, plan.ended_at, plan.error, *extra.values(), plan.ttl, len(rows), run_id)
 
         def op(conn: sqlite3.Connection) -> int:
             with transaction(conn):
@@ -240,7 +155,7 @@ class SqliteRunStore(SqliteBacked):
                     f"{finish_sets('?', extra)}, lease_expires_at = {NOW} + ?,"
                     f" event_count = event_count + ? WHERE run_id = ? AND {_FENCE}"
                     " RETURNING rowid, input_text, output_text, event_count",
-                    (status, end, error, *extra.values(), ttl, len(rows), run_id, *fence),
+                    (*args, plan.fence, plan.fence),
                 ).fetchone()
                 if row is None:
                     raise _refused(conn, run_id)
@@ -248,7 +163,7 @@ class SqliteRunStore(SqliteBacked):
                 if rows:
                     base = last - len(rows)
                     _insert_events(conn, run_id, base, rows)
-                if output_text is not None:
+                if "output_text" in extra:
                     rowid, input_text, new_output, _ = row
                     conn.execute(
                         "UPDATE tether_runs_fts SET body = ? WHERE rowid = ?",
@@ -294,30 +209,6 @@ class SqliteRunStore(SqliteBacked):
 
         return await self._run(op)
 
-    async def expired_pauses(self, *, limit: int = 100) -> list[str]:
-        def op(conn: sqlite3.Connection) -> list[str]:
-            rows = conn.execute(
-                "SELECT run_id FROM tether_runs WHERE pending_deadline IS NOT NULL"
-                f" AND pending_deadline <= {NOW} AND status = 'paused'"
-                " ORDER BY pending_deadline LIMIT ?",
-                (limit,),
-            ).fetchall()
-            return [str(r[0]) for r in rows]
-
-        return await self._run(op)
-
-    async def run_totals(self, query: RunQuery) -> RunTotals:
-        conds, args = query_where(query, "?", "sqlite")
-        where = (" WHERE " + " AND ".join(conds)) if conds else ""
-
-        def op(conn: sqlite3.Connection) -> tuple[Any, ...]:
-            row: tuple[Any, ...] = conn.execute(
-                f"SELECT {totals_sql('sqlite')} FROM tether_runs r{where}", args
-            ).fetchone()
-            return row
-
-        return totals_from_row(await self._run(op))
-
     async def renew_leases(self, run_ids: Sequence[str], *, lease_ttl: float) -> None:
         if not run_ids:
             return
@@ -331,36 +222,6 @@ class SqliteRunStore(SqliteBacked):
             )
 
         await self._run(op)
-
-    async def query_runs(
-        self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
-    ) -> RunPage:
-        conds, args = query_where(query, "?", "sqlite")
-        if cursor is not None:
-            started, seq = decode_cursor(cursor)
-            conds.append("(r.started_at, r.rowid) < (?, ?)")
-            args.extend((started, seq))
-        where = (" WHERE " + " AND ".join(conds)) if conds else ""
-
-        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            return conn.execute(
-                f"SELECT {_RUN_SELECT_R}, r.rowid FROM tether_runs r{where}"
-                " ORDER BY r.started_at DESC, r.rowid DESC LIMIT ?",
-                (*args, limit + 1),
-            ).fetchall()
-
-        rows = await self._run(op)
-        return run_page(rows, limit)
-
-    async def get_run(self, run_id: str) -> RunInfo | None:
-        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
-            row: tuple[Any, ...] | None = conn.execute(
-                f"SELECT {_RUN_SELECT} FROM tether_runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            return row
-
-        row = await self._run(op)
-        return run_info_from_row(row) if row is not None else None
 
     async def request_cancel(self, run_id: str) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
@@ -387,57 +248,5 @@ class SqliteRunStore(SqliteBacked):
                 (*ids, f"$.{CANCEL_REQUESTED}"),
             ).fetchall()
             return [str(r[0]) for r in rows]
-
-        return await self._run(op)
-
-    async def list_runs(
-        self,
-        *,
-        kind: str | None = None,
-        workflow_run_id: str | None = None,
-        memory_scope: str | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> list[RunInfo]:
-        clause, args = where_equal(
-            "?", kind=kind, workflow_run_id=workflow_run_id, memory_scope=memory_scope
-        )
-
-        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            return conn.execute(
-                f"SELECT {_RUN_SELECT} FROM tether_runs{clause}"
-                " ORDER BY started_at DESC, rowid DESC LIMIT ? OFFSET ?",
-                (*args, limit, offset),
-            ).fetchall()
-
-        return [run_info_from_row(row) for row in await self._run(op)]
-
-    async def events(
-        self, run_id: str, *, after: int = 0, limit: int | None = None
-    ) -> list[RunEvent]:
-        def op(conn: sqlite3.Connection) -> list[tuple[int, str, float, str]]:
-            rows = _select_events(conn, run_id, after, limit)
-            # One stored in pieces is read whole here, in the same read.
-            return [
-                (seq, k, at, raw or "".join(_pieces(conn, run_id, seq, 0, -1)))
-                for seq, k, at, raw in rows
-            ]
-
-        return [decode_event(run_id, seq, k, at, raw) for seq, k, at, raw in await self._run(op)]
-
-    async def stored_events(
-        self, run_id: str, *, after: int = 0, limit: int | None = None
-    ) -> list[StoredEvent]:
-        def op(conn: sqlite3.Connection) -> list[tuple[int, str, float, str]]:
-            return _select_events(conn, run_id, after, limit)
-
-        rows = await self._run(op)
-        return [StoredEvent(seq, k, at, raw or None) for seq, k, at, raw in rows]
-
-    async def event_pieces(
-        self, run_id: str, seq: int, *, start: int = 0, limit: int = 16
-    ) -> list[str]:
-        def op(conn: sqlite3.Connection) -> list[str]:
-            return _pieces(conn, run_id, seq, start, limit)
 
         return await self._run(op)

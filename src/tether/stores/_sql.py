@@ -1,0 +1,250 @@
+"""What the SQLite and PostgreSQL stores share above their connections: the reads whose SQL
+is the same in both dialects, written once.
+
+A backend gives two hooks, `SqlBacked._one` and `SqlBacked._all` (run one statement, return
+its first row or all of them), and a `Dialect` (the placeholder, the column that orders rows
+inserted at the same time, the database's clock). What differs in more than those — the
+writes, with their upserts, `RETURNING` and fencing — stays in each backend's module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeAlias
+
+from ._codecs import (
+    LAST_INDEX,
+    NOW_SQL,
+    SCOPE_COLUMNS,
+    decode_cursor,
+    decode_event,
+    decode_records,
+    query_where,
+    run_info_from_row,
+    run_info_select,
+    run_page,
+    title_like,
+    totals_from_row,
+    totals_sql,
+    where_equal,
+)
+from .message_store import ScopeInfo, StoredRecord
+from .run_store import RunEvent, RunInfo, RunPage, RunQuery, RunTotals, StoredEvent
+
+__all__ = [
+    "POSTGRES",
+    "SQLITE",
+    "Dialect",
+    "Row",
+    "SqlBacked",
+    "SqlMessageReads",
+    "SqlRunReads",
+]
+
+Row: TypeAlias = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The few words of SQL the two backends spell differently."""
+
+    name: Literal["sqlite", "postgres"]
+    mark: str
+    """The parameter placeholder."""
+    rowid: str
+    """The column that orders a table's rows by insertion (ties of equal times)."""
+    all_rows: int | None
+    """The LIMIT that means no limit."""
+    now: str = field(init=False)
+    """The database's clock in Unix seconds (`NOW_SQL`)."""
+    run_select: str = field(init=False)
+    """`run_info_select` of `tether_runs`, and of it aliased `r`."""
+    run_select_r: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "now", NOW_SQL[self.name])
+        object.__setattr__(self, "run_select", run_info_select(self.name))
+        object.__setattr__(self, "run_select_r", run_info_select(self.name, "r"))
+
+
+SQLITE = Dialect("sqlite", "?", "rowid", -1)
+POSTGRES = Dialect("postgres", "%s", "id", None)
+
+
+class SqlBacked:
+    """The two hooks a SQL backend gives the shared reads."""
+
+    _sql: ClassVar[Dialect]
+
+    async def _one(self, sql: str, args: Sequence[Any] = ()) -> Row | None:
+        """The first row of one statement, or None."""
+        raise NotImplementedError
+
+    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        """Every row of one statement."""
+        raise NotImplementedError
+
+
+class SqlMessageReads(SqlBacked):
+    """The reads of a SQL `MessageStore`."""
+
+    async def load(
+        self, scope: str, *, start: int = 0, end: int | None = None, after: int | None = None
+    ) -> list[StoredRecord]:
+        if after is not None:
+            start = max(start, after + 1)
+        m = self._sql.mark
+        rows = await self._all(
+            f"SELECT seq, record FROM tether_messages WHERE scope = {m} AND seq >= {m}"
+            f" AND seq < {m} ORDER BY seq",
+            (scope, max(start, 0), LAST_INDEX if end is None else end),
+        )
+        return decode_records(scope, int(rows[0][0]) if rows else 0, [raw for _, raw in rows])
+
+    async def tail(self, scope: str, n: int) -> tuple[int, list[StoredRecord]]:
+        m = self._sql.mark
+        rows = await self._all(
+            f"SELECT seq, record FROM tether_messages WHERE scope = {m} ORDER BY seq DESC"
+            f" LIMIT {m}",
+            (scope, max(n, 0)),
+        )
+        rows.reverse()
+        start = int(rows[0][0]) if rows else 0
+        return start, decode_records(scope, start, [raw for _, raw in rows])
+
+    async def length(self, scope: str) -> int:
+        row = await self._one(
+            f"SELECT length FROM tether_message_scopes WHERE scope = {self._sql.mark}", (scope,)
+        )
+        return int(row[0]) if row is not None else 0
+
+    async def get_title(self, scope: str) -> str | None:
+        info = await self.info(scope)
+        return info.title if info is not None else None
+
+    async def info(self, scope: str) -> ScopeInfo | None:
+        row = await self._one(
+            f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes WHERE scope = {self._sql.mark}",
+            (scope,),
+        )
+        return ScopeInfo(*row) if row is not None else None
+
+    async def scopes(
+        self, *, limit: int = 100, offset: int = 0, title: str | None = None
+    ) -> list[ScopeInfo]:
+        m = self._sql.mark
+        where, args = ("", []) if title is None else title_like(title, m)
+        rows = await self._all(
+            f"SELECT {SCOPE_COLUMNS} FROM tether_message_scopes{where}"
+            f" ORDER BY updated_at DESC, {self._sql.rowid} DESC LIMIT {m} OFFSET {m}",
+            (*args, limit, offset),
+        )
+        return [ScopeInfo(*row) for row in rows]
+
+
+class SqlRunReads(SqlBacked):
+    """The reads of a SQL `RunStore` (and its `EventPieces`)."""
+
+    async def get_run(self, run_id: str) -> RunInfo | None:
+        row = await self._run_row(run_id)
+        return run_info_from_row(row) if row is not None else None
+
+    async def _run_row(self, run_id: str) -> Row | None:
+        return await self._one(
+            f"SELECT {self._sql.run_select} FROM tether_runs WHERE run_id = {self._sql.mark}",
+            (run_id,),
+        )
+
+    async def list_runs(
+        self,
+        *,
+        kind: str | None = None,
+        workflow_run_id: str | None = None,
+        memory_scope: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[RunInfo]:
+        d = self._sql
+        clause, args = where_equal(
+            d.mark, kind=kind, workflow_run_id=workflow_run_id, memory_scope=memory_scope
+        )
+        rows = await self._all(
+            f"SELECT {d.run_select} FROM tether_runs{clause}"
+            f" ORDER BY started_at DESC, {d.rowid} DESC LIMIT {d.mark} OFFSET {d.mark}",
+            (*args, limit, offset),
+        )
+        return [run_info_from_row(row) for row in rows]
+
+    async def query_runs(
+        self, query: RunQuery, *, limit: int = 50, cursor: str | None = None
+    ) -> RunPage:
+        d = self._sql
+        conds, args = query_where(query, d.mark, d.name)
+        if cursor is not None:
+            started, seq = decode_cursor(cursor)
+            conds.append(f"(r.started_at, r.{d.rowid}) < ({d.mark}, {d.mark})")
+            args.extend((started, seq))
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+        rows = await self._all(
+            f"SELECT {d.run_select_r}, r.{d.rowid} FROM tether_runs r{where}"
+            f" ORDER BY r.started_at DESC, r.{d.rowid} DESC LIMIT {d.mark}",
+            (*args, limit + 1),
+        )
+        return run_page(rows, limit)
+
+    async def run_totals(self, query: RunQuery) -> RunTotals:
+        conds, args = query_where(query, self._sql.mark, self._sql.name)
+        where = (" WHERE " + " AND ".join(conds)) if conds else ""
+        row = await self._one(
+            f"SELECT {totals_sql(self._sql.name)} FROM tether_runs r{where}", args
+        )
+        assert row is not None  # an aggregate has one row
+        return totals_from_row(row)
+
+    async def expired_pauses(self, *, limit: int = 100) -> list[str]:
+        rows = await self._all(
+            "SELECT run_id FROM tether_runs WHERE pending_deadline IS NOT NULL"
+            f" AND pending_deadline <= {self._sql.now} AND status = 'paused'"
+            f" ORDER BY pending_deadline LIMIT {self._sql.mark}",
+            (limit,),
+        )
+        return [str(r[0]) for r in rows]
+
+    async def _event_rows(
+        self, run_id: str, after: int, limit: int | None
+    ) -> list[tuple[int, str, float, str]]:
+        m = self._sql.mark
+        rows = await self._all(
+            "SELECT seq, type, at, data FROM tether_run_events"
+            f" WHERE run_id = {m} AND seq > {m} ORDER BY seq LIMIT {m}",
+            (run_id, after, self._sql.all_rows if limit is None else max(limit, 0)),
+        )
+        return [(int(seq), kind, at, raw) for seq, kind, at, raw in rows]
+
+    async def events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[RunEvent]:
+        out = []
+        for seq, kind, at, raw in await self._event_rows(run_id, after, limit):
+            if not raw:  # stored in pieces (written with its row, in one transaction): read whole
+                raw = "".join(await self.event_pieces(run_id, seq, limit=self._sql.all_rows))
+            out.append(decode_event(run_id, seq, kind, at, raw))
+        return out
+
+    async def stored_events(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        rows = await self._event_rows(run_id, after, limit)
+        return [StoredEvent(seq, kind, at, raw or None) for seq, kind, at, raw in rows]
+
+    async def event_pieces(
+        self, run_id: str, seq: int, *, start: int = 0, limit: int | None = 16
+    ) -> list[str]:
+        m = self._sql.mark
+        rows = await self._all(
+            f"SELECT text FROM tether_run_event_pieces WHERE run_id = {m} AND seq = {m}"
+            f" AND piece >= {m} ORDER BY piece LIMIT {m}",
+            (run_id, seq, start, limit),
+        )
+        return [text for (text,) in rows]
