@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .errors import NotJSONSafeError
@@ -110,8 +110,16 @@ def copy_json(value: Any) -> Any:
 _CONTAINERS = frozenset({dict, list})
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON with non-ASCII kept as is (what we send and store)."""
-    import json
+_encode: Callable[[Any], str] | None = None
 
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+def dumps(value: Any) -> str:
+    """Compact JSON with non-ASCII kept as is (what we send and store): `json.dumps(value,
+    ensure_ascii=False, separators=(",", ":"))`, through one encoder made on first use (json
+    builds a new one per call for any option that is not its default)."""
+    global _encode
+    if _encode is None:
+        import json
+
+        _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    return _encode(value)

@@ -303,3 +303,19 @@ def test_a_bad_threshold_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="blob_threshold"):
         SqliteRunStore(conn, blob_threshold=True)
     conn.close()
+
+
+@pytest.mark.parametrize("threshold", [0, 1, 2, 3, 4, 5, 100, 1000])
+def test_a_part_one_byte_over_the_threshold_is_moved_and_one_at_it_stays(threshold: int) -> None:
+    # The walk is skipped for what is too short to hold such a part: the bound must be exact.
+    from tether.stores._blobs import externalize_events, externalize_records
+
+    for size, moved in ((threshold + 1, True), (threshold, False)):
+        data = base64.b64encode(b"x" * size).decode()
+        part = {"type": "image", "media_type": "image/png", "data": data}
+        record = {"role": "user", "content": [part]}
+        records, blobs = externalize_records([record], threshold)
+        assert bool(blobs) is moved and ("blob" in records[0]["content"][0]) is moved
+        event = {"type": "agent_tool_result", "data": {"output": [part]}}
+        events, blobs = externalize_events([event], threshold)
+        assert bool(blobs) is moved and ("blob" in events[0]["data"]["output"][0]) is moved

@@ -21,7 +21,20 @@ from ..events import FinishReason
 if TYPE_CHECKING:
     from .base import FinishChunk
 
-__all__ = ["finish_reason_of", "identify", "normalize_finish"]
+__all__ = ["ANTHROPIC_FINISH_REASONS", "finish_reason_of", "identify", "normalize_finish"]
+
+ANTHROPIC_FINISH_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "refusal",
+}
+"""The Anthropic adapter's table (`tether.llm.anthropic.FINISH_REASONS`), kept here so the
+scripted test client, which speaks Anthropic's stop reasons, reads it without loading the
+adapter (and httpx)."""
 
 _ADAPTERS = ("anthropic", "openai_chat", "openai_responses", "gemini")
 _known: dict[str, FinishReason] | None = None

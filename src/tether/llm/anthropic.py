@@ -37,7 +37,7 @@ from ..errors import ModelSettingError
 from ..events import FinishReason, Part, ThinkingPart, Usage
 from ._adapter import HTTPAdapter
 from ._errors import stream_error
-from ._finish import identify, normalize_finish
+from ._finish import ANTHROPIC_FINISH_REASONS, identify, normalize_finish
 from ._media import MEDIA, inline_text, refuse, source_of
 from ._settings import check_settings, copy_settings, forced_tool, unsupported
 from ._wire import cached_usage, loads, parse_json_or_raw
@@ -62,15 +62,7 @@ _FIELDS = {"temperature": "temperature", "top_p": "top_p", "stop": "stop_sequenc
 """The settings the Messages API takes as they are, and its name for each (max_tokens is
 always sent, see `_max_tokens`)."""
 
-FINISH_REASONS: dict[str, FinishReason] = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "pause_turn": "stop",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "tool_use": "tool_calls",
-    "refusal": "refusal",
-}
+FINISH_REASONS: dict[str, FinishReason] = ANTHROPIC_FINISH_REASONS
 """`stop_reason` → the normalized `FinishReason`; any other value is ``error``."""
 
 

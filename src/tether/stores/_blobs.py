@@ -112,11 +112,22 @@ def _moved(
     return out
 
 
+def _too_short(value: Any, threshold: int) -> bool:
+    """Whether `value` surely holds no media over `threshold`: its JSON (encoded in C) is too
+    short to hold such a part's base64 `data`, which JSON spells in full (4 characters per 3
+    bytes). Most records and events are, and need no walk. False when it does not encode (the
+    walk, then the store's JSON check, say what is wrong)."""
+    try:
+        return len(to_json(value)) * 3 // 4 <= threshold
+    except Exception:
+        return False
+
+
 def externalize_records(records: Sequence[Any], threshold: int) -> tuple[Sequence[Any], NewBlobs]:
     """`records` with large media moved out, and the bytes moved (see `externalize`). A record
     that is not a dict passes as it is, for `encode_records` to refuse."""
     blobs: NewBlobs = {}
-    if isinstance(records, (str, bytes, dict)):
+    if isinstance(records, (str, bytes, dict)) or _too_short(records, threshold):
         return records, blobs
     out = [
         externalize(r, threshold, blobs, f"records[{i}]") if isinstance(r, dict) else r
@@ -129,7 +140,7 @@ def externalize_events(events: Sequence[Any], threshold: int) -> tuple[Sequence[
     """`externalize` for run events to append (their `data`, which keeps its type, so a
     `CheckedJSON` payload stays one)."""
     blobs: NewBlobs = {}
-    if isinstance(events, (str, bytes, dict)):
+    if isinstance(events, (str, bytes, dict)) or _too_short(events, threshold):
         return events, blobs
     out: list[Any] = []
     for i, ev in enumerate(events):

@@ -8,6 +8,7 @@ from typing import Any, TypeAlias, cast
 
 from ..errors import LLMError
 from ..events import Part, ThinkingPart, Usage
+from ..llm._finish import ANTHROPIC_FINISH_REASONS  # its stop reasons are Anthropic's
 from ..llm.base import ChatRequest, FinishChunk, StreamChunk
 
 __all__ = ["ScriptClient", "ScriptTurn", "script_client"]
@@ -93,11 +94,7 @@ class ScriptClient:
             "stop_reason": stop,
             "usage": usage.copy(),
         }
-        # its stop reasons are Anthropic's (imported here: defining a scripted client, as a
-        # project's app does, loads no provider adapter and no httpx)
-        from ..llm.anthropic import FINISH_REASONS
-
-        reason = turn.get("finish_reason", FINISH_REASONS.get(stop))
+        reason = turn.get("finish_reason", ANTHROPIC_FINISH_REASONS.get(stop))
         if reason is not None:  # like an adapter: the normalized reason beside the raw one
             finish["finish_reason"] = reason
         yield finish
