@@ -333,6 +333,12 @@ def test_a_stored_session_with_bad_pending_is_refused_naming_the_path() -> None:
                 "pending": [{"id": "a", "name": "t", "input": 1, "kind": "x"}],
             }
         )
+    # An input call keeps what it asks for and what its tool needs to go on.
+    asked = {"id": "a", "name": "t", "input": {}, "kind": "input", "schema": {}}
+    with pytest.raises(SessionFormatError, match=r"session.pending\[0\].state must be an object"):
+        Session.from_json({"id": "s", "messages": [], "pending": [asked]})
+    kept = Session.from_json({"id": "s", "messages": [], "pending": [{**asked, "state": {}}]})
+    assert kept.pending[0]["kind"] == "input"
 
 
 async def test_a_guardrail_ask_on_an_mcp_tool_pauses_and_the_approved_call_runs_live() -> None:

@@ -1,7 +1,8 @@
 """Decisions on paused tool calls: `approve()`, `deny()`, `result()`, and how they are checked.
 
 A turn pauses on the calls of its round that need a decision (a tool declared with
-``approval=``, an ``external=True`` tool, a guardrail that answered ``ask``); the session keeps
+``approval=``, an ``external=True`` tool, a guardrail that answered ``ask``, a tool that asked
+a person for input mid-call: an MCP elicitation with ``elicitation="pause"``); the session keeps
 them as `pending`. `Agent.resume(session, decisions)` continues the turn with one decision per
 pending call, keyed by the call's id. Decisions are plain JSON dicts, so a paused lab run stores
 them as they are.
@@ -9,6 +10,7 @@ them as they are.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
@@ -24,6 +26,7 @@ __all__ = [
     "check_decisions",
     "denial_text",
     "deny",
+    "input_answer",
     "result",
 ]
 
@@ -44,7 +47,8 @@ class DenyDecision(TypedDict):
 
 
 class ResultDecision(TypedDict):
-    """An external call's result, run by the caller (or the front end)."""
+    """An external call's result, run by the caller (or the front end); for an input call,
+    the value asked for, as JSON (the tool goes on with it)."""
 
     action: Literal["result"]
     output: str
@@ -77,7 +81,8 @@ def deny(reason: str = "denied") -> DenyDecision:
 
 def result(output: Any, is_error: bool = False) -> ResultDecision:
     """The result of an external call, as the model reads it: a string as it is, any other
-    JSON value as compact JSON."""
+    JSON value as compact JSON. For an input call (an MCP elicitation), the value asked for:
+    an object its schema takes (checked on resume); the tool goes on with it."""
     if not isinstance(output, str):
         from .tools import output_text
 
@@ -136,7 +141,7 @@ def check_decisions(
         if decision is None:
             raise DecisionError(
                 f"no decision for pending call {cid!r} ({p['name']}): give each pending call "
-                "approve(), deny(reason) or, for an external call, result(output)",
+                "approve(), deny(reason) or, for an external or input call, result(output)",
                 call_id=cid,
             )
         action = decision.get("action") if isinstance(decision, Mapping) else None
@@ -155,8 +160,60 @@ def check_decisions(
                 f"the result of call {cid!r} needs a string output (use result(output))",
                 call_id=cid,
             )
+        if action == "result" and p["kind"] == "input":
+            problem = _answer_problem(p, decision)
+            if problem is not None:
+                raise DecisionError(
+                    f"the answer to call {cid!r} ({p['name']} asks for input) {problem}",
+                    call_id=cid,
+                )
         out.append((p, dict(decision)))  # type: ignore[arg-type]
     return out
+
+
+def _answer_problem(call: PendingCall, decision: Mapping[str, Any]) -> str | None:
+    """What is wrong with a result given to an input call, else None: it is the value asked
+    for, a JSON object its schema takes (the schema's defaults count for what it leaves out)."""
+    if decision.get("is_error"):
+        return "cannot be an error: give result(value) with the value asked for, or deny(reason)"
+    try:
+        value = json.loads(decision["output"])
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        return f"must be the object asked for, as result({{...}}), got {decision['output']!r:.120}"
+    schema = call.get("schema")
+    if not isinstance(schema, dict):
+        return None
+    from .errors import ToolDefinitionError
+    from .tools import _schema_checker
+
+    try:
+        check = _schema_checker(call["name"], schema)
+    except ToolDefinitionError:
+        return None  # a schema that does not compile: the tool is the one to judge the answer
+    problem = check(_with_defaults(schema, value))
+    return None if problem is None else f"does not match the schema asked for: {problem}"
+
+
+def _with_defaults(schema: Mapping[str, Any], content: dict[str, Any]) -> dict[str, Any]:
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return content
+    defaults = {
+        k: spec["default"]
+        for k, spec in properties.items()
+        if k not in content and isinstance(spec, dict) and "default" in spec
+    }
+    return {**content, **defaults} if defaults else content
+
+
+def input_answer(decision: Decision) -> dict[str, Any]:
+    """The answer an input call's tool goes on with (`Tool.resume_input`): a result's value
+    accepted, a denial declined (the tool's own answer then reaches the model)."""
+    if decision["action"] == "result":
+        return {"action": "accept", "content": json.loads(decision["output"])}
+    return {"action": "decline"}
 
 
 def denial_text(name: str, reason: str) -> str:

@@ -412,6 +412,13 @@ class PendingCall(TypedDict):
     """Why it waits, when a guardrail or the approval check said."""
     schema: NotRequired[dict[str, Any]]
     """For `input`: the JSON Schema of the value asked for."""
+    message: NotRequired[str]
+    """For `input`: why the tool asks, in its words (show it to the person)."""
+    source: NotRequired[str]
+    """For `input`: who asks (the MCP server's URL or command line)."""
+    state: NotRequired[dict[str, Any]]
+    """For `input`: what the tool needs to go on with the answer, in any process (for MCP: the
+    request and the server's `requestState`). Opaque: kept and given back unchanged."""
 
 
 class PausedEvent(TypedDict):

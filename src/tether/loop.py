@@ -34,7 +34,7 @@ from typing import Any, TypeGuard, TypeVar, cast
 from ._json import copy_json
 from ._partial import PartialOutput
 from ._text import TextBuffer
-from .approvals import Decision, denial_text
+from .approvals import Decision, denial_text, input_answer
 from .errors import (
     AbortedError,
     ContentError,
@@ -42,6 +42,7 @@ from .errors import (
     DecisionError,
     LLMError,
     LLMStreamError,
+    ToolError,
 )
 from .events import (
     AgentEvent,
@@ -72,7 +73,7 @@ from .media import media_size
 from .session import Message, Session, fold
 from .signals import AbortScope
 from .stop import RoundResult, should_stop
-from .tools import ToolResult
+from .tools import InputRequest, ToolResult
 from .tracing import Span
 from .turn import Toolset, TurnPlan
 
@@ -296,6 +297,9 @@ class _Turn:
             if self.resume is not None:  # the decided calls of a paused turn get their results
                 async for batch in self.run_decided(events, toolset):
                     yield batch
+                if self.pending:  # a tool that was given its input asks again
+                    yield await self.paused([], None)
+                    return
                 events = []
             while True:
                 events += self.begin_round(system, toolset, await self.kept(system, toolset))
@@ -380,9 +384,20 @@ class _Turn:
 
     def check_edits(self, toolset: Toolset) -> None:
         """Before the resumed turn starts: each approved call's tool is there, and its edited
-        input (if any) is what its schema takes (else DecisionError, the session untouched)."""
+        input (if any) is what its schema takes; each input call's tool is there to go on with
+        the answer (else DecisionError, the session untouched)."""
         assert self.resume is not None
         for part, decision in self.resume:
+            if part["kind"] == "input":
+                tool = toolset.index.get(part["name"])
+                if tool is None or tool.resume_input is None:
+                    raise DecisionError(
+                        f"call {part['id']!r} waits for input, but the agent has no tool "
+                        f"{part['name']!r} that can go on with it any more (give the agent "
+                        "the same MCP source, with elicitation='pause')",
+                        call_id=part["id"],
+                    )
+                continue
             if decision["action"] != "approve":
                 continue
             tool = toolset.index.get(part["name"])
@@ -422,7 +437,7 @@ class _Turn:
         for waited, decision in self.resume:
             events.append(_progress("tool"))
             yield events
-            if not live or decision["action"] != "approve":
+            if not live or (decision["action"] != "approve" and waited["kind"] != "input"):
                 events = await self.run_tool(waited, None, toolset, decision)
                 continue
             reports: list[list[AgentEvent]] = []
@@ -456,7 +471,7 @@ class _Turn:
             return _result(cid, name, output, decision["is_error"])
         raise AssertionError(decision)  # pragma: no cover - approvals run the tool
 
-    async def paused(self, out: list[AgentEvent], step: RoundResult) -> list[AgentEvent]:
+    async def paused(self, out: list[AgentEvent], stop_reason: str | None) -> list[AgentEvent]:
         """The round's undecided calls: the `paused` event, then `done` (finish_reason
         "paused", no text: the round's text went out with its calls)."""
         event: PausedEvent = {"type": "paused", "pending": self.pending}
@@ -464,7 +479,7 @@ class _Turn:
         if self.tracer is not None:
             data = {"pending": [p["id"] for p in self.pending]}
             out.append(self.tracer.record("tool", "paused", data))
-        return await self.finish(out, step.stop_reason, "paused")
+        return await self.finish(out, stop_reason, "paused")
 
     # -- the request -------------------------------------------------------------------------
 
@@ -699,7 +714,7 @@ class _Turn:
         """After a tool round: the turn's last batch when it ends here (calls wait for a
         decision, or a bound was reached), else None."""
         if self.pending:
-            return await self.paused([], step)
+            return await self.paused([], step.stop_reason)
         ending = self.bound_reached(step)
         if ending is not None:
             return await self.finish([], *ending)
@@ -817,7 +832,10 @@ class _Turn:
         tool-shaped raises. A `decision` (on resume) answers the guardrails and the check."""
         name, cid = call["name"], call["id"]
         if decision is not None and decision["action"] != "approve":
-            return [], self.decided(call, decision)  # type: ignore[arg-type]
+            waited = cast(PendingCall, call)
+            if waited["kind"] == "input":  # the answer goes to the tool that asked for it
+                return await self.answer_input(waited, decision, toolset)
+            return [], self.decided(waited, decision)
         tool = toolset.index.get(name)
         if tool is None:
             known = ", ".join(sorted(toolset.index)) or "none"
@@ -867,6 +885,41 @@ class _Turn:
                         pending["reason"] = reason
                     return events, pending
         result = await tool.call(value, call_ctx)
+        asked = result.input_request
+        if asked is not None and tool.resume_input is not None:  # it waits for a person's input
+            return events, _input_pending(cid, name, value, asked)
+        return events, self.result_event(events, cid, name, result)
+
+    async def answer_input(
+        self, call: PendingCall, decision: Decision, toolset: Toolset
+    ) -> tuple[list[AgentEvent], ToolResultEvent | PendingCall]:
+        """A paused input call goes on: its tool gets the answer (a result's value accepted, a
+        denial declined) with the state the pending call kept, and goes on with the call (for
+        MCP: the same request again, carrying the answer and the server's `requestState`).
+        Its result, or another pending input when the tool asks again."""
+        cid, name = call["id"], call["name"]
+        tool = toolset.index.get(name)
+        go_on = None if tool is None else tool.resume_input
+        if tool is None or go_on is None:  # pragma: no cover - check_edits refused it
+            return [], _result(cid, name, f"Tool {name} cannot go on with the input it asked for")
+        answer = input_answer(decision)
+        ctx = self.ctx.for_call(cid)
+        try:
+            if tool.timeout is not None:
+                async with asyncio.timeout(tool.timeout):
+                    result = await go_on(call.get("state", {}), answer, ctx)
+            else:
+                result = await go_on(call.get("state", {}), answer, ctx)
+        except TimeoutError:
+            return [], _result(cid, name, f"Tool {name} timed out after {tool.timeout:g}s")
+        except ToolError as exc:
+            return [], _result(cid, name, str(exc))
+        except Exception as exc:
+            return [], _result(cid, name, f"Tool {name} failed: {type(exc).__name__}: {exc}")
+        events: list[AgentEvent] = []
+        asked = result.input_request
+        if asked is not None:  # the tool asks again (another round of the same call)
+            return events, _input_pending(cid, name, call["input"], asked)
         return events, self.result_event(events, cid, name, result)
 
     def result_event(
@@ -1161,6 +1214,21 @@ _DROPPED: dict[str, Any] = {"error_type": "_OTHER", "dropped": True}
 
 def _is_pending(value: ToolResultEvent | PendingCall) -> TypeGuard[PendingCall]:
     return "kind" in value
+
+
+def _input_pending(cid: str, name: str, value: Any, asked: InputRequest) -> PendingCall:
+    """The pending call of a tool call that stopped to ask a person for input: what is asked
+    (schema, message) and what the tool needs to go on, kept in the session or the run."""
+    return {
+        "id": cid,
+        "name": name,
+        "input": value,
+        "kind": "input",
+        "schema": asked.schema,
+        "message": asked.message,
+        "source": asked.source,
+        "state": asked.state,
+    }
 
 
 def _call_part(p: PendingCall) -> ToolCallPart:

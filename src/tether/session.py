@@ -240,6 +240,10 @@ def _pending_problem(pending: Any) -> str | None:
             return f"[{i}] lacks 'input'"
         if p.get("kind") not in _KINDS:
             return f"[{i}].kind must be approval, external or input"
+        if p["kind"] == "input":
+            for key in ("schema", "state"):
+                if not isinstance(p.get(key), dict):
+                    return f"[{i}].{key} must be an object (an input call keeps what it asks)"
     return None
 
 

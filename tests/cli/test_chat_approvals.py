@@ -128,3 +128,51 @@ def test_a_terminal_chat_asks_and_edits(clerk: Project) -> None:
         p["output"] for r in clerk.stored("tty") for p in r["content"] if p["type"] == "tool_result"
     ]
     assert outputs == ["sent to bob", "teal"]
+
+
+ASKING = """
+from tether.lab import Runtime
+from tether.mcp import mcp_server
+from tether.testing import create_test_mcp_server, script_client
+
+
+def reply(request):
+    last = request["messages"][-1]
+    if last["role"] == "tool":
+        return {"text": "Done: " + last["content"][-1]["output"]}
+    return {"tool_use": [{"name": "whoami", "input": {}}]}
+
+
+async def whoami(arguments, call):
+    answer = await call.elicit(
+        "Who are you?",
+        {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+    )
+    return "hello " + answer["content"]["name"] if answer["action"] == "accept" else "no name"
+
+
+server = create_test_mcp_server(tools=[{"name": "whoami", "run": whoami}], modern=True, sse=True)
+lab = Runtime(defaults={"model": script_client([reply] * 50)})
+greeter = lab.create_agent(
+    id="greeter", integrations=[mcp_server(server.url, transport=server, elicitation="pause")]
+)
+"""
+
+
+def test_chat_asks_for_the_input_an_mcp_server_elicits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    config = CONFIG.replace(":clerk", ":greeter")
+    project = Project(root, write_project(root, ASKING, config))
+    monkeypatch.chdir(root)
+    script = 'hi\n{"age": 3}\n{"name": "Ada"}\nhi again\n\n'
+    result = project.invoke("chat", "greeter", "--scope", "ask", input=script)
+    assert result.exit_code == 0, result.output
+    assert lines(result.stdout) == ["Done: hello Ada", "Done: no name"]
+    assert "whoami asks: Who are you?" in result.stderr
+    assert "answer {name} (a JSON object; empty declines)> " in result.stderr
+    # A wrong answer is refused before anything is taken, and asked again.
+    assert "does not match the schema asked for" in result.stderr
+    assert "decide again" in result.stderr

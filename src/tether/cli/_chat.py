@@ -183,7 +183,7 @@ class ChatSession:
         pause: Callable[[], None] | None = None,
     ) -> None:
         """Continue the paused turn with the person's decisions (as `turn` follows it)."""
-        from ..errors import ResumeError
+        from ..errors import DecisionError, ResumeError
 
         paused, self.paused = self.paused, None
         if paused is None:
@@ -192,7 +192,11 @@ class ChatSession:
             handle: AgentStreamHandle[Any] = await self.agent.resume_stream(
                 paused.run_id, decisions, decided_by=_decider()
             )
-        except ResumeError as exc:  # decided elsewhere meanwhile; an edit of the wrong shape
+        except DecisionError as exc:  # nothing was taken: an answer of the wrong shape
+            emit_err(f"Error: {exc}; decide again.")
+            self.paused = paused
+            return
+        except ResumeError as exc:  # decided elsewhere meanwhile
             emit_err(f"Error: the turn could not go on: {type(exc).__name__}: {exc}")
             return
         await self._follow(handle, show, done, pause)
@@ -474,6 +478,18 @@ def _ask(call: PendingCall, read: Callable[[str], str]) -> Decision:
     if "reason" in call:
         emit_err(f"({compact(call['reason'])})")
     what = f"{clean(call['name'])} {compact(call['input'])}"
+    if call["kind"] == "input":  # a tool asks the person for a value (an MCP elicitation)
+        emit_err(f"{clean(call['name'])} asks: {clean(call.get('message', ''))}")
+        properties = call.get("schema", {}).get("properties")
+        names = properties if isinstance(properties, dict) else {}
+        fields = ", ".join(clean(str(k)) for k in names)
+        answer = read(f"answer {{{fields}}} (a JSON object; empty declines)> ")
+        if not answer.strip():
+            return deny("declined in tether chat")
+        try:
+            return result(json.loads(answer))
+        except json.JSONDecodeError:
+            return result(answer)  # refused on resume, naming what is asked for
     if call["kind"] != "approval":
         answer = read(f"result of {what} (JSON or text; empty denies)> ")
         if not answer.strip():
