@@ -122,3 +122,62 @@ async def test_a_run_paused_in_a_killed_process_resumes_in_another(
     finally:
         await lab.aclose()
         sys.modules.pop("project", None)
+
+
+RESUME_AND_DIE = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from project import agent
+    from tether import approve
+    from tether.testing import script_client
+
+    async def main(store, log, run_id):
+        lab, janitor = agent(store, log)
+        # The model call after the approved tool ran: the process dies there.
+        janitor.model = script_client([lambda request: os._exit(9)])
+        await janitor.resume(run_id, {"w": approve()})
+
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+    """
+)
+
+
+async def test_a_resume_whose_process_dies_after_the_tool_keeps_its_result(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite:///{tmp_path / 'lab.db'}"
+    (tmp_path / "project.py").write_text(PROJECT, encoding="utf-8")
+    log = tmp_path / "wipes.log"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    first = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", FIRST, store, str(log),
+        stdout=asyncio.subprocess.PIPE, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert first.stdout is not None
+    line = (await first.stdout.readline()).decode().split()
+    assert line[:1] == ["PAUSED"]
+    first.send_signal(signal.SIGKILL)
+    await first.wait()
+    dying = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", RESUME_AND_DIE, store, str(log), line[1], cwd=tmp_path, env=env
+    )
+    assert await dying.wait() == 9
+    assert log.read_text() == "wipe\n"
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from project import agent
+    finally:
+        sys.path.remove(str(tmp_path))
+    lab: Runtime
+    lab, janitor = agent(store, str(log))
+    try:
+        stored = await lab.message_store.load("room")
+        results = [p["id"] for m in stored for p in m["content"] if p["type"] == "tool_result"]
+        assert results == ["l", "w"]  # the approved call's result outlived its process
+        later = await janitor.run(memory_scope="room", user="and now?").result
+        assert later.text == "done: seen, wiped"
+        assert log.read_text() == "wipe\n"  # not run again
+    finally:
+        await lab.aclose()
+        sys.modules.pop("project", None)

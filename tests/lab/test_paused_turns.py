@@ -217,3 +217,36 @@ async def test_a_run_paused_in_one_runtime_resumes_in_another(tmp_path: Path) ->
     stored = await second.message_store.load("room")
     assert texts(stored)[-1] == ("assistant", "all clean")
     await second.aclose()
+
+
+async def test_a_resumed_turn_that_fails_after_the_decided_calls_keeps_their_results(
+    lab: Runtime,
+) -> None:
+    ran: list[Any] = []
+
+    def broken(request: Any) -> Any:
+        raise RuntimeError("the model is gone")
+
+    client = scripted(MIXED, broken, {"text": "as you asked, it is wiped"})
+    agent = lab.create_agent(id="janitor", model=client, tools=_tools(ran))
+    paused = await agent.run(memory_scope="room", user="clean up").result
+    assert ran == ["look"]
+    with pytest.raises(Exception, match="the model is gone"):
+        await agent.resume(paused.run_id, {"b": approve()})
+    assert ran == ["look", {"path": "/tmp"}]
+    run = await lab.run_store.get_run(paused.run_id)
+    assert run is not None and run.status == "failed"
+    # The paused round is in the scope, whole: the approved call's result with it.
+    stored = await lab.message_store.load("room")
+    results = {
+        p["id"]: p["output"] for m in stored for p in m["content"] if p["type"] == "tool_result"
+    }
+    assert results == {"c": "seen", "b": "wiped /tmp"}
+    assert texts(stored)[0] == ("user", "clean up")
+    # A later turn on the scope goes on from it: the model sees the result, the tool does not
+    # run again.
+    later = await agent.run(memory_scope="room", user="is it done?").result
+    assert later.text == "as you asked, it is wiped"
+    sent = client.calls[-1]["messages"]
+    assert "wiped /tmp" in [p.get("output") for m in sent for p in m["content"]]
+    assert ran == ["look", {"path": "/tmp"}]

@@ -878,7 +878,9 @@ class Episode:
         memory: dict[str, Any] = {}
         session = Session(id=self.scope, messages=view)  # the loop copies the list it is given
         resume, self._resume = self._resume, None
+        undecided: set[str] = set()  # the decided calls still without their result
         if resume is not None:
+            undecided = {p["id"] for p, _ in resume}
             # The loop appends the decided results to the paused round's last message: its
             # own copy of that round, so the view is folded once.
             paused = cast(list[Message], copy_json(view[self.committed :]))
@@ -924,6 +926,13 @@ class Episode:
                     error = event["error"]
                     continue
                 await self._record(event, view, memory, plan.rounds)
+                if undecided and event["type"] == "tool_result":
+                    undecided.discard(event["id"])
+                    if not undecided:
+                        # The paused round is whole: stored now, before the next model call,
+                        # so a turn that fails (or a process that dies) from here on keeps
+                        # the decided results, and nothing runs the approved tools again.
+                        await self._commit()
         finally:
             self.steps.extend(plan.rounds)
             await events.aclose()
