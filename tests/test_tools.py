@@ -192,6 +192,18 @@ async def test_non_string_results_are_json_serialized() -> None:
     assert (await t.call({}, ctx())).output == '{"temp":21.5,"city":"Oslø"}'
 
 
+@pytest.mark.parametrize(
+    "value", [0, -7, 10**30, True, False, None, 21.5, 1e-7, 1e22, -0.0, float("nan"), float("inf")]
+)
+async def test_a_scalar_result_is_spelled_as_json_spells_it(value: Any) -> None:
+    import json
+
+    t = define_tool(name="t", execute=lambda i: value)
+    result = await t.call({}, ctx())
+    assert result.output == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert not result.is_error
+
+
 async def test_pydantic_models_anywhere_in_a_result_are_json_serialized() -> None:
     class Reading(BaseModel):
         when: datetime.date

@@ -277,7 +277,10 @@ class _Turn:
         scope = self.scope
         return await (step if scope is None else scope.wait(step))
 
-    async def drive(self, text: str | list[Part] | None) -> AsyncGenerator[list[AgentEvent], None]:
+    # C901 allowed: the tool round of plain tools inline (bench/loop_overhead.py).
+    async def drive(  # noqa: C901
+        self, text: str | list[Part] | None
+    ) -> AsyncGenerator[list[AgentEvent], None]:
         """The turn's phases in order: prepare; then per round the request, the model call
         (after a batch with `self.call.due` set, `stream_turn` streams it), the round settled
         and its tools run; finish. Events go out in batches (lists)."""
@@ -301,6 +304,7 @@ class _Turn:
                     yield await self.paused([], None)
                     return
                 events = []
+            live = bool(self.plan.toolbox.sources)  # only MCP tools report progress
             while True:
                 events += self.begin_round(system, toolset, await self.kept(system, toolset))
                 yield events  # then `stream_turn` streams the call
@@ -315,13 +319,27 @@ class _Turn:
                     reason = step.finish_reason or "stop"
                     yield await self.finish(events, step.stop_reason, reason, step)
                     return
-                async for batch in self.run_round(step, toolset):
-                    yield batch
+                if live:
+                    async for batch in self.run_round(step, toolset):
+                        yield batch
+                    events = []
+                else:
+                    # run_round's loop, inline: no generator per round.
+                    events = self.tool_uses(step)
+                    for part in step.tool_calls:
+                        events.append(_progress("tool"))
+                        yield events
+                        events = await self.run_tool(part, step, toolset)
+                    if self.history is not None or self.tracer is not None:
+                        # A policy may summarize (a model call) and a tracer opens the next
+                        # call's span: only once the consumer has had the round's results.
+                        yield events
+                        events = []
+                    # Else the last call's events go out with the next request's (a batch less).
                 ended = await self.round_ended(step)
                 if ended is not None:
-                    yield ended
+                    yield events + ended if events else ended
                     return
-                events = []
         except AbortedError as exc:
             if started:
                 yield self.aborted(exc)
@@ -1202,6 +1220,8 @@ class _Call:
 
     async def close(self) -> None:
         stream, self.stream = self.stream, None
+        if getattr(stream, "ag_frame", True) is None:
+            return  # an async generator that ran to its end: nothing to close
         aclose = getattr(stream, "aclose", None)
         if aclose is not None:
             await aclose()

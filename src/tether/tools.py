@@ -12,6 +12,7 @@ import asyncio
 import functools
 import inspect
 import json
+import math
 import re
 import sys
 import warnings
@@ -238,6 +239,17 @@ def output_text(value: Any) -> str:
     """A non-string tool or resource result as the model reads it: compact JSON, with pydantic
     models (anywhere in it) dumped in their JSON mode. Raises TypeError for anything else JSON
     cannot hold."""
+    # The scalars a tool most often returns, spelled as json spells them, without the
+    # encoder json builds on every call.
+    kind = type(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
     return _ENCODER.encode(value)
 
 
