@@ -179,3 +179,24 @@ async def test_the_sweep_runs_only_with_a_timeout_and_stops_on_close(tmp_path: P
     assert by_default.heartbeat.beating()  # created inside a loop: sweeping at once
     await by_default.aclose()
     assert not by_default.heartbeat.beating()
+
+
+async def test_an_open_runtime_expires_on_its_beat_and_says_what_it_resumed() -> None:
+    lab = Runtime(store="memory", version=False, lease_ttl=0.3)
+    told: list[str] = []
+    lab.on_resumed = lambda run_id, handle, task: told.append(run_id)
+    agent = lab.create_agent(
+        id="janitor",
+        model=scripted(CALL, {"text": "fine"}),
+        tools=[wipe([])],
+        approval_timeout=0.05,
+    )
+    async with lab:
+        paused = await agent.run(user="go").result
+
+        async def finished() -> None:
+            while (await lab.run_store.get_run(paused.run_id)).status != "completed":  # type: ignore[union-attr]
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(finished(), 60)  # (the guard only ends a hang)
+        assert told == [paused.run_id]

@@ -106,8 +106,11 @@ async def test_a_paused_episode_in_a_step_makes_the_workflow_wait_until_it_is_de
         with pytest.raises(WorkflowNotWaitingError, match="waits for paused agent run"):
             await lab.signal(handle.workflow_run_id, waits[-1]["name"], "x")
 
+        told: list[str] = []
+        lab.on_resumed = lambda run_id, handle, task: told.append(run_id)
         done = await lab.resume(paused_run, {"w1": approve()}, decided_by="ann")
         assert done.text == "all clean"
+        assert told == [handle.workflow_run_id]  # what serve tracks as its own
         await lab.wait_idle()  # the workflow resumed here, as background work
         record = await lab.workflow_store.get_run(handle.workflow_run_id)
         assert record is not None and record.status == "completed"

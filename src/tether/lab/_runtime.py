@@ -23,10 +23,11 @@ result = await researcher.run(memory_scope="notes", user="First turn").result
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any, TypeVar, Unpack, overload
+from typing import Any, TypeAlias, TypeVar, Unpack, overload
 
 from ..approvals import Decision, deny
 from ..blobs import BlobResolver
@@ -71,6 +72,11 @@ __all__ = ["ConversationTitleInput", "ConversationTitleOutput", "Runtime", "Tool
 
 APPROVAL_SWEEP = "approval-timeout sweep"
 """The key of the runtime's beat job that expires overdue pauses."""
+
+ResumedHook: TypeAlias = Callable[[str, Any, "asyncio.Task[Any]"], None]
+"""`on_resumed(run_id, handle, task)`: a run this runtime resumed by itself."""
+
+logger = logging.getLogger("tether.lab")
 
 EXPIRED = "expired"
 """The reason of the denial an undecided call gets once its approval timeout passed."""
@@ -164,6 +170,11 @@ class Runtime:
         self._heartbeat = Heartbeat(self.lease_ttl)
         self._scopes = ScopeLocks(self._heartbeat, timeout=float(scope_lock_timeout))
         self._workflow_runs = WorkflowRunRecorder(self, self._defaults.trace)
+        self.on_resumed: ResumedHook | None = None
+        """Told of each run this runtime resumes by itself — a workflow run that waited for a
+        paused run just decided, a paused run its approval sweep expired — with the run's id,
+        its handle and its task (`tether serve` tracks them, so that any worker can cancel
+        them and its streams know they run here)."""
         self._timeouts = self._defaults.approval_timeout is not None
         """Whether any agent (or the defaults) has an approval timeout: then the runtime
         sweeps for expired pauses on its beat (`awake`)."""
@@ -472,7 +483,21 @@ class Runtime:
             asyncio.get_running_loop()
         except RuntimeError:
             return
-        self._heartbeat.keep(APPROVAL_SWEEP, self.expire_approvals)
+        self._heartbeat.keep(APPROVAL_SWEEP, self._sweep)
+
+    async def _sweep(self) -> None:
+        """One beat of the approval sweep: the runs it resumed are told to `on_resumed`."""
+        for handle in await self.expire_approvals():
+            self.resumed_here(handle.run_id, handle, handle.result)
+
+    def resumed_here(self, run_id: str, handle: Any, task: asyncio.Task[Any]) -> None:
+        """Tell `on_resumed` (if set) of a run this runtime resumed by itself."""
+        hook = self.on_resumed
+        if hook is not None:
+            try:
+                hook(run_id, handle, task)
+            except Exception:
+                logger.exception("on_resumed failed for run %s", run_id)
 
     async def expire_approvals(self, *, limit: int = 20) -> list[AgentStreamHandle[Any]]:
         """Resume, here, the paused runs of this runtime's agents whose `approval_timeout`

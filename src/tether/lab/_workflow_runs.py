@@ -244,6 +244,8 @@ class WorkflowsHost(Protocol):
     @property
     def background(self) -> TaskSet: ...
 
+    def resumed_here(self, run_id: str, handle: Any, task: asyncio.Task[Any]) -> None: ...
+
 
 async def answer_waiting_workflow(
     host: WorkflowsHost, workflow_run_id: str, paused_run_id: str, outcome: dict[str, Any]
@@ -281,6 +283,7 @@ async def answer_waiting_workflow(
             _follow(answered),
             name=f"tether-workflow:{answered.workflow_id}:{answered.workflow_run_id}",
         )
+        host.resumed_here(answered.workflow_run_id, answered, answered.result)
 
 
 async def _follow(handle: WorkflowHandle[Any]) -> Any:

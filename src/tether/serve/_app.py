@@ -101,6 +101,9 @@ def create_app(
     takeover_wait = 2 * takeover_every + 1 if takeover_every else 0.0
     feed = RunFeed(runtime, poll=poll, takeover_wait=takeover_wait)
     api = RunsApi(runtime, registry, feed)
+    # What the runtime resumes by itself (a workflow whose paused run was decided, a run its
+    # approval sweep expired) is this worker's like any run it started: cancellable, followed.
+    runtime.on_resumed = api.track
     agui = AgUiApi(api)
     a2a = A2AApi(api, bearer=token is not None)
     chat = ChatPages(api)
