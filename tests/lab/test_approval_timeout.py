@@ -191,12 +191,12 @@ async def test_an_open_runtime_expires_on_its_beat_and_says_what_it_resumed() ->
         tools=[wipe([])],
         approval_timeout=0.05,
     )
+    finished = asyncio.Event()
+    lab.subscribe(lambda event: finished.set() if event["type"] == "agent_finished" else None)
     async with lab:
         paused = await agent.run(user="go").result
-
-        async def finished() -> None:
-            while (await lab.run_store.get_run(paused.run_id)).status != "completed":  # type: ignore[union-attr]
-                await asyncio.sleep(0.02)
-
-        await asyncio.wait_for(finished(), 60)  # (the guard only ends a hang)
+        await asyncio.wait_for(finished.wait(), 60)  # (the guard only ends a hang)
         assert told == [paused.run_id]
+        await lab.wait_idle()
+        run = await lab.run_store.get_run(paused.run_id)
+        assert run is not None and run.status == "completed"

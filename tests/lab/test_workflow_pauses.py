@@ -135,11 +135,11 @@ async def test_a_paused_episode_in_a_step_makes_the_workflow_wait_until_it_is_de
 
 
 async def test_a_second_pause_keeps_the_workflow_waiting_and_a_denial_reaches_the_model(
-    tmp_path: Path,
+    store: str,
 ) -> None:
     ran: list[str] = []
     steps: list[str] = []
-    lab = Runtime(store=f"sqlite:///{tmp_path / 'lab.db'}", version=False)
+    lab = Runtime(store=store, version=False)
     again = {"tool_use": [{"id": "w2", "name": "wipe", "input": {"path": "/var"}}]}
     client = script_client([WIPE, again, {"text": "left it"}])
     agent = lab.create_agent(id="janitor", model=client, tools=[wipe_tool(ran)])

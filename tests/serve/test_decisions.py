@@ -198,6 +198,9 @@ def test_a_workflow_waiting_for_a_paused_run_resumes_when_the_run_is_decided(
     assert client.get(f"/api/runs/{child}").json()["run"]["pending"] == [call]
     listed = client.get("/api/runs", params={"status": "paused"}).json()
     assert child in [r["run_id"] for r in listed["runs"]]
+    page = client.get(f"/runs/{workflow_run}").text
+    assert "This run waits for a decision" in page and f'/runs/{child}"' in page
+    assert "tether workflow signal" not in page
 
     _resume(client, child, {call["id"]: {"action": "approve"}}, 0)
     # Resumed in the server by that decision: the workflow's own stream goes on to its end.
