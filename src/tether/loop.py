@@ -778,12 +778,11 @@ class _Turn:
                 done = cast(ToolResultEvent, result)
                 ended = {"is_error": done.get("is_error", False), "output": done["output"]}
                 self.tracer.end_span(span, ended)
-        if _is_pending(result):  # it waits for a decision
+        if "kind" in result:  # it waits for a decision (`_is_pending`, inline)
             self.drain(events)
-            self.pending.append(result)
+            self.pending.append(cast(PendingCall, result))
             self.open_calls.pop(0)
             return events
-        result = cast(ToolResultEvent, result)
         if self.tracer is not None:
             self.drain(events)
             data = {"id": call["id"], "ms": round((time.perf_counter() - started) * 1000, 3)}
@@ -864,9 +863,10 @@ class _Turn:
         guards = self.plan.tool_guards
         # The call's own context only where something reads it (a tool that takes `ctx`, an
         # endpoint, a guardrail): a plain function tool never sees it.
+        decides = tool.decides
         call_ctx = (
             self.ctx.for_call(cid)
-            if guards or tool._takes_ctx or tool.endpoint is not None or tool.decides
+            if guards or tool._takes_ctx or tool.endpoint is not None or decides
             else self.ctx
         )
         events: list[AgentEvent] = []
@@ -884,7 +884,7 @@ class _Turn:
                 if isinstance(denied, str):
                     return events, _result(cid, name, denied)
                 ask = denied
-            if ask is not None or tool.decides:
+            if ask is not None or decides:
                 problem = tool.check_input(value)
                 if problem is not None:  # nothing to ask about: the model gets to fix it
                     return events, _result(cid, name, f"Invalid input for tool {name}: {problem}")

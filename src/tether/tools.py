@@ -171,6 +171,12 @@ class Tool:
             if self.timeout is not None:
                 async with asyncio.timeout(self.timeout):
                     value = await self._run(raw_input, ctx)
+            elif self.endpoint is None and self.execute is not None:
+                # `_run`'s common case inline: a function's answer, awaited only if it must be.
+                fn: Any = self.execute
+                value = fn(raw_input, ctx) if self._takes_ctx else fn(raw_input)
+                if type(value) not in _PLAIN and inspect.isawaitable(value):
+                    value = await value
             else:
                 value = await self._run(raw_input, ctx)
         except TimeoutError:
