@@ -370,3 +370,42 @@ async def test_a_workflow_resumed_by_hand_waits_again_or_finds_the_run_ended(
         assert steps == ["plan", "clean", "clean", "clean", "report"]
     finally:
         await lab.aclose()
+
+
+async def test_a_runtime_without_the_workflow_leaves_it_to_one_that_has_it(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite:///{tmp_path / 'lab.db'}"
+    ran: list[str] = []
+    steps: list[str] = []
+    first = Runtime(store=store, version=False)
+    agent = first.create_agent(
+        id="janitor", model=script_client([WIPE, {"text": "all clean"}]), tools=[wipe_tool(ran)]
+    )
+    flow = janitor_flow(first, agent, steps)
+    handle = flow.run("the attic")
+    with pytest.raises(WorkflowWaitingError) as waiting:
+        await handle
+    paused_run = waiting.value.paused_run_id
+    assert paused_run is not None
+    # A process with the agent but not the workflow decides the run.
+    other = Runtime(store=store, version=False)
+    other.create_agent(
+        id="janitor", model=script_client([{"text": "all clean"}]), tools=[wipe_tool(ran)]
+    )
+    try:
+        assert (await other.resume(paused_run, {"w1": approve()})).text == "all clean"
+        await other.wait_idle()
+        # The outcome is journaled and the run held by nobody alive: for a worker to take.
+        journal = await other.workflow_store.get_run(handle.workflow_run_id)
+        assert journal is not None and journal.status in ("running", "interrupted")
+        assert journal.waiting_for is None
+    finally:
+        await other.aclose()
+    try:
+        # The first one (a `tether serve` worker's sweep does the same) takes it over at once.
+        output = await flow.run(workflow_run_id=handle.workflow_run_id, wait=False)
+        assert output["text"] == "all clean" and output["run_id"] == paused_run
+        assert ran == ["/tmp"] and steps == ["plan", "clean", "clean", "report"]
+    finally:
+        await first.aclose()
