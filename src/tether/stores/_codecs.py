@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, Final, TypeGuard
+from typing import Any, Final, TypeAlias, TypeGuard
 
 from pydantic_core import from_json, to_json
 
@@ -45,16 +45,19 @@ from ..workflows._store import (
     encode_wait,
     not_waiting_error,
 )
+from ._blobs import NewBlobs, externalize_events, externalize_records
 from .message_store import StoredRecord
 from .run_store import (
     PIECE,
     RESUMED_BY,
     TEXT_LIMIT,
     TRACEBACK_LIMIT,
+    EventBatch,
     NewRunEvent,
     RunEnd,
     RunEvent,
     RunInfo,
+    RunListing,
     RunPage,
     RunQuery,
     RunTotals,
@@ -67,6 +70,7 @@ __all__ = [
     "RUN_INFO_COLUMNS",
     "SCOPE_COLUMNS",
     "STEP_COLUMNS",
+    "EncodedBatch",
     "RunFinish",
     "busy_error",
     "check_finish",
@@ -81,9 +85,11 @@ __all__ = [
     "decode_record",
     "decode_records",
     "decode_turn",
+    "encode_batches",
     "encode_cursor",
     "encode_events",
     "encode_json",
+    "encode_new_records",
     "encode_records",
     "encode_run_info",
     "encode_wait",
@@ -91,6 +97,7 @@ __all__ = [
     "finish_sets",
     "finish_values",
     "in_pieces",
+    "listing_filters",
     "not_paused",
     "not_waiting_error",
     "pause_values",
@@ -143,6 +150,15 @@ def encode_records(scope: str, records: Sequence[StoredRecord]) -> list[str]:
         check_json_safe(record, f"records[{i}]")
         out.append(_dumps(record))
     return out
+
+
+def encode_new_records(
+    scope: str, records: Sequence[StoredRecord], blob_threshold: int
+) -> tuple[list[str], NewBlobs]:
+    """`encode_records` of records to write, their media over `blob_threshold` bytes moved
+    out to the blobs returned."""
+    records, blobs = externalize_records(records, blob_threshold)
+    return encode_records(scope, records), blobs
 
 
 def decode_record(scope: str, index: int, raw: str) -> StoredRecord:
@@ -422,6 +438,8 @@ class RunFinish:
 
     events: list[tuple[str, float, str]]
     """The run's last events, encoded (`encode_events`)."""
+    blobs: NewBlobs
+    """The media those events moved out, to keep in the same write."""
     ended_at: float | None
     error: str | None
     columns: dict[str, Any]
@@ -432,8 +450,9 @@ class RunFinish:
     """The token the run's lease must still be under (None: not checked)."""
 
 
-def plan_finish(run_id: str, status: str, end: RunEnd) -> RunFinish:
-    """Check and encode a `finish_run` call; nothing is written."""
+def plan_finish(run_id: str, status: str, end: RunEnd, blob_threshold: int) -> RunFinish:
+    """Check and encode a `finish_run` call (its events' media over `blob_threshold` bytes
+    moved out to blobs); nothing is written."""
     check_run_status(status)
     columns = finish_values(
         end.get("output_text"), end.get("usage"), end.get("cost_usd"), end.get("traceback")
@@ -447,8 +466,10 @@ def plan_finish(run_id: str, status: str, end: RunEnd) -> RunFinish:
     if status == "running" and lease is not None:
         columns["lease_owner"] = lease
         fence = None
+    events, blobs = externalize_events(end.get("events", ()), blob_threshold)
     return RunFinish(
-        events=encode_events(run_id, end.get("events", ())),
+        events=encode_events(run_id, events),
+        blobs=blobs,
         ended_at=end_time(status, end.get("ended_at")),
         error=end.get("error"),
         columns=columns,
@@ -479,6 +500,24 @@ def encode_events(run_id: str, events: Sequence[NewRunEvent]) -> list[tuple[str,
         at = ev.get("at")
         out.append((ev["type"], float(at) if at is not None else time.time(), _dumps(data)))
     return out
+
+
+EncodedBatch: TypeAlias = tuple[str, list[tuple[str, float, str]], str | None]
+"""One run's events of `append_events_many`, encoded: (run id, `encode_events` rows, lease)."""
+
+
+def encode_batches(
+    batches: Sequence[EventBatch], blob_threshold: int
+) -> tuple[list[EncodedBatch], NewBlobs]:
+    """Each batch's events encoded, their media over `blob_threshold` bytes moved out to the
+    blobs returned (all checked before anything is written)."""
+    blobs: NewBlobs = {}
+    encoded: list[EncodedBatch] = []
+    for run_id, events, lease in batches:
+        events, new = externalize_events(events, blob_threshold)
+        blobs.update(new)
+        encoded.append((run_id, encode_events(run_id, events), lease))
+    return encoded, blobs
 
 
 def in_pieces(
@@ -658,6 +697,15 @@ def where_equal(placeholder: str, **filters: Any) -> tuple[str, list[Any]]:
         return "", []
     clause = " WHERE " + " AND ".join(f"{c} = {placeholder}" for c in columns)
     return clause, [filters[c] for c in columns]
+
+
+def listing_filters(listing: RunListing) -> dict[str, Any]:
+    """The column filters of a `list_runs` call (None: any)."""
+    return {
+        "kind": listing.get("kind"),
+        "workflow_run_id": listing.get("workflow_run_id"),
+        "memory_scope": listing.get("memory_scope"),
+    }
 
 
 def title_like(title: str, ph: str) -> tuple[str, list[Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias, Unpack
 
 from ._codecs import (
     LAST_INDEX,
@@ -20,6 +20,7 @@ from ._codecs import (
     decode_cursor,
     decode_event,
     decode_records,
+    listing_filters,
     query_where,
     run_info_from_row,
     run_info_select,
@@ -30,7 +31,15 @@ from ._codecs import (
     where_equal,
 )
 from .message_store import ScopeInfo, StoredRecord
-from .run_store import RunEvent, RunInfo, RunPage, RunQuery, RunTotals, StoredEvent
+from .run_store import (
+    RunEvent,
+    RunInfo,
+    RunListing,
+    RunPage,
+    RunQuery,
+    RunTotals,
+    StoredEvent,
+)
 
 __all__ = [
     "POSTGRES",
@@ -156,23 +165,13 @@ class SqlRunReads(SqlBacked):
             (run_id,),
         )
 
-    async def list_runs(
-        self,
-        *,
-        kind: str | None = None,
-        workflow_run_id: str | None = None,
-        memory_scope: str | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> list[RunInfo]:
+    async def list_runs(self, **listing: Unpack[RunListing]) -> list[RunInfo]:
         d = self._sql
-        clause, args = where_equal(
-            d.mark, kind=kind, workflow_run_id=workflow_run_id, memory_scope=memory_scope
-        )
+        clause, args = where_equal(d.mark, **listing_filters(listing))
         rows = await self._all(
             f"SELECT {d.run_select} FROM tether_runs{clause}"
             f" ORDER BY started_at DESC, {d.rowid} DESC LIMIT {d.mark} OFFSET {d.mark}",
-            (*args, limit, offset),
+            (*args, listing.get("limit", 50), listing.get("offset", 0)),
         )
         return [run_info_from_row(row) for row in rows]
 

@@ -20,7 +20,7 @@ from typing import Any, Unpack
 from ..blobs import DEFAULT_BLOB_THRESHOLD, BlobInfo, blob_key, checked_blob
 from ..errors import BlobNotFoundError, LeaseLostError, StoreError
 from ..workflows._store import InMemoryWorkflowStore
-from ._blobs import NewBlobs, check_threshold, externalize_events, externalize_records
+from ._blobs import NewBlobs, check_threshold, externalize_events
 from ._codecs import (
     RUN_INFO_COLUMNS,
     check_scope,
@@ -29,10 +29,12 @@ from ._codecs import (
     decode_event,
     decode_records,
     decode_turn,
+    encode_batches,
     encode_cursor,
     encode_events,
-    encode_records,
+    encode_new_records,
     encode_run_info,
+    listing_filters,
     not_paused,
     plan_finish,
     run_info_from_row,
@@ -49,8 +51,10 @@ from .run_store import (
     RunEnd,
     RunEvent,
     RunInfo,
+    RunListing,
     RunPage,
     RunQuery,
+    RunResume,
     RunTotals,
 )
 from .workflow_store import RunStatus
@@ -165,8 +169,7 @@ class InMemoryMessageStore:
     async def append(
         self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
     ) -> int:
-        records, blobs = externalize_records(records, self.blob_threshold)
-        encoded = encode_records(scope, records)
+        encoded, blobs = encode_new_records(scope, records, self.blob_threshold)
         now = time.time()
         with self._lock:
             if lease is not None:
@@ -180,8 +183,7 @@ class InMemoryMessageStore:
             return len(entry.records)
 
     async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:
-        records, blobs = externalize_records(records, self.blob_threshold)
-        encoded = encode_records(scope, records)
+        encoded, blobs = encode_new_records(scope, records, self.blob_threshold)
         now = time.time()
         with self._lock:
             self.blobs.keep(blobs)
@@ -330,26 +332,20 @@ class InMemoryRunStore:
             return len(log)
 
     async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
-        blobs: NewBlobs = {}
-        encoded = []
-        for run_id, events, _ in batches:
-            events, new = externalize_events(events, self.blob_threshold)
-            blobs.update(new)
-            encoded.append((run_id, encode_events(run_id, events)))
+        encoded, blobs = encode_batches(batches, self.blob_threshold)
         with self._lock:
             for run_id, _, lease in batches:
                 self._fence(run_id, lease)
             self.blobs.keep(blobs)
             lasts = []
-            for run_id, rows in encoded:
+            for run_id, rows, _ in encoded:
                 log = self._events[run_id]
                 log.extend(rows)
                 lasts.append(len(log))
             return lasts
 
     async def finish_run(self, run_id: str, status: RunStatus, **end: Unpack[RunEnd]) -> int:
-        events, blobs = externalize_events(end.get("events", ()), self.blob_threshold)
-        plan = plan_finish(run_id, status, {**end, "events": events})
+        plan = plan_finish(run_id, status, end, self.blob_threshold)
         columns = dict(plan.columns)
         turn, deadline = columns.pop("paused_turn"), columns.pop("pending_deadline")
         owner = columns.pop("lease_owner", None)
@@ -374,27 +370,21 @@ class InMemoryRunStore:
                 self._paused.pop(run_id, None)
             else:
                 self._paused[run_id] = (turn, deadline)
-            self.blobs.keep(blobs)
+            self.blobs.keep(plan.blobs)
             log = self._events[run_id]
             log.extend(plan.events)
             return len(log)
 
-    async def resume_run(
-        self,
-        run_id: str,
-        *,
-        resumed_by: str,
-        lease_ttl: float | None = None,
-        events: Sequence[NewRunEvent] = (),
-    ) -> PausedRun:
-        encoded = encode_events(run_id, events)
+    async def resume_run(self, run_id: str, **resume: Unpack[RunResume]) -> PausedRun:
+        encoded = encode_events(run_id, resume.get("events", ()))
+        lease_ttl = resume.get("lease_ttl")
         with self._lock:
             row = self._runs.get(run_id)
             if row is None or row[_STATUS] != "paused":
                 status = None if row is None else _read(row, time.time())[_STATUS]
                 raise not_paused(run_id, status, None if row is None else row[_COLUMN["meta"]])
             meta = json.loads(row[_COLUMN["meta"]])
-            meta[RESUMED_BY] = resumed_by
+            meta[RESUMED_BY] = resume["resumed_by"]
             row[_COLUMN["meta"]] = json.dumps(meta)
             row[_STATUS] = "running"
             row[_COLUMN["pending"]] = None
@@ -481,17 +471,11 @@ class InMemoryRunStore:
             row = None if row is None else _read(row, time.time())
         return run_info_from_row(row) if row is not None else None
 
-    async def list_runs(
-        self,
-        *,
-        kind: str | None = None,
-        workflow_run_id: str | None = None,
-        memory_scope: str | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> list[RunInfo]:
-        filters = {"kind": kind, "workflow_run_id": workflow_run_id, "memory_scope": memory_scope}
+    async def list_runs(self, **listing: Unpack[RunListing]) -> list[RunInfo]:
+        filters = listing_filters(listing)
         wanted = [(_COLUMN[c], v) for c, v in filters.items() if v is not None]
+        offset = listing.get("offset", 0)
+        limit = listing.get("limit", 50)
         now = time.time()
         with self._lock:
             picked = [

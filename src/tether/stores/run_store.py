@@ -33,6 +33,7 @@ from typing import (
     Final,
     NamedTuple,
     Protocol,
+    Required,
     TypeAlias,
     TypedDict,
     Unpack,
@@ -56,8 +57,10 @@ __all__ = [
     "RunEnd",
     "RunEvent",
     "RunInfo",
+    "RunListing",
     "RunPage",
     "RunQuery",
+    "RunResume",
     "RunStore",
     "RunTotals",
     "StoredEvent",
@@ -244,6 +247,29 @@ class RunEnd(TypedDict, total=False):
     """With "paused": when the pending calls expire (Unix time)."""
 
 
+class RunResume(TypedDict, total=False):
+    """What `RunStore.resume_run` takes besides the run."""
+
+    resumed_by: Required[str]
+    """Who resumes it (kept in meta ``resumed_by``; a losing resumer's error names it)."""
+    lease_ttl: float | None
+    """The seconds of the lease the resumed run holds (None: no lease)."""
+    events: Sequence[NewRunEvent]
+    """Appended in the same write (the decisions)."""
+
+
+class RunListing(TypedDict, total=False):
+    """What `RunStore.list_runs` takes: the filters (each None or left out: any) and the page."""
+
+    kind: str | None
+    workflow_run_id: str | None
+    memory_scope: str | None
+    limit: int
+    """At most this many runs; 50 when left out."""
+    offset: int
+    """Skip this many of the newest first; 0 when left out."""
+
+
 EventBatch: TypeAlias = tuple[str, Sequence[NewRunEvent], str | None]
 """One run's events in `ManyAppends.append_events_many`: (run id, events, lease token or None)."""
 
@@ -303,14 +329,7 @@ class RunStore(Protocol):
         """
         ...
 
-    async def resume_run(
-        self,
-        run_id: str,
-        *,
-        resumed_by: str,
-        lease_ttl: float | None = None,
-        events: Sequence[NewRunEvent] = (),
-    ) -> PausedRun:
+    async def resume_run(self, run_id: str, **resume: Unpack[RunResume]) -> PausedRun:
         """Take a paused run to resume it: one conditional write sets it "running" again (with
         a lease of `lease_ttl` seconds), clears its pending calls, records `resumed_by` (meta
         ``resumed_by``) and appends `events` (the decisions). Of two resumers exactly one
@@ -347,15 +366,7 @@ class RunStore(Protocol):
         """The summary of one run, or None."""
         ...
 
-    async def list_runs(
-        self,
-        *,
-        kind: str | None = None,
-        workflow_run_id: str | None = None,
-        memory_scope: str | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> list[RunInfo]:
+    async def list_runs(self, **listing: Unpack[RunListing]) -> list[RunInfo]:
         """Runs, newest first, optionally only one kind, workflow run or scope."""
         ...
 

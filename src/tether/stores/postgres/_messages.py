@@ -6,10 +6,9 @@ import time
 from collections.abc import Sequence
 
 from ...errors import LeaseLostError
-from .._blobs import externalize_records
 from .._codecs import (
     check_title,
-    encode_records,
+    encode_new_records,
 )
 from .._sql import SqlMessageReads
 from ..message_store import StoredRecord
@@ -54,8 +53,7 @@ class PostgresMessageStore(SqlMessageReads, PostgresScopeLeases):
     async def append(
         self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
     ) -> int:
-        records, blobs = externalize_records(records, self.blob_threshold)
-        encoded = encode_records(scope, records)
+        encoded, blobs = encode_new_records(scope, records, self.blob_threshold)
         params = {
             "scope": scope,
             "n": len(encoded),
@@ -75,8 +73,7 @@ class PostgresMessageStore(SqlMessageReads, PostgresScopeLeases):
         return int(row[0])
 
     async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:
-        records, blobs = externalize_records(records, self.blob_threshold)
-        encoded = encode_records(scope, records)
+        encoded, blobs = encode_new_records(scope, records, self.blob_threshold)
         now = time.time()
         async with self._session(atomic=True) as conn:
             await insert_blobs(conn, blobs)

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from typing import Any, Final, Unpack
 
 from ...errors import LeaseLostError, StoreError
-from .._blobs import NewBlobs, externalize_events
+from .._blobs import externalize_events
 from .._codecs import (
     RUN_INFO_COLUMNS,
     decode_turn,
+    encode_batches,
     encode_events,
     encode_run_info,
     in_pieces,
@@ -28,6 +29,7 @@ from ..run_store import (
     PausedRun,
     RunEnd,
     RunInfo,
+    RunResume,
 )
 from ..workflow_store import RunStatus
 from ._blobs import BlobWriting, insert_blobs
@@ -142,12 +144,8 @@ class PostgresRunStore(SqlRunReads, BlobWriting):
         return int(row[0])
 
     async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
-        blobs: NewBlobs = {}
-        params = []
-        for run_id, events, lease in batches:
-            events, new = externalize_events(events, self.blob_threshold)
-            blobs.update(new)
-            params.append(_append_params(run_id, encode_events(run_id, events), lease))
+        encoded, blobs = encode_batches(batches, self.blob_threshold)
+        params = [_append_params(*batch) for batch in encoded]
         # The run rows are locked in one order, by run id, as `renew_leases` locks them: two
         # transactions that lock some of the same runs then never wait for each other in a
         # circle (a deadlock PostgreSQL would break by failing one of them).
@@ -166,8 +164,7 @@ class PostgresRunStore(SqlRunReads, BlobWriting):
         return lasts
 
     async def finish_run(self, run_id: str, status: RunStatus, **end: Unpack[RunEnd]) -> int:
-        events, blobs = externalize_events(end.get("events", ()), self.blob_threshold)
-        plan = plan_finish(run_id, status, {**end, "events": events})
+        plan = plan_finish(run_id, status, end, self.blob_threshold)
         sets = "".join(f", {column} = %(x_{column})s" for column in plan.columns)
         params = {
             **_append_params(run_id, plan.events, plan.fence),
@@ -177,8 +174,8 @@ class PostgresRunStore(SqlRunReads, BlobWriting):
             "error": plan.error,
             "ttl": plan.ttl,
         }
-        async with self._session(atomic=bool(blobs)) as conn:
-            await insert_blobs(conn, blobs)
+        async with self._session(atomic=bool(plan.blobs)) as conn:
+            await insert_blobs(conn, plan.blobs)
             # One statement: the run's end, its count bumped, and its last events numbered
             # after the old count (none: the count stays).
             row = await fetch_one(
@@ -200,18 +197,11 @@ class PostgresRunStore(SqlRunReads, BlobWriting):
                 raise await _refused(conn, run_id)
         return int(row[0])
 
-    async def resume_run(
-        self,
-        run_id: str,
-        *,
-        resumed_by: str,
-        lease_ttl: float | None = None,
-        events: Sequence[NewRunEvent] = (),
-    ) -> PausedRun:
+    async def resume_run(self, run_id: str, **resume: Unpack[RunResume]) -> PausedRun:
         params = {
-            **_append_params(run_id, encode_events(run_id, events), None),
-            "ttl": lease_ttl,
-            "by": resumed_by,
+            **_append_params(run_id, encode_events(run_id, resume.get("events", ())), None),
+            "ttl": resume.get("lease_ttl"),
+            "by": resume["resumed_by"],
             "key": RESUMED_BY,
         }
         async with self._session() as conn:

@@ -6,10 +6,9 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
-from .._blobs import externalize_records
 from .._codecs import (
     check_title,
-    encode_records,
+    encode_new_records,
 )
 from .._sql import SqlMessageReads
 from ..message_store import StoredRecord
@@ -35,8 +34,7 @@ class SqliteMessageStore(SqlMessageReads, SqliteScopeLeases):
     async def append(
         self, scope: str, records: Sequence[StoredRecord], *, lease: str | None = None
     ) -> int:
-        records, blobs = externalize_records(records, self.blob_threshold)
-        encoded = encode_records(scope, records)
+        encoded, blobs = encode_new_records(scope, records, self.blob_threshold)
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> int:
@@ -63,8 +61,7 @@ class SqliteMessageStore(SqlMessageReads, SqliteScopeLeases):
         return await self._run(op)
 
     async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:
-        records, blobs = externalize_records(records, self.blob_threshold)
-        encoded = encode_records(scope, records)
+        encoded, blobs = encode_new_records(scope, records, self.blob_threshold)
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> None:

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from typing import Unpack
 
 from ...errors import LeaseLostError, StoreError
-from .._blobs import NewBlobs, externalize_events
 from .._codecs import (
     RUN_INFO_COLUMNS,
     decode_turn,
+    encode_batches,
     encode_events,
     encode_run_info,
     finish_sets,
@@ -30,6 +30,7 @@ from ..run_store import (
     PausedRun,
     RunEnd,
     RunInfo,
+    RunResume,
 )
 from ..workflow_store import RunStatus
 from ._blobs import BlobWriting, insert_blobs
@@ -111,12 +112,7 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
         return last
 
     async def append_events_many(self, batches: Sequence[EventBatch]) -> list[int]:
-        blobs: NewBlobs = {}
-        encoded = []
-        for run_id, events, lease in batches:
-            events, new = externalize_events(events, self.blob_threshold)
-            blobs.update(new)
-            encoded.append((run_id, encode_events(run_id, events), lease))
+        encoded, blobs = encode_batches(batches, self.blob_threshold)
 
         def op(conn: sqlite3.Connection) -> list[int]:
             lasts: list[int] = []
@@ -142,14 +138,13 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
         return await self._run(op)
 
     async def finish_run(self, run_id: str, status: RunStatus, **end: Unpack[RunEnd]) -> int:
-        events, blobs = externalize_events(end.get("events", ()), self.blob_threshold)
-        plan = plan_finish(run_id, status, {**end, "events": events})
+        plan = plan_finish(run_id, status, end, self.blob_threshold)
         rows, extra = plan.events, plan.columns
         args = (status, plan.ended_at, plan.error, *extra.values(), plan.ttl, len(rows), run_id)
 
         def op(conn: sqlite3.Connection) -> int:
             with transaction(conn):
-                insert_blobs(conn, blobs)
+                insert_blobs(conn, plan.blobs)
                 row = conn.execute(
                     f"UPDATE tether_runs SET status = ?, ended_at = ?, error = ?"
                     f"{finish_sets('?', extra)}, lease_expires_at = {NOW} + ?,"
@@ -173,15 +168,9 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
 
         return await self._run(op)
 
-    async def resume_run(
-        self,
-        run_id: str,
-        *,
-        resumed_by: str,
-        lease_ttl: float | None = None,
-        events: Sequence[NewRunEvent] = (),
-    ) -> PausedRun:
-        rows = encode_events(run_id, events)
+    async def resume_run(self, run_id: str, **resume: Unpack[RunResume]) -> PausedRun:
+        rows = encode_events(run_id, resume.get("events", ()))
+        args = (resume.get("lease_ttl"), f"$.{RESUMED_BY}", resume["resumed_by"], len(rows), run_id)
 
         def op(conn: sqlite3.Connection) -> PausedRun:
             with transaction(conn):
@@ -193,7 +182,7 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
                     " meta = json_set(meta, ?, ?), event_count = event_count + ?"
                     " WHERE run_id = ? AND status = 'paused'"
                     f" RETURNING {_RUN_SELECT}, paused_turn, event_count",
-                    (lease_ttl, f"$.{RESUMED_BY}", resumed_by, len(rows), run_id),
+                    args,
                 ).fetchone()
                 if row is None:
                     now = conn.execute(
