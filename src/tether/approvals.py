@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict
 
 from .errors import DecisionError, NotPausedError
 from .events import PendingCall
+
+if TYPE_CHECKING:
+    from .tools import Tool
 
 __all__ = [
     "ApproveDecision",
@@ -24,6 +27,7 @@ __all__ = [
     "ResultDecision",
     "approve",
     "check_decisions",
+    "check_edit",
     "denial_text",
     "deny",
     "input_answer",
@@ -206,6 +210,20 @@ def _with_defaults(schema: Mapping[str, Any], content: dict[str, Any]) -> dict[s
         if k not in content and isinstance(spec, dict) and "default" in spec
     }
     return {**content, **defaults} if defaults else content
+
+
+def check_edit(call: PendingCall, decision: Decision, tool: Tool) -> None:
+    """An approval with edited input (`approve(input=...)`) that `tool`'s schema refuses:
+    DecisionError naming the call. Anything else passes."""
+    if decision["action"] != "approve" or "input" not in decision:
+        return
+    problem = tool.check_input(decision["input"])
+    if problem is not None:
+        raise DecisionError(
+            f"the edited input of call {call['id']!r} ({call['name']}) does not match the "
+            f"tool's schema: {problem}",
+            call_id=call["id"],
+        )
 
 
 def input_answer(decision: Decision) -> dict[str, Any]:

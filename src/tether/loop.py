@@ -34,7 +34,7 @@ from typing import Any, TypeGuard, TypeVar, cast
 from ._json import copy_json
 from ._partial import PartialOutput
 from ._text import TextBuffer
-from .approvals import Decision, denial_text, input_answer
+from .approvals import Decision, check_edit, denial_text, input_answer
 from .errors import (
     AbortedError,
     ContentError,
@@ -426,14 +426,7 @@ class _Turn:
                     f"{part['name']!r} any more (tools: {known})",
                     call_id=part["id"],
                 )
-            if "input" in decision:
-                problem = tool.check_input(decision["input"])
-                if problem is not None:
-                    raise DecisionError(
-                        f"the edited input of call {part['id']!r} ({part['name']}) does not "
-                        f"match the tool's schema: {problem}",
-                        call_id=part["id"],
-                    )
+            check_edit(part, decision, tool)
 
     def resumed(self, out: list[AgentEvent]) -> list[AgentEvent]:
         """The `resumed` event (the session waits for nothing any more); the decided calls are

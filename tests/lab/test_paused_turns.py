@@ -189,8 +189,12 @@ async def test_a_refused_edit_leaves_the_run_paused(lab: Runtime) -> None:
     client = scripted(MIXED, {"text": "done"})
     agent = lab.create_agent(id="janitor", model=client, tools=_tools([]))
     paused = await agent.run(user="go").result
-    with pytest.raises(DecisionError, match="does not match the tool's schema"):
+    before = await event_types(lab, paused.run_id)
+    with pytest.raises(DecisionError, match="does not match the tool's schema") as refused:
         await agent.resume(paused.run_id, {"b": approve(input={"path": 3})})
+    assert refused.value.call_id == "b"
+    # A tool the agent lists is checked before the run is taken: nothing is written.
+    assert await event_types(lab, paused.run_id) == before
     run = await lab.run_store.get_run(paused.run_id)
     assert run is not None and run.status == "paused" and run.pending == paused.pending
     done = await agent.resume(paused.run_id, {"b": approve()})

@@ -1,7 +1,8 @@
 """An agent whose tools wait for a person, served by `tether serve` in test_decisions.py (beside
 the shared test project's runtime): `send_email` waits for an approval, `pick_color` is run by
 the caller (external). The fake model asks for them by the user's words and, once a result is
-there, answers with it."""
+there, answers with it. `asker` calls an MCP tool (the in-process test server, speaking
+2026-07-28) that asks the person who they are: an input call."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from project_app import runtime  # type: ignore[import-not-found]  # the served 
 
 from tether import define_tool
 from tether.llm.base import ChatRequest
-from tether.testing import ScriptTurn, paced_client
+from tether.mcp import mcp_server
+from tether.testing import ScriptTurn, create_test_mcp_server, paced_client
 
 SENT: list[Any] = []
 
@@ -73,3 +75,30 @@ async def mailroom(to: str, ctx: Any) -> str:
 
 
 mailroom_workflow = runtime.create_workflow("mailroom", mailroom)
+
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+async def whoami(arguments: dict[str, Any], call: Any) -> str:
+    answer = await call.elicit("Who are you?", NAME_SCHEMA)
+    if answer["action"] != "accept":
+        return "no name given"
+    return f"hello {answer['content']['name']}"
+
+
+people = create_test_mcp_server(tools=[{"name": "whoami", "run": whoami}], modern=True)
+
+
+def ask_reply(request: ChatRequest) -> ScriptTurn:
+    last = request["messages"][-1]
+    if last["role"] == "tool":
+        return {"text": ["Done: ", str(last["content"][-1].get("output"))]}
+    return {"tool_use": [{"name": "whoami", "input": {}}]}
+
+
+asker = runtime.create_agent(
+    id="asker",
+    model=paced_client(ask_reply, delay=0),
+    integrations=[mcp_server(people.url, transport=people, elicitation="pause")],
+)

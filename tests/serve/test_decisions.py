@@ -138,6 +138,12 @@ def test_refused_decisions_are_typed_and_store_nothing(client: httpx.Client) -> 
     assert "'nope'" in unknown.json()["error"]["message"]
     kind = client.post(url, json={"decisions": {call["id"]: {"action": "result", "output": 1}}})
     assert kind.status_code == 422, kind.text
+    assert kind.json()["error"]["call_id"] == call["id"]  # a page shows it under the call
+    edit = {call["id"]: {"action": "approve", "input": {"to": 5}}}
+    refused = client.post(url, json={"decisions": edit})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["call_id"] == call["id"]
+    assert "does not match the tool's schema" in refused.json()["error"]["message"]
     bodies: list[dict[str, Any]] = [
         {},
         {"decisions": {}},

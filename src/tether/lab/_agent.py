@@ -63,7 +63,7 @@ from ._host import AgentHost
 from ._output import OutputSpec
 from ._provenance import merge_tags
 from ._recorder import unwrapped
-from ._resume import checked_run, take_run
+from ._resume import check_listed_edits, checked_run, take_run
 from ._step_pauses import ended_outcome, failure_of, outcome_of, replayed, step_slot
 from ._tags import context_tags
 from ._template import PromptInspection
@@ -614,8 +614,10 @@ class LabAgent(Generic[T]):
             RunNotPausedError: the run is not paused; when another resumer took it first,
                 `.winner` names it. Nothing is written.
             DecisionError: a pending call without a decision, an id that is not pending, a
-                decision of the wrong kind. Nothing is written. (An edited input the tool's
-                schema refuses is found as the turn resumes: the run is paused again.)
+                decision of the wrong kind, an edited input a listed tool's schema refuses, an
+                input call's answer its schema refuses. Nothing is written. (An edited input
+                for a tool of an MCP source or a provider is checked as the turn resumes: the
+                run is paused again.)
             ConfigError: the run is not one of this agent's.
         """
         handle = await self._resume(run_id, decisions, decided_by, dict(options), None, None)
@@ -661,6 +663,10 @@ class LabAgent(Generic[T]):
         episode = self.prepare_episode(
             {**options, "memory_scope": info.memory_scope}, buffer=buffer, resume_of=info
         )
+        given = options.get("tools")
+        listed = check_tools(given, "") if given is not None else self._def.tools
+        if isinstance(listed, list):
+            check_listed_edits(listed, calls)
         listeners = self.runtime.listeners
         taken = await take_run(
             store, listeners, run_id, calls, decided_by, self.runtime.heartbeat.ttl

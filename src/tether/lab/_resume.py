@@ -15,15 +15,16 @@ from collections.abc import Mapping, Sequence
 from typing import cast
 
 from .._owners import owner_name
-from ..approvals import Decision, check_decisions
+from ..approvals import Decision, check_decisions, check_edit
 from ..errors import ConfigError
 from ..events import PendingCall
 from ..run_events import DECISION, DecisionData
 from ..stores._codecs import not_paused
 from ..stores.run_store import NewRunEvent, PausedRun, RunInfo, RunStore
+from ..tools import Tool
 from ._recorder import RunListener, notify
 
-__all__ = ["checked_run", "decision_events", "take_run"]
+__all__ = ["check_listed_edits", "checked_run", "decision_events", "take_run"]
 
 
 async def checked_run(
@@ -50,6 +51,17 @@ async def checked_run(
     if info.status != "paused":
         raise not_paused(run_id, info.status, info.meta)
     return info, check_decisions(cast(list[PendingCall], info.pending), decisions)
+
+
+def check_listed_edits(tools: Sequence[Tool], checked: list[tuple[PendingCall, Decision]]) -> None:
+    """Each edited input for a tool the agent lists is one its schema takes (else
+    DecisionError naming the call), checked before the run is taken. A tool of an MCP source
+    or a provider is known only once the turn resumes, which checks it then."""
+    index = {t.name: t for t in tools}
+    for call, decision in checked:
+        tool = index.get(call["name"])
+        if tool is not None:
+            check_edit(call, decision, tool)
 
 
 def decision_events(

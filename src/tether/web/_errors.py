@@ -1,4 +1,5 @@
-"""Errors as the API answers them: `{"error": {"type", "message"}}` with the status that fits.
+"""Errors as the API answers them: `{"error": {"type", "message"}}` with the status that fits
+(and `call_id` for a `DecisionError`, naming the pending call it is about).
 
 `type` is the tether exception's class name when one of ours says what went wrong (a client can
 match on `ScopeBusyError`, `WorkflowRunBusyError`, `ConfigError` ...), else a snake_case kind
@@ -60,5 +61,10 @@ def error_response(exc: BaseException) -> JSONResponse:
     if isinstance(exc, ApiError):
         return api_error(exc.status, exc.kind, exc.message)
     if isinstance(exc, TetherError):
-        return api_error(_status_of(exc), type(exc).__name__, str(exc))
+        call_id = getattr(exc, "call_id", None)
+        if not isinstance(call_id, str):
+            return api_error(_status_of(exc), type(exc).__name__, str(exc))
+        # A DecisionError names its call: a page shows the error under that call.
+        error = {"type": type(exc).__name__, "message": str(exc), "call_id": call_id}
+        return JSONResponse({"error": error}, status_code=_status_of(exc))
     return api_error(500, "internal_error", "the server failed; its log says why")

@@ -187,47 +187,145 @@
     }
   }
 
-  // A paused run's calls: Approve / Deny under each; once every call has a decision they go
-  // in one POST, and the run's stream is followed on from the last event this page saw.
+  // A paused run's calls, each with its choices under it: Approve / Edit / Deny for an
+  // approval (Edit opens the arguments as JSON; the server checks them against the tool's
+  // schema), a result (JSON or text) for a call the caller runs, an answer (a JSON object)
+  // for a tool that asks for input. Once every call has a decision they go in one POST with
+  // the session's CSRF token; a decision the server refuses shows its error under its call,
+  // to be decided again, and the run's stream is followed on from the last event seen.
   function askDecisions(id, pending) {
     const decisions = {};
+    const boxes = new Map();
     setStatus("Waiting for your decision.");
     for (const call of pending) {
-      const box = element("div", "chat-decide");
-      box.dataset.callId = call.id;
-      box.appendChild(element("span", "chat-decide-what",
-        (call.kind === "approval" ? "Allow " : "Deny or answer ") + call.name + "?"));
-      const actions = call.kind === "approval" ? ["approve", "deny"] : ["deny"];
-      for (const action of actions) {
-        const button = element("button", "chat-decide-" + action,
-          action === "approve" ? "Approve" : "Deny");
-        button.type = "button";
-        button.dataset.action = action;
-        button.addEventListener("click", () => {
-          decisions[call.id] = action === "approve"
-            ? { action: "approve" } : { action: "deny", reason: "denied in the chat" };
-          box.querySelectorAll("button").forEach((b) => { b.disabled = true; });
-          box.appendChild(element("span", "chat-decide-choice", action === "approve" ? " approved" : " denied"));
-          if (Object.keys(decisions).length === pending.length) sendDecisions(id, decisions);
-        });
-        box.appendChild(button);
-      }
+      const box = decisionBox(call, (decision, label) => {
+        decisions[call.id] = decision;
+        box.lock(label);
+        if (Object.keys(decisions).length === pending.length) sendDecisions(id, decisions, boxes);
+      });
+      boxes.set(call.id, box);
       const result = tools.get(call.id);
       const holder = result ? result.parentElement : null;
-      (holder || log).appendChild(box);
+      (holder || log).appendChild(box.node);
     }
     scrollDown();
   }
 
-  async function sendDecisions(id, decisions) {
+  function fieldsOf(schema) {
+    const properties = schema && typeof schema.properties === "object" ? schema.properties : {};
+    const required = Array.isArray(schema && schema.required) ? schema.required : [];
+    return Object.keys(properties).map((name) => {
+      const spec = properties[name] || {};
+      const notes = [spec.type || "any"];
+      if (required.includes(name)) notes.push("required");
+      if ("default" in spec) notes.push("default " + JSON.stringify(spec.default));
+      return name + " (" + notes.join(", ") + ")";
+    });
+  }
+
+  function decisionBox(call, decide) {
+    const node = element("div", "chat-decide");
+    node.dataset.callId = call.id;
+    node.dataset.kind = call.kind;
+    const what = call.kind === "approval" ? "Allow " + call.name + "?"
+      : call.kind === "input" ? call.name + " asks: " + (call.message || "")
+      : "The result of " + call.name + "?";
+    const head = element("p", "chat-decide-what", what);
+    if (call.reason) head.appendChild(element("span", "chat-decide-reason", " (" + call.reason + ")"));
+    node.appendChild(head);
+    if (call.kind === "input") {
+      const fields = fieldsOf(call.schema);
+      if (fields.length) node.appendChild(element("p", "chat-decide-fields", "Fields: " + fields.join("; ")));
+    }
+    const text = element("textarea", "chat-decide-text");
+    text.rows = 3;
+    node.appendChild(text);
+    const error = element("p", "chat-decide-error chat-error");
+    error.setAttribute("role", "alert");
+    error.hidden = true;
+    const buttons = element("p", "chat-decide-buttons");
+    node.appendChild(buttons);
+    node.appendChild(error);
+    let choice = null;
+    const fail = (message) => { error.textContent = message; error.hidden = false; };
+    const button = (action, label, onClick) => {
+      const b = element("button", "chat-decide-" + action, label);
+      b.type = "button";
+      b.dataset.action = action;
+      b.addEventListener("click", () => { error.hidden = true; onClick(); });
+      buttons.appendChild(b);
+    };
+    if (call.kind === "approval") {
+      text.classList.add("chat-decide-edit");
+      text.value = JSON.stringify(call.input, null, 2);
+      text.hidden = true;
+      text.setAttribute("aria-label", "Edited arguments of " + call.name + " (JSON)");
+      button("approve", "Approve", () => {
+        if (text.hidden) { decide({ action: "approve" }, "approved"); return; }
+        let edited;
+        try { edited = JSON.parse(text.value); }
+        catch (e) { fail("The edited arguments are not JSON: " + e.message); return; }
+        decide({ action: "approve", input: edited }, "approved with edited arguments");
+      });
+      button("edit", "Edit", () => {
+        text.hidden = !text.hidden;
+        if (!text.hidden) text.focus();
+      });
+    } else if (call.kind === "input") {
+      text.placeholder = "your answer, a JSON object";
+      text.setAttribute("aria-label", "Answer to " + call.name + " (a JSON object)");
+      button("result", "Send answer", () => {
+        let value = null;
+        try { value = JSON.parse(text.value); } catch (e) { value = null; }
+        if (!value || typeof value !== "object" || Array.isArray(value)) {
+          fail('The answer must be a JSON object, like {"name": "Ada"}.');
+          return;
+        }
+        decide({ action: "result", output: value }, "answered");
+      });
+    } else {
+      text.placeholder = "the result (JSON or text)";
+      text.setAttribute("aria-label", "Result of " + call.name + " (JSON or text)");
+      button("result", "Send result", () => {
+        let output;
+        try { output = JSON.parse(text.value); } catch (e) { output = text.value; }
+        decide({ action: "result", output: output }, "result given");
+      });
+    }
+    button("deny", call.kind === "input" ? "Decline" : "Deny",
+      () => decide({ action: "deny", reason: "denied in the chat" }, "denied"));
+    const controls = () => node.querySelectorAll("button, textarea");
+    return {
+      node,
+      lock(label) {
+        controls().forEach((c) => { c.disabled = true; });
+        choice = element("span", "chat-decide-choice", " " + label);
+        buttons.appendChild(choice);
+      },
+      unlock(message) {
+        controls().forEach((c) => { c.disabled = false; });
+        if (choice) { choice.remove(); choice = null; }
+        fail(message);
+      },
+    };
+  }
+
+  async function sendDecisions(id, decisions, boxes) {
     const answer = await fetch(base + "/api/runs/" + path(id) + "/decisions", {
       method: "POST",
       headers: { "content-type": "application/json", ...guard },
       body: JSON.stringify({ decisions }),
     });
     if (!answer.ok) {
-      const reply = await answer.json();
-      addNote("error", reply.error ? reply.error.type + ": " + reply.error.message : "failed");
+      const reply = await answer.json().catch(() => ({}));
+      const error = reply.error || {};
+      const box = error.call_id !== undefined ? boxes.get(error.call_id) : undefined;
+      if (box) {  // that decision was refused (nothing was taken): decide it again
+        delete decisions[error.call_id];
+        box.unlock(error.message || "refused");
+        return;
+      }
+      addNote("error", error.type ? error.type + ": " + error.message : "failed");
       return;
     }
     follow(id, lastSeq);
