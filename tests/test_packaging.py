@@ -10,6 +10,7 @@ core dependency fails the install or the agent run.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -140,6 +141,51 @@ def test_agent_list_on_the_example_project_loads_no_store_backend(tmp_path: Path
     # typer builds the `agent` group alone: the other commands' modules stay unimported.
     others = ("_chat", "_eval", "_init", "_prompt", "_runs", "_serve", "_ui", "_workflows")
     assert sorted(m for m in loaded if m in {f"tether.cli.{name}" for name in others}) == []
+
+
+def test_the_command_starts_without_garbage_collection_and_turns_it_back_on(
+    tmp_path: Path,
+) -> None:
+    # Start-up makes long-lived objects and no garbage: the command holds collection off while
+    # it loads itself and the project, then freezes what it made and collects as usual.
+    (tmp_path / "tether.toml").write_text('runtime = "app:lab"\nagents = ["app:helper"]\n')
+    (tmp_path / "app.py").write_text(
+        "import gc\n"
+        "from tether.lab import Runtime\n"
+        "from tether.testing import script_client\n"
+        "COLLECTING = gc.isenabled()\n"
+        "lab = Runtime(defaults={'model': script_client([])})\n"
+        "helper = lab.create_agent(id='helper', system_prompt='Help.')\n"
+    )
+    script = (
+        "import gc, json, sys\n"
+        "sys.argv = ['tether', 'agent', 'list']\n"
+        "from tether.__main__ import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "import app\n"
+        "print(json.dumps([app.COLLECTING, gc.isenabled(), gc.get_freeze_count() > 0]),"
+        " file=sys.stderr)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert "helper" in out.stdout
+    assert json.loads(out.stderr.splitlines()[-1]) == [False, True, True]
+    # Elsewhere (a program running the typer app itself, as the tests do) nothing changes.
+    from typer.testing import CliRunner
+
+    from tether.cli import app
+
+    sys.modules.pop("app", None)
+    frozen = gc.get_freeze_count()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        patch.syspath_prepend(str(tmp_path))
+        listed = CliRunner().invoke(app, ["agent", "list"], prog_name="tether")
+        assert listed.exit_code == 0, listed.output
+        assert sys.modules["app"].COLLECTING is True
+    sys.modules.pop("app", None)
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
 
 
 def test_version() -> None:

@@ -48,9 +48,15 @@ def main() -> None:
             file=sys.stderr,
         )
         raise SystemExit(3)
-    from .cli import main as cli_main
+    from ._startup import pause_collection, resume_collection
 
-    cli_main()
+    pause_collection()  # turned on again once the global options are parsed (cli._app._root)
+    try:
+        from .cli import main as cli_main
+
+        cli_main()
+    finally:
+        resume_collection()
 
 
 if __name__ == "__main__":

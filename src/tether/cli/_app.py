@@ -15,6 +15,7 @@ import typer.core
 import typer.main
 import typer.models
 
+from .._startup import resume_collection
 from .._version import __version__
 from ._errors import DEBUG_ENV, EXIT_INTERRUPTED, EXIT_USAGE, error_json
 from ._project import GlobalOptions
@@ -168,6 +169,7 @@ def _root(
         ),
     ] = False,
 ) -> None:
+    resume_collection()  # held off by `python -m tether` while the command line loaded
     if debug:
         os.environ[DEBUG_ENV] = "1"  # read where errors are reported, and by worker processes
     ctx.obj = GlobalOptions(config=config, store=store)

@@ -116,11 +116,14 @@ def load_project(options: GlobalOptions) -> Registry:
         ProjectError: no config, or the registry cannot be loaded (the RegistryError text).
         CommandLineError: `--store` cannot be applied.
     """
-    from ..lab import load_registry
+    from .._startup import collection_paused
 
     path = locate_config(options.config)
     try:
-        registry = load_registry(path)
+        with collection_paused():  # the project's modules, the lab and pydantic under them
+            from ..lab import load_registry
+
+            registry = load_registry(path)
     except RegistryError as exc:
         if exc.__cause__ is not None and " not found " not in str(exc):
             hint = (
