@@ -125,3 +125,49 @@ async def test_a_paused_elicitation_is_resumed_by_another_process(
     [decision] = [e["data"] for e in events if e["type"] == "decision"]
     assert decision["call_id"] == "who" and decision["action"] == "result"
     assert json.loads(decision["output"]) == {"name": "Ada"}
+
+
+async def test_an_input_call_left_unanswered_expires_as_a_decline(
+    official: HttpAppServer, tmp_path: Path
+) -> None:
+    from tether.lab import Runtime
+    from tether.mcp import mcp_server
+    from tether.testing import script_client
+
+    def reply(request: Any) -> Any:
+        results = [
+            p for m in request["messages"] for p in m["content"] if p["type"] == "tool_result"
+        ]
+        if not results:
+            return {"tool_use": [{"id": "who", "name": "whoami", "input": {}}]}
+        return {"text": "server said " + results[-1]["output"]}
+
+    def runtime() -> tuple[Runtime, Any]:
+        # A long lease: the runtime's own sweep (every sixth of it) stays out of the way of
+        # the test's expire_approvals().
+        lab = Runtime(store=f"sqlite:///{tmp_path / 'lab.db'}", version=False, lease_ttl=3600)
+        asker = lab.create_agent(
+            id="asker",
+            model=script_client([reply] * 3),
+            integrations=[mcp_server(official.url, elicitation="pause")],
+            approval_timeout=0.05,
+        )
+        return lab, asker
+
+    first, asker = runtime()
+    paused = await asker.run(user="who am I?").result
+    assert [p["kind"] for p in paused.pending] == ["input"]
+    await first.aclose()
+    second, _ = runtime()  # another runtime's sweep finds it
+    try:
+        while True:  # until the store's clock passed the deadline (no assertion on time)
+            if await second.run_store.expired_pauses():
+                break
+            await asyncio.sleep(0.01)
+        [handle] = await second.expire_approvals()
+        done = await handle.result
+    finally:
+        await second.aclose()
+    # Denied as "expired": the server was told the person declined, and answered so.
+    said = done.text.removeprefix("server said ")
+    assert json.loads(said) == {"action": "decline", "content": None}
