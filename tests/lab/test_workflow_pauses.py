@@ -20,10 +20,12 @@ from tests.postgres_server import postgres_url
 from tether import approve, define_tool, deny
 from tether.errors import (
     ResumedRunFailedError,
+    StoreCorruptError,
     WorkflowNotWaitingError,
     WorkflowWaitingError,
 )
 from tether.lab import Runtime
+from tether.stores.workflow_store import RunLease
 from tether.testing import script_client
 from tether.workflows import WorkflowContext
 
@@ -409,3 +411,35 @@ async def test_a_runtime_without_the_workflow_leaves_it_to_one_that_has_it(
         assert ran == ["/tmp"] and steps == ["plan", "clean", "clean", "report"]
     finally:
         await first.aclose()
+
+
+async def test_a_journal_entry_that_is_no_outcome_is_corrupt(tmp_path: Path) -> None:
+    lab = Runtime(store=f"sqlite:///{tmp_path / 'lab.db'}", version=False)
+    agent = lab.create_agent(id="janitor", model=script_client([WIPE]), tools=[wipe_tool([])])
+
+    async def run(room: str, ctx: WorkflowContext[str]) -> str:
+        await ctx.step("run:janitor", lambda: "a step of the same name")  # taking its place
+        return (await agent.run(user=room).result).text
+
+    flow = lab.create_workflow("clash", run)
+    try:
+        handle = flow.run("x")
+        with pytest.raises(WorkflowWaitingError):
+            await handle
+        # A step of the place's name does not take it: the place is numbered after it. A
+        # journal answered with something else (by hand) is refused on the replay.
+        record = await lab.workflow_store.get_run(handle.workflow_run_id)
+        assert record is not None and record.waiting_for is not None
+        assert record.waiting_for.step_id == "run:janitor#2"
+        await lab.workflow_store.deliver_signal(
+            handle.workflow_run_id,
+            name=record.waiting_for.name,
+            step_id=record.waiting_for.step_id,
+            waiter_run_id=handle.workflow_run_id,
+            output="not an outcome",
+            lease=RunLease("x", 0.0),
+        )
+        with pytest.raises(StoreCorruptError, match="not that run's outcome"):
+            await flow.run(workflow_run_id=handle.workflow_run_id)
+    finally:
+        await lab.aclose()

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 from urllib.parse import quote
 
-from ..errors import ResumedRunFailedError
+from ..errors import ResumedRunFailedError, StoreCorruptError
 from ..events import Usage
 from ..run_events import AGENT_FINISHED, AGENT_MESSAGES_COMMITTED
 from ..session import Message
@@ -91,13 +91,12 @@ async def replayed(
 
     Raises:
         ResumedRunFailedError: the run failed (or was cancelled) after it was resumed.
+        StoreCorruptError: the journal holds something else there (a step of the same name).
     """
     if not isinstance(outcome, dict) or not isinstance(outcome.get("paused_run"), str):
-        raise ResumedRunFailedError(
-            f"the workflow journal holds {outcome!r:.80} where an agent run paused, not its "
-            "outcome",
-            run_id="",
-            error="StoreCorruptError",
+        raise StoreCorruptError(
+            f"the workflow journal holds {outcome!r:.80} where an agent run paused, not that "
+            "run's outcome (a ctx.step named like the agent's place, 'run:<agent id>'?)"
         )
     run_id = outcome["paused_run"]
     if outcome.get("status") != "completed":
