@@ -51,9 +51,9 @@ def browser(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield driver
 
 
-def _paused(server: Server, text: str) -> str:
+def _paused(server: Server, text: str, agent: str = "clerk") -> str:
     with server.client() as client:
-        response = client.post("/api/agents/clerk/runs", json={"input": text})
+        response = client.post(f"/api/agents/{agent}/runs", json={"input": text})
         assert response.status_code == 202, response.text
         run_id: str = response.json()["run_id"]
         assert stream_all(client, run_id)[-1].data["status"] == "paused"
@@ -96,6 +96,17 @@ def test_an_edit_in_the_browser_runs_with_the_new_input(server: Server, browser:
     box.send_keys('{"to": "bob@example.com"}')
     section.find_element(By.CSS_SELECTOR, "button[data-action=approve]").click()
     assert "Done: sent to bob@example.com" in _finished(browser)
+
+
+def test_the_run_page_answers_what_an_mcp_tool_asks(server: Server, browser: WebDriver) -> None:
+    run_id = _paused(server, "who am I?", agent="asker")
+    browser.get(f"{server.base}/runs/{run_id}")
+    section = browser.find_element(By.ID, "pending")
+    assert "asks for input" in section.text and "Who are you?" in section.text
+    box = section.find_element(By.CSS_SELECTOR, "textarea.pending-result")
+    box.send_keys('{"name": "Bo"}')
+    section.find_element(By.CSS_SELECTOR, "button[data-action=result]").click()
+    assert "Done: hello Bo" in _finished(browser)
 
 
 def test_the_chat_page_asks_and_goes_on(server: Server, browser: WebDriver) -> None:
