@@ -9,9 +9,9 @@ first time it is used, so `tether --version`, `tether --help` and a program that
 do not pay for every other.
 """
 
-import importlib as _importlib
 import typing as _typing
 
+from ._lazy import lazy_attributes as _lazy_attributes
 from ._version import __version__ as __version__
 
 if _typing.TYPE_CHECKING:
@@ -247,17 +247,7 @@ _LAZY: dict[str, str] = {
 """Each public name and the module it lives in, imported on first use."""
 
 
-def __getattr__(name: str) -> _typing.Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tether' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, TypedDict
+from typing import Any, TypedDict, Unpack
 
 from .errors import ConfigError
 from .events import Usage
@@ -43,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
         "install it with: pip install 'tether[lab]'"
     ) from exc
 
-__all__ = ["PriceOverride", "Quote", "check_overrides", "cost", "quote"]
+__all__ = ["PriceOptions", "PriceOverride", "Quote", "check_overrides", "cost", "quote"]
 
 
 class PriceOverride(TypedDict, total=False):
@@ -156,15 +156,18 @@ def _override(usage: Usage, model: str, overrides: Mapping[str, PriceOverride]) 
     return total / Decimal(1_000_000)
 
 
-def cost(
-    usage: Usage,
-    model: str,
-    *,
-    base_url: str | None = None,
-    overrides: Mapping[str, PriceOverride] | None = None,
-    at: datetime | None = None,
-    pricing: bool = True,
-) -> Decimal | None:
+class PriceOptions(TypedDict, total=False):
+    """What `cost` and `quote` take besides the usage and the model (each documented at
+    `cost`; every one optional)."""
+
+    base_url: str | None
+    overrides: Mapping[str, PriceOverride] | None
+    at: datetime | None
+    pricing: bool
+    """Default True."""
+
+
+def cost(usage: Usage, model: str, **options: Unpack[PriceOptions]) -> Decimal | None:
     """The price of one model call in US dollars, or None when it is not known (`quote` says
     why).
 
@@ -179,19 +182,15 @@ def cost(
         pricing: False (the model config's ``pricing``) leaves a call without an override
             unpriced: a self-hosted server that reuses a known model name.
     """
-    return quote(usage, model, base_url=base_url, overrides=overrides, at=at, pricing=pricing).usd
+    return quote(usage, model, **options).usd
 
 
-def quote(
-    usage: Usage,
-    model: str,
-    *,
-    base_url: str | None = None,
-    overrides: Mapping[str, PriceOverride] | None = None,
-    at: datetime | None = None,
-    pricing: bool = True,
-) -> Quote:
+def quote(usage: Usage, model: str, **options: Unpack[PriceOptions]) -> Quote:
     """`cost`, with the reason when there is no price (the arguments are `cost`'s)."""
+    base_url = options.get("base_url")
+    overrides = options.get("overrides")
+    at = options.get("at")
+    pricing = options.get("pricing", True)
     if not usage:
         return Quote(None, "the call reported no token usage")
     if overrides:

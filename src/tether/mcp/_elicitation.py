@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from ._protocol import JsonObject
 
@@ -103,10 +103,31 @@ async def answer_elicitation(
         raise ElicitationFailed(
             f"the on_elicitation handler raised {type(exc).__name__}: {exc}"
         ) from exc
+    return _result(answer, None if request.mode == "url" else request.schema, "handler")
+
+
+_REFUSALS: Final = {
+    "handler": (
+        "the on_elicitation handler must return",
+        "the on_elicitation handler accepted with content that is not an object:",
+    ),
+    "person": (
+        "the answer to an elicitation is",
+        "an accepted answer's content must be an object:",
+    ),
+}
+"""How an answer that is not one is refused, by who gave it: its shape, its content."""
+
+
+def _result(answer: Any, schema: Mapping[str, Any] | None, source: str) -> JsonObject:
+    """The elicitation result of `answer`, from the on_elicitation handler or from a person
+    answering a paused call (`source`): with the schema's defaults filled in (no content for
+    a URL-mode request, `schema` None); ElicitationFailed naming what is wrong otherwise."""
+    bad_shape, bad_content = _REFUSALS[source]
     if not isinstance(answer, Mapping) or answer.get("action") not in _ACTIONS:
         raise ElicitationFailed(
-            "the on_elicitation handler must return {'action': 'accept'|'decline'|'cancel', "
-            f"'content': {{...}}}}, got {answer!r:.200}"
+            f"{bad_shape} {{'action': 'accept'|'decline'|'cancel', 'content': {{...}}}}, "
+            f"got {answer!r:.200}"
         )
     action = answer["action"]
     if action != "accept":
@@ -115,13 +136,10 @@ async def answer_elicitation(
     if content is None:
         content = {}
     if not isinstance(content, Mapping):
-        raise ElicitationFailed(
-            f"the on_elicitation handler accepted with content that is not an object: "
-            f"{content!r:.200}"
-        )
-    if request.mode == "url":
+        raise ElicitationFailed(f"{bad_content} {content!r:.200}")
+    if schema is None:
         return {"action": "accept"}
-    return {"action": "accept", "content": with_defaults(request.schema, content)}
+    return {"action": "accept", "content": with_defaults(schema, content)}
 
 
 class InputPending(Exception):
@@ -156,17 +174,4 @@ def pending_input(params: JsonObject, result: JsonObject, server: str) -> InputP
 def check_answer(answer: Any, schema: Mapping[str, Any]) -> JsonObject:
     """A person's answer to a paused elicitation as the elicitation result the server reads
     (defaults filled in); ElicitationFailed naming what is wrong otherwise."""
-    if not isinstance(answer, Mapping) or answer.get("action") not in _ACTIONS:
-        raise ElicitationFailed(
-            "the answer to an elicitation is {'action': 'accept'|'decline'|'cancel', "
-            f"'content': {{...}}}}, got {answer!r:.200}"
-        )
-    action = answer["action"]
-    if action != "accept":
-        return {"action": action}
-    content = answer.get("content")
-    if content is None:
-        content = {}
-    if not isinstance(content, Mapping):
-        raise ElicitationFailed(f"an accepted answer's content must be an object: {content!r:.200}")
-    return {"action": "accept", "content": with_defaults(schema, content)}
+    return _result(answer, schema, "person")

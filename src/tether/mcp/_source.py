@@ -12,7 +12,7 @@ import logging
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypedDict, Unpack
 
 import httpx
 
@@ -79,22 +79,38 @@ def _client_info() -> JsonObject:
     return {"name": "tether", "version": version}
 
 
+class SourceOptions(TypedDict, total=False):
+    """The options both transports take (`mcp_server` documents each); every one optional."""
+
+    prefix: str
+    """Default ``""``."""
+    tools: Sequence[str] | None
+    """Default None: every tool the server lists."""
+    max_tools: int
+    """Default `MAX_INTEGRATIONS` (16)."""
+    attach: Sequence[str]
+    """Default none."""
+    timeout_ms: int
+    """Default `DEFAULT_MCP_TIMEOUT_MS` (60 s)."""
+    on_elicitation: ElicitationHandler | None
+    """Default None: the client declines."""
+    elicitation: Literal["callback", "pause"]
+    """Default ``"callback"``."""
+
+
 class McpSource:
     """What both transports share: the connect sequence and the mapping to tools/resources."""
 
     transport: ClassVar[str]
 
-    def __init__(
-        self,
-        *,
-        prefix: str,
-        tools: Sequence[str] | None,
-        max_tools: int,
-        attach: Sequence[str],
-        timeout_ms: int,
-        on_elicitation: ElicitationHandler | None = None,
-        elicitation: Literal["callback", "pause"] = "callback",
-    ) -> None:
+    def __init__(self, **options: Unpack[SourceOptions]) -> None:
+        prefix = options.get("prefix", "")
+        tools = options.get("tools")
+        max_tools = options.get("max_tools", MAX_INTEGRATIONS)
+        attach = options.get("attach", ())
+        timeout_ms = options.get("timeout_ms", DEFAULT_MCP_TIMEOUT_MS)
+        on_elicitation = options.get("on_elicitation")
+        elicitation = options.get("elicitation", "callback")
         if elicitation not in ("callback", "pause"):
             raise ConfigError(f"elicitation= is 'callback' or 'pause', got {elicitation!r}")
         self.elicitation = elicitation
@@ -471,24 +487,10 @@ class McpServerSource(McpSource):
         *,
         headers: Mapping[str, str] | None = None,
         auth: OAuth | ClientCredentials | None = None,
-        prefix: str = "",
-        tools: Sequence[str] | None = None,
-        max_tools: int = MAX_INTEGRATIONS,
-        attach: Sequence[str] = (),
-        timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
-        on_elicitation: ElicitationHandler | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
-        elicitation: Literal["callback", "pause"] = "callback",
+        **options: Unpack[SourceOptions],
     ) -> None:
-        super().__init__(
-            prefix=prefix,
-            tools=tools,
-            max_tools=max_tools,
-            attach=attach,
-            timeout_ms=timeout_ms,
-            on_elicitation=on_elicitation,
-            elicitation=elicitation,
-        )
+        super().__init__(**options)
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigError(f"mcp_server(url=...) needs an http:// or https:// URL, got {url!r}")
         if auth is not None and not isinstance(auth, OAuth | ClientCredentials):
@@ -553,24 +555,10 @@ class McpStdioSource(McpSource):
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
-        prefix: str = "",
-        tools: Sequence[str] | None = None,
-        max_tools: int = MAX_INTEGRATIONS,
-        attach: Sequence[str] = (),
-        timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
         startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS,
-        on_elicitation: ElicitationHandler | None = None,
-        elicitation: Literal["callback", "pause"] = "callback",
+        **options: Unpack[SourceOptions],
     ) -> None:
-        super().__init__(
-            prefix=prefix,
-            tools=tools,
-            max_tools=max_tools,
-            attach=attach,
-            timeout_ms=timeout_ms,
-            on_elicitation=on_elicitation,
-            elicitation=elicitation,
-        )
+        super().__init__(**options)
         if not isinstance(startup_timeout_ms, int | float) or startup_timeout_ms < 0:
             raise ConfigError(
                 f"startup_timeout_ms must be >= 0 (0 disables it), got {startup_timeout_ms!r}"
@@ -609,14 +597,8 @@ def mcp_server(
     *,
     headers: Mapping[str, str] | None = None,
     auth: OAuth | ClientCredentials | None = None,
-    prefix: str = "",
-    tools: Sequence[str] | None = None,
-    max_tools: int = MAX_INTEGRATIONS,
-    attach: Sequence[str] = (),
-    timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
-    on_elicitation: ElicitationHandler | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
-    elicitation: Literal["callback", "pause"] = "callback",
+    **options: Unpack[SourceOptions],
 ) -> McpServerSource:
     """An MCP server over streamable HTTP, as an integration source.
 
@@ -647,19 +629,7 @@ def mcp_server(
             the person's answer later, in any process. A server of the handshake era still
             goes to `on_elicitation` (or is declined). "callback" (the default): as before.
     """
-    return McpServerSource(
-        url,
-        headers=headers,
-        auth=auth,
-        prefix=prefix,
-        tools=tools,
-        max_tools=max_tools,
-        attach=attach,
-        timeout_ms=timeout_ms,
-        on_elicitation=on_elicitation,
-        transport=transport,
-        elicitation=elicitation,
-    )
+    return McpServerSource(url, headers=headers, auth=auth, transport=transport, **options)
 
 
 def mcp_stdio(
@@ -668,14 +638,8 @@ def mcp_stdio(
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
-    prefix: str = "",
-    tools: Sequence[str] | None = None,
-    max_tools: int = MAX_INTEGRATIONS,
-    attach: Sequence[str] = (),
-    timeout_ms: int = DEFAULT_MCP_TIMEOUT_MS,
     startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS,
-    on_elicitation: ElicitationHandler | None = None,
-    elicitation: Literal["callback", "pause"] = "callback",
+    **options: Unpack[SourceOptions],
 ) -> McpStdioSource:
     """An MCP server run as a child process (newline-delimited JSON-RPC on its stdin/stdout).
 
@@ -687,16 +651,5 @@ def mcp_stdio(
     `initialize`. The other options are those of `mcp_server`.
     """
     return McpStdioSource(
-        command,
-        args,
-        env=env,
-        cwd=cwd,
-        prefix=prefix,
-        tools=tools,
-        max_tools=max_tools,
-        attach=attach,
-        timeout_ms=timeout_ms,
-        startup_timeout_ms=startup_timeout_ms,
-        on_elicitation=on_elicitation,
-        elicitation=elicitation,
+        command, args, env=env, cwd=cwd, startup_timeout_ms=startup_timeout_ms, **options
     )

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import uvicorn
 from starlette.applications import Starlette
@@ -36,6 +36,21 @@ TOKEN_ENV = "TETHER_SERVE_TOKEN"
 """The environment variable a token is read from when none is passed."""
 _WORKER_ENV = "TETHER_SERVE_WORKER"
 """How the parent process hands a worker its options (JSON)."""
+
+
+class ServeArgs(TypedDict, total=False):
+    """What `serve` and `aserve` take besides the runtime and the registry (every key
+    optional; `ServeOptions` says what each means and its default)."""
+
+    host: str
+    port: int
+    token: str | None
+    allowed_host: Iterable[str]
+    """Host names answered besides the ones the server was started for."""
+    cors_origins: Sequence[str]
+    max_body: int
+    log_level: str
+    takeover_every: float
 
 
 @dataclass(slots=True)
@@ -64,6 +79,20 @@ class ServeOptions:
     watch_registry: bool = False
     """Reload a registry loaded from a config file when the project's files change (`tether
     ui`; a `tether serve` worker serves what it started with)."""
+
+    @classmethod
+    def of(cls, args: ServeArgs) -> ServeOptions:
+        """The options `serve(**args)` stands for."""
+        return cls(
+            host=args.get("host", DEFAULT_HOST),
+            port=args.get("port", DEFAULT_PORT),
+            token=args.get("token"),
+            allowed_hosts=list(args.get("allowed_host", ())),
+            cors_origins=list(args.get("cors_origins", ())),
+            max_body=args.get("max_body", DEFAULT_MAX_BODY),
+            log_level=args.get("log_level", "info"),
+            takeover_every=args.get("takeover_every", TAKEOVER_EVERY),
+        )
 
     @property
     def limits(self) -> ServerLimits:
@@ -121,14 +150,7 @@ def serve(
     runtime: Runtime,
     *,
     registry: Registry | None = None,
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
-    token: str | None = None,
-    allowed_host: Iterable[str] = (),
-    cors_origins: Sequence[str] = (),
-    max_body: int = DEFAULT_MAX_BODY,
-    log_level: str = "info",
-    takeover_every: float = TAKEOVER_EVERY,
+    **options: Unpack[ServeArgs],
 ) -> None:
     """Serve the API and the UI over `runtime` in this process until interrupted. Blocks;
     call it outside an event loop (from async code, `await aserve(...)`).
@@ -138,17 +160,7 @@ def serve(
 
     The runtime stays the caller's: close it after `serve` returns.
     """
-    options = ServeOptions(
-        host,
-        port,
-        token,
-        list(allowed_host),
-        list(cors_origins),
-        max_body,
-        log_level,
-        takeover_every,
-    )
-    serve_with(runtime, options, registry=registry)
+    serve_with(runtime, ServeOptions.of(options), registry=registry)
 
 
 def serve_with(
@@ -175,27 +187,10 @@ async def aserve(
     runtime: Runtime,
     *,
     registry: Registry | None = None,
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
-    token: str | None = None,
-    allowed_host: Iterable[str] = (),
-    cors_origins: Sequence[str] = (),
-    max_body: int = DEFAULT_MAX_BODY,
-    log_level: str = "info",
-    takeover_every: float = TAKEOVER_EVERY,
+    **options: Unpack[ServeArgs],
 ) -> None:
     """Like `serve`, inside the running event loop."""
-    options = ServeOptions(
-        host,
-        port,
-        token,
-        list(allowed_host),
-        list(cors_origins),
-        max_body,
-        log_level,
-        takeover_every,
-    )
-    await _server(runtime, registry, options).serve()
+    await _server(runtime, registry, ServeOptions.of(options)).serve()
 
 
 def serve_workers(config: Path, store: str | None, options: ServeOptions, workers: int) -> None:

@@ -6,8 +6,9 @@ are imported at once, since their modules share their names (`script_client`, `p
 imported later, the submodule would shadow the function.
 """
 
-import importlib as _importlib
 import typing as _typing
+
+from .._lazy import lazy_attributes as _lazy_attributes
 
 if _typing.TYPE_CHECKING:
     from .mcp_server import (
@@ -37,17 +38,7 @@ _LAZY: dict[str, str] = {
 """Each public name and the module it lives in, imported on first use."""
 
 
-def __getattr__(name: str) -> _typing.Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tether.testing' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -46,7 +46,18 @@ import warnings
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar, cast, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    NoReturn,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    cast,
+    overload,
+)
 
 from .._heartbeat import Heartbeat
 from .._json import check_json_safe, dumps
@@ -527,6 +538,18 @@ def _fallback_store() -> WorkflowStore:
     return _default_store
 
 
+class WorkflowRunOptions(TypedDict, total=False):
+    """What `Workflow.run` takes besides the input (each documented there; every key
+    optional)."""
+
+    isolated: bool
+    workflow_run_id: str | None
+    store: WorkflowStore | None
+    on_event: WorkflowEventHandler | None
+    signal: AbortSignal | None
+    wait: bool | float
+
+
 class Workflow(Generic[In, Out]):
     """A durable workflow: `run(input, ctx)` whose `ctx.step`s are journaled."""
 
@@ -556,17 +579,7 @@ class Workflow(Generic[In, Out]):
     def __repr__(self) -> str:
         return f"Workflow({self.id!r})"
 
-    def run(
-        self,
-        input: In = _UNSET,
-        *,
-        isolated: bool = False,
-        workflow_run_id: str | None = None,
-        store: WorkflowStore | None = None,
-        on_event: WorkflowEventHandler | None = None,
-        signal: AbortSignal | None = None,
-        wait: bool | float = True,
-    ) -> WorkflowHandle[Out]:
+    def run(self, input: In = _UNSET, **options: Unpack[WorkflowRunOptions]) -> WorkflowHandle[Out]:
         """Start (or resume) a run in a new task and return its handle at once.
 
         Args:
@@ -580,8 +593,8 @@ class Workflow(Generic[In, Out]):
             on_event: A recorder for this run, in addition to the workflow's and the enclosing
                 run's.
             signal: Aborting it cancels the run.
-            wait: When another live process holds the run (it is running it now): True
-                waits for it — an attach: the run's output once that process completed it, or
+            wait: When another live process holds the run (it is running it now): True (the
+                default) waits for it — an attach: the run's output once that process completed it, or
                 the run resumed here once it failed, was cancelled or its holder died — a
                 number of seconds waits at most that long, and False (or 0) fails at once with
                 `WorkflowRunBusyError`. A holder on this host whose process is gone is taken
@@ -591,28 +604,13 @@ class Workflow(Generic[In, Out]):
             NotJSONSafeError: `input` is not JSON-safe (raised here, before anything starts).
             WorkflowError: called outside a running event loop.
         """
-        return self._launch(
-            input,
-            isolated=isolated,
-            workflow_run_id=workflow_run_id,
-            store=store,
-            on_event=on_event,
-            signal=signal,
-            wait=wait,
-        )
+        return self._launch(input, options)
 
     def _launch(
-        self,
-        input: Any,
-        *,
-        isolated: bool = False,
-        workflow_run_id: str | None = None,
-        store: WorkflowStore | None = None,
-        on_event: WorkflowEventHandler | None = None,
-        signal: AbortSignal | None = None,
-        wait: bool | float = True,
-        lease: RunLease | None = None,
+        self, input: Any, options: WorkflowRunOptions, lease: RunLease | None = None
     ) -> WorkflowHandle[Out]:
+        workflow_run_id = options.get("workflow_run_id")
+        wait = options.get("wait", True)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -623,18 +621,18 @@ class Workflow(Generic[In, Out]):
         if input is not _UNSET:
             check_json_safe(input, "input")
         enclosing = _current_run.get()
-        parent = None if isolated else enclosing
+        parent = None if options.get("isolated", False) else enclosing
         handlers: list[WorkflowEventHandler] = []
         if enclosing is not None:
             handlers.extend(enclosing._recorders.handlers)
-        for h in (self.on_event, on_event):
+        for h in (self.on_event, options.get("on_event")):
             if h is not None and h not in handlers:
                 handlers.append(h)
         # A tree lives in one store: an enclosing run's store wins over the workflow's own.
         chosen = next(
             (
                 s
-                for s in (store, enclosing.store if enclosing else None, self.store)
+                for s in (options.get("store"), enclosing.store if enclosing else None, self.store)
                 if s is not None
             ),
             None,
@@ -663,6 +661,7 @@ class Workflow(Generic[In, Out]):
         )
         if parent is not None:
             parent._children.append(task)
+        signal = options.get("signal")
         if signal is not None:
 
             def abort() -> None:
@@ -786,14 +785,13 @@ class Workflow(Generic[In, Out]):
             output=output,
             lease=lease,
         )
-        return self._launch(
-            _UNSET,
-            workflow_run_id=root.run_id,
-            store=store,
-            on_event=on_event,
-            wait=False,
-            lease=lease,
-        )
+        resume: WorkflowRunOptions = {
+            "workflow_run_id": root.run_id,
+            "store": store,
+            "on_event": on_event,
+            "wait": False,
+        }
+        return self._launch(_UNSET, resume, lease)
 
     async def _open(
         self,
