@@ -643,9 +643,15 @@ class Episode:
             text, value, done = await self._structured(output, prompt, done, text, has_tools)
         else:
             self._push(done)
+        return self._result(done, text, value)
+
+    def _result(
+        self, done: DoneEvent, text: str, output: Any, pending: list[PendingCall] | None = None
+    ) -> AgentRunResult[Any]:
+        """The episode's result as it ended (or paused, with its `pending` calls)."""
         return AgentRunResult(
             text=text,
-            output=value,
+            output=output,
             turns=self._turns(),
             memory_scope=self.scope,
             new_messages=self.new_messages,
@@ -653,6 +659,7 @@ class Episode:
             run_id=self.run_id,
             stop_reason=done["stop_reason"],
             steps=self.steps,
+            pending=pending if pending is not None else [],
         )
 
     def _turns(self) -> int:
@@ -683,18 +690,7 @@ class Episode:
             "turns": self._turns(),
             "deadline": self._deadline,
         }
-        return AgentRunResult(
-            text="",
-            output=None,
-            turns=self._turns(),
-            memory_scope=self.scope,
-            new_messages=self.new_messages,
-            usage=cast(Usage, self.usage),
-            run_id=self.run_id,
-            stop_reason=done["stop_reason"],
-            steps=self.steps,
-            pending=list(self.pending),
-        )
+        return self._result(done, "", None, list(self.pending))
 
     def _final_text(self, done: DoneEvent) -> str:
         """The answer's text: the final round's, or, when `stop_when` (or the round cap) ended

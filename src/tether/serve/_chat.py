@@ -31,7 +31,13 @@ class ChatPages:
     def __init__(self, runs: RunsApi) -> None:
         self.runs = runs
         self.env = jinja2.Environment(
-            loader=jinja2.PackageLoader("tether.serve", "templates"),
+            # The UI's templates second: the chat pages extend its base page.
+            loader=jinja2.ChoiceLoader(
+                [
+                    jinja2.PackageLoader("tether.serve", "templates"),
+                    jinja2.PackageLoader("tether.ui", "templates"),
+                ]
+            ),
             autoescape=True,
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
@@ -45,6 +51,8 @@ class ChatPages:
             path=request.url.path,
             now=time.time(),
             csrf=csrf_token(request.scope),
+            chat="/chat",
+            registry_error=None,
             **context,
         )
         return HTMLResponse(page)

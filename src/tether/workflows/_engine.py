@@ -538,6 +538,19 @@ def _fallback_store() -> WorkflowStore:
     return _default_store
 
 
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    """Where a run to execute goes: its id and input, and the tree and store it belongs to."""
+
+    run_id: str
+    input: Any
+    explicit_id: bool
+    """The caller named the run (to resume it), rather than one being made up."""
+    parent: WorkflowContext[Any] | None
+    parent_step: str | None
+    store: WorkflowStore
+
+
 class WorkflowRunOptions(TypedDict, total=False):
     """What `Workflow.run` takes besides the input (each documented there; every key
     optional)."""
@@ -594,8 +607,8 @@ class Workflow(Generic[In, Out]):
                 run's.
             signal: Aborting it cancels the run.
             wait: When another live process holds the run (it is running it now): True (the
-                default) waits for it — an attach: the run's output once that process completed it, or
-                the run resumed here once it failed, was cancelled or its holder died — a
+                default) waits for it — an attach: the run's output once that process completed
+                it, or the run resumed here once it failed, was cancelled or its holder died — a
                 number of seconds waits at most that long, and False (or 0) fails at once with
                 `WorkflowRunBusyError`. A holder on this host whose process is gone is taken
                 over at once, without waiting for its lease to expire.
@@ -645,20 +658,15 @@ class Workflow(Generic[In, Out]):
             run_id = parent._next_child_id(self.id, input)
         else:
             run_id = uuid.uuid4().hex
-        parent_step = _current_step.get() if parent is not None else None
-        task = asyncio.ensure_future(
-            self._execute(
-                run_id,
-                input,
-                explicit_id=workflow_run_id is not None,
-                parent=parent,
-                parent_step=parent_step,
-                store=chosen,
-                recorders=_Recorders(handlers),
-                wait=wait,
-                lease=lease,
-            )
+        at = _Placement(
+            run_id,
+            input,
+            explicit_id=workflow_run_id is not None,
+            parent=parent,
+            parent_step=_current_step.get() if parent is not None else None,
+            store=chosen,
         )
+        task = asyncio.ensure_future(self._execute(at, _Recorders(handlers), wait, lease))
         if parent is not None:
             parent._children.append(task)
         signal = options.get("signal")
@@ -793,24 +801,14 @@ class Workflow(Generic[In, Out]):
         }
         return self._launch(_UNSET, resume, lease)
 
-    async def _open(
-        self,
-        run_id: str,
-        input: Any,
-        *,
-        explicit_id: bool,
-        parent: WorkflowContext[Any] | None,
-        parent_step: str | None,
-        store: WorkflowStore,
-        lease: RunLease,
-        wait: bool | float,
-    ) -> WorkflowRunRecord:
+    async def _open(self, at: _Placement, lease: RunLease, wait: bool | float) -> WorkflowRunRecord:
         """The run to execute, created or taken over (a completed run is returned as is).
 
         Raises:
             WorkflowRunBusyError: another live owner holds the run, and it did not end within
                 `wait`.
         """
+        run_id, store = at.run_id, at.store
         bound = None if wait is True else max(float(wait), 0.0)
         deadline = None if bound is None else time.monotonic() + bound
         async with contextlib.AsyncExitStack() as stack:
@@ -818,15 +816,7 @@ class Workflow(Generic[In, Out]):
             watching = False
             woken: asyncio.Event | None = None
             while True:
-                record, created = await self._load(
-                    run_id,
-                    input,
-                    explicit_id=explicit_id,
-                    parent=parent,
-                    parent_step=parent_step,
-                    store=store,
-                    lease=lease,
-                )
+                record, created = await self._load(at, lease)
                 if created or record.status == "completed":
                     return record
                 try:
@@ -863,25 +853,16 @@ class Workflow(Generic[In, Out]):
                 await asyncio.sleep(min(left, delay, _poll(seen)))
                 delay = min(delay * 2, self.lease_ttl / 6)
 
-    async def _load(
-        self,
-        run_id: str,
-        input: Any,
-        *,
-        explicit_id: bool,
-        parent: WorkflowContext[Any] | None,
-        parent_step: str | None,
-        store: WorkflowStore,
-        lease: RunLease,
-    ) -> tuple[WorkflowRunRecord, bool]:
+    async def _load(self, at: _Placement, lease: RunLease) -> tuple[WorkflowRunRecord, bool]:
         """The run to execute, and whether it was created just now."""
+        run_id, input, store, parent = at.run_id, at.input, at.store, at.parent
         existing = await store.get_run(run_id)
         if existing is None:
             if input is _UNSET:
                 raise WorkflowError(
                     f"workflow {self.id!r}: there is no stored run {run_id!r} to resume; "
                     "pass input= to start a new run under that id"
-                    if explicit_id
+                    if at.explicit_id
                     else f"workflow {self.id!r}: pass input= to start a run"
                 )
             created = await store.create_run(
@@ -890,7 +871,7 @@ class Workflow(Generic[In, Out]):
                 input=input,
                 parent_run_id=parent.workflow_run_id if parent else None,
                 root_run_id=parent.root_run_id if parent else None,
-                parent_step_id=parent_step,
+                parent_step_id=at.parent_step,
                 lease=lease,
             )
             return created, True
@@ -906,36 +887,16 @@ class Workflow(Generic[In, Out]):
         return existing, False
 
     async def _execute(
-        self,
-        run_id: str,
-        input: Any,
-        *,
-        explicit_id: bool,
-        parent: WorkflowContext[Any] | None,
-        parent_step: str | None,
-        store: WorkflowStore,
-        recorders: _Recorders,
-        wait: bool | float = True,
-        lease: RunLease | None = None,
+        self, at: _Placement, recorders: _Recorders, wait: bool | float, lease: RunLease | None
     ) -> Out:
+        run_id, store, parent = at.run_id, at.store, at.parent
         # A nested run is held by its root's lease; a root run takes a lease of its own (or
         # the one a signal took for it when it answered the run's wait).
         if parent is not None:
             lease = parent.lease
         elif lease is None:
             lease = RunLease(lease_owner(), self.lease_ttl)
-        opening = asyncio.ensure_future(
-            self._open(
-                run_id,
-                input,
-                explicit_id=explicit_id,
-                parent=parent,
-                parent_step=parent_step,
-                store=store,
-                lease=lease,
-                wait=wait,
-            )
-        )
+        opening = asyncio.ensure_future(self._open(at, lease, wait))
         try:
             await asyncio.wait([opening])  # wait() never cancels the store writes themselves
         except asyncio.CancelledError as exc:
