@@ -33,6 +33,7 @@ from ..errors import (
 )
 from ..workflows._store import (
     RUN_STATUSES,
+    NewWorkflowRun,
     StepRecord,
     WorkflowRunRecord,
     busy_error,
@@ -98,6 +99,7 @@ __all__ = [
     "finish_values",
     "in_pieces",
     "listing_filters",
+    "new_run_values",
     "not_paused",
     "not_waiting_error",
     "pause_values",
@@ -771,6 +773,25 @@ def run_select(now: str) -> str:
         " THEN 'interrupted' ELSE status END"
     )
     return RUN_COLUMNS.replace("status", status, 1)
+
+
+def new_run_values(run: NewWorkflowRun, now: float) -> tuple[Any, ...]:
+    """The values of `RUN_COLUMNS` a `create_run` inserts, in order, but for status, output,
+    error, attempts and the lease's end (each SQL store writes those in its statement), then
+    the lease's length."""
+    lease = run.get("lease")
+    return (
+        run["run_id"],
+        run["workflow_id"],
+        encode_json(run["input"], "input"),
+        run.get("parent_run_id"),
+        run.get("root_run_id") or run["run_id"],
+        run.get("parent_step_id"),
+        now,
+        now,
+        None if lease is None else lease.owner,
+        None if lease is None else lease.ttl,
+    )
 
 
 STEP_COLUMNS: Final = "run_id, step_id, name, seq, output, created_at"

@@ -17,14 +17,18 @@ from ._codecs import (
     LAST_INDEX,
     NOW_SQL,
     SCOPE_COLUMNS,
+    STEP_COLUMNS,
     decode_cursor,
     decode_event,
     decode_records,
     listing_filters,
     query_where,
+    run_from_row,
     run_info_from_row,
     run_info_select,
     run_page,
+    run_select,
+    step_from_row,
     title_like,
     totals_from_row,
     totals_sql,
@@ -40,6 +44,7 @@ from .run_store import (
     RunTotals,
     StoredEvent,
 )
+from .workflow_store import StepRecord, WorkflowListing, WorkflowRunRecord
 
 __all__ = [
     "POSTGRES",
@@ -49,6 +54,7 @@ __all__ = [
     "SqlBacked",
     "SqlMessageReads",
     "SqlRunReads",
+    "SqlWorkflowReads",
 ]
 
 Row: TypeAlias = tuple[Any, ...]
@@ -70,11 +76,14 @@ class Dialect:
     run_select: str = field(init=False)
     """`run_info_select` of `tether_runs`, and of it aliased `r`."""
     run_select_r: str = field(init=False)
+    workflow_select: str = field(init=False)
+    """`run_select` of `tether_workflow_runs` (`RUN_COLUMNS`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "now", NOW_SQL[self.name])
         object.__setattr__(self, "run_select", run_info_select(self.name))
         object.__setattr__(self, "run_select_r", run_info_select(self.name, "r"))
+        object.__setattr__(self, "workflow_select", run_select(NOW_SQL[self.name]))
 
 
 SQLITE = Dialect("sqlite", "?", "rowid", -1)
@@ -150,6 +159,57 @@ class SqlMessageReads(SqlBacked):
             (*args, limit, offset),
         )
         return [ScopeInfo(*row) for row in rows]
+
+
+class SqlWorkflowReads(SqlBacked):
+    """The reads of a SQL `WorkflowStore`."""
+
+    async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
+        row = await self._one(
+            f"SELECT {self._sql.workflow_select} FROM tether_workflow_runs"
+            f" WHERE run_id = {self._sql.mark}",
+            (run_id,),
+        )
+        return None if row is None else run_from_row(row)
+
+    async def expired_waits(self, *, limit: int = 100) -> list[WorkflowRunRecord]:
+        rows = await self._all(
+            f"SELECT {self._sql.workflow_select} FROM tether_workflow_runs"
+            f" WHERE wait_deadline < {self._sql.now} AND status = 'waiting'"
+            f" AND parent_run_id IS NULL ORDER BY wait_deadline LIMIT {self._sql.mark}",
+            (limit,),
+        )
+        return [run_from_row(row) for row in rows]
+
+    async def list_runs(self, **listing: Unpack[WorkflowListing]) -> list[WorkflowRunRecord]:
+        d = self._sql
+        clause, args = where_equal(
+            d.mark, workflow_id=listing.get("workflow_id"), root_run_id=listing.get("root_run_id")
+        )
+        limit = listing.get("limit")
+        rows = await self._all(
+            f"SELECT {d.workflow_select} FROM tether_workflow_runs{clause}"
+            f" ORDER BY {d.rowid} DESC LIMIT {d.mark}",
+            (*args, d.all_rows if limit is None else limit),
+        )
+        return [run_from_row(row) for row in rows]
+
+    async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
+        m = self._sql.mark
+        row = await self._one(
+            f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps WHERE run_id = {m}"
+            f" AND step_id = {m}",
+            (run_id, step_id),
+        )
+        return None if row is None else step_from_row(row)
+
+    async def list_steps(self, run_id: str) -> list[StepRecord]:
+        rows = await self._all(
+            f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps WHERE run_id = {self._sql.mark}"
+            " ORDER BY seq",
+            (run_id,),
+        )
+        return [step_from_row(row) for row in rows]
 
 
 class SqlRunReads(SqlBacked):

@@ -24,7 +24,18 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Final, Literal, Protocol, TypeAlias, cast, runtime_checkable
+from typing import (
+    Any,
+    Final,
+    Literal,
+    Protocol,
+    Required,
+    TypeAlias,
+    TypedDict,
+    Unpack,
+    cast,
+    runtime_checkable,
+)
 
 from .._json import check_json_safe, dumps
 from .._wakeups import Wakeups
@@ -41,15 +52,21 @@ __all__ = [
     "READ_STATUSES",
     "RUN_STATUSES",
     "InMemoryWorkflowStore",
+    "NewWorkflowRun",
     "RunLease",
     "RunStatus",
+    "SignalDelivery",
     "StepRecord",
+    "StepWrite",
     "WaitRecord",
     "WatchesRuns",
+    "WorkflowEnd",
+    "WorkflowListing",
     "WorkflowRunRecord",
     "WorkflowStore",
     "busy_error",
     "check_finish",
+    "check_signal",
     "check_status",
     "decode_error",
     "decode_json",
@@ -176,6 +193,62 @@ class StepRecord:
     created_at: float
 
 
+class NewWorkflowRun(TypedDict, total=False):
+    """What `WorkflowStore.create_run` takes."""
+
+    run_id: Required[str]
+    workflow_id: Required[str]
+    input: Required[Any]
+    """JSON-safe."""
+    parent_run_id: str | None
+    root_run_id: str | None
+    """Defaults to `run_id`."""
+    parent_step_id: str | None
+    lease: RunLease | None
+    """Who holds the new run (None: nobody)."""
+
+
+class WorkflowEnd(TypedDict, total=False):
+    """What `WorkflowStore.finish_run` takes besides the run."""
+
+    status: Required[Literal["completed", "failed", "cancelled"]]
+    output: Any
+    """A completed run's output (JSON-safe)."""
+    error: dict[str, Any] | None
+    """Why a failed or cancelled run ended (`parse_run_error`)."""
+    lease: RunLease | None
+    """The holder's lease: the end is written only while it holds the run."""
+
+
+class WorkflowListing(TypedDict, total=False):
+    """What `WorkflowStore.list_runs` takes: filters (None or left out: any) and a limit."""
+
+    workflow_id: str | None
+    root_run_id: str | None
+    limit: int | None
+
+
+class SignalDelivery(TypedDict):
+    """What `WorkflowStore.deliver_signal` takes besides the root run: the wait it answers
+    (its `name`, `step_id` and waiter `run_id`), the value, and the deliverer's lease."""
+
+    name: str
+    step_id: str
+    waiter_run_id: str
+    output: Any
+    lease: RunLease
+
+
+class StepWrite(TypedDict, total=False):
+    """What `WorkflowStore.append_step` takes besides the run."""
+
+    step_id: Required[str]
+    name: Required[str]
+    output: Required[Any]
+    lease: RunLease | None
+    """The holder's lease: the step is journaled only while it holds the running run."""
+
+
 @runtime_checkable
 class WorkflowStore(Protocol):
     """Where durable workflow runs and their steps are journaled.
@@ -185,17 +258,7 @@ class WorkflowStore(Protocol):
     `StoreCorruptError` and is left as it is.
     """
 
-    async def create_run(
-        self,
-        *,
-        run_id: str,
-        workflow_id: str,
-        input: Any,
-        parent_run_id: str | None = None,
-        root_run_id: str | None = None,
-        parent_step_id: str | None = None,
-        lease: RunLease | None = None,
-    ) -> WorkflowRunRecord:
+    async def create_run(self, **run: Unpack[NewWorkflowRun]) -> WorkflowRunRecord:
         """Store a new run with status "running", held by `lease` if given. `root_run_id`
         defaults to `run_id`.
 
@@ -230,15 +293,7 @@ class WorkflowStore(Protocol):
         `lease.owner` (another owner took it over, or it ended)."""
         ...
 
-    async def finish_run(
-        self,
-        run_id: str,
-        *,
-        status: Literal["completed", "failed", "cancelled"],
-        output: Any = None,
-        error: dict[str, Any] | None = None,
-        lease: RunLease | None = None,
-    ) -> WorkflowRunRecord:
+    async def finish_run(self, run_id: str, **end: Unpack[WorkflowEnd]) -> WorkflowRunRecord:
         """Record how a run ended, and release its lease.
 
         Raises:
@@ -247,13 +302,7 @@ class WorkflowStore(Protocol):
         """
         ...
 
-    async def list_runs(
-        self,
-        *,
-        workflow_id: str | None = None,
-        root_run_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[WorkflowRunRecord]:
+    async def list_runs(self, **listing: Unpack[WorkflowListing]) -> list[WorkflowRunRecord]:
         """Runs, most recently created first, optionally filtered."""
         ...
 
@@ -270,14 +319,7 @@ class WorkflowStore(Protocol):
         ...
 
     async def deliver_signal(
-        self,
-        run_id: str,
-        *,
-        name: str,
-        step_id: str,
-        waiter_run_id: str,
-        output: Any,
-        lease: RunLease,
+        self, run_id: str, **signal: Unpack[SignalDelivery]
     ) -> WorkflowRunRecord:
         """Answer the wait of root run `run_id`, in one write: journal `output` as step
         `step_id` of `waiter_run_id`, and mark every waiting run of the tree "running" under
@@ -297,15 +339,7 @@ class WorkflowStore(Protocol):
         longest overdue first."""
         ...
 
-    async def append_step(
-        self,
-        run_id: str,
-        *,
-        step_id: str,
-        name: str,
-        output: Any,
-        lease: RunLease | None = None,
-    ) -> StepRecord:
+    async def append_step(self, run_id: str, **step: Unpack[StepWrite]) -> StepRecord:
         """Journal a completed step atomically.
 
         If `step_id` is already journaled for the run, nothing is written and the stored record
@@ -370,6 +404,17 @@ def decode_wait(text: Any, where: str) -> WaitRecord | None:
         )
     except (KeyError, TypeError) as exc:
         raise StoreCorruptError(f"{where}.wait: not a wait record: {exc!r}") from exc
+
+
+def check_signal(run_id: str, status: str, wait: WaitRecord | None, signal: SignalDelivery) -> None:
+    """Refuse `signal` unless run `run_id` (read with `status`) waits for exactly that wait.
+
+    Raises:
+        WorkflowNotWaitingError: it waits for another, or for nothing (the message says).
+    """
+    wanted = (signal["name"], signal["step_id"], signal["waiter_run_id"])
+    if status != "waiting" or wait is None or (wait.name, wait.step_id, wait.run_id) != wanted:
+        raise not_waiting_error(run_id, signal["name"], status, wait)
 
 
 def not_waiting_error(
@@ -558,37 +603,28 @@ class InMemoryWorkflowStore:
             raise StoreError(f"no workflow run {run_id!r}")
         return run
 
-    async def create_run(
-        self,
-        *,
-        run_id: str,
-        workflow_id: str,
-        input: Any,
-        parent_run_id: str | None = None,
-        root_run_id: str | None = None,
-        parent_step_id: str | None = None,
-        lease: RunLease | None = None,
-    ) -> WorkflowRunRecord:
+    async def create_run(self, **run: Unpack[NewWorkflowRun]) -> WorkflowRunRecord:
         self._live()
-        encoded = encode_json(input, "input")
+        run_id, lease = run["run_id"], run.get("lease")
+        encoded = encode_json(run["input"], "input")
         if run_id in self._runs:
             raise StoreError(f"workflow run {run_id!r} already exists")
         now = time.time()
-        run = self._runs[run_id] = _Run(
+        new = self._runs[run_id] = _Run(
             run_id=run_id,
-            workflow_id=workflow_id,
+            workflow_id=run["workflow_id"],
             status="running",
             input=encoded,
-            parent_run_id=parent_run_id,
-            root_run_id=root_run_id or run_id,
-            parent_step_id=parent_step_id,
+            parent_run_id=run.get("parent_run_id"),
+            root_run_id=run.get("root_run_id") or run_id,
+            parent_step_id=run.get("parent_step_id"),
             created_at=now,
             updated_at=now,
             lease_owner=None if lease is None else lease.owner,
             lease_expires_at=None if lease is None else now + lease.ttl,
         )
         self._steps[run_id] = {}
-        return run.read()
+        return new.read()
 
     async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
         self._live()
@@ -626,17 +662,10 @@ class InMemoryWorkflowStore:
                 other.lease_expires_at = expires
         return True
 
-    async def finish_run(
-        self,
-        run_id: str,
-        *,
-        status: Literal["completed", "failed", "cancelled"],
-        output: Any = None,
-        error: dict[str, Any] | None = None,
-        lease: RunLease | None = None,
-    ) -> WorkflowRunRecord:
+    async def finish_run(self, run_id: str, **end: Unpack[WorkflowEnd]) -> WorkflowRunRecord:
         run = self._get(run_id)
-        out, err = check_finish(status, error, output)
+        status, lease = end["status"], end.get("lease")
+        out, err = check_finish(status, end.get("error"), end.get("output"))
         if lease is not None:
             _fence(run, lease)
         run.output, run.error = out, err
@@ -667,24 +696,13 @@ class InMemoryWorkflowStore:
             yield event
 
     async def deliver_signal(
-        self,
-        run_id: str,
-        *,
-        name: str,
-        step_id: str,
-        waiter_run_id: str,
-        output: Any,
-        lease: RunLease,
+        self, run_id: str, **signal: Unpack[SignalDelivery]
     ) -> WorkflowRunRecord:
         run = self._get(run_id)
-        encoded = encode_json(output, "output")
-        wait = run.wait
-        if (
-            run.status != "waiting"
-            or wait is None
-            or (wait.name, wait.step_id, wait.run_id) != (name, step_id, waiter_run_id)
-        ):
-            raise not_waiting_error(run_id, name, run.read().status, wait)
+        encoded = encode_json(signal["output"], "output")
+        check_signal(run_id, run.read().status, run.wait, signal)
+        name, step_id, waiter_run_id = signal["name"], signal["step_id"], signal["waiter_run_id"]
+        lease = signal["lease"]
         steps = self._steps.setdefault(waiter_run_id, {})
         if step_id not in steps:
             steps[step_id] = StepRecord(
@@ -714,14 +732,10 @@ class InMemoryWorkflowStore:
         due.sort(key=lambda run: cast(float, cast(WaitRecord, run.wait).deadline))
         return [run.read() for run in due[:limit]]
 
-    async def list_runs(
-        self,
-        *,
-        workflow_id: str | None = None,
-        root_run_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[WorkflowRunRecord]:
+    async def list_runs(self, **listing: Unpack[WorkflowListing]) -> list[WorkflowRunRecord]:
         self._live()
+        workflow_id, root_run_id = listing.get("workflow_id"), listing.get("root_run_id")
+        limit = listing.get("limit")
         out: list[WorkflowRunRecord] = []
         for run in reversed(self._runs.values()):
             if workflow_id is not None and run.workflow_id != workflow_id:
@@ -733,26 +747,19 @@ class InMemoryWorkflowStore:
             out.append(run.read())
         return out
 
-    async def append_step(
-        self,
-        run_id: str,
-        *,
-        step_id: str,
-        name: str,
-        output: Any,
-        lease: RunLease | None = None,
-    ) -> StepRecord:
+    async def append_step(self, run_id: str, **step: Unpack[StepWrite]) -> StepRecord:
         run = self._get(run_id)
-        encoded = encode_json(output, "output")
+        step_id, lease = step["step_id"], step.get("lease")
+        encoded = encode_json(step["output"], "output")
         if lease is not None:
             _fence(run, lease)
         steps = self._steps[run_id]
-        step = steps.get(step_id)
-        if step is None:
-            step = steps[step_id] = StepRecord(
-                run_id, step_id, name, len(steps) + 1, encoded, time.time()
+        found = steps.get(step_id)
+        if found is None:
+            found = steps[step_id] = StepRecord(
+                run_id, step_id, step["name"], len(steps) + 1, encoded, time.time()
             )
-        return _read_step(step)
+        return _read_step(found)
 
     async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
         self._live()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, Literal
+from typing import Final, Unpack
 
 from ...errors import LeaseLostError, StoreError, WorkflowRunBusyError
+from ...workflows._store import check_signal
 from .._codecs import (
     RUN_COLUMNS,
     STEP_COLUMNS,
@@ -15,15 +16,24 @@ from .._codecs import (
     check_finish,
     encode_json,
     encode_wait,
-    not_waiting_error,
+    new_run_values,
     run_from_row,
     run_select,
     step_from_row,
-    where_equal,
 )
-from ..workflow_store import RunLease, StepRecord, WaitRecord, WorkflowRunRecord
+from .._sql import SqlWorkflowReads
+from ..workflow_store import (
+    NewWorkflowRun,
+    RunLease,
+    SignalDelivery,
+    StepRecord,
+    StepWrite,
+    WaitRecord,
+    WorkflowEnd,
+    WorkflowRunRecord,
+)
 from ._backed import PostgresBacked
-from ._connection import NOW, Connection, execute, fetch_all, fetch_one
+from ._connection import NOW, Connection, execute, fetch_one
 from ._notices import RUNS, notify_sql
 
 __all__ = ["PostgresWorkflowStore"]
@@ -74,7 +84,7 @@ async def _refused(conn: Connection, run_id: str) -> StoreError:
     return LeaseLostError("workflow run", run_id, row[0])
 
 
-class PostgresWorkflowStore(PostgresBacked):
+class PostgresWorkflowStore(SqlWorkflowReads, PostgresBacked):
     """A WorkflowStore in PostgreSQL: one row per run, one row per completed step.
 
     `append_step` row-locks the run (`FOR NO KEY UPDATE`) before it looks for the step and
@@ -85,19 +95,9 @@ class PostgresWorkflowStore(PostgresBacked):
 
     _kind = "workflow store"
 
-    async def create_run(
-        self,
-        *,
-        run_id: str,
-        workflow_id: str,
-        input: Any,
-        parent_run_id: str | None = None,
-        root_run_id: str | None = None,
-        parent_step_id: str | None = None,
-        lease: RunLease | None = None,
-    ) -> WorkflowRunRecord:
-        encoded = encode_json(input, "input")
-        now = time.time()
+    async def create_run(self, **run: Unpack[NewWorkflowRun]) -> WorkflowRunRecord:
+        values = new_run_values(run, time.time())
+        run_id = run["run_id"]
         async with self._session() as conn:
             row = await fetch_one(
                 conn,
@@ -105,31 +105,11 @@ class PostgresWorkflowStore(PostgresBacked):
                 " VALUES (%s, %s, 'running', %s, NULL, NULL, %s, %s, %s, 1, %s, %s, %s,"
                 f" {NOW} + %s::float8, NULL)"
                 f" ON CONFLICT (run_id) DO NOTHING RETURNING {_WORKFLOW_RUN_SELECT}",
-                (
-                    run_id,
-                    workflow_id,
-                    encoded,
-                    parent_run_id,
-                    root_run_id or run_id,
-                    parent_step_id,
-                    now,
-                    now,
-                    None if lease is None else lease.owner,
-                    None if lease is None else lease.ttl,
-                ),
+                values,
             )
         if row is None:
             raise StoreError(f"workflow run {run_id!r} already exists")
         return run_from_row(row)
-
-    async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
-        async with self._session() as conn:
-            row = await fetch_one(
-                conn,
-                f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs WHERE run_id = %s",
-                (run_id,),
-            )
-        return None if row is None else run_from_row(row)
 
     async def _holder(self, conn: Connection, run_id: str) -> WorkflowRunBusyError:
         held = await fetch_one(
@@ -178,16 +158,9 @@ class PostgresWorkflowStore(PostgresBacked):
             )
         return row is not None and int(row[0]) > 0
 
-    async def finish_run(
-        self,
-        run_id: str,
-        *,
-        status: Literal["completed", "failed", "cancelled"],
-        output: Any = None,
-        error: dict[str, Any] | None = None,
-        lease: RunLease | None = None,
-    ) -> WorkflowRunRecord:
-        out, err = check_finish(status, error, output)
+    async def finish_run(self, run_id: str, **end: Unpack[WorkflowEnd]) -> WorkflowRunRecord:
+        status, lease = end["status"], end.get("lease")
+        out, err = check_finish(status, end.get("error"), end.get("output"))
         owner = None if lease is None else lease.owner
         async with self._session() as conn:
             row = await fetch_one(
@@ -227,16 +200,11 @@ class PostgresWorkflowStore(PostgresBacked):
         return self._watch(RUNS, run_id)
 
     async def deliver_signal(
-        self,
-        run_id: str,
-        *,
-        name: str,
-        step_id: str,
-        waiter_run_id: str,
-        output: Any,
-        lease: RunLease,
+        self, run_id: str, **signal: Unpack[SignalDelivery]
     ) -> WorkflowRunRecord:
-        encoded = encode_json(output, "output")
+        encoded = encode_json(signal["output"], "output")
+        name, step_id, waiter_run_id = signal["name"], signal["step_id"], signal["waiter_run_id"]
+        lease = signal["lease"]
         async with self._session(atomic=True) as conn:
             # The root row is locked until commit: of two signals, one answers the wait.
             row = await fetch_one(
@@ -248,13 +216,7 @@ class PostgresWorkflowStore(PostgresBacked):
             if row is None:
                 raise StoreError(f"no workflow run {run_id!r}")
             run = run_from_row(row)
-            wait = run.waiting_for
-            if (
-                run.status != "waiting"
-                or wait is None
-                or (wait.name, wait.step_id, wait.run_id) != (name, step_id, waiter_run_id)
-            ):
-                raise not_waiting_error(run_id, name, run.status, wait)
+            check_signal(run_id, run.status, run.waiting_for, signal)
             await execute(
                 conn,
                 f"INSERT INTO tether_workflow_steps ({STEP_COLUMNS})"
@@ -279,45 +241,9 @@ class PostgresWorkflowStore(PostgresBacked):
         assert row is not None  # locked above, in this transaction
         return run_from_row(row)
 
-    async def expired_waits(self, *, limit: int = 100) -> list[WorkflowRunRecord]:
-        async with self._session() as conn:
-            rows = await fetch_all(
-                conn,
-                f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs"
-                f" WHERE wait_deadline < {NOW} AND status = 'waiting'"
-                " AND parent_run_id IS NULL ORDER BY wait_deadline LIMIT %s",
-                (limit,),
-            )
-        return [run_from_row(row) for row in rows]
-
-    async def list_runs(
-        self,
-        *,
-        workflow_id: str | None = None,
-        root_run_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[WorkflowRunRecord]:
-        clause, params = where_equal("%s", workflow_id=workflow_id, root_run_id=root_run_id)
-        async with self._session() as conn:
-            # LIMIT NULL is no limit.
-            rows = await fetch_all(
-                conn,
-                f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs{clause}"
-                " ORDER BY id DESC LIMIT %s",
-                (*params, limit),
-            )
-        return [run_from_row(row) for row in rows]
-
-    async def append_step(
-        self,
-        run_id: str,
-        *,
-        step_id: str,
-        name: str,
-        output: Any,
-        lease: RunLease | None = None,
-    ) -> StepRecord:
-        encoded = encode_json(output, "output")
+    async def append_step(self, run_id: str, **step: Unpack[StepWrite]) -> StepRecord:
+        step_id, lease = step["step_id"], step.get("lease")
+        encoded = encode_json(step["output"], "output")
         owner = None if lease is None else lease.owner
         async with self._session(atomic=True) as conn:
             # The run row is locked until commit: a takeover waits for this step, and a step
@@ -343,26 +269,7 @@ class PostgresWorkflowStore(PostgresBacked):
                     " SELECT %s, %s, %s, COALESCE(MAX(seq), 0) + 1, %s, %s"
                     " FROM tether_workflow_steps WHERE run_id = %s"
                     f" RETURNING {STEP_COLUMNS}",
-                    (run_id, step_id, name, encoded, time.time(), run_id),
+                    (run_id, step_id, step["name"], encoded, time.time(), run_id),
                 )
         assert row is not None  # INSERT … SELECT of an aggregate inserts exactly one row
         return step_from_row(row)
-
-    async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
-        async with self._session() as conn:
-            row = await fetch_one(
-                conn,
-                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps"
-                " WHERE run_id = %s AND step_id = %s",
-                (run_id, step_id),
-            )
-        return None if row is None else step_from_row(row)
-
-    async def list_steps(self, run_id: str) -> list[StepRecord]:
-        async with self._session() as conn:
-            rows = await fetch_all(
-                conn,
-                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps WHERE run_id = %s ORDER BY seq",
-                (run_id,),
-            )
-        return [step_from_row(row) for row in rows]

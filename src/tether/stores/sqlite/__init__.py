@@ -1,7 +1,8 @@
 """The SQLite stores, and the connection helper, migrations and transactions they share.
 
-One module per store (`_messages`, `_runs`, `_workflows`, with the scope leases in `_leases`),
-over three pieces of plumbing:
+One module per store (`_messages`, `_runs`, `_workflows`, with the scope leases in `_leases`;
+the reads whose SQL is the same in PostgreSQL are shared, in `tether.stores._sql`), over three
+pieces of plumbing:
 
 - `connect(path)` opens a connection the way every store expects it (WAL, a busy timeout,
   foreign keys on, autocommit so that `transaction()` alone decides where a transaction begins).

@@ -5,9 +5,10 @@ from __future__ import annotations
 import sqlite3
 import time
 from os import PathLike
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn, Unpack
 
 from ...errors import LeaseLostError, StoreError
+from ...workflows._store import check_signal
 from .._codecs import (
     RUN_COLUMNS,
     STEP_COLUMNS,
@@ -15,13 +16,22 @@ from .._codecs import (
     check_finish,
     encode_json,
     encode_wait,
-    not_waiting_error,
+    new_run_values,
     run_from_row,
     run_select,
     step_from_row,
-    where_equal,
 )
-from ..workflow_store import RunLease, StepRecord, WaitRecord, WorkflowRunRecord
+from .._sql import SqlWorkflowReads
+from ..workflow_store import (
+    NewWorkflowRun,
+    RunLease,
+    SignalDelivery,
+    StepRecord,
+    StepWrite,
+    WaitRecord,
+    WorkflowEnd,
+    WorkflowRunRecord,
+)
 from ._connection import NOW, SqliteBacked, connect, transaction
 from ._schema import schema
 
@@ -30,7 +40,7 @@ __all__ = ["SqliteWorkflowStore"]
 _WORKFLOW_RUN_SELECT = run_select(NOW)
 
 
-class SqliteWorkflowStore(SqliteBacked):
+class SqliteWorkflowStore(SqlWorkflowReads, SqliteBacked):
     """A WorkflowStore in SQLite: one row per run, one row per completed step.
 
     Takes its connection from the caller (see `connect()`) and migrates on construction; use
@@ -61,19 +71,9 @@ class SqliteWorkflowStore(SqliteBacked):
         ).fetchone()
         return row
 
-    async def create_run(
-        self,
-        *,
-        run_id: str,
-        workflow_id: str,
-        input: Any,
-        parent_run_id: str | None = None,
-        root_run_id: str | None = None,
-        parent_step_id: str | None = None,
-        lease: RunLease | None = None,
-    ) -> WorkflowRunRecord:
-        encoded = encode_json(input, "input")
-        now = time.time()
+    async def create_run(self, **run: Unpack[NewWorkflowRun]) -> WorkflowRunRecord:
+        values = new_run_values(run, time.time())
+        run_id = run["run_id"]
 
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             try:
@@ -82,28 +82,13 @@ class SqliteWorkflowStore(SqliteBacked):
                         f"INSERT INTO tether_workflow_runs ({RUN_COLUMNS})"
                         " VALUES (?, ?, 'running', ?, NULL, NULL, ?, ?, ?, 1, ?, ?, ?,"
                         f" {NOW} + ?, NULL)",
-                        (
-                            run_id,
-                            workflow_id,
-                            encoded,
-                            parent_run_id,
-                            root_run_id or run_id,
-                            parent_step_id,
-                            now,
-                            now,
-                            None if lease is None else lease.owner,
-                            None if lease is None else lease.ttl,
-                        ),
+                        values,
                     )
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"workflow run {run_id!r} already exists") from exc
             return self._row(conn, run_id)
 
         return run_from_row(_found(await self._run(op), run_id))
-
-    async def get_run(self, run_id: str) -> WorkflowRunRecord | None:
-        row = await self._run(lambda conn: self._row(conn, run_id))
-        return None if row is None else run_from_row(row)
 
     async def start_attempt(
         self, run_id: str, *, lease: RunLease | None = None, replace: str | None = None
@@ -161,16 +146,9 @@ class SqliteWorkflowStore(SqliteBacked):
 
         return await self._run(op)
 
-    async def finish_run(
-        self,
-        run_id: str,
-        *,
-        status: Literal["completed", "failed", "cancelled"],
-        output: Any = None,
-        error: dict[str, Any] | None = None,
-        lease: RunLease | None = None,
-    ) -> WorkflowRunRecord:
-        out, err = check_finish(status, error, output)
+    async def finish_run(self, run_id: str, **end: Unpack[WorkflowEnd]) -> WorkflowRunRecord:
+        status, lease = end["status"], end.get("lease")
+        out, err = check_finish(status, end.get("error"), end.get("output"))
         owner = None if lease is None else lease.owner
 
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
@@ -209,16 +187,11 @@ class SqliteWorkflowStore(SqliteBacked):
         return run_from_row(_found(await self._run(op), run_id))
 
     async def deliver_signal(
-        self,
-        run_id: str,
-        *,
-        name: str,
-        step_id: str,
-        waiter_run_id: str,
-        output: Any,
-        lease: RunLease,
+        self, run_id: str, **signal: Unpack[SignalDelivery]
     ) -> WorkflowRunRecord:
-        encoded = encode_json(output, "output")
+        encoded = encode_json(signal["output"], "output")
+        name, step_id, waiter_run_id = signal["name"], signal["step_id"], signal["waiter_run_id"]
+        lease = signal["lease"]
 
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             # Checked and written under one write lock: of two signals, one answers the wait.
@@ -227,13 +200,7 @@ class SqliteWorkflowStore(SqliteBacked):
                 if row is None:
                     return None
                 run = run_from_row(row)
-                wait = run.waiting_for
-                if (
-                    run.status != "waiting"
-                    or wait is None
-                    or (wait.name, wait.step_id, wait.run_id) != (name, step_id, waiter_run_id)
-                ):
-                    raise not_waiting_error(run_id, name, run.status, wait)
+                check_signal(run_id, run.status, run.waiting_for, signal)
                 conn.execute(
                     f"INSERT OR IGNORE INTO tether_workflow_steps ({STEP_COLUMNS})"
                     " SELECT ?, ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?"
@@ -251,45 +218,9 @@ class SqliteWorkflowStore(SqliteBacked):
 
         return run_from_row(_found(await self._run(op), run_id))
 
-    async def expired_waits(self, *, limit: int = 100) -> list[WorkflowRunRecord]:
-        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            return conn.execute(
-                f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs"
-                f" WHERE wait_deadline < {NOW} AND status = 'waiting'"
-                " AND parent_run_id IS NULL ORDER BY wait_deadline LIMIT ?",
-                (limit,),
-            ).fetchall()
-
-        return [run_from_row(row) for row in await self._run(op)]
-
-    async def list_runs(
-        self,
-        *,
-        workflow_id: str | None = None,
-        root_run_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[WorkflowRunRecord]:
-        clause, params = where_equal("?", workflow_id=workflow_id, root_run_id=root_run_id)
-        sql = f"SELECT {_WORKFLOW_RUN_SELECT} FROM tether_workflow_runs{clause} ORDER BY rowid DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-
-        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            return conn.execute(sql, params).fetchall()
-
-        return [run_from_row(row) for row in await self._run(op)]
-
-    async def append_step(
-        self,
-        run_id: str,
-        *,
-        step_id: str,
-        name: str,
-        output: Any,
-        lease: RunLease | None = None,
-    ) -> StepRecord:
-        encoded = encode_json(output, "output")
+    async def append_step(self, run_id: str, **step: Unpack[StepWrite]) -> StepRecord:
+        step_id, lease = step["step_id"], step.get("lease")
+        encoded = encode_json(step["output"], "output")
         owner = None if lease is None else lease.owner
 
         def op(conn: sqlite3.Connection) -> tuple[Any, ...]:
@@ -311,7 +242,7 @@ class SqliteWorkflowStore(SqliteBacked):
                         "SELECT COALESCE(MAX(seq), 0) FROM tether_workflow_steps WHERE run_id = ?",
                         (run_id,),
                     ).fetchone()
-                    row = (run_id, step_id, name, last + 1, encoded, time.time())
+                    row = (run_id, step_id, step["name"], last + 1, encoded, time.time())
                     conn.execute(
                         f"INSERT INTO tether_workflow_steps ({STEP_COLUMNS})"
                         " VALUES (?, ?, ?, ?, ?, ?)",
@@ -320,27 +251,6 @@ class SqliteWorkflowStore(SqliteBacked):
                 return row
 
         return step_from_row(await self._run(op))
-
-    async def get_step(self, run_id: str, step_id: str) -> StepRecord | None:
-        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
-            row: tuple[Any, ...] | None = conn.execute(
-                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps"
-                " WHERE run_id = ? AND step_id = ?",
-                (run_id, step_id),
-            ).fetchone()
-            return row
-
-        row = await self._run(op)
-        return None if row is None else step_from_row(row)
-
-    async def list_steps(self, run_id: str) -> list[StepRecord]:
-        def op(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            return conn.execute(
-                f"SELECT {STEP_COLUMNS} FROM tether_workflow_steps WHERE run_id = ? ORDER BY seq",
-                (run_id,),
-            ).fetchall()
-
-        return [step_from_row(row) for row in await self._run(op)]
 
 
 _FENCE = "(? IS NULL OR (status = 'running' AND lease_owner = ?))"
