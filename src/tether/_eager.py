@@ -8,8 +8,9 @@ the memory store's) never suspends at all: it is done before a task would even h
 `step(coro)` runs the coroutine up to its first real wait, in the caller's frame: when it ends
 there, its outcome is all there is (nothing could have cancelled it). Only a coroutine that
 does wait (PostgreSQL, another process's lock) goes on in a task, from where it stopped.
-Its first steps run in the caller's context, not a copy of it: for store writes, which set no
-context variables.
+Its first steps run in the caller's context and task, not a copy of them: for store writes,
+which set no context variables and arm nothing on the running task (an `asyncio.timeout()`
+entered before the first wait would be armed on the caller's task, not the one going on).
 """
 
 from __future__ import annotations
