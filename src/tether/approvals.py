@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict, cast
 
 from .errors import DecisionError, NotPausedError
 from .events import PendingCall
@@ -171,7 +171,8 @@ def check_decisions(
                     f"the answer to call {cid!r} ({p['name']} asks for input) {problem}",
                     call_id=cid,
                 )
-        out.append((p, dict(decision)))  # type: ignore[arg-type]
+        # The checks above proved its shape: the action this call takes, with its fields.
+        out.append((p, cast(Decision, dict(decision))))
     return out
 
 

@@ -113,14 +113,13 @@ def chars_of(messages: Sequence[Message]) -> int:
     n = 0
     for m in messages:
         for p in m["content"]:
-            t = p["type"]
-            if t == "text" or t == "thinking":
-                n += len(p["text"])  # type: ignore[typeddict-item]
-            elif t == "tool_result":
-                n += len(p["output"]) + len(p["name"])  # type: ignore[typeddict-item]
-            elif t == "tool_call":
-                value = p["input"]  # type: ignore[typeddict-item]
-                n += len(p["name"]) + (  # type: ignore[typeddict-item]
+            if p["type"] == "text" or p["type"] == "thinking":
+                n += len(p["text"])
+            elif p["type"] == "tool_result":
+                n += len(p["output"]) + len(p["name"])
+            elif p["type"] == "tool_call":
+                value = p["input"]
+                n += len(p["name"]) + (
                     len(value) if isinstance(value, str) else len(json.dumps(value))
                 )
             elif "data" in p:  # inline media: its base64 is not what the model counts
@@ -397,15 +396,12 @@ def render_transcript(messages: Sequence[Message]) -> str:
     lines: list[str] = []
     for m in messages:
         for p in m["content"]:
-            t = p["type"]
-            if t == "text":
-                lines.append(f"{m['role']}: {p['text']}")  # type: ignore[typeddict-item]
-            elif t == "tool_call":
-                lines.append(
-                    f"assistant called {p['name']}({json.dumps(p['input'])[:2000]})"  # type: ignore[typeddict-item]
-                )
-            elif t == "tool_result":
-                lines.append(f"tool {p['name']} returned: {p['output'][:2000]}")  # type: ignore[typeddict-item]
+            if p["type"] == "text":
+                lines.append(f"{m['role']}: {p['text']}")
+            elif p["type"] == "tool_call":
+                lines.append(f"assistant called {p['name']}({json.dumps(p['input'])[:2000]})")
+            elif p["type"] == "tool_result":
+                lines.append(f"tool {p['name']} returned: {p['output'][:2000]}")
     return "\n".join(lines)
 
 

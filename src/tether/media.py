@@ -51,7 +51,7 @@ __all__ = [
 
 MediaKind: TypeAlias = Literal["image", "document", "audio"]
 
-MEDIA_TYPES: dict[str, frozenset[str]] = {
+MEDIA_TYPES: dict[MediaKind, frozenset[str]] = {
     "image": frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}),
     "document": frozenset({"application/pdf", "text/plain"}),
     "audio": frozenset({"audio/wav", "audio/mpeg", "audio/ogg", "audio/flac"}),
@@ -237,7 +237,7 @@ def _normal(media_type: str) -> str:
     return _ALIASES.get(lowered, lowered)
 
 
-def _check_kind(kind: str, media_type: str) -> None:
+def _check_kind(kind: MediaKind, media_type: str) -> None:
     if media_type in MEDIA_TYPES[kind]:
         return
     other = _KIND_OF.get(media_type)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping as _Mapping
 from collections.abc import Sequence as _Sequence
 from typing import Any as _Any
+from typing import Protocol as _Protocol
+from typing import cast as _cast
 
 from ..errors import ConfigError as _ConfigError
 from ..errors import UnknownProviderError as _UnknownProviderError
@@ -203,9 +205,15 @@ def _context_window(window: object) -> int | None:
     return window
 
 
+class _Windowed(_Protocol):
+    """A client that carries its model's input-token window (read by `context_window_of`)."""
+
+    context_window: int
+
+
 def _set_window(client: LLMClient, provider: str, window: int) -> None:
-    try:
-        client.context_window = window  # type: ignore[attr-defined]
+    try:  # any client whose class does not refuse the attribute (no __slots__ without it)
+        _cast(_Windowed, client).context_window = window
     except AttributeError:
         raise _ConfigError(
             f"the {provider!r} provider's client cannot take context_window= (its class has "

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 from urllib.parse import quote
 
+from ._adapter import HTTPAdapter
 from .base import ChatRequest
 from .credentials import Credentials
 from .credentials.azure import DEFAULT_AZURE_API_VERSION, AzureCredentials
@@ -28,9 +29,10 @@ __all__ = ["AZURE_RESPONSES_API_VERSION", "AzureChatClient", "AzureResponsesClie
 AZURE_RESPONSES_API_VERSION = "2025-04-01-preview"
 
 
-class _Azure:
+class _Azure(HTTPAdapter):
     """What the two Azure clients share: credentials from an ``api-key`` or an Entra ID token
-    (`AzureCredentials`), and the ``api-version`` each request names."""
+    (`AzureCredentials`), and the ``api-version`` each request names (first in the MRO, before
+    the OpenAI adapter whose wire it speaks)."""
 
     provider: ClassVar[str]
     credentials_class: ClassVar[type[Credentials]] = AzureCredentials
@@ -54,7 +56,7 @@ class _Azure:
                 azure_credential=azure_credential,
                 default_api_version=self.default_api_version,
             )
-        super().__init__(model, credentials=credentials, **options)  # type: ignore[call-arg]
+        super().__init__(model, credentials=credentials, **options)
         self.api_version: str = getattr(credentials, "api_version", self.default_api_version)
 
 

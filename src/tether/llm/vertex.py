@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from urllib.parse import quote
 
 from ..errors import ConfigError
+from ._adapter import HTTPAdapter
 from .anthropic import AnthropicClient
 from .base import ChatRequest, LLMClient
 from .credentials import Credentials
@@ -55,8 +56,9 @@ def _model_path(credentials: Credentials, publisher: str, model: str) -> str:
     )
 
 
-class _Vertex:
-    """What both Vertex clients share: google-auth credentials, project and location."""
+class _Vertex(HTTPAdapter):
+    """What both Vertex clients share: google-auth credentials, project and location (first
+    in the MRO, before the direct adapter whose wire it speaks)."""
 
     credentials_class: ClassVar[type[Credentials]] = GoogleCredentials
 
@@ -70,7 +72,7 @@ class _Vertex:
         **options: Any,
     ) -> None:
         credentials = _credentials(credentials, options, project, location)
-        super().__init__(model, credentials=credentials, **options)  # type: ignore[call-arg]
+        super().__init__(model, credentials=credentials, **options)
 
 
 class VertexGeminiClient(_Vertex, GeminiClient):

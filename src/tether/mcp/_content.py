@@ -62,8 +62,9 @@ def _resource(texts: list[str], media: list[MediaPart], resource: dict[str, Any]
 def _link(texts: list[str], media: list[MediaPart], item: dict[str, Any]) -> None:
     uri, mime, name = item.get("uri") or "", item.get("mimeType"), item.get("name") or ""
     kind = _KIND_OF.get(mime) if isinstance(mime, str) else None
-    if kind is not None and isinstance(uri, str) and uri.startswith(("http://", "https://")):
-        part: MediaPart = {"type": kind, "media_type": mime, "url": uri}  # type: ignore[typeddict-item]
+    web = isinstance(uri, str) and uri.startswith(("http://", "https://"))
+    if kind is not None and isinstance(mime, str) and web:
+        part: MediaPart = {"type": kind, "media_type": mime, "url": uri}
         if name:
             part["name"] = name
         media.append(part)
