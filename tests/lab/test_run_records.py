@@ -21,6 +21,7 @@ from tether.stores import (
     RunInfo,
     RunStatus,
 )
+from tether.stores.run_store import TurnEnds
 from tether.testing import paced_client
 from tether.workflows import WorkflowContext
 
@@ -173,16 +174,23 @@ async def test_a_cancellation_while_the_run_is_being_closed_still_records_its_en
     )
     agent = lab.create_agent(id="a", model=scripted(*turns))
     handles: list[Any] = []
-    finish_run = lab.run_store.finish_run
+    # A completed turn on SQLite ends in one write with its last records (finish_turn).
+    ending = (
+        "finish_turn"
+        if isinstance(lab.run_store, TurnEnds) and status == "completed"
+        else "finish_run"
+    )
+    finish = getattr(lab.run_store, ending)
 
-    async def cancelled_while_finishing(*args: Any, **kwargs: Any) -> int:
+    async def cancelled_while_finishing(*args: Any, **kwargs: Any) -> int | None:
         # The run's last events and its end are one write: cancel the episode while it runs.
         assert [e["type"] for e in kwargs["events"]][-1] == last
         handles[0].result.cancel()
         await asyncio.sleep(0)
-        return await finish_run(*args, **kwargs)
+        seq: int | None = await finish(*args, **kwargs)
+        return seq
 
-    monkeypatch.setattr(lab.run_store, "finish_run", cancelled_while_finishing)
+    monkeypatch.setattr(lab.run_store, ending, cancelled_while_finishing)
     handles.append(agent.run(memory_scope="s", user="q"))
     with pytest.raises(asyncio.CancelledError):
         await handles[0].result

@@ -42,7 +42,27 @@ def _shape(statement: str) -> str:
     return f"{words[0]} {table}"
 
 
-async def test_a_persisted_turn_makes_six_writes_and_reads_the_transcript_once(
+def _transactions(shapes: list[str]) -> tuple[list[list[str]], list[str]]:
+    """The statements of each transaction, and those made outside any."""
+    groups: list[list[str]] = []
+    alone: list[str] = []
+    current: list[str] | None = None
+    for shape in shapes:
+        if shape == "BEGIN":
+            current = []
+        elif shape == "COMMIT":
+            assert current is not None
+            groups.append(current)
+            current = None
+        elif current is not None:
+            current.append(shape)
+        else:
+            alone.append(shape)
+    assert current is None, "a transaction left open"
+    return groups, alone
+
+
+async def test_a_persisted_turn_makes_four_writes_and_reads_the_transcript_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # No flush while the turn runs, however slow the machine: its events all go with its end.
@@ -62,19 +82,23 @@ async def test_a_persisted_turn_makes_six_writes_and_reads_the_transcript_once(
         assert result.text == f"the sum is {i + 1}"
         # SQLite's own statements inside FTS5 are traced as comments: not ours.
         ours = [_shape(s) for s in statements if not s.startswith("--")]
-        transactions = ours.count("BEGIN")
-        assert ours.count("COMMIT") == transactions
-        # Outside a transaction, a write is one of its own (the lease given back).
-        alone = [s for s in ours if s.startswith("DELETE")]
-        # The run's start, the scope's lease, the tool round, the answer, the lease given
-        # back, the run's end with all its events.
-        assert transactions + len(alone) == 6, ours
-        assert ours.count("SELECT tether_messages") == 1, ours  # the transcript, once
-        # Every event of the turn goes in the run's last write, with its end.
-        assert ours.count("UPDATE tether_runs") == 1, ours
-        assert ours.count("INSERT tether_run_events") == 11, ours
-        assert ours.count("INSERT tether_messages") == 4, ours
-        assert len(ours) == 36, ours
+        groups, alone = _transactions(ours)
+        # The transcript, read once; every write is in one of four transactions.
+        assert alone == ["SELECT tether_messages"], ours
+        start, lease, tool_round, end = groups
+        assert start == ["INSERT tether_runs", "INSERT tether_runs_fts"]
+        assert lease == ["INSERT tether_scope_leases"]
+        fenced_append = ["SELECT tether_scope_leases", "INSERT tether_message_scopes"]
+        assert tool_round == [*fenced_append, *["INSERT tether_messages"] * 3]
+        # The answer, the lease given back, the run's end with every event of the turn.
+        assert end == [
+            *fenced_append,
+            "INSERT tether_messages",
+            "DELETE tether_scope_leases",
+            "UPDATE tether_runs",
+            *["INSERT tether_run_events"] * 11,
+            "UPDATE tether_runs_fts",
+        ], end
     conn.set_trace_callback(None)
     await lab.aclose()
     await messages.aclose()

@@ -69,12 +69,13 @@ from ..run_events import (
     AgentFailedData,
     AgentMessagesCommittedData,
     ErrorData,
+    RunEventBody,
 )
 from ..session import Message, Session, fold
 from ..signals import AbortController, AbortScope
 from ..stop import RoundResult, StopCondition, step_count_is
 from ..stores.message_store import MessageStore, StoredRecord, SystemRecord
-from ..stores.run_store import TRACEBACK_LIMIT, RunInfo, RunStore
+from ..stores.run_store import TRACEBACK_LIMIT, RunInfo, RunStore, ScopeAppend
 from ..tools import Tool
 from ..turn import NO_TOOLS, TurnOptions
 from ..workflows import Workflow
@@ -346,6 +347,11 @@ class Episode:
         """The newest summary the policy made, stored with the next commit."""
         self._pinned = False
         """Under a history policy: the scope starts with a pinned prompt."""
+        self._length: int | None = None
+        """The scope's stored length as this episode last knew it (None: not known)."""
+        self._deferred = False
+        """The turn's last step is not stored yet: it goes with the run's end, in one write
+        (`_end_turn`), or on its own (`_flush`) when anything else comes first."""
 
     def prime_resume(self) -> None:
         """The first harness turn applies the decisions of the run resumed (if any)."""
@@ -436,12 +442,17 @@ class Episode:
                 with recorder.recording(self.agent.harness), running_episode(self.run_id):
                     try:
                         result = await self._body(recorder)
-                    except AbortedError:
-                        if KEEP_INPUT.pop(id(self.controller), None) is not None:
+                    except BaseException as exc:
+                        await self._flush()  # the last step stays, however the turn ends
+                        if (
+                            isinstance(exc, AbortedError)
+                            and KEEP_INPUT.pop(id(self.controller), None) is not None
+                        ):
                             await self._keep_cancelled_input()
                         raise
                     finally:
                         KEEP_INPUT.pop(id(self.controller), None)
+                closed = self.paused_turn is None and await self._end_turn(recorder, result)
         except DecisionError:
             if resumed is None or self.first_index is not None:
                 raise
@@ -451,6 +462,8 @@ class Episode:
             await recorder.close("paused", pause=_pause_args(turn, turn.get("deadline")))
             raise
         except BaseException as exc:
+            if recorder.closed:
+                raise  # its end is recorded (a cancellation came while it was written)
             failure = self._recording_error(exc)
             if failure is not None:
                 # The run's record broke: the episode stopped for that, not by a cancel.
@@ -478,21 +491,9 @@ class Episode:
             raise
         if self.paused_turn is not None:
             return await self._paused(recorder, result)
-        recorder.emit(
-            {
-                "type": AGENT_FINISHED,
-                "data": {
-                    "text": result.text,
-                    "output": jsonable(result.output),
-                    "turns": result.turns,
-                    "usage": {**result.usage},
-                    "stop_reason": result.stop_reason,
-                    "memory_scope": self.scope,
-                    "cost_usd": recorder.cost_usd,
-                },
-            }
-        )
-        await recorder.close("completed", output_text=_output_text(result))
+        if not closed:
+            recorder.emit(self._finished(recorder, result))
+            await recorder.close("completed", output_text=_output_text(result))
         failure = self._recording_error(None)
         if failure is not None:
             raise failure
@@ -596,10 +597,11 @@ class Episode:
             new_scope = loaded.length == 0
             pin, history = loaded.pin, loaded.messages
             self.seqs = list(loaded.seqs)
-            self.stored_length = loaded.length
+            self.stored_length = self._length = loaded.length
             self._pinned = pin is not None
         else:
             stored = await self._interruptible(lambda: self.store.load(self.scope))
+            self._length = len(stored)
             new_scope = not stored
             pin, history = split_pin(self.scope, stored)
         resumed = self.resumed
@@ -867,6 +869,7 @@ class Episode:
     ) -> DoneEvent:
         """One run of the harness loop. Every event but `done` goes to stream readers as it
         comes; `done` is handed on by the caller, which knows whether a follow-up comes."""
+        await self._flush()  # a follow-up request comes after the step before it is stored
         recorder = self.recorder
         assert recorder is not None
         buffer = self.buffer
@@ -914,7 +917,7 @@ class Episode:
                     fold(view, memory, event)
                     done = event
                     if not self.pending:
-                        await self._commit()
+                        self._deferred = True  # stored with the run's end, or by _flush()
                     continue
                 if buffer is not None:
                     buffer.push(event)
@@ -946,6 +949,7 @@ class Episode:
         from ._handoffs import resolve_target
 
         assert self.recorder is not None and self.chain is not None
+        await self._flush()  # the target's steps go after this episode's
         handoff = self.agent.handoffs[target_id]
         target = resolve_target(handoff, self.host, f"agent {self.agent.id!r}")
         carried = {
@@ -1127,9 +1131,9 @@ class Episode:
             }
         )
 
-    async def _commit(self) -> None:
-        """Append everything since the last commit as one atomic write (a summary the policy
-        made since goes last, covering what came before the turns it kept)."""
+    def _records(self) -> tuple[list[StoredRecord], int, dict[str, Any] | None]:
+        """What the next commit appends: the pin on a new scope, everything since the last
+        commit (how many: the batch), then a summary the policy made since (or None)."""
         batch = self.view[self.committed :]
         records: list[StoredRecord] = list(batch)
         if self.pending_pin is not None:
@@ -1137,6 +1141,12 @@ class Episode:
         summary = self._summary_record(records, len(batch))
         if summary is not None:
             records.append(cast(StoredRecord, summary))
+        return records, len(batch), summary
+
+    async def _commit(self) -> None:
+        """Append everything since the last commit as one atomic write (a summary the policy
+        made since goes last, covering what came before the turns it kept)."""
+        records, batch, summary = self._records()
         if not records:
             return
         lease = None
@@ -1151,33 +1161,92 @@ class Episode:
             length = await self._interruptible(
                 lambda: self.store.append(self.scope, records, lease=lease)
             )
+        # One copy for the run's record and the result: what the loop goes on doing with its
+        # own transcript cannot change either.
+        snapshot = copy_json(records)
+        self._stored(records, batch, summary, length, snapshot)
+        assert self.recorder is not None
+        self.recorder.emit(_committed(snapshot, length - len(records)))
+
+    def _stored(
+        self,
+        records: list[StoredRecord],
+        batch: int,
+        summary: dict[str, Any] | None,
+        length: int,
+        snapshot: list[Any],
+    ) -> None:
+        """Take note of a commit of `records` (`_records`) that made the scope `length` long;
+        `snapshot` is their copy for the run's record and the result."""
         if self.first_index is None:
             self.first_index = length - len(records)
         if self.seqs is not None:
             at = length - len(records) + (1 if self.pending_pin is not None else 0)
-            self.seqs.extend(range(at, at + len(batch)))
+            self.seqs.extend(range(at, at + batch))
             self.stored_length = length
             if self.pending_pin is not None:
                 self._pinned = True
             if summary is not None:
                 self._stored_summary(summary, length - 1)
+        self._length = length
         self.committed = len(self.view)
         self.pending_pin = None
-        # One copy for the run's record and the result: what the loop goes on doing with its
-        # own transcript cannot change either.
+        first_message = len(records) - batch - (1 if summary is not None else 0)
+        self.new_messages.extend(snapshot[first_message : first_message + batch])
+
+    async def _flush(self) -> None:
+        """Store the turn's last step now, if it waits for the run's end."""
+        if self._deferred:
+            self._deferred = False
+            await self._commit()
+
+    async def _end_turn(self, recorder: RunRecorder, result: AgentRunResult[Any]) -> bool:
+        """The turn's last step, the run's last events and its end, and the scope's lease given
+        back, in one write when the stores can make it one (`TurnEnds`: the SQLite stores of
+        one file). False when the run is still to be closed (the step stored meanwhile)."""
+        if not self._deferred:
+            return False
+        self._deferred = False
+        hold, start = self._hold, self._length
+        if hold is None or start is None or self.handed is not None or self.pending_summary:
+            await self._commit()
+            return False
+        records, batch, _ = self._records()
+        hold.check()  # the scope is still this episode's, as far as we know
         snapshot = copy_json(records)
-        first_message = len(records) - len(batch) - (1 if summary is not None else 0)
-        self.new_messages.extend(snapshot[first_message : first_message + len(batch)])
-        assert self.recorder is not None
-        # The store checked these records as it wrote them: the run event need not walk the
-        # messages again (CheckedJSON).
-        self.recorder.emit(
-            {
-                "type": AGENT_MESSAGES_COMMITTED,
-                # a dict of AgentMessagesCommittedData's keys, marked as checked
-                "data": cast(
-                    AgentMessagesCommittedData,
-                    CheckedJSON(start=length - len(records), count=len(records), messages=snapshot),
-                ),
-            }
-        )
+        append = ScopeAppend(self.store, self.scope, records, start, hold.lease)
+        events = [_committed(snapshot, start), self._finished(recorder, result)]
+        # Fenced like every append: refused, nothing written, once the scope was taken over.
+        if not await recorder.close_turn(append, events, output_text=_output_text(result)):
+            await self._commit()
+            return False
+        hold.given_back()
+        self._stored(records, batch, None, start + len(records), snapshot)
+        return True
+
+    def _finished(self, recorder: RunRecorder, result: AgentRunResult[Any]) -> RunEventBody:
+        return {
+            "type": AGENT_FINISHED,
+            "data": {
+                "text": result.text,
+                "output": jsonable(result.output),
+                "turns": result.turns,
+                "usage": {**result.usage},
+                "stop_reason": result.stop_reason,
+                "memory_scope": self.scope,
+                "cost_usd": recorder.cost_usd,
+            },
+        }
+
+
+def _committed(snapshot: list[Any], start: int) -> RunEventBody:
+    """The run event of records stored at `start` (`snapshot`: their copy). The store checked
+    them as it wrote them: the event need not walk the messages again (CheckedJSON)."""
+    return {
+        "type": AGENT_MESSAGES_COMMITTED,
+        # a dict of AgentMessagesCommittedData's keys, marked as checked
+        "data": cast(
+            AgentMessagesCommittedData,
+            CheckedJSON(start=start, count=len(snapshot), messages=snapshot),
+        ),
+    }

@@ -143,7 +143,7 @@ class Heartbeat(_Beat):
 class ScopeHold:
     """An episode's hold on its scope, for as long as the episode runs."""
 
-    __slots__ = ("_heartbeat", "_leases", "owner", "scope")
+    __slots__ = ("_heartbeat", "_leases", "owner", "released", "scope")
 
     def __init__(
         self, scope: str, owner: str, heartbeat: Heartbeat, leases: ScopeLeases | None
@@ -152,6 +152,14 @@ class ScopeHold:
         self.owner = owner
         self._heartbeat = heartbeat
         self._leases = leases
+        self.released = False
+        """The episode's last write gave the lease back (`TurnEnds`): nothing to release."""
+
+    def given_back(self) -> None:
+        """The lease was given back in the episode's last write: no renewal, no release."""
+        self.released = True
+        if self._leases is not None:
+            self._heartbeat.drop_scope(self._leases, self.scope)
 
     @property
     def lease(self) -> str | None:
@@ -213,11 +221,12 @@ class ScopeLocks:
                 if leases is not None:
                     await self._lease(leases, scope, owner, deadline)
                 token = _HELD.set(_HELD.get() | {key})
+                hold = ScopeHold(scope, owner, self.heartbeat, leases)
                 try:
-                    yield ScopeHold(scope, owner, self.heartbeat, leases)
+                    yield hold
                 finally:
                     _HELD.reset(token)
-                    if leases is not None:
+                    if leases is not None and not hold.released:
                         self.heartbeat.drop_scope(leases, scope)
                         await _release(leases, scope, owner)
             finally:

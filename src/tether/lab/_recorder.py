@@ -66,7 +66,15 @@ from ..run_events import (
     ModelCallStartedData,
     RunEventBody,
 )
-from ..stores.run_store import ManyAppends, NewRunEvent, RunEvent, RunInfo, RunStore
+from ..stores.run_store import (
+    ManyAppends,
+    NewRunEvent,
+    RunEvent,
+    RunInfo,
+    RunStore,
+    ScopeAppend,
+    TurnEnds,
+)
 from ..stores.workflow_store import RunStatus
 
 if TYPE_CHECKING:
@@ -190,6 +198,11 @@ class RunRecorder:
         """Token totals of the run's model calls so far."""
         self._cost: Decimal | None = Decimal(0)
         """The run's cost so far; None once a call had usage but no known price."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether the run's end was written (or is being written)."""
+        return self._closed
 
     @property
     def cost_usd(self) -> float | None:
@@ -413,19 +426,7 @@ class RunRecorder:
         """
         if self._closed:
             return
-        self._closed = True
-        self._scheduled = False  # what waits is written now, not at the next tick
-        self._wake.set()
-        writer = self._writer
-        cancelled: asyncio.CancelledError | None = None
-        if writer is not None:
-            try:
-                await asyncio.shield(writer)
-            except asyncio.CancelledError as exc:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    cancelled = exc  # this task is cancelled, not (only) the writer
-                await asyncio.wait([writer])
+        cancelled = await self._stop_writer()
         last, self._queue = self._queue, []
         if not self._started or self._failed:
             last = []
@@ -443,6 +444,79 @@ class RunRecorder:
                     await asyncio.wait([finish])
         if cancelled is not None:
             raise cancelled
+
+    async def _stop_writer(self) -> asyncio.CancelledError | None:
+        """Mark the recorder closed and wait for the write under way (what waits is written
+        with the end); the cancellation of this task that came meanwhile, if any."""
+        self._closed = True
+        self._scheduled = False  # what waits is written now, not at the next tick
+        self._wake.set()
+        writer = self._writer
+        cancelled: asyncio.CancelledError | None = None
+        if writer is not None:
+            try:
+                await asyncio.shield(writer)
+            except asyncio.CancelledError as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    cancelled = exc  # this task is cancelled, not (only) the writer
+                await asyncio.wait([writer])
+        return cancelled
+
+    async def close_turn(
+        self, append: ScopeAppend, events: Sequence[RunEventBody], *, output_text: str
+    ) -> bool:
+        """Record that the run completed in the write that appends the turn's last records to
+        its memory scope (`TurnEnds.finish_turn`): the events still waiting, then `events`,
+        the records, the scope's lease given back and the run's end, one transaction. False
+        when the store cannot make it one write: nothing is written, `events` are not
+        recorded and the recorder stays open (append, emit and `close()` as usual). Raises
+        what the write raised, with nothing written and the recorder open as well, so that
+        the caller can record the failure."""
+        store = self.store
+        if not isinstance(store, TurnEnds) or not self._started or self._failed or self._closed:
+            return False
+        cancelled = await self._stop_writer()
+        now = time.time()
+        added = [cast(NewRunEvent, {**event, "at": now}) for event in events]
+        last = [*self._queue, *added]
+        usage = dict(self.usage) if self.usage else None
+        seq: int | None = None
+        try:
+            if not self._failed:  # the write under way may have failed meanwhile
+                # Stepped and shielded like close()'s: a cancellation meanwhile lets it finish.
+                write = step(
+                    store.finish_turn(
+                        self.run_id,
+                        "completed",
+                        append,
+                        output_text=output_text,
+                        usage=usage,
+                        cost_usd=self.cost_usd,
+                        events=last,
+                    )
+                )
+                if not write.done():
+                    try:
+                        await asyncio.shield(write)
+                    except asyncio.CancelledError as exc:
+                        cancelled = exc
+                        await asyncio.wait([write])
+                seq = write.result()
+        finally:
+            if seq is None:  # not written: the recorder goes on as it was
+                self._closed = False
+                self._writer = None
+                if self._queue:
+                    self._wake.set()
+                    self._writer_task()
+        if seq is not None:
+            self._queue = []
+            if self._listeners:
+                self._told(last, seq)
+        if cancelled is not None:
+            raise cancelled
+        return seq is not None
 
     async def _finish(
         self,

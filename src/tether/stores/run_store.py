@@ -40,6 +40,7 @@ from typing import (
     runtime_checkable,
 )
 
+from .message_store import MessageStore, StoredRecord
 from .workflow_store import RunStatus
 
 __all__ = [
@@ -63,7 +64,9 @@ __all__ = [
     "RunResume",
     "RunStore",
     "RunTotals",
+    "ScopeAppend",
     "StoredEvent",
+    "TurnEnds",
 ]
 
 
@@ -416,6 +419,47 @@ class ManyAppends(Protocol):
             LeaseLostError: a batch's token is not its run's any more; nothing is written.
             StoreError: a run does not exist; nothing is written.
             NotJSONSafeError: an event's data would not survive JSON; nothing is written.
+        """
+        ...
+
+
+@dataclass(slots=True, frozen=True)
+class ScopeAppend:
+    """The records a turn's end appends to its memory scope in the write that finishes its run
+    (`TurnEnds.finish_turn`)."""
+
+    store: MessageStore
+    """The message store of the scope: the write is one only when it shares the run store's
+    database."""
+    scope: str
+    records: Sequence[StoredRecord]
+    start: int
+    """The scope's length as the writer knows it: the records go there, or nothing is written."""
+    lease: str | None = None
+    """The owner of the scope's lease the append is made under (`MessageStore.append(lease=)`):
+    refused unless it still holds the lease, which the same write gives back."""
+
+
+@runtime_checkable
+class TurnEnds(Protocol):
+    """Run stores that end a turn in one transaction: the run's finish and last events, the
+    turn's last records appended to its memory scope, and the scope's lease given back (a
+    persisted turn's end is one write, not three). The SQLite RunStore implements it for a
+    message store on its own connection; the run recorder uses it when the store has it."""
+
+    async def finish_turn(
+        self, run_id: str, status: RunStatus, append: ScopeAppend, **end: Unpack[RunEnd]
+    ) -> int | None:
+        """`append.store.append(...)`, `release_scope(...)` (with `append.lease`) and
+        `finish_run(run_id, status, **end)` atomically together; the seq of the run's last
+        event. None, with nothing written, when they cannot be one write: the message store
+        is not on this store's database, or the scope's length is not `append.start`.
+
+        Raises:
+            LeaseLostError: `append.lease` no longer holds the scope's lease (or `end`'s
+                lease the run's); nothing is written.
+            NotJSONSafeError: a record or an event would not survive JSON; nothing is written.
+            StoreError: as `append` and `finish_run` raise it; nothing is written.
         """
         ...
 

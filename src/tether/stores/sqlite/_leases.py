@@ -9,7 +9,7 @@ from .._codecs import check_scope
 from ._blobs import BlobWriting
 from ._connection import NOW, transaction
 
-__all__ = ["SqliteScopeLeases", "fence_scope"]
+__all__ = ["SqliteScopeLeases", "fence_scope", "release_lease"]
 
 
 def fence_scope(conn: sqlite3.Connection, scope: str, owner: str) -> None:
@@ -18,6 +18,11 @@ def fence_scope(conn: sqlite3.Connection, scope: str, owner: str) -> None:
     row = conn.execute("SELECT owner FROM tether_scope_leases WHERE scope = ?", (scope,)).fetchone()
     if row is None or row[0] != owner:
         raise LeaseLostError("memory scope", scope, None if row is None else str(row[0]))
+
+
+def release_lease(conn: sqlite3.Connection, scope: str, owner: str) -> None:
+    """Give `owner`'s lease on `scope` up, if it still holds it."""
+    conn.execute("DELETE FROM tether_scope_leases WHERE scope = ? AND owner = ?", (scope, owner))
 
 
 class SqliteScopeLeases(BlobWriting):
@@ -61,9 +66,4 @@ class SqliteScopeLeases(BlobWriting):
         return await self._run(op)
 
     async def release_scope(self, scope: str, owner: str) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "DELETE FROM tether_scope_leases WHERE scope = ? AND owner = ?", (scope, owner)
-            )
-
-        await self._run(op)
+        await self._run(lambda conn: release_lease(conn, scope, owner))

@@ -6,6 +6,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
+from .._blobs import NewBlobs
 from .._codecs import (
     check_title,
     encode_new_records,
@@ -16,7 +17,37 @@ from ._blobs import insert_blobs
 from ._connection import transaction
 from ._leases import SqliteScopeLeases, fence_scope
 
-__all__ = ["SqliteMessageStore"]
+__all__ = ["SqliteMessageStore", "append_rows"]
+
+
+def append_rows(
+    conn: sqlite3.Connection,
+    scope: str,
+    encoded: Sequence[str],
+    blobs: NewBlobs,
+    lease: str | None,
+    now: float,
+) -> int:
+    """Append encoded records (`encode_new_records`) inside the caller's transaction, fenced by
+    `lease` when given; the scope's new length."""
+    if lease is not None:
+        fence_scope(conn, scope, lease)
+    insert_blobs(conn, blobs)
+    # One upsert creates the scope row or bumps its length (as on PostgreSQL); the records go
+    # after the old length.
+    (total,) = conn.execute(
+        "INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE"
+        " SET length = s.length + excluded.length, updated_at = excluded.updated_at"
+        " RETURNING length",
+        (scope, len(encoded), now, now),
+    ).fetchone()
+    base = total - len(encoded)
+    conn.executemany(
+        "INSERT INTO tether_messages (scope, seq, record) VALUES (?, ?, ?)",
+        [(scope, base + i, raw) for i, raw in enumerate(encoded)],
+    )
+    return int(total)
 
 
 class SqliteMessageStore(SqlMessageReads, SqliteScopeLeases):
@@ -39,24 +70,7 @@ class SqliteMessageStore(SqlMessageReads, SqliteScopeLeases):
 
         def op(conn: sqlite3.Connection) -> int:
             with transaction(conn):
-                if lease is not None:
-                    fence_scope(conn, scope, lease)
-                insert_blobs(conn, blobs)
-                # One upsert creates the scope row or bumps its length (as on PostgreSQL); the
-                # records go after the old length.
-                (total,) = conn.execute(
-                    "INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE"
-                    " SET length = s.length + excluded.length, updated_at = excluded.updated_at"
-                    " RETURNING length",
-                    (scope, len(encoded), now, now),
-                ).fetchone()
-                base = total - len(encoded)
-                conn.executemany(
-                    "INSERT INTO tether_messages (scope, seq, record) VALUES (?, ?, ?)",
-                    [(scope, base + i, raw) for i, raw in enumerate(encoded)],
-                )
-                return int(total)
+                return append_rows(conn, scope, encoded, blobs, lease, now)
 
         return await self._run(op)
 

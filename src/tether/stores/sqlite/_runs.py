@@ -10,9 +10,11 @@ from typing import Unpack
 from ...errors import LeaseLostError, StoreError
 from .._codecs import (
     RUN_INFO_COLUMNS,
+    RunFinish,
     decode_turn,
     encode_batches,
     encode_events,
+    encode_new_records,
     encode_run_info,
     finish_sets,
     in_pieces,
@@ -31,10 +33,13 @@ from ..run_store import (
     RunEnd,
     RunInfo,
     RunResume,
+    ScopeAppend,
 )
 from ..workflow_store import RunStatus
 from ._blobs import BlobWriting, insert_blobs
 from ._connection import NOW, transaction
+from ._leases import release_lease
+from ._messages import SqliteMessageStore, append_rows
 
 __all__ = ["SqliteRunStore"]
 
@@ -68,6 +73,45 @@ def _insert_events(
             "INSERT INTO tether_run_event_pieces (run_id, seq, piece, text) VALUES (?, ?, ?, ?)",
             [(run_id, base + i + 1, n, text) for i, n, text in pieces],
         )
+
+
+class _Moved(Exception):
+    """The scope of a turn's end was not as long as its writer knew: nothing was written."""
+
+
+def _finish(conn: sqlite3.Connection, run_id: str, status: RunStatus, plan: RunFinish) -> int:
+    """A planned `finish_run` inside the caller's transaction; the seq of the run's last event."""
+    rows, extra = plan.events, plan.columns
+    insert_blobs(conn, plan.blobs)
+    row = conn.execute(
+        f"UPDATE tether_runs SET status = ?, ended_at = ?, error = ?"
+        f"{finish_sets('?', extra)}, lease_expires_at = {NOW} + ?,"
+        f" event_count = event_count + ? WHERE run_id = ? AND {_FENCE}"
+        " RETURNING rowid, input_text, output_text, event_count",
+        (
+            status,
+            plan.ended_at,
+            plan.error,
+            *extra.values(),
+            plan.ttl,
+            len(rows),
+            run_id,
+            plan.fence,
+            plan.fence,
+        ),
+    ).fetchone()
+    if row is None:
+        raise _refused(conn, run_id)
+    last = int(row[3])
+    if rows:
+        _insert_events(conn, run_id, last - len(rows), rows)
+    if "output_text" in extra:
+        rowid, input_text, new_output, _ = row
+        conn.execute(
+            "UPDATE tether_runs_fts SET body = ? WHERE rowid = ?",
+            (f"{input_text}\n{new_output}", rowid),
+        )
+    return last
 
 
 class SqliteRunStore(SqlRunReads, BlobWriting):
@@ -139,34 +183,36 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
 
     async def finish_run(self, run_id: str, status: RunStatus, **end: Unpack[RunEnd]) -> int:
         plan = plan_finish(run_id, status, end, self.blob_threshold)
-        rows, extra = plan.events, plan.columns
-        args = (status, plan.ended_at, plan.error, *extra.values(), plan.ttl, len(rows), run_id)
 
         def op(conn: sqlite3.Connection) -> int:
             with transaction(conn):
-                insert_blobs(conn, plan.blobs)
-                row = conn.execute(
-                    f"UPDATE tether_runs SET status = ?, ended_at = ?, error = ?"
-                    f"{finish_sets('?', extra)}, lease_expires_at = {NOW} + ?,"
-                    f" event_count = event_count + ? WHERE run_id = ? AND {_FENCE}"
-                    " RETURNING rowid, input_text, output_text, event_count",
-                    (*args, plan.fence, plan.fence),
-                ).fetchone()
-                if row is None:
-                    raise _refused(conn, run_id)
-                last = int(row[3])
-                if rows:
-                    base = last - len(rows)
-                    _insert_events(conn, run_id, base, rows)
-                if "output_text" in extra:
-                    rowid, input_text, new_output, _ = row
-                    conn.execute(
-                        "UPDATE tether_runs_fts SET body = ? WHERE rowid = ?",
-                        (f"{input_text}\n{new_output}", rowid),
-                    )
-                return last
+                return _finish(conn, run_id, status, plan)
 
         return await self._run(op)
+
+    async def finish_turn(
+        self, run_id: str, status: RunStatus, append: ScopeAppend, **end: Unpack[RunEnd]
+    ) -> int | None:
+        messages = append.store
+        if not isinstance(messages, SqliteMessageStore) or messages._shared is not self._shared:
+            return None  # another database: two writes
+        scope, lease, start = append.scope, append.lease, append.start
+        encoded, blobs = encode_new_records(scope, append.records, messages.blob_threshold)
+        plan = plan_finish(run_id, status, end, self.blob_threshold)
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> int:
+            with transaction(conn):
+                if append_rows(conn, scope, encoded, blobs, lease, now) != start + len(encoded):
+                    raise _Moved  # rolled back: another writer appended meanwhile
+                if lease is not None:
+                    release_lease(conn, scope, lease)
+                return _finish(conn, run_id, status, plan)
+
+        try:
+            return await self._run(op)
+        except _Moved:
+            return None
 
     async def resume_run(self, run_id: str, **resume: Unpack[RunResume]) -> PausedRun:
         rows = encode_events(run_id, resume.get("events", ()))
