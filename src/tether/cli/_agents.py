@@ -20,6 +20,7 @@ from ._errors import (
 )
 from ._interrupt import CtrlC
 from ._models import check_model_option
+from ._options import model_option, scope_option
 from ._project import GlobalOptions, load_project, options_of, reach_stores, run_async
 from ._render import (
     EpisodeRenderer,
@@ -177,22 +178,16 @@ def run_agent(
     ] = None,
     scope: Annotated[
         str | None,
-        typer.Option(
-            "--scope",
-            "-s",
-            metavar="SCOPE",
-            help="The conversation (memory scope) to continue or start. Omitted: a new "
-            "conversation with a generated scope, printed at the end.",
+        scope_option(
+            "The conversation (memory scope) to continue or start. Omitted: a new "
+            "conversation with a generated scope, printed at the end."
         ),
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(
-            "--model",
-            "-m",
-            metavar="PROVIDER:MODEL",
-            help="Run this episode on another model (e.g. openai:gpt-4o-mini); the agent's "
-            "model config (base URL, timeouts, ...) still applies.",
+        model_option(
+            "Run this episode on another model (e.g. openai:gpt-4o-mini); the agent's model "
+            "config (base URL, timeouts, ...) still applies."
         ),
     ] = None,
     attach: Annotated[

@@ -40,6 +40,7 @@ from ._attach import attachment
 from ._errors import CommandLineError, reports_errors, start_error
 from ._interrupt import CtrlC
 from ._models import check_model_option
+from ._options import model_option, scope_option
 from ._project import GlobalOptions, load_project, options_of, reach_stores
 from ._render import EpisodeRenderer, clean, clean_lines, compact, emit_err
 
@@ -72,21 +73,13 @@ def chat(
     ],
     scope: Annotated[
         str | None,
-        typer.Option(
-            "--scope",
-            "-s",
-            metavar="SCOPE",
-            help="The conversation (memory scope) to continue or start. Omitted: a new one.",
-        ),
+        scope_option("The conversation (memory scope) to continue or start. Omitted: a new one."),
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(
-            "--model",
-            "-m",
-            metavar="PROVIDER:MODEL",
-            help="Chat on another model (e.g. openai:gpt-4o-mini); the agent's model config "
-            "still applies.",
+        model_option(
+            "Chat on another model (e.g. openai:gpt-4o-mini); the agent's model config still "
+            "applies."
         ),
     ] = None,
 ) -> None:
@@ -473,7 +466,7 @@ def _decide_while_paused(
 def _ask(call: PendingCall, read: Callable[[str], str]) -> Decision:
     """The person's decision on one pending call: y approves, e edits the input (JSON), an
     external call (or one asking for input) takes a result; anything else denies."""
-    from ..approvals import approve, deny, result
+    from ..approvals import approve, deny
 
     if "reason" in call:
         emit_err(f"({compact(call['reason'])})")
@@ -483,21 +476,10 @@ def _ask(call: PendingCall, read: Callable[[str], str]) -> Decision:
         properties = call.get("schema", {}).get("properties")
         names = properties if isinstance(properties, dict) else {}
         fields = ", ".join(clean(str(k)) for k in names)
-        answer = read(f"answer {{{fields}}} (a JSON object; empty declines)> ")
-        if not answer.strip():
-            return deny("declined in tether chat")
-        try:
-            return result(json.loads(answer))
-        except json.JSONDecodeError:
-            return result(answer)  # refused on resume, naming what is asked for
+        # Text that is not JSON is refused on resume, naming what is asked for.
+        return _answer(read(f"answer {{{fields}}} (a JSON object; empty declines)> "), "declined")
     if call["kind"] != "approval":
-        answer = read(f"result of {what} (JSON or text; empty denies)> ")
-        if not answer.strip():
-            return deny("denied in tether chat")
-        try:
-            return result(json.loads(answer))
-        except json.JSONDecodeError:
-            return result(answer)
+        return _answer(read(f"result of {what} (JSON or text; empty denies)> "), "denied")
     answer = read(f"allow {what}? [y/N/e(dit)] ").strip().lower()
     if answer in ("y", "yes"):
         return approve()
@@ -509,6 +491,18 @@ def _ask(call: PendingCall, read: Callable[[str], str]) -> Decision:
             return approve(input=json.loads(edited))
         except json.JSONDecodeError as exc:
             emit_err(f"That is not JSON ({exc.msg}); type the input again.")
+
+
+def _answer(answer: str, refusal: str) -> Decision:
+    """A typed result: its JSON value, else its text; empty: a denial (`refusal` in tether chat)."""
+    from ..approvals import deny, result
+
+    if not answer.strip():
+        return deny(f"{refusal} in tether chat")
+    try:
+        return result(json.loads(answer))
+    except json.JSONDecodeError:
+        return result(answer)
 
 
 def _decider() -> str | None:

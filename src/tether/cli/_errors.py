@@ -45,6 +45,7 @@ __all__ = [
     "read_stdin",
     "report_error",
     "reports_errors",
+    "stdin_if_dash",
 ]
 
 P = ParamSpec("P")
@@ -169,6 +170,20 @@ def check_utf8(text: str, what: str) -> None:
         raise CommandLineError(
             f"{what} is not valid UTF-8: {bad} at position {exc.start}", hint=_UTF8_HINT
         ) from None
+
+
+def stdin_if_dash(text: str, what: str, hint: str) -> str:
+    """`text`, or all of stdin when it is ``-`` (see `read_stdin`).
+
+    Raises:
+        CommandLineError: stdin is empty (there is no `what`, `hint` says how to give it).
+    """
+    if text != "-":
+        return text
+    read = read_stdin()
+    if not read.strip():
+        raise CommandLineError(f"stdin is empty: there is no {what}", hint=hint)
+    return read
 
 
 def read_stdin() -> str:

@@ -10,6 +10,7 @@ import typer
 
 from ._errors import CommandLineError, ProjectError, reports_errors
 from ._models import check_model_option
+from ._options import model_option
 from ._render import emit, emit_err
 
 __all__ = ["SCAFFOLD", "init"]
@@ -95,11 +96,8 @@ def init(
     ] = Path("."),
     model: Annotated[
         str,
-        typer.Option(
-            "--model",
-            "-m",
-            metavar="PROVIDER:MODEL",
-            help="The model app.py uses (see `tether models`). The default, test, needs no key.",
+        model_option(
+            "The model app.py uses (see `tether models`). The default, test, needs no key."
         ),
     ] = "test",
 ) -> None:

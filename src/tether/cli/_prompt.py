@@ -11,6 +11,7 @@ import typer
 from ._agents import _episode
 from ._errors import CommandLineError, ProjectError, check_utf8, read_stdin, reports_errors
 from ._models import MODEL_ENV, check_model_option, default_model
+from ._options import model_option, scope_option
 from ._project import options_of, run_async, user_runtime
 
 if TYPE_CHECKING:
@@ -60,12 +61,9 @@ def prompt(
     ],
     model: Annotated[
         str | None,
-        typer.Option(
-            "--model",
-            "-m",
-            metavar="PROVIDER:MODEL",
-            help=f"The model (see `tether models`). Default: ${MODEL_ENV}, else a model of the "
-            "first provider that has a key. `test` answers without a key.",
+        model_option(
+            f"The model (see `tether models`). Default: ${MODEL_ENV}, else a model of the "
+            "first provider that has a key. `test` answers without a key."
         ),
     ] = None,
     system: Annotated[
@@ -84,10 +82,8 @@ def prompt(
     ] = None,
     scope: Annotated[
         str | None,
-        typer.Option(
-            "--scope",
-            metavar="SCOPE",
-            help="Continue this conversation (the scope a previous prompt printed).",
+        scope_option(
+            "Continue this conversation (the scope a previous prompt printed).", short=False
         ),
     ] = None,
 ) -> None:

@@ -10,21 +10,14 @@ from typing import Annotated
 import typer
 
 from ._errors import missing_lab, reports_errors
+from ._options import allowed_host_option, token_option
 from ._project import (
     absolute_store_url,
     load_project,
     locate_config,
-    open_stores,
     options_of,
-    run_async,
 )
-from ._ui import (
-    allowed_host_option,
-    announce_login,
-    check_port,
-    refuse_open_host,
-    token_option,
-)
+from ._ui import announce_login, check_port, refuse_open_host, serve_until_stopped
 
 __all__ = ["serve"]
 
@@ -145,7 +138,7 @@ def serve(
     options = options_of(ctx)
     try:
         from ..serve import ServeOptions
-        from ..serve._server import serve_with, serve_workers
+        from ..serve._server import serve_workers
     except ImportError as exc:
         raise missing_lab("the server", exc) from exc
     serve_options = ServeOptions(
@@ -162,9 +155,9 @@ def serve(
         max_client_connections=max_client_connections,
     )
     registry = load_project(options)
-    check_port(host, port)
-    announce_login(host, port, token)
     if workers > 1:
+        check_port(host, port)
+        announce_login(host, port, token)
         # Each worker loads the project itself; here it was loaded to report errors first.
         config = locate_config(options.config)
         # A relative SQLite path means the current directory, as for every command.
@@ -174,12 +167,4 @@ def serve(
         except KeyboardInterrupt:
             pass
         return
-    runtime = registry.runtime
-    try:
-        open_stores(runtime, options)
-        # Closed by the server, in its own event loop (PostgreSQL's pool needs that loop).
-        serve_with(runtime, serve_options, registry=registry, close_runtime=True)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        run_async(runtime.aclose())
+    serve_until_stopped(registry, options, serve_options)

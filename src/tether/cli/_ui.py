@@ -6,14 +6,20 @@ from __future__ import annotations
 import errno
 import importlib
 import socket
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import quote
 
 import typer
 
 from ._errors import CommandLineError, ProjectError, missing_lab, reports_errors
+from ._options import allowed_host_option, token_option
 from ._project import has_project, load_project, open_stores, options_of, run_async
 from ._prompt import prompt_registry
+
+if TYPE_CHECKING:
+    from ..lab import Registry
+    from ..serve import ServeOptions
+    from ._project import GlobalOptions
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "check_port", "ui"]
 
@@ -21,29 +27,6 @@ DEFAULT_HOST = "127.0.0.1"
 """Loopback: the UI shows every stored conversation, so elsewhere it needs a token."""
 DEFAULT_PORT = 8321
 TOKEN_ENV = "TETHER_UI_TOKEN"
-
-
-def token_option(envvar: str) -> Any:
-    """`--token`, read from `envvar` when not given (`tether ui` and `tether serve`)."""
-    return typer.Option(
-        "--token",
-        metavar="TOKEN",
-        envvar=envvar,
-        show_envvar=True,
-        help="Require this token: 'Authorization: Bearer TOKEN', or a browser logs in "
-        "once at /login. Needed when --host is not loopback.",
-    )
-
-
-def allowed_host_option() -> Any:
-    """`--allowed-host` (`tether ui` and `tether serve`)."""
-    return typer.Option(
-        "--allowed-host",
-        metavar="NAME",
-        help="Also answer requests for this host name (repeatable). By default only the "
-        "names the server was started for are answered: the loopback names on loopback, "
-        "the --host name otherwise; others get 400 (DNS rebinding).",
-    )
 
 
 @reports_errors
@@ -94,7 +77,6 @@ def ui(
     try:
         importlib.import_module("tether.ui")  # the pages (the server's app mounts them)
         from ..serve import ServeOptions
-        from ..serve._server import serve_with
     except ImportError as exc:
         raise missing_lab("the inspection UI", exc) from exc
     # The pages with the chat page beside them (tether serve's app): the UI's own reload of the
@@ -108,6 +90,18 @@ def ui(
         takeover_every=None,
         watch_registry=True,
     )
+    serve_until_stopped(registry, options, serve_options)
+
+
+def serve_until_stopped(
+    registry: Registry, options: GlobalOptions, serve_options: ServeOptions
+) -> None:
+    """Serve `registry` in this process until Ctrl-C (`tether ui`, and `tether serve` with one
+    worker): the port checked, the stores opened, the login link printed; the runtime is closed
+    after, whatever happened."""
+    from ..serve._server import serve_with
+
+    host, port, token = serve_options.host, serve_options.port, serve_options.token
     runtime = registry.runtime
     try:
         check_port(host, port)

@@ -28,7 +28,7 @@ from ..run_events import (
     WORKFLOW_STEP_FINISHED,
     WORKFLOW_STEP_STARTED,
 )
-from ._errors import CommandLineError, Interrupted, RunFailedError, read_stdin, reports_errors
+from ._errors import CommandLineError, Interrupted, RunFailedError, reports_errors, stdin_if_dash
 from ._interrupt import CtrlC
 from ._project import GlobalOptions, load_project, options_of, reach_stores, run_async
 from ._render import (
@@ -198,13 +198,12 @@ def run_workflow(
         raise CommandLineError("--run-id is empty", hint="`tether runs list --kind workflow`.")
     registry = load_project(options)
     workflow = find_workflow(registry, workflow_id)
-    if input_text == "-":
-        input_text = read_stdin()
-        if not input_text.strip():
-            raise CommandLineError(
-                "stdin is empty: there is no input to run with",
-                hint="Pipe the input in, or pass it with --input JSON|TEXT.",
-            )
+    if input_text is not None:
+        input_text = stdin_if_dash(
+            input_text,
+            "input to run with",
+            hint="Pipe the input in, or pass it with --input JSON|TEXT.",
+        )
     if input_text is None:
         value = _UNSET
     elif takes_text(workflow):
@@ -257,13 +256,9 @@ def signal_workflow(
     options = options_of(ctx)
     if not run_id.strip():
         raise CommandLineError("RUN is empty", hint="`tether runs list --kind workflow`.")
-    if value_text == "-":
-        value_text = read_stdin()
-        if not value_text.strip():
-            raise CommandLineError(
-                "stdin is empty: there is no value to send",
-                hint="Pipe the value in, or pass it as JSON after NAME.",
-            )
+    value_text = stdin_if_dash(
+        value_text, "value to send", hint="Pipe the value in, or pass it as JSON after NAME."
+    )
     value = _parse_value(value_text)
     registry = load_project(options)
     run_async(
