@@ -20,7 +20,9 @@ __all__ = [
     "SETTING_KEYS",
     "check_settings",
     "forced_tool",
+    "reasoning_effort",
     "setting_problem",
+    "tool_settings",
     "unsupported",
 ]
 
@@ -138,6 +140,38 @@ def unsupported(provider: str, key: str, why: str) -> ModelSettingError:
     return ModelSettingError(
         f"{provider} cannot honour the model setting {key!r}: {why}", key=key, provider=provider
     )
+
+
+def reasoning_effort(provider: str, settings: Mapping[str, Any], why: str) -> str | None:
+    """The `reasoning` setting's effort, for a wire that takes an effort and no token budget
+    (None: no reasoning setting). A `budget_tokens` is `unsupported`; `why` says what to do."""
+    reasoning = settings.get("reasoning")
+    if reasoning is None:
+        return None
+    if "budget_tokens" in reasoning:
+        raise unsupported(provider, "reasoning.budget_tokens", why)
+    effort: str = reasoning["effort"]
+    return effort
+
+
+def tool_settings(
+    provider: str,
+    body: dict[str, Any],
+    settings: Mapping[str, Any],
+    request: ChatRequest,
+    force: Callable[[str], dict[str, Any]],
+) -> None:
+    """`tool_choice` and `parallel_tool_calls` into `body` under their own names, as the two
+    OpenAI wires take them; `force(name)` is the wire's choice that forces one tool. Without
+    tools in the request there is nothing to choose or parallelize."""
+    if "tools" not in request:
+        return
+    choice = settings.get("tool_choice")
+    if choice is not None:
+        forced = forced_tool(provider, choice, request)
+        body["tool_choice"] = choice if forced is None else force(forced)
+    if "parallel_tool_calls" in settings:
+        body["parallel_tool_calls"] = settings["parallel_tool_calls"]
 
 
 def forced_tool(provider: str, choice: str, request: ChatRequest) -> str | None:

@@ -51,7 +51,12 @@ from ._adapter import HTTPAdapter
 from ._errors import stream_error
 from ._finish import identify, normalize_finish
 from ._media import MEDIA, data_url, inline_text, refuse, source_of
-from ._settings import check_settings, copy_settings, forced_tool, unsupported
+from ._settings import (
+    check_settings,
+    copy_settings,
+    reasoning_effort,
+    tool_settings,
+)
 from ._wire import loads, openai_usage, parse_json_or_raw
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
 from .credentials import Credentials, OpenAICredentials
@@ -422,25 +427,21 @@ _FIELDS = {
 def _settings(body: dict[str, Any], settings: ModelSettings, request: ChatRequest) -> None:
     check_settings(settings)
     copy_settings(body, settings, _FIELDS)
-    if "tools" in request:  # without tools there is nothing to choose or parallelize
-        choice = settings.get("tool_choice")
-        if choice is not None:
-            forced = forced_tool("openai", choice, request)
-            body["tool_choice"] = (
-                choice if forced is None else {"type": "function", "function": {"name": forced}}
-            )
-        if "parallel_tool_calls" in settings:
-            body["parallel_tool_calls"] = settings["parallel_tool_calls"]
-    reasoning = settings.get("reasoning")
-    if reasoning is not None:
-        if "budget_tokens" in reasoning:
-            raise unsupported(
-                "openai",
-                "reasoning.budget_tokens",
-                "Chat Completions takes an effort, not a token budget: use "
-                "reasoning={'effort': ...}, or extra_body for a server with its own budget field",
-            )
-        body["reasoning_effort"] = reasoning["effort"]
+    tool_settings(
+        "openai",
+        body,
+        settings,
+        request,
+        lambda name: {"type": "function", "function": {"name": name}},
+    )
+    effort = reasoning_effort(
+        "openai",
+        settings,
+        "Chat Completions takes an effort, not a token budget: use reasoning={'effort': ...}, "
+        "or extra_body for a server with its own budget field",
+    )
+    if effort is not None:
+        body["reasoning_effort"] = effort
 
 
 class OpenAIChatClient(HTTPAdapter):
