@@ -34,8 +34,9 @@ from typing import Any, ClassVar
 
 from .._sse import ServerSentEvent
 from ..errors import ModelSettingError
-from ..events import FinishReason, Part, ThinkingPart, Usage
+from ..events import FinishReason, Part, Usage
 from ._adapter import HTTPAdapter
+from ._blocks import Block, called_tools
 from ._errors import stream_error
 from ._finish import ANTHROPIC_FINISH_REASONS, identify, normalize_finish
 from ._media import MEDIA, inline_text, refuse, source_of
@@ -161,26 +162,13 @@ _USAGE_KEYS = (
 )
 
 
-class _Block:
-    __slots__ = ("chunks", "data", "id", "input", "kind", "name", "signature")
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.chunks: list[str] = []
-        self.id = ""
-        self.name = ""
-        self.signature = ""
-        self.data = ""
-        self.input: Any = None
-
-
 class AnthropicStream:
     """Parser for one Messages stream."""
 
     __slots__ = ("_blocks", "_usage", "done", "response_id", "response_model", "stop_reason")
 
     def __init__(self) -> None:
-        self._blocks: dict[int, _Block] = {}
+        self._blocks: dict[int, Block] = {}
         self._usage: dict[str, Any] = {}
         self.stop_reason: str | None = None
         self.done = False
@@ -234,29 +222,29 @@ class AnthropicStream:
             btype = start.get("type")
             index = payload["index"]
             if btype == "text":
-                block = _Block("text")
+                block = Block("text")
                 if start.get("text"):
                     block.chunks.append(start["text"])
             elif btype == "tool_use":
-                block = _Block("tool_use")
+                block = Block("tool_use")
                 block.id = start["id"]
                 block.name = start["name"]
                 block.input = start.get("input") or {}
             elif btype == "thinking":
-                block = _Block("thinking")
+                block = Block("thinking")
                 if start.get("thinking"):
                     block.chunks.append(start["thinking"])
                 block.signature = start.get("signature") or ""
             elif btype == "redacted_thinking":
-                block = _Block("redacted_thinking")
-                block.data = start.get("data") or ""
+                block = Block("redacted_thinking")
+                block.redacted = start.get("data") or ""
             elif btype == "server_tool_use":
-                block = _Block("server_tool_use")
+                block = Block("server_tool_use")
                 block.id = start["id"]
                 block.name = start["name"]
                 block.input = start.get("input") or {}
             elif isinstance(btype, str) and btype.endswith("_tool_result"):
-                block = _Block("server_result")
+                block = Block("server_result")
                 block.input = start  # complete in its start event
             else:
                 return _NONE  # server tools, citations…: not part of the neutral transcript
@@ -302,19 +290,9 @@ class AnthropicStream:
                 if text:
                     content.append({"type": "text", "text": text})
             elif kind == "tool_use":
-                content.append(
-                    {
-                        "type": "tool_call",
-                        "id": block.id,
-                        "name": block.name,
-                        "input": parse_json_or_raw("".join(block.chunks), block.input),
-                    }
-                )
+                content.append(block.tool_call(block.input))
             elif kind == "thinking":
-                part: ThinkingPart = {"type": "thinking", "text": "".join(block.chunks)}
-                if block.signature:
-                    part["signature"] = block.signature
-                content.append(part)
+                content.append(block.thinking())
             elif kind == "server_tool_use":
                 server = {"type": "server_tool_use", "id": block.id, "name": block.name}
                 server["input"] = parse_json_or_raw("".join(block.chunks), block.input)
@@ -322,7 +300,7 @@ class AnthropicStream:
             elif kind == "server_result":
                 content.append({"type": "provider", "wire": "anthropic", "block": block.input})
             else:
-                content.append({"type": "thinking", "text": "", "redacted": block.data})
+                content.append(block.redacted_thinking())
         finish: FinishChunk = {
             "type": "finish",
             "content": content,
@@ -388,7 +366,7 @@ class AnthropicClient(HTTPAdapter):
             # The API refuses a history holding tool_use / tool_result blocks unless tools are
             # defined. A request with no tools (the structured-output follow-up) declares the
             # names the history used and forbids calling any of them.
-            used = _tool_names(request["messages"])
+            used = called_tools(request["messages"])
             if used:
                 body["tools"] = [
                     {"name": n, "description": "", "input_schema": {"type": "object"}} for n in used
@@ -506,13 +484,3 @@ def _tool_choice(request: ChatRequest, settings: ModelSettings) -> dict[str, Any
     if parallel is not None and out["type"] != "none":
         out["disable_parallel_tool_use"] = not parallel
     return out
-
-
-def _tool_names(messages: list[Any]) -> list[str]:
-    names: dict[str, None] = {}
-    for message in messages:
-        if message["role"] != "user":
-            for part in message["content"]:
-                if part["type"] == "tool_call":
-                    names[part["name"]] = None
-    return list(names)

@@ -55,14 +55,15 @@ from urllib.parse import quote
 
 from .._sse import ServerSentEvent
 from ..errors import ConfigError, ContextLengthError, LLMError, LLMStreamError
-from ..events import FinishReason, Part, ThinkingPart, Usage
+from ..events import FinishReason, Part, Usage
 from ._adapter import FrameDecoder, HTTPAdapter
+from ._blocks import Block, called_tools
 from ._errors import response_error
 from ._eventstream import EventStreamDecoder
 from ._finish import normalize_finish
 from ._media import MEDIA, refuse, source_of
 from ._settings import check_settings, copy_settings, forced_tool, unsupported
-from ._wire import cached_usage, loads, parse_json_or_raw
+from ._wire import cached_usage, loads
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, SystemBlock
 from .credentials import AWSCredentials, Credentials
 
@@ -207,35 +208,23 @@ def _system(blocks: list[SystemBlock]) -> list[dict[str, Any]]:
     return out
 
 
-class _Block:
-    __slots__ = ("chunks", "id", "kind", "name", "redacted", "signature")
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.chunks: list[str] = []
-        self.id = ""
-        self.name = ""
-        self.signature = ""
-        self.redacted = ""
-
-
 class BedrockStream:
     """Parser for one ConverseStream response (event stream messages as events)."""
 
     __slots__ = ("_blocks", "_output", "_usage", "done", "stop_reason")
 
     def __init__(self, output_tool: str | None = None) -> None:
-        self._blocks: dict[int, _Block] = {}
+        self._blocks: dict[int, Block] = {}
         self._output = output_tool
         """The tool standing for `response_format`: its arguments are the answer's text."""
         self._usage: dict[str, Any] = {}
         self.stop_reason: str | None = None
         self.done = False
 
-    def _block(self, index: int, kind: str) -> _Block:
+    def _block(self, index: int, kind: str) -> Block:
         block = self._blocks.get(index)
         if block is None:
-            block = self._blocks[index] = _Block(kind)
+            block = self._blocks[index] = Block(kind)
         return block
 
     # C901 allowed: the event state machine, run per event; no dispatch call per event.
@@ -324,21 +313,11 @@ class BedrockStream:
                 if text:
                     content.append({"type": "text", "text": text})
             elif kind == "tool":
-                content.append(
-                    {
-                        "type": "tool_call",
-                        "id": block.id,
-                        "name": block.name,
-                        "input": parse_json_or_raw("".join(block.chunks), {}),
-                    }
-                )
+                content.append(block.tool_call({}))
             elif kind == "thinking":
-                part: ThinkingPart = {"type": "thinking", "text": "".join(block.chunks)}
-                if block.signature:
-                    part["signature"] = block.signature
-                content.append(part)
+                content.append(block.thinking())
             else:
-                content.append({"type": "thinking", "text": "", "redacted": block.redacted})
+                content.append(block.redacted_thinking())
         calls = any(p["type"] == "tool_call" for p in content)
         reason = normalize_finish(self.stop_reason, FINISH_REASONS)
         if reason == "tool_calls" and answered and not calls:
@@ -456,7 +435,7 @@ class BedrockClient(HTTPAdapter):
             choice = {"tool": {"name": name}} if not tools else {"any": {}}
             tools.append({"toolSpec": spec})
         elif not tools:
-            used = _tool_names(request["messages"])
+            used = called_tools(request["messages"])
             if used:
                 # Converse refuses toolUse / toolResult blocks in a request that declares no
                 # tools; the names the history used are declared (with no calls expected).
@@ -519,12 +498,3 @@ class BedrockClient(HTTPAdapter):
     def parser_for(self, request: ChatRequest) -> BedrockStream:
         output = request.get("response_format")
         return BedrockStream(output["name"] if output is not None else None)
-
-
-def _tool_names(messages: list[Any]) -> list[str]:
-    names: dict[str, None] = {}
-    for message in messages:
-        for part in message["content"]:
-            if part["type"] == "tool_call":
-                names[part["name"]] = None
-    return list(names)
