@@ -323,6 +323,26 @@ async def test_query_runs_searches_inputs_and_outputs_by_word_prefix(store: RunS
     assert await ids(store, q="&|!:*()") == ["a4", "a3", "w1", "a2", "a1"]
 
 
+async def test_a_run_is_found_by_its_input_while_it_runs_and_its_output_once_it_ends(
+    store: RunStore,
+) -> None:
+    await store.start_run(agent_run("live", input_text="Draft the harbour report"))
+    assert await ids(store, q="harb") == ["live"]
+    assert await ids(store, q="harbour lighthouse") == []
+    call = {"id": "c1", "name": "ask", "input": {}, "kind": "approval"}
+    await store.finish_run("live", "paused", pending=[call], paused={"messages": []})
+    assert await ids(store, q="draft harbour") == ["live"]
+    await store.finish_run("live", "running")
+    await store.finish_run("live", "completed", output_text="Lighthouse keepers interviewed")
+    assert await ids(store, q="harbour lighthouse") == ["live"]
+    # Taken up again and ended anew: found by its new output, not by the one it replaced.
+    await store.finish_run("live", "running")
+    assert await ids(store, q="harbour") == ["live"]
+    await store.finish_run("live", "failed", error="E: x", output_text="Ferry timetable")
+    assert await ids(store, q="ferry harbour") == ["live"]
+    assert await ids(store, q="lighthouse") == []
+
+
 async def test_query_runs_pages_by_cursor_stably_while_runs_start(store: RunStore) -> None:
     for i in range(7):
         await store.start_run(agent_run(f"r{i}", started_at=float(i // 2)))  # ties included

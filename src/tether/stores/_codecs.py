@@ -97,6 +97,7 @@ __all__ = [
     "end_time",
     "finish_sets",
     "finish_values",
+    "has_words",
     "in_pieces",
     "listing_filters",
     "new_run_values",
@@ -561,6 +562,13 @@ def words(q: str | None) -> list[str]:
     return re.findall(r"\w+", q.lower()) if q else []
 
 
+def has_words(text: str | None, wanted: str) -> bool:
+    """Whether `text` has every one of the space-separated `wanted` words (`words`), each as
+    a word prefix: how `RunQuery.q` matches (SQLite's `tether_has_words`, for a live run)."""
+    have = words(text)
+    return all(any(h.startswith(w) for h in have) for w in wanted.split())
+
+
 def encode_cursor(started_at: float, seq: int) -> str:
     return f"{started_at!r}~{seq}"
 
@@ -615,11 +623,7 @@ def run_matches(info: RunInfo, query: RunQuery) -> bool:
         if info.kind == "workflow" and info.name not in (query.workflows or ()):
             return False
     wanted = words(query.q)
-    if wanted:
-        have = words(f"{info.input_text} {info.output_text}")
-        if not all(any(h.startswith(w) for h in have) for w in wanted):
-            return False
-    return True
+    return not wanted or has_words(f"{info.input_text} {info.output_text}", " ".join(wanted))
 
 
 def query_where(query: RunQuery, ph: str, dialect: str) -> tuple[list[str], list[Any]]:
@@ -664,10 +668,13 @@ def query_where(query: RunQuery, ph: str, dialect: str) -> tuple[list[str], list
     wanted = words(query.q)
     if wanted:
         if dialect == "sqlite":
+            # A live run is not indexed yet (it is, once, as it ends): its words are read.
             conds.append(
-                f"r.rowid IN (SELECT rowid FROM tether_runs_fts WHERE tether_runs_fts MATCH {ph})"
+                f"(r.rowid IN (SELECT rowid FROM tether_runs_fts WHERE tether_runs_fts MATCH {ph})"
+                f" OR (r.unindexed AND tether_has_words(r.input_text || ' ' || r.output_text,"
+                f" {ph})))"
             )
-            args.append(" ".join(f'"{w}"*' for w in wanted))
+            args.extend((" ".join(f'"{w}"*' for w in wanted), " ".join(wanted)))
         else:
             conds.append(f"r.search @@ to_tsquery('simple', {ph})")
             args.append(" & ".join(f"{w}:*" for w in wanted))

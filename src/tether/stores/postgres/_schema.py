@@ -213,3 +213,10 @@ async def m006_paused_runs(conn: Connection) -> None:
         "CREATE INDEX tether_runs_pending_deadline ON tether_runs (pending_deadline)"
         " WHERE pending_deadline IS NOT NULL",
     )
+
+
+@schema
+async def m007_runs_indexed_as_they_end(conn: Connection) -> None:
+    """SQLite's run search index now takes a run's text once, as it ends (its `unindexed`
+    column). PostgreSQL searches a generated column, always up to date: nothing changes here,
+    and the migration keeps the two backends' lists one."""

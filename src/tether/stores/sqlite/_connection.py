@@ -23,7 +23,7 @@ from typing import Any, Self, TypeVar
 
 from ...errors import StoreError
 from .._checkpoint import Checkpointer
-from .._codecs import NOW_SQL
+from .._codecs import NOW_SQL, has_words
 from .._sql import SQLITE, Row, SqlBacked
 
 __all__ = [
@@ -189,6 +189,8 @@ def _shared(conn: sqlite3.Connection) -> _Shared:
             (ms,) = conn.execute("PRAGMA busy_timeout").fetchone()
             state = _SHARED[key] = _Shared(conn, ms / 1000 if ms > 0 else _DEFAULT_WAIT)
             conn.execute("PRAGMA busy_timeout = 0")
+            # How a run search matches a live run, which is not in the index yet.
+            conn.create_function("tether_has_words", 2, has_words, deterministic=True)
         return state
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Sequence
-from typing import Unpack
+from typing import Final, Unpack
 
 from ...errors import LeaseLostError, StoreError
 from .._codecs import (
@@ -75,6 +75,11 @@ def _insert_events(
         )
 
 
+_LIVE: Final = ("running", "waiting", "paused")
+"""The statuses of a run that has not ended: its text is not in the search index yet (a query
+finds it by its input all the same, `tether_has_words`)."""
+
+
 class _Moved(Exception):
     """The scope of a turn's end was not as long as its writer knew: nothing was written."""
 
@@ -82,12 +87,13 @@ class _Moved(Exception):
 def _finish(conn: sqlite3.Connection, run_id: str, status: RunStatus, plan: RunFinish) -> int:
     """A planned `finish_run` inside the caller's transaction; the seq of the run's last event."""
     rows, extra = plan.events, plan.columns
+    ended = status not in _LIVE
     insert_blobs(conn, plan.blobs)
     row = conn.execute(
         f"UPDATE tether_runs SET status = ?, ended_at = ?, error = ?"
         f"{finish_sets('?', extra)}, lease_expires_at = {NOW} + ?,"
-        f" event_count = event_count + ? WHERE run_id = ? AND {_FENCE}"
-        " RETURNING rowid, input_text, output_text, event_count",
+        f" event_count = event_count + ?, unindexed = unindexed AND NOT ?"
+        f" WHERE run_id = ? AND {_FENCE} RETURNING rowid, input_text, output_text, event_count",
         (
             status,
             plan.ended_at,
@@ -95,6 +101,7 @@ def _finish(conn: sqlite3.Connection, run_id: str, status: RunStatus, plan: RunF
             *extra.values(),
             plan.ttl,
             len(rows),
+            ended,
             run_id,
             plan.fence,
             plan.fence,
@@ -102,16 +109,21 @@ def _finish(conn: sqlite3.Connection, run_id: str, status: RunStatus, plan: RunF
     ).fetchone()
     if row is None:
         raise _refused(conn, run_id)
-    last = int(row[3])
+    rowid, input_text, output_text, last = row
     if rows:
         _insert_events(conn, run_id, last - len(rows), rows)
-    if "output_text" in extra:
-        rowid, input_text, new_output, _ = row
+    if ended:
+        # Indexed once, as it ends (a run resumed and ended again is indexed anew).
+        conn.execute(
+            "INSERT OR REPLACE INTO tether_runs_fts (rowid, body) VALUES (?, ?)",
+            (rowid, f"{input_text}\n{output_text}"),
+        )
+    elif "output_text" in extra:  # a live run's output, where it was indexed before
         conn.execute(
             "UPDATE tether_runs_fts SET body = ? WHERE rowid = ?",
-            (f"{input_text}\n{new_output}", rowid),
+            (f"{input_text}\n{output_text}", rowid),
         )
-    return last
+    return int(last)
 
 
 class SqliteRunStore(SqlRunReads, BlobWriting):
@@ -126,14 +138,15 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
     ) -> None:
         row = encode_run_info(info)
         tags = run_tags(info)
+        live = info.status in _LIVE
 
         def op(conn: sqlite3.Connection) -> None:
             with transaction(conn):
                 try:
                     cur = conn.execute(
                         f"INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at,"
-                        f" lease_owner) VALUES ({_RUN_MARKS}, {NOW} + ?, ?)",
-                        (*row, lease_ttl, lease),
+                        f" lease_owner, unindexed) VALUES ({_RUN_MARKS}, {NOW} + ?, ?, ?)",
+                        (*row, lease_ttl, lease, live),
                     )
                 except sqlite3.IntegrityError as exc:
                     raise StoreError(f"run {info.run_id!r} already exists") from exc
@@ -142,10 +155,11 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
                         "INSERT OR IGNORE INTO tether_run_tags (tag, run_id) VALUES (?, ?)",
                         [(tag, info.run_id) for tag in tags],
                     )
-                conn.execute(
-                    "INSERT INTO tether_runs_fts (rowid, body) VALUES (?, ?)",
-                    (cur.lastrowid, f"{row[17]}\n{row[18]}"),
-                )
+                if not live:  # an ended run's text is indexed now; a live run's when it ends
+                    conn.execute(
+                        "INSERT INTO tether_runs_fts (rowid, body) VALUES (?, ?)",
+                        (cur.lastrowid, f"{row[17]}\n{row[18]}"),
+                    )
 
         await self._run(op)
 

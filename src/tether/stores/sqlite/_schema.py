@@ -189,3 +189,10 @@ def m006_paused_runs(conn: sqlite3.Connection) -> None:
         "CREATE INDEX tether_runs_pending_deadline ON tether_runs (pending_deadline)"
         " WHERE pending_deadline IS NOT NULL"
     )
+
+
+@schema
+def m007_runs_indexed_as_they_end(conn: sqlite3.Connection) -> None:
+    """A run's text goes into `tether_runs_fts` once, as it ends (not at its start and again at
+    its end): `unindexed` marks a live run, which a search matches by its input instead."""
+    conn.execute("ALTER TABLE tether_runs ADD COLUMN unindexed INTEGER NOT NULL DEFAULT 0")
