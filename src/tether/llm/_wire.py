@@ -8,7 +8,14 @@ from typing import Any
 
 from ..events import Usage
 
-__all__ = ["cached_usage", "loads", "openai_usage", "parse_json_or_raw", "usage_int"]
+__all__ = [
+    "append_turn",
+    "cached_usage",
+    "loads",
+    "openai_usage",
+    "parse_json_or_raw",
+    "usage_int",
+]
 
 # The decoder's scanner is an instance attribute CPython sets in `JSONDecoder.__init__`; typeshed
 # does not declare it, so it is read from the instance's namespace.
@@ -83,3 +90,17 @@ def openai_usage(raw: Any, input_name: str, output_name: str) -> Usage:
     if reasoning is not None:
         out["reasoning_tokens"] = reasoning
     return out
+
+
+def append_turn(
+    out: list[dict[str, Any]], role: str, items: list[Any], key: str = "content"
+) -> None:
+    """One message's wire items onto `out` (nothing when there are none), merged into the last
+    message when it has the same role: the APIs whose turns alternate (Anthropic, Bedrock,
+    Gemini) take a tool result and the user's next text as one user turn."""
+    if not items:
+        return
+    if out and out[-1]["role"] == role:
+        out[-1][key].extend(items)
+    else:
+        out.append({"role": role, key: items})

@@ -41,7 +41,7 @@ from ._errors import stream_error
 from ._finish import ANTHROPIC_FINISH_REASONS, identify, normalize_finish
 from ._media import MEDIA, inline_text, refuse, source_of
 from ._settings import check_settings, copy_settings, forced_tool, unsupported
-from ._wire import cached_usage, loads, parse_json_or_raw
+from ._wire import append_turn, cached_usage, loads, parse_json_or_raw
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, SystemBlock
 from .credentials import AnthropicCredentials, Credentials
 
@@ -108,13 +108,7 @@ def to_anthropic_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
                     blocks.append(part["block"])
             elif kind == "tool_result":
                 blocks.append(_tool_result_block(part))
-        wire_role = "assistant" if role == "assistant" else "user"
-        if not blocks:
-            continue
-        if out and out[-1]["role"] == wire_role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": wire_role, "content": blocks})
+        append_turn(out, "assistant" if role == "assistant" else "user", blocks)
     return out
 
 

@@ -63,7 +63,7 @@ from ._eventstream import EventStreamDecoder
 from ._finish import normalize_finish
 from ._media import MEDIA, refuse, source_of
 from ._settings import check_settings, copy_settings, forced_tool, unsupported
-from ._wire import cached_usage, loads
+from ._wire import append_turn, cached_usage, loads
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, SystemBlock
 from .credentials import AWSCredentials, Credentials
 
@@ -188,13 +188,7 @@ def to_converse_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for message in messages:
         blocks = [b for b in map(_content, message["content"]) if b is not None]
-        if not blocks:
-            continue
-        role = "assistant" if message["role"] == "assistant" else "user"
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
+        append_turn(out, "assistant" if message["role"] == "assistant" else "user", blocks)
     return out
 
 

@@ -55,7 +55,7 @@ from ._errors import stream_error
 from ._finish import identify, normalize_finish
 from ._media import MEDIA, source_of
 from ._settings import check_settings, copy_settings, forced_tool, unsupported
-from ._wire import loads, usage_int
+from ._wire import append_turn, loads, usage_int
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
 from .credentials import Credentials, GeminiCredentials
 
@@ -116,12 +116,7 @@ def to_gemini_contents(messages: Sequence[Any]) -> list[dict[str, Any]]:
             parts.append(wire)
         if pending is not None:
             _keep_signature(parts, pending)
-        if not parts:
-            continue
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": role, "parts": parts})
+        append_turn(contents, role, parts, "parts")
     return contents
 
 

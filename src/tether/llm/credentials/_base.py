@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from ...errors import MissingKeyError
+from ...errors import ConfigError, MissingKeyError
 from .._keys import stored_key
 
-__all__ = ["Credentials"]
+__all__ = ["Credentials", "require_sdk"]
+
+
+def require_sdk(provider: str, modules: Sequence[str], needs: str, extra: str) -> None:
+    """Import a cloud SDK's `modules`, or raise ConfigError saying what `provider` `needs` and
+    the extra that installs it."""
+    try:
+        for name in modules:
+            importlib.import_module(name)
+    except ImportError as exc:  # pragma: no cover - the dev install has them
+        raise ConfigError(f"{provider}: {needs}: pip install 'tether[{extra}]'") from exc
 
 
 class Credentials:

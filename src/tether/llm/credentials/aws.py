@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ...errors import ConfigError, MissingCredentialsError
-from ._base import Credentials
+from ._base import Credentials, require_sdk
 
 __all__ = ["AWSCredentials", "require_botocore"]
 
@@ -30,13 +30,10 @@ _HINT = (
 
 def require_botocore(provider: str) -> Any:
     """The botocore package, or a ConfigError naming the extra to install."""
-    try:
-        import botocore.exceptions
-        import botocore.session
-    except ImportError as exc:  # pragma: no cover - the dev install has it
-        raise ConfigError(
-            f"{provider}: the AWS provider needs botocore: pip install 'tether[bedrock]'"
-        ) from exc
+    modules = ("botocore.exceptions", "botocore.session")
+    require_sdk(provider, modules, "the AWS provider needs botocore", "bedrock")
+    import botocore
+
     return botocore
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...errors import ConfigError, MissingCredentialsError
-from ._base import Credentials
+from ._base import Credentials, require_sdk
 
 __all__ = ["CLOUD_PLATFORM_SCOPE", "GoogleCredentials"]
 
@@ -31,14 +31,10 @@ _HINT = (
 
 
 def _google_auth(provider: str) -> Any:
-    try:
-        import google.auth
-        import google.auth.exceptions
-        import google.auth.transport.requests
-    except ImportError as exc:  # pragma: no cover - the dev install has it
-        raise ConfigError(
-            f"{provider}: Vertex AI needs google-auth: pip install 'tether[vertex]'"
-        ) from exc
+    modules = ("google.auth.exceptions", "google.auth.transport.requests")
+    require_sdk(provider, modules, "Vertex AI needs google-auth", "vertex")
+    import google.auth
+
     return google.auth
 
 
