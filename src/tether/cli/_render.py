@@ -15,31 +15,13 @@ import json
 import re
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from .. import run_events as ev
 from ..events import AgentEvent
-from ..run_events import (
-    AGENT_FAILED,
-    AGENT_FINISHED,
-    AGENT_MESSAGES_COMMITTED,
-    AGENT_STARTED,
-    AGENT_TEXT_DELTA,
-    AGENT_TOOL_CALL,
-    AGENT_TOOL_RESULT,
-    AGENT_WARNING,
-    MODEL_CALL_FAILED,
-    MODEL_CALL_FINISHED,
-    MODEL_CALL_STARTED,
-    WORKFLOW_FAILED,
-    WORKFLOW_FINISHED,
-    WORKFLOW_STARTED,
-    WORKFLOW_STEP_FAILED,
-    WORKFLOW_STEP_FINISHED,
-    WORKFLOW_STEP_STARTED,
-)
 
 if TYPE_CHECKING:
     from ..stores.run_store import RunEvent, RunInfo
@@ -248,71 +230,67 @@ def _error_text(error: Any) -> str:
     return str(error)
 
 
+_Get = Callable[[str], Any]
+"""An event's `data.get`."""
+
+
+def _agent_finished(get: _Get) -> str:
+    usage = get("usage")
+    shown = format_usage(usage) if isinstance(usage, Mapping) else "-"
+    cost = get("cost_usd")
+    priced = f" cost={format_cost(cost)}" if isinstance(cost, int | float) else ""
+    return f"turns={get('turns')} usage: {shown}{priced} stop={get('stop_reason')}"
+
+
+def _model_call_finished(get: _Get) -> str:
+    usage = get("usage")
+    shown = format_usage(usage) if isinstance(usage, Mapping) else "-"
+    cost = get("cost_usd")
+    if not (isinstance(cost, int | float) or cost is None):
+        return f"call {get('call')}"
+    return (
+        f"call {get('call')} in {_ms(get('duration_s'))} (first token "
+        f"{_ms(get('first_token_s'))}) usage: {shown} cost={format_cost(cost)}"
+    )
+
+
+_SUMMARIES: dict[str, Callable[[_Get], str]] = {
+    ev.AGENT_STARTED: lambda get: (
+        f"agent={get('agent_id')} scope={get('memory_scope')} model={get('model')}"
+    ),
+    ev.AGENT_TOOL_CALL: lambda get: f"{get('name')} {compact(get('input'))}",
+    ev.AGENT_TOOL_RESULT: lambda get: (
+        f"{get('name')}{' (error)' if get('is_error') else ''} -> {compact(get('output'))}"
+    ),
+    ev.AGENT_MESSAGES_COMMITTED: lambda get: (
+        f"{get('count')} record(s) stored from index {get('start')}"
+    ),
+    ev.AGENT_FINISHED: _agent_finished,
+    ev.AGENT_FAILED: lambda get: (
+        f"{_error_text(get('error'))}{' (cancelled)' if get('cancelled') else ''}"
+    ),
+    ev.AGENT_WARNING: lambda get: f"{get('code')}: {get('message')}",
+    ev.MODEL_CALL_STARTED: lambda get: f"call {get('call')} to {get('model')}",
+    ev.MODEL_CALL_FINISHED: _model_call_finished,
+    ev.MODEL_CALL_FAILED: lambda get: (
+        f"call {get('call')} after {_ms(get('duration_s'))}: {_error_text(get('error'))}"
+    ),
+    ev.WORKFLOW_STARTED: lambda get: f"attempt {get('attempt')} input={compact(get('input'))}",
+    ev.WORKFLOW_STEP_STARTED: lambda get: f"{get('step_id')}",
+    ev.WORKFLOW_STEP_FINISHED: lambda get: (
+        f"{get('step_id')}{' (replayed)' if get('replayed') else ''} -> {compact(get('output'))}"
+    ),
+    ev.WORKFLOW_STEP_FAILED: lambda get: f"{get('step_id')}: {_error_text(get('error'))}",
+    ev.WORKFLOW_FINISHED: lambda get: f"output={compact(get('output'))}",
+    ev.WORKFLOW_FAILED: lambda get: f"{get('status')}: {_error_text(get('error'))}",
+}
+"""What one line says of each kind of event, from its data's `get`."""
+
+
 def _summary(kind: str, data: Mapping[str, Any]) -> str:
     """One line saying what an event says; unknown kinds show their data."""
-    if kind.startswith("workflow_"):
-        return _workflow_summary(kind, data)
-    if kind.startswith("model_call_"):
-        return _model_call_summary(kind, data)
-    get = data.get
-    if kind == AGENT_STARTED:
-        return f"agent={get('agent_id')} scope={get('memory_scope')} model={get('model')}"
-    if kind == AGENT_TOOL_CALL:
-        return f"{get('name')} {compact(get('input'))}"
-    if kind == AGENT_TOOL_RESULT:
-        mark = " (error)" if get("is_error") else ""
-        return f"{get('name')}{mark} -> {compact(get('output'))}"
-    if kind == AGENT_MESSAGES_COMMITTED:
-        return f"{get('count')} record(s) stored from index {get('start')}"
-    if kind == AGENT_FINISHED:
-        usage = get("usage")
-        shown = format_usage(usage) if isinstance(usage, Mapping) else "-"
-        cost = get("cost_usd")
-        priced = f" cost={format_cost(cost)}" if isinstance(cost, int | float) else ""
-        return f"turns={get('turns')} usage: {shown}{priced} stop={get('stop_reason')}"
-    if kind == AGENT_FAILED:
-        mark = " (cancelled)" if get("cancelled") else ""
-        return f"{_error_text(get('error'))}{mark}"
-    if kind == AGENT_WARNING:
-        return f"{get('code')}: {get('message')}"
-    return compact(dict(data))
-
-
-def _model_call_summary(kind: str, data: Mapping[str, Any]) -> str:
-    get = data.get
-    if kind == MODEL_CALL_STARTED:
-        return f"call {get('call')} to {get('model')}"
-    if kind == MODEL_CALL_FINISHED:
-        usage = get("usage")
-        shown = format_usage(usage) if isinstance(usage, Mapping) else "-"
-        cost = get("cost_usd")
-        return (
-            f"call {get('call')} in {_ms(get('duration_s'))} (first token "
-            f"{_ms(get('first_token_s'))}) usage: {shown} cost={format_cost(cost)}"
-            if isinstance(cost, int | float) or cost is None
-            else f"call {get('call')}"
-        )
-    if kind == MODEL_CALL_FAILED:
-        return f"call {get('call')} after {_ms(get('duration_s'))}: {_error_text(get('error'))}"
-    return compact(dict(data))
-
-
-def _workflow_summary(kind: str, data: Mapping[str, Any]) -> str:
-    get = data.get
-    if kind == WORKFLOW_STARTED:
-        return f"attempt {get('attempt')} input={compact(get('input'))}"
-    if kind == WORKFLOW_STEP_STARTED:
-        return f"{get('step_id')}"
-    if kind == WORKFLOW_STEP_FINISHED:
-        mark = " (replayed)" if get("replayed") else ""
-        return f"{get('step_id')}{mark} -> {compact(get('output'))}"
-    if kind == WORKFLOW_STEP_FAILED:
-        return f"{get('step_id')}: {_error_text(get('error'))}"
-    if kind == WORKFLOW_FINISHED:
-        return f"output={compact(get('output'))}"
-    if kind == WORKFLOW_FAILED:
-        return f"{get('status')}: {_error_text(get('error'))}"
-    return compact(dict(data))
+    line = _SUMMARIES.get(kind)
+    return compact(dict(data)) if line is None else line(data.get)
 
 
 def _ms(seconds: Any) -> str:
@@ -327,10 +305,10 @@ def event_lines(events: Sequence[RunEvent]) -> list[str]:
     i = 0
     while i < len(events):
         event = events[i]
-        if event["type"] == AGENT_TEXT_DELTA:
+        if event["type"] == ev.AGENT_TEXT_DELTA:
             j = i
             parts: list[str] = []
-            while j < len(events) and events[j]["type"] == AGENT_TEXT_DELTA:
+            while j < len(events) and events[j]["type"] == ev.AGENT_TEXT_DELTA:
                 parts.append(str(events[j]["data"].get("text", "")))
                 j += 1
             seq = f"{events[i]['seq']}-{events[j - 1]['seq']}" if j - i > 1 else str(event["seq"])

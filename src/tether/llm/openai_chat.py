@@ -51,12 +51,7 @@ from ._adapter import HTTPAdapter
 from ._errors import stream_error
 from ._finish import identify, normalize_finish
 from ._media import MEDIA, data_url, inline_text, refuse, source_of
-from ._settings import (
-    check_settings,
-    copy_settings,
-    reasoning_effort,
-    tool_settings,
-)
+from ._settings import check_settings, copy_settings, reasoning_effort, tool_settings
 from ._wire import loads, openai_usage, parse_json_or_raw
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk, joined
 from .credentials import Credentials, OpenAICredentials
