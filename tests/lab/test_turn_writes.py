@@ -83,12 +83,15 @@ async def test_a_persisted_turn_makes_four_writes_and_reads_the_transcript_once(
         # SQLite's own statements inside FTS5 are traced as comments: not ours.
         ours = [_shape(s) for s in statements if not s.startswith("--")]
         groups, alone = _transactions(ours)
-        # The transcript, read once; every write is in one of four transactions.
-        assert alone == ["SELECT tether_messages"], ours
-        start, lease, tool_round, end = groups
-        # A live run is not in the search index: its text goes in once, as it ends.
-        assert start == ["INSERT tether_runs"]
-        assert lease == ["INSERT tether_scope_leases"]
+        # The run's start and the scope's lease are one statement each (a transaction of its
+        # own: a live run is not in the search index, its text goes in once, as it ends); the
+        # transcript is read once; the tool round and the turn's end are two transactions.
+        assert alone == [
+            "INSERT tether_runs",
+            "INSERT tether_scope_leases",
+            "SELECT tether_messages",
+        ], ours
+        tool_round, end = groups
         fenced_append = ["SELECT tether_scope_leases", "INSERT tether_message_scopes"]
         assert tool_round == [*fenced_append, *["INSERT tether_messages"] * 3]
         # The answer, the lease given back, the run's end with every event of the turn.

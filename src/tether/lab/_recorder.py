@@ -473,8 +473,8 @@ class RunRecorder:
         recorded and the recorder stays open (append, emit and `close()` as usual). Raises
         what the write raised, with nothing written and the recorder open as well, so that
         the caller can record the failure."""
-        store = self.store
-        if not isinstance(store, TurnEnds) or not self._started or self._failed or self._closed:
+        store = _batcher(self.store).turn_ends
+        if store is None or not self._started or self._failed or self._closed:
             return False
         cancelled = await self._stop_writer()
         now = time.time()
@@ -612,6 +612,9 @@ class EventBatcher:
     def __init__(self, store: RunStore) -> None:
         self.store = store
         self._many = store if isinstance(store, ManyAppends) else None
+        self.turn_ends = store if isinstance(store, TurnEnds) else None
+        """The store, when it ends a turn in one write (worked out once: a Protocol check
+        that fails looks up every method each time)."""
         self._pending: list[tuple[str, Sequence[NewRunEvent], asyncio.Future[int]]] = []
         self._task: asyncio.Task[None] | None = None
         self.loop = asyncio.get_running_loop()

@@ -7,7 +7,7 @@ import sqlite3
 from ...errors import LeaseLostError
 from .._codecs import check_scope
 from ._blobs import BlobWriting
-from ._connection import NOW, transaction
+from ._connection import NOW
 
 __all__ = ["SqliteScopeLeases", "fence_scope", "release_lease"]
 
@@ -35,7 +35,9 @@ class SqliteScopeLeases(BlobWriting):
         check_scope(scope)
 
         def op(conn: sqlite3.Connection) -> str | None:
-            with transaction(conn):
+            while True:
+                # One statement, a transaction of its own (read to its end, which commits
+                # it): the lease is taken or it is not.
                 taken = conn.execute(
                     "INSERT INTO tether_scope_leases (scope, owner, expires_at)"
                     f" VALUES (?, ?, {NOW} + ?) ON CONFLICT (scope) DO UPDATE"
@@ -44,13 +46,15 @@ class SqliteScopeLeases(BlobWriting):
                     f" OR tether_scope_leases.expires_at < {NOW}"
                     " RETURNING owner",
                     (scope, owner, ttl, replace),
-                ).fetchone()
-                if taken is not None:
+                ).fetchall()
+                if taken:
                     return None
                 row = conn.execute(
                     "SELECT owner FROM tether_scope_leases WHERE scope = ?", (scope,)
                 ).fetchone()
-                return str(row[0])
+                if row is not None:
+                    return str(row[0])
+                # Released between the two statements: try to take it again.
 
         return await self._run(op)
 

@@ -140,16 +140,22 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
         tags = run_tags(info)
         live = info.status in _LIVE
 
+        def insert(conn: sqlite3.Connection) -> int | None:
+            try:
+                return conn.execute(
+                    f"INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at,"
+                    f" lease_owner, unindexed) VALUES ({_RUN_MARKS}, {NOW} + ?, ?, ?)",
+                    (*row, lease_ttl, lease, live),
+                ).lastrowid
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"run {info.run_id!r} already exists") from exc
+
         def op(conn: sqlite3.Connection) -> None:
+            if live and not tags:
+                insert(conn)  # one statement: a transaction of its own
+                return
             with transaction(conn):
-                try:
-                    cur = conn.execute(
-                        f"INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at,"
-                        f" lease_owner, unindexed) VALUES ({_RUN_MARKS}, {NOW} + ?, ?, ?)",
-                        (*row, lease_ttl, lease, live),
-                    )
-                except sqlite3.IntegrityError as exc:
-                    raise StoreError(f"run {info.run_id!r} already exists") from exc
+                rowid = insert(conn)
                 if tags:
                     conn.executemany(
                         "INSERT OR IGNORE INTO tether_run_tags (tag, run_id) VALUES (?, ?)",
@@ -158,7 +164,7 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
                 if not live:  # an ended run's text is indexed now; a live run's when it ends
                     conn.execute(
                         "INSERT INTO tether_runs_fts (rowid, body) VALUES (?, ?)",
-                        (cur.lastrowid, f"{row[17]}\n{row[18]}"),
+                        (rowid, f"{row[17]}\n{row[18]}"),
                     )
 
         await self._run(op)
