@@ -7,10 +7,19 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from ...errors import ConfigError, MissingKeyError
+from ...errors import ConfigError, MissingCredentialsError, MissingKeyError
 from .._keys import stored_key
 
-__all__ = ["Credentials", "require_sdk"]
+__all__ = ["Credentials", "chain_failure", "require_sdk"]
+
+
+def chain_failure(
+    provider: str, what: str, exc: BaseException, hint: str
+) -> MissingCredentialsError:
+    """The error for a cloud credential chain that failed: `what` failed, the SDK's exception
+    (type and message, cut at 400 characters), and `hint`, what to set or run."""
+    detail = f"{type(exc).__name__}: {str(exc)[:400]}"
+    return MissingCredentialsError(provider, f"{what}: {detail}; {hint}")
 
 
 def require_sdk(provider: str, modules: Sequence[str], needs: str, extra: str) -> None:

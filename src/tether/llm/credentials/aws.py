@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ...errors import ConfigError, MissingCredentialsError
-from ._base import Credentials, require_sdk
+from ._base import Credentials, chain_failure, require_sdk
 
 __all__ = ["AWSCredentials", "require_botocore"]
 
@@ -121,11 +121,8 @@ class AWSCredentials(Credentials):
         try:
             found = self._session.get_credentials()
         except botocore.exceptions.BotoCoreError as exc:
-            raise MissingCredentialsError(
-                self.provider,
-                f"the AWS credential chain failed ({self.where()}): "
-                f"{type(exc).__name__}: {exc}; {_HINT}",
-            ) from exc
+            what = f"the AWS credential chain failed ({self.where()})"
+            raise chain_failure(self.provider, what, exc, _HINT) from exc
         if found is None:
             raise MissingCredentialsError(
                 self.provider, f"no AWS credentials for {self.provider} ({self.where()}): {_HINT}"
@@ -138,11 +135,8 @@ class AWSCredentials(Credentials):
         try:
             return creds.get_frozen_credentials()
         except botocore.exceptions.BotoCoreError as exc:
-            raise MissingCredentialsError(
-                self.provider,
-                f"the AWS credentials from {self.source} ({self.where()}) could not be "
-                f"refreshed: {type(exc).__name__}: {exc}; {_HINT}",
-            ) from exc
+            what = f"the AWS credentials from {self.source} ({self.where()}) could not be refreshed"
+            raise chain_failure(self.provider, what, exc, _HINT) from exc
 
     async def credentials(self) -> Any:
         """Frozen credentials to sign one request with (access key, secret, token)."""

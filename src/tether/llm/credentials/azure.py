@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ...errors import ConfigError, MissingCredentialsError
-from ._base import Credentials
+from ._base import Credentials, chain_failure
 
 __all__ = ["DEFAULT_AZURE_API_VERSION", "ENTRA_SCOPE", "AzureCredentials"]
 
@@ -105,11 +105,8 @@ class AzureCredentials(Credentials):
         try:
             return self._credential.get_token(ENTRA_SCOPE)
         except Exception as exc:  # azure-identity's CredentialUnavailableError and the rest
-            raise MissingCredentialsError(
-                self.provider,
-                f"no Entra ID token for Azure OpenAI at {self.base_url} from {self.source}: "
-                f"{type(exc).__name__}: {str(exc)[:400]}; {_HINT}",
-            ) from exc
+            what = f"no Entra ID token for Azure OpenAI at {self.base_url} from {self.source}"
+            raise chain_failure(self.provider, what, exc, _HINT) from exc
 
     async def sign(
         self, method: str, url: str, content: bytes, headers: Mapping[str, str]

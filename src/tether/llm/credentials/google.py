@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...errors import ConfigError, MissingCredentialsError
-from ._base import Credentials, require_sdk
+from ._base import Credentials, chain_failure, require_sdk
 
 __all__ = ["CLOUD_PLATFORM_SCOPE", "GoogleCredentials"]
 
@@ -129,11 +129,11 @@ class GoogleCredentials(Credentials):
         try:
             self._credentials.refresh(auth.transport.requests.Request())
         except auth.exceptions.GoogleAuthError as exc:
-            raise MissingCredentialsError(
-                self.provider,
+            what = (
                 f"the Google Cloud credentials ({self.source}, {self.where()}) could not be "
-                f"refreshed: {type(exc).__name__}: {str(exc)[:400]}; {_HINT}",
-            ) from exc
+                "refreshed"
+            )
+            raise chain_failure(self.provider, what, exc, _HINT) from exc
 
     async def sign(
         self, method: str, url: str, content: bytes, headers: Mapping[str, str]
