@@ -197,7 +197,7 @@ class HttpChannel:
         candidates = message if isinstance(message, list) else [message]
         for item in candidates:
             if is_response_to(item, request_id):
-                return item  # type: ignore[no-any-return]  # is_response_to checked it
+                return item
         raise ChannelError(
             f"the server's JSON body is not the answer to request {request_id}: "
             f"{raw[:200].decode('utf-8', 'replace')!r}"

@@ -8,7 +8,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from typing import Any, Final, Protocol, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias, TypeGuard
 
 __all__ = [
     "DEFAULT_MCP_TIMEOUT_MS",
@@ -154,7 +154,7 @@ def parse_message(raw: str | bytes) -> Any:
         return None
 
 
-def is_response_to(message: Any, request_id: Any) -> bool:
+def is_response_to(message: Any, request_id: Any) -> TypeGuard[JsonObject]:
     return (
         isinstance(message, dict)
         and "method" not in message
