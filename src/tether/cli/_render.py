@@ -173,29 +173,8 @@ def format_usage(usage: Mapping[str, Any]) -> str:
 
 
 def run_to_json(info: RunInfo) -> dict[str, Any]:
-    """A run summary as JSON data."""
-    return {
-        "run_id": info.run_id,
-        "kind": info.kind,
-        "name": info.name,
-        "status": info.status,
-        "started_at": info.started_at,
-        "ended_at": info.ended_at,
-        "tags": list(info.tags),
-        "memory_scope": info.memory_scope,
-        "workflow_run_id": info.workflow_run_id,
-        "step_id": info.step_id,
-        "error": info.error,
-        "meta": dict(info.meta),
-        "usage": dict(info.usage),
-        "cost_usd": info.cost_usd,
-        "lease_expires_at": info.lease_expires_at,
-        "pending": [dict(p) for p in info.pending],
-        "resume": resume_command(info),
-        "parent_run_id": info.parent_run_id,
-        "parent_tool_call_id": info.parent_tool_call_id,
-        "traceback": info.traceback,
-    }
+    """A run summary as JSON data: `RunInfo.to_json`, and the command that resumes it."""
+    return {**info.to_json(), "resume": resume_command(info)}
 
 
 def resume_command(info: RunInfo) -> str | None:

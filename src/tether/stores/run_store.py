@@ -27,7 +27,7 @@ Three implementations pass one contract suite (`tests/stores/test_run_store.py`)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import (
     Any,
     Final,
@@ -120,6 +120,15 @@ class RunInfo:
     pending: list[dict[str, Any]] = field(default_factory=list)
     """A paused run's calls that wait for a decision (``[{id, name, input, kind, reason?}]``,
     `tether.events.PendingCall`); empty for any other status."""
+
+    def to_json(self, *, traceback: bool = True) -> dict[str, Any]:
+        """Every field as JSON data (lists and dicts copied): the one run summary the CLI's
+        `--json` and the UI's API both print, each adding its own keys. `traceback=False`
+        leaves the traceback out (up to `TRACEBACK_LIMIT` characters: a list leaves it out)."""
+        out = asdict(self)
+        if not traceback:
+            del out["traceback"]
+        return out
 
 
 TEXT_LIMIT = 2000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...errors import StoreCorruptError, StoreError
@@ -137,13 +137,8 @@ def totals_json(totals: RunTotals | None) -> dict[str, Any] | None:
 
 
 def scope_json(info: ScopeInfo) -> dict[str, Any]:
-    return {
-        "scope": info.scope,
-        "title": info.title,
-        "length": info.length,
-        "created_at": info.created_at,
-        "updated_at": info.updated_at,
-    }
+    """A scope's summary as the JSON API shows it: every `ScopeInfo` field."""
+    return asdict(info)
 
 
 @dataclass(slots=True)
@@ -161,12 +156,7 @@ class PromptView:
     agent_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "text": self.text,
-            "error": self.error,
-            "agent_id": self.agent_id,
-        }
+        return asdict(self)
 
 
 @dataclass(slots=True)

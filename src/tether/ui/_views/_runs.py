@@ -22,34 +22,10 @@ def duration(info: RunInfo, now: float) -> float | None:
 
 
 def run_json(info: RunInfo, now: float, *, traceback: bool = True) -> dict[str, Any]:
-    """A run summary as the JSON API shows it; a list leaves out the tracebacks
-    (`traceback=False`: up to 20,000 characters each), a run's own record has it."""
-    out = {
-        "usage": dict(info.usage),
-        "cost_usd": info.cost_usd,
-        "input_text": info.input_text,
-        "output_text": info.output_text,
-        "run_id": info.run_id,
-        "kind": info.kind,
-        "name": info.name,
-        "status": info.status,
-        "started_at": info.started_at,
-        "ended_at": info.ended_at,
-        "duration": duration(info, now),
-        "tags": list(info.tags),
-        "memory_scope": info.memory_scope,
-        "workflow_run_id": info.workflow_run_id,
-        "step_id": info.step_id,
-        "parent_run_id": info.parent_run_id,
-        "parent_tool_call_id": info.parent_tool_call_id,
-        "error": info.error,
-        "meta": info.meta,
-        "lease_expires_at": info.lease_expires_at,
-        "pending": [dict(p) for p in info.pending],
-    }
-    if traceback:
-        out["traceback"] = info.traceback
-    return out
+    """A run summary as the JSON API shows it (`RunInfo.to_json` and how long it ran); a list
+    leaves out the tracebacks (`traceback=False`: up to 20,000 characters each), a run's own
+    record has it."""
+    return {**info.to_json(traceback=traceback), "duration": duration(info, now)}
 
 
 @dataclass(slots=True)
