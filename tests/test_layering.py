@@ -133,3 +133,57 @@ def test_the_web_toolkit_knows_no_app(path: Path) -> None:
     # ui and serve are built on it; it knows nothing of runs, stores, pages or the CLI.
     allowed = ("tether.web", "tether.errors")
     assert [m for m in tether_imports(path) if not under(m, allowed)] == []
+
+
+def _runtime_imports(path: Path, known: set[str]) -> set[str]:
+    """The tether modules `path` imports when it runs: module level and inside functions,
+    not under ``if TYPE_CHECKING:``. ``from pkg import name`` counts as importing the module
+    ``pkg.name`` when there is one, else ``pkg``."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if sub in known else target)
+    return (found & known) - {name}
+
+
+def test_no_module_imports_itself_back_at_run_time() -> None:
+    # An import circle, even through a function-level import, means two modules that cannot
+    # be read (or loaded) one without the other; each points down instead.
+    paths = {module_name(p): p for p in modules("")}
+    known = set(paths)
+    graph = {m: _runtime_imports(p, known) for m, p in paths.items()}
+    circles = []
+    for start in graph:
+        seen: set[str] = set()
+        todo = list(graph[start])
+        while todo:
+            m = todo.pop()
+            if m == start:
+                circles.append(start)
+                break
+            if m not in seen:
+                seen.add(m)
+                todo.extend(graph[m])
+    assert circles == []

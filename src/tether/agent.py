@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from ._options import AgentOptions, TurnOverrides, keys_of, refuse_unknown
 from ._params import (
+    bad,
     check_blobs,
     check_count,
     check_function,
@@ -652,6 +653,8 @@ def _handoffs(value: Any, name: str | None) -> dict[str, Handoff[Agent]]:
     out: dict[str, Handoff[Agent]] = {}
     for item in items:
         handoff = item if isinstance(item, Handoff) else Handoff(item)
+        if not isinstance(handoff.agent, Agent):
+            raise bad("Handoff(agent)", handoff.agent, "an Agent (create_agent(name=...))")
         if handoff.name in out:
             raise ConfigError(f"handoffs= names the agent {handoff.name!r} twice")
         out[handoff.name] = handoff

@@ -24,20 +24,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast
 
 from ._params import bad, check_function, where_prefix
 from .errors import ConfigError, HandoffLimitError, ToolError
 from .events import AgentEvent, DoneEvent, HandoffEvent, Part, Usage
+from .loop import stream_turn
 from .session import Message, Session, fold
 from .stop import RoundResult, StopCondition
 from .tools import Tool, define_tool
+from .turn import TurnOptions
 
 if TYPE_CHECKING:
     from .agent import Agent
     from .context import RunContext
-    from .turn import TurnOptions
 
 __all__ = [
     "DEFAULT_MAX_HANDOFFS",
@@ -156,9 +157,9 @@ class Handoff(Generic[A]):
         object.__setattr__(self, "input_filter", input_filter)
 
     def _check_target(self, agent: Any) -> None:
-        from .agent import Agent
-
-        if not isinstance(agent, Agent):
+        # That it is an `Agent` is checked where it is declared (`create_agent(handoffs=)`,
+        # beside the class): this module sits below the agent it hands over to.
+        if not isinstance(getattr(agent, "name", 0), str | None):
             raise bad("Handoff(agent)", agent, "an Agent (create_agent(name=...))")
         if agent.name is None:
             raise ConfigError(
@@ -293,8 +294,6 @@ async def stream_handoffs(
     `input_filter` applied to the transcript as the turn made it so far. `rounds` gets every
     agent's rounds, in order.
     """
-    from .loop import stream_turn
-
     chain = HandoffChain(entry.max_handoffs)
     agent = start
     messages: list[Message] = list(session.messages)
@@ -347,8 +346,6 @@ async def stream_handoffs(
 
 
 def _with_stop(agent: Agent, options: TurnOptions, chain: HandoffChain) -> TurnOptions:
-    import dataclasses
-
     given = options.stop_when
     if given is None:
         conditions: list[StopCondition] = list(agent.stop_when)
@@ -357,10 +354,8 @@ def _with_stop(agent: Agent, options: TurnOptions, chain: HandoffChain) -> TurnO
     else:
         conditions = list(given)
     conditions.append(chain.stop)
-    return dataclasses.replace(options, stop_when=conditions)
+    return replace(options, stop_when=conditions)
 
 
 def _carried(options: TurnOptions) -> TurnOptions:
-    from .turn import TurnOptions
-
     return TurnOptions(signal=options.signal, services=options.services, context=options.context)

@@ -30,9 +30,8 @@ from ..events import PendingCall
 from ..guardrails import Guardrail
 from ..handoffs import DEFAULT_MAX_HANDOFFS, transfer_tool
 from ..integrations import IntegrationSource
-from ..llm import LLMClient
+from ..llm import LLMClient, fallback
 from ..llm.base import ModelSettings
-from ..llm.fallback import fallback
 from ..media import UserContent, user_parts
 from ..resources import Resource
 from ..session import Message, Session

@@ -36,7 +36,7 @@ from .base import (
     ToolSpec,
 )
 from .builtin import BuiltinTool, code_execution, file_search, web_search
-from .fallback import FallbackClient, fallback
+from .fallback import FallbackClient
 
 __all__ = [
     "CLOUD_KEYS",
@@ -191,6 +191,13 @@ def client_from_config(
     if window is not None:
         _set_window(client, provider, window)
     return client
+
+
+def fallback(*models: _Any) -> FallbackClient:
+    """A client that tries `models` in order (each an `LLMClient`, a ``"provider:model"``
+    string or a model config dict) when one fails before answering (see the module)."""
+    built = [m if isinstance(m, LLMClient) else client_from_config(m) for m in models]
+    return FallbackClient(built, owned=[not isinstance(m, LLMClient) for m in models])
 
 
 def _context_window(window: object) -> int | None:

@@ -1,9 +1,9 @@
 """Model fallback: one `LLMClient` over several, trying the next when one fails before it
 answered.
 
-``fallback(a, b, c)`` (or ``model=["anthropic:…", "bedrock:…", "openai:…"]`` on an agent) sends
-each model call to `a`; when that call fails *before its first content chunk* (text, thinking,
-a tool-call fragment or the finish) with
+``tether.llm.fallback(a, b, c)`` (or ``model=["anthropic:…", "bedrock:…", "openai:…"]`` on an
+agent) sends each model call to `a`; when that call fails *before its first content chunk* (text,
+thinking, a tool-call fragment or the finish) with
 
 - a connection error or a deadline (`LLMConnectionError`, `DeadlineError`),
 - a 429 or a 5xx after the client's own request retries (`RateLimitError`, `LLMHTTPError`),
@@ -27,7 +27,7 @@ model cannot honour fails there, not mid-turn.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, cast
+from typing import cast
 
 from ..errors import (
     AuthenticationError,
@@ -42,7 +42,7 @@ from ..errors import (
 )
 from .base import ChatRequest, FallbackChunk, LLMClient, ModelSettings, StreamChunk
 
-__all__ = ["FallbackClient", "fallback", "falls_back", "model_name"]
+__all__ = ["FallbackClient", "falls_back", "model_name"]
 
 
 def model_name(client: LLMClient) -> str:
@@ -130,12 +130,3 @@ class FallbackClient:
         """Close the clients when they are ours (built from model strings)."""
         for client in self._owned:
             await client.aclose()
-
-
-def fallback(*models: Any) -> FallbackClient:
-    """A client that tries `models` in order (each an `LLMClient`, a ``"provider:model"``
-    string or a model config dict) when one fails before answering (see the module)."""
-    from . import client_from_config
-
-    built = [m if isinstance(m, LLMClient) else client_from_config(m) for m in models]
-    return FallbackClient(built, owned=[not isinstance(m, LLMClient) for m in models])
