@@ -75,3 +75,22 @@ async def test_a_rerun_after_an_edit_is_another_version(tmp_path: Path) -> None:
     with pytest.raises(ExperimentMismatchError, match="another target version"):
         await evaluate(lab, "echo", cases, experiment=first["experiment"])
     await lab.aclose()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_an_untracked_symlink_out_of_the_project_is_a_change_of_the_project(
+    tmp_path: Path,
+) -> None:
+    root, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    _git(root, "init", "-q")
+    (root / "app.py").write_text("x = 1\n")
+    _git(root, "add", ".")
+    _git(root, "commit", "-qm", "first")
+    (root / "venv.py").symlink_to(elsewhere / "target.py")
+    (elsewhere / "target.py").write_text("z = 1\n")
+    linked = changes_tag(root)
+    assert linked is not None  # listed by git status; read through the link
+    (elsewhere / "target.py").write_text("z = 2\n")
+    assert changes_tag(root) not in (None, linked)

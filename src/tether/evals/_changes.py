@@ -72,7 +72,10 @@ def _git_changes(root: Path) -> list[str] | None:
             continue
         status, path = entry[:2], entry[3:]
         skip = "R" in status or "C" in status
-        paths.append(str((base / path).resolve().relative_to(root.resolve())))
+        # The directory resolved, not the file: an untracked symlink (a `.venv` pointing
+        # elsewhere) is a path of the project, wherever it points.
+        where = (base / path).parent.resolve() / Path(path).name
+        paths.append(str(where.relative_to(root.resolve())))
     return sorted(paths)
 
 
