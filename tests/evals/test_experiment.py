@@ -239,3 +239,43 @@ async def test_an_agent_case_may_give_run_options(lab: Runtime) -> None:
         experiment="opts",
     )
     assert report["cases"][0]["status"] == "passed"
+
+
+@pytest.mark.parametrize("priced", [True, False])
+async def test_an_agent_case_takes_its_cost_from_the_finished_run_without_reading_it_back(
+    priced: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prices = {"script": {"input_mtok": 1.0, "output_mtok": 2.0}} if priced else None
+    lab = Runtime(store="memory", version=False, prices=prices)
+    lab.create_agent(
+        id="echo",
+        model=script_client(
+            [{"text": "hi", "usage": {"input_tokens": 1000, "output_tokens": 500}}] * 4
+        ),
+    )
+    store = lab.run_store
+    read: list[str] = []
+    get_run = store.get_run
+
+    async def spy(run_id: str) -> Any:
+        read.append(run_id)
+        return await get_run(run_id)
+
+    monkeypatch.setattr(store, "get_run", spy)
+    report = await evaluate(lab, "echo", [{"id": "a", "input": "x"}, {"id": "b", "input": "y"}])
+    runs = [run["run_id"] for case in report["cases"] for run in case["runs"]]
+    assert not set(read) & set(runs)  # no case's run was read back to score it
+    state = await read_experiment(store, report["experiment"])
+    assert state is not None
+    for record in state.finished.values():
+        info = await get_run(record["run_id"])
+        assert info is not None and record["cost_usd"] == info.cost_usd
+        if priced:
+            assert record["cost_usd"] == pytest.approx(0.002) and record["cost_note"] is None
+        else:
+            assert record["cost_usd"] is None
+            assert record["cost_note"] == (
+                f"run {info.run_id} records no cost_usd (no price known for model "
+                f"{info.meta['model']!r})"
+            )
+    await lab.aclose()

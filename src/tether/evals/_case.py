@@ -261,8 +261,9 @@ async def _run_agent(
             memory_scope=scope,
         )
     latency = (time.perf_counter() - start) * 1000
-    info = await store.get_run(handle.run_id)
-    cost, note = _cost_of([info] if info is not None else [])
+    # The run's cost as its record stores it, carried by the result: no read back.
+    cost = episode.cost_usd
+    note = None if cost is not None else _no_cost(handle.run_id, episode.model)
     calls = [
         {"name": part["name"], "arguments": part["input"]}
         for leg in legs
@@ -452,12 +453,16 @@ def _cost_of(infos: list[RunInfo]) -> tuple[float | None, str | None]:
             value = info.meta.get("cost_usd") if isinstance(info.meta, dict) else None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             model = info.meta.get("model") if isinstance(info.meta, dict) else None
-            return None, (
-                f"run {info.run_id} records no cost_usd"
-                + (f" (no price known for model {model!r})" if model else "")
-            )
+            return None, _no_cost(info.run_id, model)
         total += float(value)
     return total, None
+
+
+def _no_cost(run_id: str, model: Any) -> str:
+    """Why a case's cost is unknown: run `run_id` (on `model`) records none."""
+    return f"run {run_id} records no cost_usd" + (
+        f" (no price known for model {model!r})" if model else ""
+    )
 
 
 def _elapsed_ms(info: RunInfo) -> float:

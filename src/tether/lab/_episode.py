@@ -662,6 +662,8 @@ class Episode:
             stop_reason=done["stop_reason"],
             steps=self.steps,
             pending=pending if pending is not None else [],
+            cost_usd=self.recorder.cost_usd if self.recorder is not None else None,
+            model=self.model,
         )
 
     def _turns(self) -> int:
@@ -995,6 +997,8 @@ class Episode:
             usage=cast(Usage, dict(self.usage)),
             run_id=self.run_id,
             steps=self.steps,
+            cost_usd=self.recorder.cost_usd,
+            model=self.model,
         )
 
     async def _record(

@@ -46,6 +46,11 @@ class AgentRunResult(Generic[T]):
     pending: list[PendingCall] = field(default_factory=list)
     """The calls the turn paused on (the run is "paused"; `agent.resume(run_id, decisions)`
     continues it); empty when the episode ended."""
+    cost_usd: float | None = None
+    """What run `run_id`'s model calls cost, as its record stores it (an earlier leg of a
+    resumed run included); None when a call has no known price or none reported usage."""
+    model: str | None = None
+    """The model the run's record names (its `meta["model"]`)."""
 
     @property
     def paused(self) -> bool:

@@ -126,4 +126,6 @@ async def replayed(
         usage=cast(Usage, dict(info.usage) if info is not None else {}),
         run_id=run_id,
         stop_reason=outcome.get("stop_reason"),
+        cost_usd=info.cost_usd if info is not None else None,
+        model=info.meta.get("model") if info is not None else None,
     )
