@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ._errors import missing_lab, reports_errors
+from ._errors import reports_errors
 from ._options import allowed_host_option, token_option
 from ._project import (
     absolute_store_url,
@@ -17,13 +18,19 @@ from ._project import (
     locate_config,
     options_of,
 )
-from ._ui import announce_login, check_port, refuse_open_host, serve_until_stopped
+from ._ui import ServerCommand, announce_login, check_port, serve_until_stopped
 
 __all__ = ["serve"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8700
 TOKEN_ENV = "TETHER_SERVE_TOKEN"
+SERVE_COMMAND = ServerCommand(
+    what="the server",
+    exposure="anyone on the network could start runs and read every stored conversation",
+    token_env=TOKEN_ENV,
+    module="tether.serve",
+)
 
 
 @reports_errors
@@ -129,23 +136,8 @@ def serve(
     browser: the inspection UI is served beside the API. Several workers (--workers, or
     several machines) on one PostgreSQL store serve one set of conversations.
     """
-    refuse_open_host(
-        host,
-        token,
-        exposure="anyone on the network could start runs and read every stored conversation",
-        token_env=TOKEN_ENV,
-    )
-    options = options_of(ctx)
-    try:
-        from ..serve import ServeOptions
-        from ..serve._server import serve_workers
-    except ImportError as exc:
-        raise missing_lab("the server", exc) from exc
-    serve_options = ServeOptions(
-        host=host,
-        port=port,
-        token=token,
-        allowed_hosts=list(allowed_host or ()),
+    serve_options = replace(
+        SERVE_COMMAND.options(host, port, token, allowed_host),
         cors_origins=list(cors_origin or ()),
         max_body=max_body,
         takeover_every=takeover_every,
@@ -154,8 +146,11 @@ def serve(
         send_timeout=send_timeout,
         max_client_connections=max_client_connections,
     )
+    options = options_of(ctx)
     registry = load_project(options)
     if workers > 1:
+        from ..serve._server import serve_workers
+
         check_port(host, port)
         announce_login(host, port, token)
         # Each worker loads the project itself; here it was loaded to report errors first.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import importlib
 import socket
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated
 from urllib.parse import quote
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from ..serve import ServeOptions
     from ._project import GlobalOptions
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "check_port", "ui"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ServerCommand", "check_port", "ui"]
 
 DEFAULT_HOST = "127.0.0.1"
 """Loopback: the UI shows every stored conversation, so elsewhere it needs a token."""
@@ -62,34 +63,19 @@ def ui(
     is the way to stop the server: it exits 0. The project's registry is reloaded when its
     files change.
     """
-    refuse_open_host(
-        host,
-        token,
-        exposure="the UI would show every stored conversation to the network without a login",
-        token_env=TOKEN_ENV,
+    # The pages with the chat page beside them (tether serve's app): the UI's own reload of the
+    # project's files, and no takeover of other workers' workflow runs (it inspects, it is not
+    # a worker).
+    serve_options = replace(
+        UI_COMMAND.options(host, port, token, allowed_host),
+        takeover_every=None,
+        watch_registry=True,
     )
     options = options_of(ctx)
     if options.config is None and not has_project():
         registry = prompt_registry(options.store)  # outside a project: `tether prompt`'s runs
     else:
         registry = load_project(options)
-    # Imported here, not at the top: the rest of the CLI works without the UI's dependencies.
-    try:
-        importlib.import_module("tether.ui")  # the pages (the server's app mounts them)
-        from ..serve import ServeOptions
-    except ImportError as exc:
-        raise missing_lab("the inspection UI", exc) from exc
-    # The pages with the chat page beside them (tether serve's app): the UI's own reload of the
-    # project's files, and no takeover of other workers' workflow runs (it inspects, it is not
-    # a worker).
-    serve_options = ServeOptions(
-        host=host,
-        port=port,
-        token=token,
-        allowed_hosts=list(allowed_host or ()),
-        takeover_every=None,
-        watch_registry=True,
-    )
     serve_until_stopped(registry, options, serve_options)
 
 
@@ -164,6 +150,50 @@ def announce_login(host: str, port: int, token: str | None) -> None:
     link = login_link(host, port, token)
     note = " (PORT: the one the server reports below)" if not port else ""
     typer.echo(f"Log in once from a browser: {link}{note}", err=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCommand:
+    """`tether ui` or `tether serve`, as its checks and errors name it."""
+
+    what: str
+    """The server, as the error for a missing lab extra names it."""
+    exposure: str
+    """What a host that is not loopback would expose without a token."""
+    token_env: str
+    """The environment variable the token is read from."""
+    module: str
+    """The package of its pages, imported first so that a missing one is named."""
+
+    def options(
+        self, host: str, port: int, token: str | None, allowed_host: list[str] | None
+    ) -> ServeOptions:
+        """The server options both commands share (`dataclasses.replace` adds each one's own):
+        a host that is not loopback refused without a token, the server's modules imported.
+
+        Raises:
+            CommandLineError: a host that is not loopback, and no token.
+            ProjectError: the lab extra is not installed.
+        """
+        refuse_open_host(host, token, exposure=self.exposure, token_env=self.token_env)
+        # Imported here, not at the top: the rest of the CLI works without the server's
+        # dependencies.
+        try:
+            importlib.import_module(self.module)
+            from ..serve import ServeOptions
+        except ImportError as exc:
+            raise missing_lab(self.what, exc) from exc
+        return ServeOptions(
+            host=host, port=port, token=token, allowed_hosts=list(allowed_host or ())
+        )
+
+
+UI_COMMAND = ServerCommand(
+    what="the inspection UI",
+    exposure="the UI would show every stored conversation to the network without a login",
+    token_env=TOKEN_ENV,
+    module="tether.ui",
+)
 
 
 def refuse_open_host(host: str, token: str | None, *, exposure: str, token_env: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import TypedDict, Unpack
 
 import uvicorn
 
@@ -21,12 +22,29 @@ TOKEN_ENV = "TETHER_UI_TOKEN"
 """The environment variable a token is read from when none is passed."""
 
 
+class UiServeArgs(TypedDict, total=False):
+    """What `serve` and `aserve` take besides the runtime (every key optional)."""
+
+    host: str
+    """The interface to listen on (default loopback, `DEFAULT_HOST`)."""
+    port: int
+    """Default `DEFAULT_PORT`."""
+    registry: Registry | None
+    """The project's agents and workflows the pages list (default: none)."""
+    log_level: str
+    """uvicorn's log level (default "info")."""
+    allowed_host: Iterable[str]
+    """Host names answered besides the ones the server was started for."""
+    token: str | None
+    """The login token (default: `TETHER_UI_TOKEN`); required off loopback."""
+
+
 def _server(
     runtime: Runtime,
-    host: str,
-    port: int,
-    registry: Registry | None,
-    log_level: str,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    registry: Registry | None = None,
+    log_level: str = "info",
     allowed_host: Iterable[str] = (),
     token: str | None = None,
 ) -> uvicorn.Server:
@@ -44,18 +62,10 @@ def _server(
     return uvicorn.Server(config)
 
 
-def serve(
-    runtime: Runtime,
-    *,
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
-    registry: Registry | None = None,
-    log_level: str = "info",
-    allowed_host: Iterable[str] = (),
-    token: str | None = None,
-) -> None:
+def serve(runtime: Runtime, **args: Unpack[UiServeArgs]) -> None:
     """Serve the UI over `runtime` until interrupted (Ctrl-C). Blocks; starts its own event
-    loop, so call it outside one (from async code, `await aserve(...)`).
+    loop, so call it outside one (from async code, `await aserve(...)`). `UiServeArgs` lists
+    the keyword arguments.
 
     Requests are answered only for the host names the server was started for (the loopback
     names on loopback, `host` otherwise, plus `allowed_host`); on an address that is not
@@ -66,18 +76,9 @@ def serve(
 
     The runtime stays the caller's: close it after `serve` returns.
     """
-    _server(runtime, host, port, registry, log_level, allowed_host, token).run()
+    _server(runtime, **args).run()
 
 
-async def aserve(
-    runtime: Runtime,
-    *,
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
-    registry: Registry | None = None,
-    log_level: str = "info",
-    allowed_host: Iterable[str] = (),
-    token: str | None = None,
-) -> None:
+async def aserve(runtime: Runtime, **args: Unpack[UiServeArgs]) -> None:
     """Like `serve`, inside the running event loop."""
-    await _server(runtime, host, port, registry, log_level, allowed_host, token).serve()
+    await _server(runtime, **args).serve()
