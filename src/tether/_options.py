@@ -15,10 +15,9 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
-    from .agent import Agent
     from .blobs import BlobResolver, BlobStore
     from .guardrails import Guardrail, ToolCallGuardrail
-    from .handoffs import Handoff
+    from .handoffs import Handoff, HandoffAgent
     from .history import HistoryProcessor
     from .integrations import IntegrationSource
     from .llm.base import ModelSettings
@@ -73,7 +72,7 @@ class AgentOptions(AgentParts, total=False):
     name: str | None
     """The agent's name: its assistant messages carry it, and a handoff to it is the tool
     ``transfer_to_<name>`` (`tether.handoffs`)."""
-    handoffs: Sequence[Agent | Handoff[Agent]] | None
+    handoffs: Sequence[HandoffAgent | Handoff[HandoffAgent]] | None
     """The agents this one may hand the conversation over to (`tether.handoffs`)."""
 
 

@@ -23,9 +23,9 @@ the one tool loop (`tether.loop.stream_turn`) over the agents of a turn.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar, cast
 
 from ._params import bad, check_function, where_prefix
 from .errors import ConfigError, HandoffLimitError, ToolError
@@ -37,8 +37,9 @@ from .tools import Tool, define_tool
 from .turn import TurnOptions
 
 if TYPE_CHECKING:
-    from .agent import Agent
     from .context import RunContext
+    from .session import SessionLike
+    from .turn import TurnPlan
 
 __all__ = [
     "DEFAULT_MAX_HANDOFFS",
@@ -60,6 +61,23 @@ InputFilter: TypeAlias = Callable[[list[Message]], list[Message]]
 result included) returning the messages the target sees. It must not change its input."""
 
 A = TypeVar("A")
+
+
+class HandoffAgent(Protocol):
+    """What a turn that hands over needs of each agent in it (a harness `Agent` is one; this
+    module sits below the class, which is checked where handoffs are declared)."""
+
+    name: str | None
+    max_handoffs: int
+
+    @property
+    def stop_when(self) -> Sequence[StopCondition]: ...
+
+    @property
+    def handoffs_by_name(self) -> Mapping[str, Handoff[Any]]: ...
+
+    def plan_turn(self, session: SessionLike, options: TurnOptions | None = None) -> TurnPlan: ...
+
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 
@@ -278,8 +296,8 @@ def _add_usage(total: dict[str, int], usage: Usage) -> None:
 
 
 async def stream_handoffs(
-    entry: Agent,
-    start: Agent,
+    entry: HandoffAgent,
+    start: HandoffAgent,
     session: Session,
     text: str | list[Part] | None,
     options: TurnOptions,
@@ -345,7 +363,7 @@ async def stream_handoffs(
         opts = _carried(options)
 
 
-def _with_stop(agent: Agent, options: TurnOptions, chain: HandoffChain) -> TurnOptions:
+def _with_stop(agent: HandoffAgent, options: TurnOptions, chain: HandoffChain) -> TurnOptions:
     given = options.stop_when
     if given is None:
         conditions: list[StopCondition] = list(agent.stop_when)

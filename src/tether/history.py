@@ -23,15 +23,14 @@ import math
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from ._json import check_json_safe
 from .errors import ConfigError, NotJSONSafeError
 from .events import Usage
-from .session import Message, _message_problem
+from .session import Message, Session, _message_problem
 
 if TYPE_CHECKING:
-    from .agent import Agent
     from .llm.base import LLMClient
 
 __all__ = [
@@ -405,6 +404,24 @@ def render_transcript(messages: Sequence[Message]) -> str:
     return "\n".join(lines)
 
 
+class _Reply(Protocol):
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def usage(self) -> Usage: ...
+
+
+class SummaryAgent(Protocol):
+    """What `summarize(agent=)` needs of the agent writing the summary (a harness `Agent` is
+    one: this module sits below the class)."""
+
+    @property
+    def client(self) -> LLMClient: ...
+
+    async def run_turn(self, session: Session, text: str, /) -> _Reply: ...
+
+
 class summarize:
     """When the estimate is over `when_tokens_over`, replace the turns before the last
     `keep_last_turns` with a summary made by `model` (a model string, config or client) or
@@ -420,7 +437,7 @@ class summarize:
         self,
         *,
         model: Any = None,
-        agent: Agent | None = None,
+        agent: SummaryAgent | None = None,
         when_tokens_over: int,
         keep_last_turns: int = 4,
         prompt: str | None = None,
@@ -504,8 +521,6 @@ class summarize:
         if previous is not None:
             body = f"The summary of what came before:\n{previous}\n\nWhat followed:\n{body}"
         if self.agent is not None:
-            from .session import Session
-
             result = await self.agent.run_turn(Session(), f"{self.prompt}\n\n{body}")
             return result.text.strip(), result.usage, self.agent.client.model
         client = self._client
