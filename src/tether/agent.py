@@ -166,7 +166,7 @@ class Agent:
         o = options
         name = o.get("name")
         if name is not None and not (isinstance(name, str) and name.strip()):
-            raise ConfigError(f"name= takes a non-empty string; got {name!r:.60}")
+            raise bad("name", name, "a non-empty string")
         self.name: str | None = name
         """The agent's name (its messages carry it), or None."""
         handoffs = _handoffs(o.get("handoffs"), self.name)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from ._json import check_json_safe
+from ._params import bad, bad_item, model_client_spec
 from .errors import ConfigError, NotJSONSafeError
 from .events import Usage
 from .session import Message, Session, _message_problem
@@ -218,8 +219,6 @@ def _name(processor: Any) -> str:
 
 def check_history(value: Any, where: str = "", param: str = "history") -> list[Any] | None:
     """A list of processors (callables), or None."""
-    from ._params import bad, bad_item
-
     if value is None:
         return None
     if callable(value):
@@ -290,7 +289,7 @@ async def apply_history(
 
 def _positive(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name}= takes an integer >= 1; got {value!r:.60}")
+        raise bad(name, value, "an integer >= 1")
     return value
 
 
@@ -449,7 +448,7 @@ class summarize:
         self.when_tokens_over = _positive("summarize(when_tokens_over", when_tokens_over)
         self.keep_last_turns = _positive("summarize(keep_last_turns", keep_last_turns)
         if prompt is not None and not isinstance(prompt, str):
-            raise ConfigError(f"summarize(prompt=) takes a string; got {type(prompt).__name__}")
+            raise bad("summarize(prompt", prompt, "a string")
         self.prompt = prompt or DEFAULT_SUMMARY_PROMPT
         self._client: LLMClient | None = None
         self._cache: OrderedDict[str, tuple[int, str]] = OrderedDict()
@@ -525,7 +524,6 @@ class summarize:
             return result.text.strip(), result.usage, self.agent.client.model
         client = self._client
         if client is None:
-            from ._params import model_client_spec
             from .llm import client_from_config
 
             client = self._client = client_from_config(model_client_spec("model", self.model))
