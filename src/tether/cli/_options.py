@@ -1,6 +1,6 @@
 """The options several commands take, declared once: each command gives its own help text, the
 flags and metavars are the same everywhere (``--model/-m PROVIDER:MODEL``, ``--scope``,
-``--token``, ``--allowed-host``)."""
+``--host``, ``--port``, ``--token``, ``--allowed-host``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ from typing import Any
 
 import typer
 
-__all__ = ["allowed_host_option", "model_option", "scope_option", "token_option"]
+__all__ = [
+    "allowed_host_option",
+    "host_option",
+    "model_option",
+    "port_option",
+    "scope_option",
+    "token_option",
+]
 
 
 def model_option(help: str) -> Any:
@@ -44,3 +51,13 @@ def allowed_host_option() -> Any:
         "names the server was started for are answered: the loopback names on loopback, "
         "the --host name otherwise; others get 400 (DNS rebinding).",
     )
+
+
+def host_option(help: str) -> Any:
+    """`--host HOST`, the interface a server listens on (`tether ui` and `tether serve`)."""
+    return typer.Option("--host", metavar="HOST", help=help)
+
+
+def port_option(help: str) -> Any:
+    """`--port PORT`, 0 to 65535 (`tether ui` and `tether serve`)."""
+    return typer.Option("--port", metavar="PORT", min=0, max=65535, help=help)

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from ._errors import reports_errors
-from ._options import allowed_host_option, token_option
+from ._options import allowed_host_option, host_option, port_option, token_option
 from ._project import (
     absolute_store_url,
     load_project,
@@ -37,17 +37,9 @@ SERVE_COMMAND = ServerCommand(
 def serve(
     ctx: typer.Context,
     host: Annotated[
-        str,
-        typer.Option(
-            "--host",
-            metavar="HOST",
-            help="The interface to listen on. Anything but loopback needs --token.",
-        ),
+        str, host_option("The interface to listen on. Anything but loopback needs --token.")
     ] = DEFAULT_HOST,
-    port: Annotated[
-        int,
-        typer.Option("--port", metavar="PORT", min=0, max=65535, help="The port to listen on."),
-    ] = DEFAULT_PORT,
+    port: Annotated[int, port_option("The port to listen on.")] = DEFAULT_PORT,
     workers: Annotated[
         int,
         typer.Option(

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import typer
 
 from ._errors import CommandLineError, ProjectError, missing_lab, reports_errors
-from ._options import allowed_host_option, token_option
+from ._options import allowed_host_option, host_option, port_option, token_option
 from ._project import has_project, load_project, open_stores, options_of, run_async
 from ._prompt import prompt_registry
 
@@ -35,23 +35,12 @@ def ui(
     ctx: typer.Context,
     host: Annotated[
         str,
-        typer.Option(
-            "--host",
-            metavar="HOST",
-            help="The interface to listen on. Anything but loopback exposes every "
-            "stored conversation to the network.",
+        host_option(
+            "The interface to listen on. Anything but loopback exposes every stored "
+            "conversation to the network."
         ),
     ] = DEFAULT_HOST,
-    port: Annotated[
-        int,
-        typer.Option(
-            "--port",
-            metavar="PORT",
-            min=0,
-            max=65535,
-            help="The port to listen on (0: any free port).",
-        ),
-    ] = DEFAULT_PORT,
+    port: Annotated[int, port_option("The port to listen on (0: any free port).")] = DEFAULT_PORT,
     allowed_host: Annotated[list[str] | None, allowed_host_option()] = None,
     token: Annotated[str | None, token_option(TOKEN_ENV)] = None,
 ) -> None:

@@ -18,9 +18,9 @@ the event it started with (`#ev-<seq>`), or to the nested run's page.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..run_events import (
     AGENT_TOOL_CALL,
@@ -122,96 +122,117 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
-def _model_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
-    open_calls: dict[Any, Bar] = {}
+class _Spans(NamedTuple):
+    """One kind of bar drawn from a pair of events: the event that opens a bar, the ones that
+    close it, and the data field that pairs them."""
+
+    key: str
+    starts: str
+    ends: tuple[str, ...]
+    opened: Callable[[RunEvent, float], Bar]
+    """The bar an opening event starts (running until `now`)."""
+    closed: Callable[[Bar, RunEvent], None]
+    """Ends the bar with its closing event."""
+    unopened: Callable[[RunEvent], Bar | None] = lambda event: None
+    """The bar of a closing event nothing opened, if any."""
+
+
+def _span_bars(events: Sequence[RunEvent], now: float, spans: _Spans) -> list[Bar]:
+    open_bars: dict[Any, Bar] = {}
     bars: list[Bar] = []
     for event in events:
-        kind, data = event["type"], event["data"]
-        if kind == MODEL_CALL_STARTED:
-            bar = Bar(
-                "model",
-                f"model call {data.get('call')} · {data.get('model') or '?'}",
-                event["at"],
-                now,
-                status="running",
-                seq=event["seq"],
-            )
-            open_calls[data.get("call")] = bar
+        kind = event["type"]
+        if kind == spans.starts:
+            bar = spans.opened(event, now)
+            open_bars[event["data"].get(spans.key)] = bar
             bars.append(bar)
-        elif kind in (MODEL_CALL_FINISHED, MODEL_CALL_FAILED):
-            ended = open_calls.pop(data.get("call"), None)
-            if ended is None:
-                continue
-            duration = _num(data.get("duration_s"))
-            ended.end = ended.start + duration if duration is not None else event["at"]
-            first = _num(data.get("first_token_s"))
-            ended.first_token = ended.start + first if first is not None else None
-            ended.status = "ok" if kind == MODEL_CALL_FINISHED else "error"
-            usage = data.get("usage") or {}
-            if isinstance(usage, dict) and usage:
-                ended.detail = (
-                    f"{usage.get('input_tokens', 0)} → {usage.get('output_tokens', 0)} tokens"
-                )
+        elif kind in spans.ends:
+            ended = open_bars.pop(event["data"].get(spans.key), None)
+            if ended is not None:
+                spans.closed(ended, event)
+            elif (orphan := spans.unopened(event)) is not None:
+                bars.append(orphan)
     return bars
 
 
-def _tool_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
-    open_calls: dict[Any, Bar] = {}
-    bars: list[Bar] = []
-    for event in events:
-        kind, data = event["type"], event["data"]
-        if kind == AGENT_TOOL_CALL:
-            call_id = data.get("id")
-            bar = Bar(
-                "tool",
-                f"tool {data.get('name')}",
-                event["at"],
-                now,
-                "running",
-                seq=event["seq"],
-                call_id=call_id if isinstance(call_id, str) else None,
-            )
-            open_calls[call_id] = bar
-            bars.append(bar)
-        elif kind == AGENT_TOOL_RESULT:
-            ended = open_calls.pop(data.get("id"), None)
-            if ended is None:
-                continue
-            began = _num(data.get("started_at"))
-            if began is not None:
-                ended.start = began
-            ended.end = max(event["at"], ended.start)
-            ended.status = "error" if data.get("is_error") else "ok"
-    return bars
+def _model_opened(event: RunEvent, now: float) -> Bar:
+    data = event["data"]
+    label = f"model call {data.get('call')} · {data.get('model') or '?'}"
+    return Bar("model", label, event["at"], now, status="running", seq=event["seq"])
 
 
-def _step_bars(events: Sequence[RunEvent], now: float) -> list[Bar]:
-    open_steps: dict[Any, Bar] = {}
-    bars: list[Bar] = []
-    for event in events:
-        kind, data = event["type"], event["data"]
-        step_id = data.get("step_id")
-        if kind == WORKFLOW_STEP_STARTED:
-            bar = Bar("step", f"step {step_id}", event["at"], now, "running", seq=event["seq"])
-            open_steps[step_id] = bar
-            bars.append(bar)
-        elif kind in (WORKFLOW_STEP_FINISHED, WORKFLOW_STEP_FAILED):
-            ended = open_steps.pop(step_id, None)
-            if ended is None:
-                if kind == WORKFLOW_STEP_FINISHED and data.get("replayed"):
-                    bars.append(
-                        Bar(
-                            "step",
-                            f"step {step_id} (replayed)",
-                            event["at"],
-                            event["at"],
-                            seq=event["seq"],
-                        )
-                    )
-                continue
-            ended.end = event["at"]
-            ended.status = "ok" if kind == WORKFLOW_STEP_FINISHED else "error"
-    return bars
+def _model_closed(ended: Bar, event: RunEvent) -> None:
+    data = event["data"]
+    duration = _num(data.get("duration_s"))
+    ended.end = ended.start + duration if duration is not None else event["at"]
+    first = _num(data.get("first_token_s"))
+    ended.first_token = ended.start + first if first is not None else None
+    ended.status = "ok" if event["type"] == MODEL_CALL_FINISHED else "error"
+    usage = data.get("usage") or {}
+    if isinstance(usage, dict) and usage:
+        ended.detail = f"{usage.get('input_tokens', 0)} → {usage.get('output_tokens', 0)} tokens"
+
+
+def _tool_opened(event: RunEvent, now: float) -> Bar:
+    data = event["data"]
+    call_id = data.get("id")
+    return Bar(
+        "tool",
+        f"tool {data.get('name')}",
+        event["at"],
+        now,
+        "running",
+        seq=event["seq"],
+        call_id=call_id if isinstance(call_id, str) else None,
+    )
+
+
+def _tool_closed(ended: Bar, event: RunEvent) -> None:
+    data = event["data"]
+    began = _num(data.get("started_at"))
+    if began is not None:
+        ended.start = began
+    ended.end = max(event["at"], ended.start)
+    ended.status = "error" if data.get("is_error") else "ok"
+
+
+def _step_opened(event: RunEvent, now: float) -> Bar:
+    label = f"step {event['data'].get('step_id')}"
+    return Bar("step", label, event["at"], now, "running", seq=event["seq"])
+
+
+def _step_closed(ended: Bar, event: RunEvent) -> None:
+    ended.end = event["at"]
+    ended.status = "ok" if event["type"] == WORKFLOW_STEP_FINISHED else "error"
+
+
+def _step_replayed(event: RunEvent) -> Bar | None:
+    """A step a resumed workflow run replayed from its journal: finished, never started."""
+    if event["type"] != WORKFLOW_STEP_FINISHED or not event["data"].get("replayed"):
+        return None
+    label = f"step {event['data'].get('step_id')} (replayed)"
+    return Bar("step", label, event["at"], event["at"], seq=event["seq"])
+
+
+_SPANS = (
+    _Spans(
+        "call",
+        MODEL_CALL_STARTED,
+        (MODEL_CALL_FINISHED, MODEL_CALL_FAILED),
+        _model_opened,
+        _model_closed,
+    ),
+    _Spans("id", AGENT_TOOL_CALL, (AGENT_TOOL_RESULT,), _tool_opened, _tool_closed),
+    _Spans(
+        "step_id",
+        WORKFLOW_STEP_STARTED,
+        (WORKFLOW_STEP_FINISHED, WORKFLOW_STEP_FAILED),
+        _step_opened,
+        _step_closed,
+        _step_replayed,
+    ),
+)
+"""Model calls, tool calls and workflow steps, in the order their bars are listed."""
 
 
 def _under_tool_calls(bars: list[Bar], run_id: str) -> list[Bar]:
@@ -255,7 +276,7 @@ def build_timeline(
 ) -> Timeline:
     """The waterfall of `info`: its events' bars, then the runs nested in it (with their
     depth in the tree), in start order within each kind."""
-    bars = [*_model_bars(events, now), *_tool_bars(events, now), *_step_bars(events, now)]
+    bars = [bar for spans in _SPANS for bar in _span_bars(events, now, spans)]
     for child, depth in nested:
         if child.started_at <= 0:
             continue

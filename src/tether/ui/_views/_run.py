@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,12 +207,7 @@ async def _node(
         node.truncated = bool(children)
         return node
     by_step = {s.step_id: s for s in node.steps}
-    for child in children:
-        if child.run_id in seen:
-            continue
-        if budget[0] <= 0:
-            node.truncated = True
-            break
+    for child in _unseen(children, node, budget, seen):
         step_id = child.step_id
         if child.kind == "workflow":
             try:
@@ -230,6 +225,21 @@ async def _node(
             node.steps.append(step)
         (step.children if step is not None else node.loose).append(sub)
     return node
+
+
+def _unseen(
+    children: Sequence[RunInfo], node: TreeNode, budget: list[int], seen: set[str]
+) -> Iterator[RunInfo]:
+    """The children of `node` the tree does not show yet, while its node budget lasts (read
+    as each is taken: the caller's `_node` spends it); `node` is marked truncated when the
+    budget runs out first."""
+    for child in children:
+        if child.run_id in seen:
+            continue
+        if budget[0] <= 0:
+            node.truncated = True
+            return
+        yield child
 
 
 async def _called(
@@ -256,12 +266,7 @@ async def _called(
         node.truncated = True
         return
     children.reverse()
-    for child in children:
-        if child.run_id in seen:
-            continue
-        if budget[0] <= 0:
-            node.truncated = True
-            break
+    for child in _unseen(children, node, budget, seen):
         node.loose.append(await _node(runtime, child, None, depth + 1, budget, seen))
 
 
