@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints, overload
 
+from ._schemas import checked_schema
 from .context import RunContext
 from .errors import ContentError, ToolDefinitionError, ToolError
 from .events import MediaPart
@@ -313,17 +314,9 @@ def _arity_takes_ctx(fn: Callable[..., Any]) -> bool:
 
 
 def _schema_checker(name: str, schema: dict[str, Any]) -> Callable[[Any], str | None]:
-    if not isinstance(schema, dict):
-        raise ToolDefinitionError(f"tool {name!r}: input_schema must be a JSON Schema object")
-    import jsonschema  # on first use: it costs more to import than the rest of the harness
+    cls = checked_schema(schema, f"tool {name!r}: input_schema", ToolDefinitionError)
+    import jsonschema  # imported by checked_schema already
 
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise ToolDefinitionError(
-            f"tool {name!r}: input_schema is not a valid JSON Schema: {exc.message}"
-        ) from exc
     # Built once per tool; a call costs one is_valid (the error is looked for only on failure).
     validator = _ecma_patterns(cls)(schema)
     is_valid = validator.is_valid

@@ -11,8 +11,9 @@ point on every replay.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
+from .._schemas import checked_schema, validator_class
 from ..errors import WorkflowError, WorkflowSignalError
 from ._store import WaitRecord
 
@@ -60,18 +61,8 @@ def wait_schema(name: str, schema: Any) -> dict[str, Any] | None:
     raised at the wait before the run waits for a value nobody could send)."""
     if schema is None:
         return None
-    if not isinstance(schema, dict):
-        raise WorkflowError(f"wait_for({name!r}): schema must be a JSON Schema object")
-    import jsonschema  # on first use
-
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise WorkflowError(
-            f"wait_for({name!r}): schema is not a valid JSON Schema: {exc.message}"
-        ) from exc
-    return schema
+    checked_schema(schema, f"wait_for({name!r}): schema", WorkflowError)
+    return cast(dict[str, Any], schema)  # a dict: checked_schema refuses anything else
 
 
 def wrong_value(run_id: str, wait: WaitRecord, value: Any) -> WorkflowSignalError | None:
@@ -82,8 +73,8 @@ def wrong_value(run_id: str, wait: WaitRecord, value: Any) -> WorkflowSignalErro
         return None
     import jsonschema
 
-    cls = jsonschema.validators.validator_for(wait.schema, default=jsonschema.Draft202012Validator)
-    error = jsonschema.exceptions.best_match(cls(wait.schema).iter_errors(value))
+    validator = validator_class(wait.schema)(wait.schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     if error is None:
         return None
     path = "value" + "".join(f"[{p!r}]" for p in error.absolute_path)
