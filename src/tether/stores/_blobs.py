@@ -13,8 +13,8 @@ pass as they are. A value with nothing to move out is returned as the same objec
 from __future__ import annotations
 
 import binascii
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar, cast
 
 from pydantic_core import to_json
 
@@ -57,35 +57,31 @@ def externalize(value: T, threshold: int, blobs: NewBlobs, where: str = "value")
         StoreError: a media part's `data` is not base64, or it has no string `media_type`;
             nothing is written.
     """
-    return _walk(value, threshold, blobs, where)  # type: ignore[no-any-return]
+    return cast(T, _walk(value, threshold, blobs, where))
 
 
 def _walk(value: Any, threshold: int, blobs: NewBlobs, where: str) -> Any:
+    items: Iterable[tuple[Any, Any]]
     if isinstance(value, list):
-        out: list[Any] | None = None
-        for i, item in enumerate(value):
-            if isinstance(item, (dict, list)):
-                new = _walk(item, threshold, blobs, f"{where}[{i}]")
-                if new is not item:
-                    if out is None:
-                        out = list(value)
-                    out[i] = new
-        return value if out is None else out
-    if not isinstance(value, dict):
+        items, path = enumerate(value), "{}[{}]"
+    elif not isinstance(value, dict):
         return value
-    if value.get("type") in MEDIA_PART_TYPES:
+    elif value.get("type") in MEDIA_PART_TYPES:
         data = value.get("data")
         # base64 is 4 characters per 3 bytes: shorter text cannot be over the threshold.
         if isinstance(data, str) and len(data) * 3 // 4 > threshold:
             return _moved(value, data, threshold, blobs, where)
         return value
-    changed: dict[str, Any] | None = None
-    for key, item in value.items():
+    else:
+        items, path = value.items(), "{}.{}"
+    # Copied on the first change only: a branch with nothing to move out stays the same object.
+    changed: Any = None
+    for key, item in items:
         if isinstance(item, (dict, list)):
-            new = _walk(item, threshold, blobs, f"{where}.{key}")
+            new = _walk(item, threshold, blobs, path.format(where, key))
             if new is not item:
                 if changed is None:
-                    changed = dict(value)
+                    changed = list(value) if isinstance(value, list) else dict(value)
                 changed[key] = new
     return value if changed is None else changed
 

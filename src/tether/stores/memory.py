@@ -122,9 +122,10 @@ class _Scope:
         return ScopeInfo(scope, len(self.records), self.title, self.created_at, self.updated_at)
 
 
-class InMemoryMessageStore:
-    """A MessageStore in a dict. Media data over `blob_threshold` bytes goes to `blobs` (give
-    the run store the same `InMemoryBlobStore` to keep each blob once for both)."""
+class _KeepsBlobs:
+    """What the in-memory message and run stores share: `blobs`, where media data over
+    `blob_threshold` bytes goes (give both the same `InMemoryBlobStore` to keep each blob once),
+    and the lock their tables are read and written under."""
 
     def __init__(
         self,
@@ -133,13 +134,25 @@ class InMemoryMessageStore:
         blob_threshold: int = DEFAULT_BLOB_THRESHOLD,
     ) -> None:
         self.blobs = blobs if blobs is not None else InMemoryBlobStore()
-        """The blobs this store's records refer to."""
+        """The blobs this store's records or events refer to."""
         self.blob_threshold = check_threshold(blob_threshold)
         """Inline media over this many bytes is stored as a blob."""
+        self._lock = threading.Lock()
+        self._empty()
+
+    def _empty(self) -> None:
+        """Set up the store's own (empty) tables."""
+        raise NotImplementedError
+
+
+class InMemoryMessageStore(_KeepsBlobs):
+    """A MessageStore in a dict. Media data over `blob_threshold` bytes goes to `blobs` (give
+    the run store the same `InMemoryBlobStore` to keep each blob once for both)."""
+
+    def _empty(self) -> None:
         self._scopes: dict[str, _Scope] = {}
         self._leases: dict[str, tuple[str, float]] = {}
         """scope -> (owner, expiry): `ScopeLeases` (which episode may write the scope now)."""
-        self._lock = threading.Lock()
 
     def _entry(self, scope: str, now: float) -> _Scope:
         entry = self._scopes.get(scope)
@@ -275,20 +288,11 @@ def _read(row: list[Any], now: float) -> list[Any]:
     return row
 
 
-class InMemoryRunStore:
+class InMemoryRunStore(_KeepsBlobs):
     """A RunStore in dicts, each run kept as the row a database holds. Media data over
     `blob_threshold` bytes in an event goes to `blobs`."""
 
-    def __init__(
-        self,
-        *,
-        blobs: InMemoryBlobStore | None = None,
-        blob_threshold: int = DEFAULT_BLOB_THRESHOLD,
-    ) -> None:
-        self.blobs = blobs if blobs is not None else InMemoryBlobStore()
-        """The blobs this store's events refer to."""
-        self.blob_threshold = check_threshold(blob_threshold)
-        """Inline media over this many bytes is stored as a blob."""
+    def _empty(self) -> None:
         self._runs: dict[str, list[Any]] = {}
         """run_id -> summary row; insertion order is start order."""
         self._order: dict[str, int] = {}
@@ -298,7 +302,6 @@ class InMemoryRunStore:
         """run_id -> the token of the lease its writer holds (None: not fenced)."""
         self._paused: dict[str, tuple[str, float | None]] = {}
         """run_id -> a paused run's turn (JSON text) and when its calls expire."""
-        self._lock = threading.Lock()
 
     async def start_run(
         self, info: RunInfo, *, lease_ttl: float | None = None, lease: str | None = None
