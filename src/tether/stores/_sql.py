@@ -4,7 +4,9 @@ is the same in both dialects, written once.
 A backend gives two hooks, `SqlBacked._one` and `SqlBacked._all` (run one statement, return
 its first row or all of them), and a `Dialect` (the placeholder, the column that orders rows
 inserted at the same time, the database's clock). What differs in more than those — the
-writes, with their upserts, `RETURNING` and fencing — stays in each backend's module.
+writes, with their upserts, `RETURNING` and fencing — stays in each backend's module; where
+only the statement differs, the checks and encodings around it are here, and the backend gives
+a hook for the statement (`SqlWorkflowStore._let_go`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from ._codecs import (
     NOW_SQL,
     SCOPE_COLUMNS,
     STEP_COLUMNS,
+    check_finish,
     decode_cursor,
     decode_event,
     decode_records,
+    encode_wait,
     listing_filters,
     query_where,
     run_from_row,
@@ -44,7 +48,14 @@ from .run_store import (
     RunTotals,
     StoredEvent,
 )
-from .workflow_store import StepRecord, WorkflowListing, WorkflowRunRecord
+from .workflow_store import (
+    RunLease,
+    StepRecord,
+    WaitRecord,
+    WorkflowEnd,
+    WorkflowListing,
+    WorkflowRunRecord,
+)
 
 __all__ = [
     "POSTGRES",
@@ -55,6 +66,7 @@ __all__ = [
     "SqlMessageReads",
     "SqlRunReads",
     "SqlWorkflowReads",
+    "SqlWorkflowStore",
 ]
 
 Row: TypeAlias = tuple[Any, ...]
@@ -210,6 +222,40 @@ class SqlWorkflowReads(SqlBacked):
             (run_id,),
         )
         return [step_from_row(row) for row in rows]
+
+
+class SqlWorkflowStore(SqlWorkflowReads):
+    """The reads of a SQL `WorkflowStore`, and the two writes that let a run go (it ended, or
+    it waits), checked and encoded once: the backend runs the fenced update (`_let_go`)."""
+
+    async def _let_go(
+        self, run_id: str, sets: str, args: Sequence[Any], lease: RunLease | None
+    ) -> Row:
+        """In one write, set `sets` (bound to `args`) on run `run_id`, stamp `updated_at` and
+        release the run's lease — only while `lease`, if given, holds it running; the run's
+        row after.
+
+        Raises:
+            LeaseLostError: another owner holds the run (nothing written).
+            StoreError: there is no such run.
+        """
+        raise NotImplementedError
+
+    async def finish_run(self, run_id: str, **end: Unpack[WorkflowEnd]) -> WorkflowRunRecord:
+        status = end["status"]
+        out, err = check_finish(status, end.get("error"), end.get("output"))
+        m = self._sql.mark
+        sets = f"status = {m}, output = {m}, error = {m}, wait = NULL, wait_deadline = NULL"
+        return run_from_row(await self._let_go(run_id, sets, (status, out, err), end.get("lease")))
+
+    async def suspend_run(
+        self, run_id: str, *, wait: WaitRecord, lease: RunLease | None = None
+    ) -> WorkflowRunRecord:
+        m = self._sql.mark
+        sets = f"status = 'waiting', wait = {m}, wait_deadline = {m}"
+        return run_from_row(
+            await self._let_go(run_id, sets, (encode_wait(wait), wait.deadline), lease)
+        )
 
 
 class SqlRunReads(SqlBacked):

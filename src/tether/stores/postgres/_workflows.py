@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Final, Unpack
+from typing import Any, Final, Unpack
 
 from ...errors import LeaseLostError, StoreError, WorkflowRunBusyError
 from ...workflows._store import check_signal
@@ -13,23 +14,19 @@ from .._codecs import (
     RUN_COLUMNS,
     STEP_COLUMNS,
     busy_error,
-    check_finish,
     encode_json,
-    encode_wait,
     new_run_values,
     run_from_row,
     run_select,
     step_from_row,
 )
-from .._sql import SqlWorkflowReads
+from .._sql import SqlWorkflowStore
 from ..workflow_store import (
     NewWorkflowRun,
     RunLease,
     SignalDelivery,
     StepRecord,
     StepWrite,
-    WaitRecord,
-    WorkflowEnd,
     WorkflowRunRecord,
 )
 from ._backed import PostgresBacked
@@ -84,7 +81,7 @@ async def _refused(conn: Connection, run_id: str) -> StoreError:
     return LeaseLostError("workflow run", run_id, row[0])
 
 
-class PostgresWorkflowStore(SqlWorkflowReads, PostgresBacked):
+class PostgresWorkflowStore(SqlWorkflowStore, PostgresBacked):
     """A WorkflowStore in PostgreSQL: one row per run, one row per completed step.
 
     `append_step` row-locks the run (`FOR NO KEY UPDATE`) before it looks for the step and
@@ -158,41 +155,21 @@ class PostgresWorkflowStore(SqlWorkflowReads, PostgresBacked):
             )
         return row is not None and int(row[0]) > 0
 
-    async def finish_run(self, run_id: str, **end: Unpack[WorkflowEnd]) -> WorkflowRunRecord:
-        status, lease = end["status"], end.get("lease")
-        out, err = check_finish(status, end.get("error"), end.get("output"))
+    async def _let_go(
+        self, run_id: str, sets: str, args: Sequence[Any], lease: RunLease | None
+    ) -> tuple[Any, ...]:
         owner = None if lease is None else lease.owner
         async with self._session() as conn:
             row = await fetch_one(
                 conn,
-                "WITH done AS (UPDATE tether_workflow_runs SET status = %s, output = %s,"
-                " error = %s, updated_at = %s, lease_owner = NULL, lease_expires_at = NULL,"
-                " wait = NULL, wait_deadline = NULL"
-                f" WHERE run_id = %s AND {_FENCE} RETURNING {_WORKFLOW_RUN_SELECT})"
-                f" {_NOTIFIED}",
-                (status, out, err, time.time(), run_id, owner, owner),
+                f"WITH done AS (UPDATE tether_workflow_runs SET {sets}, updated_at = %s,"
+                " lease_owner = NULL, lease_expires_at = NULL"
+                f" WHERE run_id = %s AND {_FENCE} RETURNING {_WORKFLOW_RUN_SELECT}) {_NOTIFIED}",
+                (*args, time.time(), run_id, owner, owner),
             )
             if row is None:
                 raise await _refused(conn, run_id)
-        return run_from_row(row)
-
-    async def suspend_run(
-        self, run_id: str, *, wait: WaitRecord, lease: RunLease | None = None
-    ) -> WorkflowRunRecord:
-        encoded = encode_wait(wait)
-        owner = None if lease is None else lease.owner
-        async with self._session() as conn:
-            row = await fetch_one(
-                conn,
-                "WITH done AS (UPDATE tether_workflow_runs SET status = 'waiting', wait = %s,"
-                " wait_deadline = %s, updated_at = %s, lease_owner = NULL,"
-                f" lease_expires_at = NULL WHERE run_id = %s AND {_FENCE}"
-                f" RETURNING {_WORKFLOW_RUN_SELECT}) {_NOTIFIED}",
-                (encoded, wait.deadline, time.time(), run_id, owner, owner),
-            )
-            if row is None:
-                raise await _refused(conn, run_id)
-        return run_from_row(row)
+        return row
 
     def watch_run(self, run_id: str) -> AbstractAsyncContextManager[asyncio.Event | None]:
         """While entered, an event set by each `NOTIFY` of the run being let go (see

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Sequence
 from os import PathLike
 from typing import Any, NoReturn, Unpack
 
@@ -13,23 +14,19 @@ from .._codecs import (
     RUN_COLUMNS,
     STEP_COLUMNS,
     busy_error,
-    check_finish,
     encode_json,
-    encode_wait,
     new_run_values,
     run_from_row,
     run_select,
     step_from_row,
 )
-from .._sql import SqlWorkflowReads
+from .._sql import SqlWorkflowStore
 from ..workflow_store import (
     NewWorkflowRun,
     RunLease,
     SignalDelivery,
     StepRecord,
     StepWrite,
-    WaitRecord,
-    WorkflowEnd,
     WorkflowRunRecord,
 )
 from ._connection import NOW, SqliteBacked, connect, transaction
@@ -40,7 +37,7 @@ __all__ = ["SqliteWorkflowStore"]
 _WORKFLOW_RUN_SELECT = run_select(NOW)
 
 
-class SqliteWorkflowStore(SqlWorkflowReads, SqliteBacked):
+class SqliteWorkflowStore(SqlWorkflowStore, SqliteBacked):
     """A WorkflowStore in SQLite: one row per run, one row per completed step.
 
     Takes its connection from the caller (see `connect()`) and migrates on construction; use
@@ -146,45 +143,23 @@ class SqliteWorkflowStore(SqlWorkflowReads, SqliteBacked):
 
         return await self._run(op)
 
-    async def finish_run(self, run_id: str, **end: Unpack[WorkflowEnd]) -> WorkflowRunRecord:
-        status, lease = end["status"], end.get("lease")
-        out, err = check_finish(status, end.get("error"), end.get("output"))
+    async def _let_go(
+        self, run_id: str, sets: str, args: Sequence[Any], lease: RunLease | None
+    ) -> tuple[Any, ...]:
         owner = None if lease is None else lease.owner
 
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             with transaction(conn):
                 done = conn.execute(
-                    "UPDATE tether_workflow_runs SET status = ?, output = ?, error = ?,"
-                    " updated_at = ?, lease_owner = NULL, lease_expires_at = NULL,"
-                    " wait = NULL, wait_deadline = NULL"
-                    f" WHERE run_id = ? AND {_FENCE} RETURNING 1",
-                    (status, out, err, time.time(), run_id, owner, owner),
-                ).fetchone()
-                if done is None:
-                    _refuse(conn, run_id)
-                return self._row(conn, run_id)
-
-        return run_from_row(_found(await self._run(op), run_id))
-
-    async def suspend_run(
-        self, run_id: str, *, wait: WaitRecord, lease: RunLease | None = None
-    ) -> WorkflowRunRecord:
-        encoded = encode_wait(wait)
-        owner = None if lease is None else lease.owner
-
-        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
-            with transaction(conn):
-                done = conn.execute(
-                    "UPDATE tether_workflow_runs SET status = 'waiting', wait = ?,"
-                    " wait_deadline = ?, updated_at = ?, lease_owner = NULL,"
+                    f"UPDATE tether_workflow_runs SET {sets}, updated_at = ?, lease_owner = NULL,"
                     f" lease_expires_at = NULL WHERE run_id = ? AND {_FENCE} RETURNING 1",
-                    (encoded, wait.deadline, time.time(), run_id, owner, owner),
+                    (*args, time.time(), run_id, owner, owner),
                 ).fetchone()
                 if done is None:
                     _refuse(conn, run_id)
                 return self._row(conn, run_id)
 
-        return run_from_row(_found(await self._run(op), run_id))
+        return _found(await self._run(op), run_id)
 
     async def deliver_signal(
         self, run_id: str, **signal: Unpack[SignalDelivery]
