@@ -17,7 +17,7 @@ call site is not obvious from the traceback alone.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar, cast
 
 from .blobs import BlobResolver, BlobStore
@@ -106,18 +106,28 @@ def one_of(
     return alias_value
 
 
+def items_of(
+    param: str, value: Any, fits: Callable[[Any], bool], takes: str, item: str, where: str = ""
+) -> list[Any]:
+    """`value` as a list whose every item `fits`: else the ConfigError that `param` takes
+    `takes` (a string, bytes or a mapping is no list), or that an item must be `item`."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise bad(param, value, takes, where)
+    for i, one in enumerate(value):
+        if not fits(one):
+            raise bad_item(param, i, one, item, where)
+    return list(value)
+
+
 def sequence_of(
     param: str, value: Any, cls: type[T] | tuple[type, ...], takes: str, where: str = ""
 ) -> list[T]:
     """`value` as a list whose items are all `cls`; a bare item is refused (say `[item]`)."""
     if value is None:
         return []
-    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
-        raise bad(param, value, f"a list of {takes}", where)
-    for i, item in enumerate(value):
-        if not isinstance(item, cls):
-            raise bad_item(param, i, item, takes, where)
-    return list(value)
+    return items_of(
+        param, value, lambda one: isinstance(one, cls), f"a list of {takes}", takes, where
+    )
 
 
 def prompt_layers(param: str, value: Any) -> list[PromptLayer]:
@@ -354,10 +364,11 @@ def check_stop_when(
     """A stop condition or a list of them, or None."""
     if value is None:
         return None
-    items = [value] if callable(value) else value
-    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
-        raise bad(param, value, "a stop condition (e.g. step_count_is(5)) or a list of them", where)
-    for i, cond in enumerate(items):
-        if not callable(cond):
-            raise bad_item(param, i, cond, "a stop condition (a function of the rounds)", where)
-    return list(items)
+    return items_of(
+        param,
+        [value] if callable(value) else value,
+        callable,
+        "a stop condition (e.g. step_count_is(5)) or a list of them",
+        "a stop condition (a function of the rounds)",
+        where,
+    )

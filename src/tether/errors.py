@@ -79,69 +79,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-__all__ = [
-    "A2ACardError",
-    "A2AConnectionError",
-    "A2AError",
-    "A2AProtocolError",
-    "A2ATaskError",
-    "AbortedError",
-    "AgentRunError",
-    "AuthenticationError",
-    "BlobCorruptError",
-    "BlobNotFoundError",
-    "ClientMessageError",
-    "ConfigError",
-    "ConfigNotFoundError",
-    "ConnectDeadlineError",
-    "ContentError",
-    "ContextLengthError",
-    "DataError",
-    "DatasetError",
-    "DeadlineError",
-    "DecisionError",
-    "ExperimentMismatchError",
-    "HandoffLimitError",
-    "LLMConnectionError",
-    "LLMError",
-    "LLMHTTPError",
-    "LLMStreamError",
-    "LeaseLostError",
-    "McpAuthError",
-    "McpCallError",
-    "McpConnectionError",
-    "McpError",
-    "MissingCredentialsError",
-    "MissingKeyError",
-    "ModelSettingError",
-    "NoObjectGeneratedError",
-    "NotJSONSafeError",
-    "NotPausedError",
-    "RateLimitError",
-    "RegistryError",
-    "ResumeError",
-    "ResumedRunFailedError",
-    "RunNotFoundError",
-    "RunNotPausedError",
-    "ScopeBusyError",
-    "SessionFormatError",
-    "StepOutputError",
-    "StoreCorruptError",
-    "StoreError",
-    "TemplateError",
-    "TetherError",
-    "ToolDefinitionError",
-    "ToolError",
-    "UnknownProviderError",
-    "WorkflowError",
-    "WorkflowInputError",
-    "WorkflowNotWaitingError",
-    "WorkflowRunBusyError",
-    "WorkflowSignalError",
-    "WorkflowWaitTimeoutError",
-    "WorkflowWaitingError",
-]
-
 
 class TetherError(Exception):
     """Base class of every error tether raises."""
@@ -719,3 +656,11 @@ class AbortedError(TetherError):
     def __init__(self, reason: object = None) -> None:
         super().__init__("the turn was aborted" + (f": {reason}" if reason is not None else ""))
         self.reason = reason
+
+
+__all__ = sorted(
+    name
+    for name, value in list(globals().items())
+    if isinstance(value, type) and issubclass(value, TetherError)
+)
+"""Every class above (the tree the module docstring draws), so the list cannot drift from it."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from ._json import check_json_safe
-from ._params import bad, bad_item, model_client_spec
+from ._params import bad, items_of, model_client_spec
 from .errors import ConfigError, NotJSONSafeError
 from .events import Usage
 from .session import Message, Session, _message_problem
@@ -48,6 +48,7 @@ __all__ = [
     "context_window_of",
     "keep_last",
     "keep_tokens",
+    "last_turns_start",
     "summarize",
     "turn_starts",
     "with_summary",
@@ -210,6 +211,12 @@ def turn_starts(messages: Sequence[Message]) -> list[int]:
     return [i for i, m in enumerate(messages) if m["role"] == "user"]
 
 
+def last_turns_start(messages: Sequence[Message], turns: int) -> int | None:
+    """Where the last `turns` turns begin, None when there are no more turns than that."""
+    starts = turn_starts(messages)
+    return starts[-turns] if len(starts) > turns else None
+
+
 def _name(processor: Any) -> str:
     name = getattr(processor, "__qualname__", None) or getattr(processor, "__name__", None)
     if isinstance(name, str):
@@ -223,12 +230,14 @@ def check_history(value: Any, where: str = "", param: str = "history") -> list[A
         return None
     if callable(value):
         raise bad(param, value, "a list of history processors (say [processor])", where)
-    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
-        raise bad(param, value, "a list of history processors ((messages, ctx) -> messages)", where)
-    for i, item in enumerate(value):
-        if not callable(item):
-            raise bad_item(param, i, item, "a function (messages, ctx) -> messages", where)
-    return list(value)
+    return items_of(
+        param,
+        value,
+        callable,
+        "a list of history processors ((messages, ctx) -> messages)",
+        "a function (messages, ctx) -> messages",
+        where,
+    )
 
 
 def check_transcript(messages: Any, who: str) -> list[Message]:
@@ -302,10 +311,8 @@ class keep_last:
         self.turns = _positive("keep_last(turns", turns)
 
     def __call__(self, messages: list[Message], ctx: HistoryContext) -> list[Message]:
-        starts = turn_starts(messages)
-        if len(starts) <= self.turns:
-            return messages
-        return messages[starts[-self.turns] :]
+        cut = last_turns_start(messages, self.turns)
+        return messages if cut is None else messages[cut:]
 
     def __repr__(self) -> str:
         return f"keep_last(turns={self.turns})"
@@ -358,10 +365,9 @@ class clear_tool_results:
         self.older_than_turns = _positive("clear_tool_results(older_than_turns", older_than_turns)
 
     def __call__(self, messages: list[Message], ctx: HistoryContext) -> list[Message]:
-        starts = turn_starts(messages)
-        if len(starts) <= self.older_than_turns:
+        cut = last_turns_start(messages, self.older_than_turns)
+        if cut is None:
             return messages
-        cut = starts[-self.older_than_turns]
         out = list(messages)
         for i in range(cut):
             m = out[i]

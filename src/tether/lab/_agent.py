@@ -10,7 +10,7 @@ import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypedDict, TypeVar, Unpack, overload
+from typing import Any, ClassVar, Generic, TypeAlias, TypedDict, TypeVar, Unpack, overload
 
 from .._json import check_json_safe
 from .._options import keys_of
@@ -56,7 +56,7 @@ from ._definition import (
     model_label,
 )
 from ._episode import Episode, EpisodeAgent, Resumed, SystemPromptConflict, WorkflowLink
-from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle, _EventBuffer
+from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle, HandleParts, _EventBuffer
 from ._handoffs import LabHandoff, handoff_graph, held_by
 from ._host import AgentHost
 from ._output import OutputSpec
@@ -70,10 +70,12 @@ from ._tools import ToolProvider, ToolsSpec, is_provider
 
 __all__ = [
     "DEFAULT_STOP_WHEN",
+    "Checked",
     "IntegrationInspection",
     "LabAgent",
     "ModelSpec",
     "ResumeOptions",
+    "Resumes",
     "RunOptions",
 ]
 
@@ -123,6 +125,80 @@ class ResumeOptions(TypedDict, total=False):
 
 
 _RESUME_OPTIONS = keys_of(ResumeOptions)
+
+Checked: TypeAlias = tuple[RunInfo, list[tuple[PendingCall, Decision]]]
+"""A paused run and each of its pending calls with its decision, checked (`checked_run`)."""
+
+
+class Resumes(Generic[T]):
+    """`resume()` and `resume_stream()`, written once for `LabAgent` (a run of that agent) and
+    `Runtime` (a run of any of its agents, by the run's name); each supplies `_resume`."""
+
+    async def resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision],
+        *,
+        decided_by: str | None = None,
+        **options: Unpack[ResumeOptions],
+    ) -> AgentRunResult[T]:
+        """Continue a paused run (`result.pending` of the episode that paused,
+        `tether runs list --status paused`) in this process, and wait for its result.
+
+        `decisions` maps each pending call's id to `approve()`, `approve(input=...)`,
+        `deny(reason)` or, for an external call, `result(output)`; each is recorded as a
+        `decision` run event with `decided_by` and the time. The turn goes on from where it
+        paused (on the scope as it is now) and may pause again. `options` are the run
+        options that are not stored with a run: `context`, `services`, `tools`,
+        `tool_provider_context`. `Runtime.resume` runs it with the run's agent (its name).
+
+        Raises:
+            RunNotFoundError: there is no such run.
+            RunNotPausedError: the run is not paused; when another resumer took it first,
+                `.winner` names it. Nothing is written.
+            DecisionError: a pending call without a decision, an id that is not pending, a
+                decision of the wrong kind, an edited input a listed tool's schema refuses, an
+                input call's answer its schema refuses. Nothing is written. (An edited input
+                for a tool of an MCP source or a provider is checked as the turn resumes: the
+                run is paused again.)
+            ConfigError: the run is not one of this agent's (`LabAgent.resume`), or its agent
+                is not one of this runtime's (`Runtime.resume`).
+        """
+        handle = await self._continue(run_id, decisions, decided_by, dict(options), None)
+        return await handle.result
+
+    async def resume_stream(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision],
+        *,
+        decided_by: str | None = None,
+        **options: Unpack[ResumeOptions],
+    ) -> AgentStreamHandle[T]:
+        """Like `resume()`, but return the handle of the continued episode as soon as the run
+        is taken (its `full_stream` starts with `resumed`). Raises what `resume()` raises
+        before the run is taken."""
+        buffer = _EventBuffer()
+        handle = await self._continue(run_id, decisions, decided_by, dict(options), buffer)
+        assert isinstance(handle, AgentStreamHandle)
+        return handle
+
+    async def _continue(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision],
+        decided_by: str | None,
+        options: dict[str, Any],
+        buffer: _EventBuffer | None,
+    ) -> AgentRunHandle[T]:
+        agent, checked = await self._resumer(run_id, decisions)
+        return await agent._resume(run_id, decisions, decided_by, options, buffer, checked)
+
+    async def _resumer(
+        self, run_id: str, decisions: Mapping[str, Decision]
+    ) -> tuple[LabAgent[T], Checked]:
+        """The agent that resumes run `run_id`, and the run with its checked decisions."""
+        raise NotImplementedError
 
 
 @dataclass(slots=True, frozen=True)
@@ -184,7 +260,7 @@ def _link(workflow: Any) -> WorkflowLink | None:
     return WorkflowLink(run_id, step_id)
 
 
-class LabAgent(Generic[T]):
+class LabAgent(Resumes[T]):
     """A reusable agent definition. `run()` / `stream()` each start one episode.
 
     `T` is the output type: the output schema's type, or `str` without one. The parameters
@@ -542,19 +618,7 @@ class LabAgent(Generic[T]):
         Raises:
             ConfigError: bad input, or no model (nothing has run or been stored).
         """
-        episode = self.prepare_episode(kwargs, buffer=None)
-        self.runtime.awake()
-        task = self.runtime.episodes.spawn(
-            self._started(episode, kwargs, step_slot(self.id, kwargs)),
-            name=f"tether-lab:{self.id}:{episode.run_id}",
-        )
-        return AgentRunHandle(
-            agent_id=self.id,
-            run_id=episode.run_id,
-            memory_scope=episode.scope,
-            task=task,
-            controller=episode.controller,
-        )
+        return self._start(kwargs, None)
 
     @overload
     def stream(
@@ -572,71 +636,44 @@ class LabAgent(Generic[T]):
     def stream(self, **kwargs: Any) -> AgentStreamHandle[Any]:
         """Like `run()`, and the handle exposes `text_stream` and `full_stream` (with
         `partial_output` events while a structured answer streams)."""
-        buffer = _EventBuffer()
+        handle = self._start(kwargs, _EventBuffer())
+        assert isinstance(handle, AgentStreamHandle)
+        return handle
+
+    def _start(self, kwargs: dict[str, Any], buffer: _EventBuffer | None) -> AgentRunHandle[Any]:
         episode = self.prepare_episode(kwargs, buffer=buffer)
         self.runtime.awake()
         task = self.runtime.episodes.spawn(
             self._started(episode, kwargs, step_slot(self.id, kwargs)),
             name=f"tether-lab:{self.id}:{episode.run_id}",
         )
-        return AgentStreamHandle(
-            agent_id=self.id,
-            run_id=episode.run_id,
-            memory_scope=episode.scope,
-            task=task,
-            controller=episode.controller,
-            buffer=buffer,
-        )
+        return self._handle(episode, episode.run_id, task, buffer)
 
-    # -- resuming a paused episode -----------------------------------------------------------
-
-    async def resume(
+    def _handle(
         self,
+        episode: Episode,
         run_id: str,
-        decisions: Mapping[str, Decision],
-        *,
-        decided_by: str | None = None,
-        **options: Unpack[ResumeOptions],
-    ) -> AgentRunResult[T]:
-        """Continue a paused run of this agent (`result.pending` of the episode that paused,
-        `tether runs list --status paused`) in this process, and wait for its result.
+        task: asyncio.Task[AgentRunResult[Any]],
+        buffer: _EventBuffer | None,
+    ) -> AgentRunHandle[Any]:
+        """The handle of `episode` running as `task`: a streaming one when it has a buffer."""
+        parts: HandleParts[Any] = {
+            "agent_id": self.id,
+            "run_id": run_id,
+            "memory_scope": episode.scope,
+            "task": task,
+            "controller": episode.controller,
+        }
+        if buffer is None:
+            return AgentRunHandle(**parts)
+        return AgentStreamHandle(buffer=buffer, **parts)
 
-        `decisions` maps each pending call's id to `approve()`, `approve(input=...)`,
-        `deny(reason)` or, for an external call, `result(output)`; each is recorded as a
-        `decision` run event with `decided_by` and the time. The turn goes on from where it
-        paused (on the scope as it is now) and may pause again. `options` are the run
-        options that are not stored with a run: `context`, `services`, `tools`,
-        `tool_provider_context`.
+    # -- resuming a paused episode (`resume()` / `resume_stream()`: `Resumes`) ----------------
 
-        Raises:
-            RunNotFoundError: there is no such run.
-            RunNotPausedError: the run is not paused; when another resumer took it first,
-                `.winner` names it. Nothing is written.
-            DecisionError: a pending call without a decision, an id that is not pending, a
-                decision of the wrong kind, an edited input a listed tool's schema refuses, an
-                input call's answer its schema refuses. Nothing is written. (An edited input
-                for a tool of an MCP source or a provider is checked as the turn resumes: the
-                run is paused again.)
-            ConfigError: the run is not one of this agent's.
-        """
-        handle = await self._resume(run_id, decisions, decided_by, dict(options), None, None)
-        return await handle.result
-
-    async def resume_stream(
-        self,
-        run_id: str,
-        decisions: Mapping[str, Decision],
-        *,
-        decided_by: str | None = None,
-        **options: Unpack[ResumeOptions],
-    ) -> AgentStreamHandle[T]:
-        """Like `resume()`, but return the handle of the continued episode as soon as the run
-        is taken (its `full_stream` starts with `resumed`). Raises what `resume()` raises
-        before the run is taken."""
-        buffer = _EventBuffer()
-        handle = await self._resume(run_id, decisions, decided_by, dict(options), buffer, None)
-        assert isinstance(handle, AgentStreamHandle)
-        return handle
+    async def _resumer(
+        self, run_id: str, decisions: Mapping[str, Decision]
+    ) -> tuple[LabAgent[T], Checked]:
+        return self, await checked_run(self.runtime.run_store, run_id, decisions, self.id)
 
     async def _resume(
         self,
@@ -645,7 +682,7 @@ class LabAgent(Generic[T]):
         decided_by: str | None,
         options: dict[str, Any],
         buffer: _EventBuffer | None,
-        checked: tuple[RunInfo, list[tuple[PendingCall, Decision]]] | None,
+        checked: Checked,
     ) -> AgentRunHandle[T]:
         unknown = sorted(set(options) - _RESUME_OPTIONS)
         if unknown:
@@ -655,8 +692,7 @@ class LabAgent(Generic[T]):
             )
         if decided_by is not None and not isinstance(decided_by, str):
             raise ConfigError(f"decided_by must be a string, got {type(decided_by).__name__}")
-        store = self.runtime.run_store
-        info, calls = checked or await checked_run(store, run_id, decisions, self.id)
+        info, calls = checked
         assert info.memory_scope is not None
         # Everything that can be refused is checked before the run is taken.
         episode = self.prepare_episode(
@@ -667,6 +703,7 @@ class LabAgent(Generic[T]):
         if isinstance(listed, list):
             check_listed_edits(listed, calls)
         listeners = self.runtime.listeners
+        store = self.runtime.run_store
         taken = await take_run(
             store, listeners, run_id, calls, decided_by, self.runtime.heartbeat.ttl
         )
@@ -678,22 +715,7 @@ class LabAgent(Generic[T]):
             episode.run() if waiter is None else self._answering(episode, waiter),
             name=f"tether-lab:{self.id}:{run_id}",
         )
-        if buffer is None:
-            return AgentRunHandle(
-                agent_id=self.id,
-                run_id=run_id,
-                memory_scope=episode.scope,
-                task=task,
-                controller=episode.controller,
-            )
-        return AgentStreamHandle(
-            agent_id=self.id,
-            run_id=run_id,
-            memory_scope=episode.scope,
-            task=task,
-            controller=episode.controller,
-            buffer=buffer,
-        )
+        return self._handle(episode, run_id, task, buffer)
 
     async def _started(
         self, episode: Episode, kw: dict[str, Any], slot: RunSlot | None

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 from ..events import AgentEvent, PendingCall, Usage
 from ..session import Message
 from ..signals import AbortController
 from ..stop import RoundResult
 
-__all__ = ["KEEP_INPUT", "AgentRunHandle", "AgentRunResult", "AgentStreamHandle"]
+__all__ = ["KEEP_INPUT", "AgentRunHandle", "AgentRunResult", "AgentStreamHandle", "HandleParts"]
 
 KEEP_INPUT: dict[int, AbortController] = {}
 """The controllers (by id) of running episodes cancelled with ``keep_input=True``; the
@@ -92,6 +92,16 @@ class _EventBuffer:
             await self.wake.wait()
 
 
+class HandleParts(TypedDict, Generic[T]):
+    """What a handle is made of, the same for `AgentRunHandle` and `AgentStreamHandle`."""
+
+    agent_id: str
+    run_id: str
+    memory_scope: str
+    task: asyncio.Task[AgentRunResult[T]]
+    controller: AbortController
+
+
 class AgentRunHandle(Generic[T]):
     """A started episode. `await handle.result` for its AgentRunResult; `cancel()` to stop it.
 
@@ -102,23 +112,15 @@ class AgentRunHandle(Generic[T]):
 
     __slots__ = ("_controller", "agent_id", "memory_scope", "result", "run_id")
 
-    def __init__(
-        self,
-        *,
-        agent_id: str,
-        run_id: str,
-        memory_scope: str,
-        task: asyncio.Task[AgentRunResult[T]],
-        controller: AbortController,
-    ) -> None:
-        self.agent_id = agent_id
-        self.run_id = run_id
+    def __init__(self, **parts: Unpack[HandleParts[T]]) -> None:
+        self.agent_id = parts["agent_id"]
+        self.run_id = parts["run_id"]
         """The episode's id in the RunStore."""
-        self.memory_scope = memory_scope
+        self.memory_scope = parts["memory_scope"]
         """The conversation this episode runs on (generated when none was given)."""
-        self.result: asyncio.Task[AgentRunResult[T]] = task
+        self.result: asyncio.Task[AgentRunResult[T]] = parts["task"]
         """Resolves to the AgentRunResult, or raises what failed the episode."""
-        self._controller = controller
+        self._controller = parts["controller"]
 
     def cancel(self, reason: object = "cancelled", *, keep_input: bool = False) -> None:
         """Stop the episode. `result` then raises AbortedError.
@@ -150,23 +152,8 @@ class AgentStreamHandle(AgentRunHandle[T]):
 
     __slots__ = ("_buffer",)
 
-    def __init__(
-        self,
-        *,
-        agent_id: str,
-        run_id: str,
-        memory_scope: str,
-        task: asyncio.Task[AgentRunResult[T]],
-        controller: AbortController,
-        buffer: _EventBuffer,
-    ) -> None:
-        super().__init__(
-            agent_id=agent_id,
-            run_id=run_id,
-            memory_scope=memory_scope,
-            task=task,
-            controller=controller,
-        )
+    def __init__(self, *, buffer: _EventBuffer, **parts: Unpack[HandleParts[T]]) -> None:
+        super().__init__(**parts)
         self._buffer = buffer
 
     @property

@@ -13,11 +13,7 @@ The Runtime composes and delegates; each job is an object of its own:
 | agents and workflows as tools| `tether.lab._as_tools`                                    |
 | experiments                  | `tether.evals.evaluate(runtime, ...)`, on a Runtime       |
 
-```python
-lab = Runtime(defaults={"model": "openai:gpt-4o"}, store="sqlite:///.tether/tether.db")
-researcher = lab.create_agent(id="researcher", system_prompt="You are a research assistant.")
-result = await researcher.run(memory_scope="notes", user="First turn").result
-```
+How a Runtime is used: the example in `tether.lab`.
 """
 
 from __future__ import annotations
@@ -42,7 +38,7 @@ from ..workflows import (
     WorkflowHandle,
     create_workflow,
 )
-from ._agent import LabAgent, ResumeOptions
+from ._agent import Checked, LabAgent, Resumes
 from ._as_tools import ToolCallInfo, tool_from_agent, tool_from_workflow, workflow_from_agent
 from ._definition import (
     AGENT_KEYS,
@@ -51,7 +47,7 @@ from ._definition import (
     LabAgentOptions,
     check_keys,
 )
-from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle, _EventBuffer
+from ._handles import AgentStreamHandle
 from ._host import ClientPool, TaskSet
 from ._leases import LEASE_TTL, SCOPE_LOCK_TIMEOUT, Heartbeat, ScopeLocks
 from ._provenance import detect_commit, detect_version
@@ -97,7 +93,7 @@ class _LazyWorkflowStore:
         return getattr(self._runtime.workflow_store, name)
 
 
-class Runtime:
+class Runtime(Resumes[Any]):
     """Defaults, stores and run recording for a project's agents and workflows.
 
     Args:
@@ -433,36 +429,6 @@ class Runtime:
         """
         return await signal_run(self.workflows, self.workflow_store, run_id, name, value, on_event)
 
-    async def resume(
-        self,
-        run_id: str,
-        decisions: Mapping[str, Decision],
-        decided_by: str | None = None,
-        **options: Unpack[ResumeOptions],
-    ) -> AgentRunResult[Any]:
-        """Continue paused agent run `run_id` in this process with its agent of this runtime
-        (the run's name), and wait for its result: `LabAgent.resume`.
-
-        Raises:
-            RunNotFoundError, RunNotPausedError, DecisionError: as `LabAgent.resume`.
-            ConfigError: the run's agent is not one of this runtime's.
-        """
-        handle = await self._resume(run_id, decisions, decided_by, dict(options), None)
-        return await handle.result
-
-    async def resume_stream(
-        self,
-        run_id: str,
-        decisions: Mapping[str, Decision],
-        decided_by: str | None = None,
-        **options: Unpack[ResumeOptions],
-    ) -> AgentStreamHandle[Any]:
-        """`resume()`, returning the continued episode's streaming handle once the run is
-        taken (`LabAgent.resume_stream`)."""
-        handle = await self._resume(run_id, decisions, decided_by, dict(options), _EventBuffer())
-        assert isinstance(handle, AgentStreamHandle)
-        return handle
-
     async def answer_workflow(
         self, workflow_run_id: str, paused_run_id: str, outcome: dict[str, Any]
     ) -> None:
@@ -518,14 +484,9 @@ class Runtime:
             handles.append(handle)
         return handles
 
-    async def _resume(
-        self,
-        run_id: str,
-        decisions: Mapping[str, Decision],
-        decided_by: str | None,
-        options: dict[str, Any],
-        buffer: _EventBuffer | None,
-    ) -> AgentRunHandle[Any]:
+    async def _resumer(
+        self, run_id: str, decisions: Mapping[str, Decision]
+    ) -> tuple[LabAgent[Any], Checked]:
         checked = await checked_run(self.run_store, run_id, decisions, None)
         name = checked[0].name
         agent = self.agents.get(name)
@@ -535,7 +496,7 @@ class Runtime:
                 f"define (its agents: {', '.join(sorted(self.agents)) or 'none'}); create it "
                 "with create_agent(id=...) or load the project's registry"
             )
-        return await agent._resume(run_id, decisions, decided_by, options, buffer, checked)
+        return agent, checked
 
     async def store_signal(self, run_id: str, name: str, value: Any) -> str:
         """Send signal `name` with `value` to workflow run `run_id` like `signal`, but leave the
