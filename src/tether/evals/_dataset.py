@@ -160,12 +160,21 @@ def load_evaluators(path: str | PathLike[str]) -> list[Evaluator]:
     if isinstance(value, Mapping) and set(value) == {"evaluators"}:
         value = value["evaluators"]
         lines = lines.child("evaluators")
+    return _evaluators(
+        value,
+        where,
+        lines,
+        "an evaluators file holds a list of evaluator specs (or {evaluators: [...]})",
+    )
+
+
+def _evaluators(
+    value: Any, where: str, lines: _Lines, not_a_list: str, field: str | None = None
+) -> list[Evaluator]:
+    """The evaluators of a list of specs (an evaluators file's, a YAML dataset's header);
+    `not_a_list` is the error when `value` is not a list, at `lines` (and `field`)."""
     if not isinstance(value, list):
-        raise DatasetError(
-            "an evaluators file holds a list of evaluator specs (or {evaluators: [...]})",
-            path=where,
-            line=lines.line,
-        )
+        raise DatasetError(not_a_list, path=where, line=lines.line, field=field)
     return [
         _evaluator(spec, where, lines.child(i), f"evaluators[{i}]") for i, spec in enumerate(value)
     ]
@@ -214,19 +223,13 @@ def _from_yaml(text: str, where: str) -> Dataset:
                 line=lines.child(unknown[0]).line,
                 field=unknown[0],
             )
-        specs = value.get("evaluators") or []
-        if not isinstance(specs, list):
-            raise DatasetError(
-                "must be a list of evaluator specs",
-                path=where,
-                line=lines.child("evaluators").line,
-                field="evaluators",
-            )
-        spec_lines = lines.child("evaluators")
-        header = [
-            _evaluator(spec, where, spec_lines.child(i), f"evaluators[{i}]")
-            for i, spec in enumerate(specs)
-        ]
+        header = _evaluators(
+            value.get("evaluators") or [],
+            where,
+            lines.child("evaluators"),
+            "must be a list of evaluator specs",
+            "evaluators",
+        )
         lines = lines.child("cases")
         value = value.get("cases")
     if not isinstance(value, list):
