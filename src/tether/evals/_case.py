@@ -15,10 +15,11 @@ retry a case without running a finished one again:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -40,6 +41,7 @@ __all__ = [
     "check_inputs",
     "resolve_target",
     "run_case",
+    "run_together",
 ]
 
 CASE_SCOPE_PREFIX = "eval/"
@@ -477,3 +479,15 @@ def _plain(value: Any) -> Any:
     if callable(dump):
         return dump(mode="json")
     return value
+
+
+async def run_together(runners: Sequence[Coroutine[Any, Any, None]]) -> None:
+    """Run `runners` (an experiment's case workers, local or on Ray) at once until all end;
+    the first to fail cancels the others, which are awaited, and its error is raised."""
+    tasks = [asyncio.ensure_future(runner) for runner in runners]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

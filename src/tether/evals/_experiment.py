@@ -16,7 +16,7 @@ from typing import Any, Literal
 from ..errors import ConfigError
 from ..lab import Runtime
 from ..stores.workflow_store import RunStatus
-from ._case import Plan, check_inputs, resolve_target, run_case
+from ._case import Plan, check_inputs, resolve_target, run_case, run_together
 from ._changes import changes_tag
 from ._dataset import Case, Dataset, check_expected, load_dataset
 from ._evaluators import Evaluator, to_evaluator
@@ -191,13 +191,7 @@ async def _run_local(
             record = await run_case(runtime, target, plan, item.case, item.repeat, item.evaluators)
             finished(record)
 
-    tasks = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(work)))]
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    await run_together([worker() for _ in range(min(concurrency, len(work)))])
 
 
 async def show(runtime: Runtime, name: str) -> dict[str, Any]:

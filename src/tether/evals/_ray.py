@@ -17,7 +17,6 @@ SQLite file only when every node runs on this machine (checked after joining the
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -25,7 +24,7 @@ from typing import Any
 
 from ..errors import AgentRunError, ConfigError, RegistryError
 from ..lab import DEFAULT_STORE, Runtime, find_config, load_registry
-from ._case import Plan, Target, resolve_target, run_case
+from ._case import Plan, Target, resolve_target, run_case, run_together
 from ._dataset import Case, Dataset
 from ._evaluators import Declared, Evaluator, unique_names
 
@@ -206,13 +205,7 @@ async def _drive(
                 continue
             on_finished(dict(record))
 
-    slots = [asyncio.ensure_future(slot(a)) for a in actors for _ in range(concurrency)]
-    try:
-        await asyncio.gather(*slots)
-    finally:
-        for s in slots:
-            s.cancel()
-        await asyncio.gather(*slots, return_exceptions=True)
+    await run_together([slot(a) for a in actors for _ in range(concurrency)])
     if failures:
         more = f"; and {len(failures) - 3} more" if len(failures) > 3 else ""
         shown = "; ".join(failures[:3]) + more
