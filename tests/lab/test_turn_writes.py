@@ -92,11 +92,12 @@ async def test_a_persisted_turn_makes_four_writes_and_reads_the_transcript_once(
             "SELECT tether_messages",
         ], ours
         tool_round, end = groups
-        fenced_append = ["SELECT tether_scope_leases", "INSERT tether_message_scopes"]
-        assert tool_round == [*fenced_append, *["INSERT tether_messages"] * 3]
+        # A fenced append is one upsert of the scope row, conditional on the lease (no read of
+        # the lease before it), then its records.
+        assert tool_round == ["INSERT tether_message_scopes", *["INSERT tether_messages"] * 3]
         # The answer, the lease given back, the run's end with every event of the turn.
         assert end == [
-            *fenced_append,
+            "INSERT tether_message_scopes",
             "INSERT tether_messages",
             "DELETE tether_scope_leases",
             "UPDATE tether_runs",

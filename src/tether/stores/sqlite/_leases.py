@@ -9,15 +9,14 @@ from .._codecs import check_scope
 from ._blobs import BlobWriting
 from ._connection import NOW
 
-__all__ = ["SqliteScopeLeases", "fence_scope", "release_lease"]
+__all__ = ["SqliteScopeLeases", "lease_lost", "release_lease"]
 
 
-def fence_scope(conn: sqlite3.Connection, scope: str, owner: str) -> None:
-    """Refuse a write to `scope` unless `owner` holds its lease (inside the write's own
-    `BEGIN IMMEDIATE` transaction, so no takeover can come between the check and the write)."""
+def lease_lost(conn: sqlite3.Connection, scope: str) -> LeaseLostError:
+    """Why a write fenced by a lease on `scope` matched nothing: who holds the scope now
+    (read inside the write's own transaction, so no takeover came between)."""
     row = conn.execute("SELECT owner FROM tether_scope_leases WHERE scope = ?", (scope,)).fetchone()
-    if row is None or row[0] != owner:
-        raise LeaseLostError("memory scope", scope, None if row is None else str(row[0]))
+    return LeaseLostError("memory scope", scope, None if row is None else str(row[0]))
 
 
 def release_lease(conn: sqlite3.Connection, scope: str, owner: str) -> None:

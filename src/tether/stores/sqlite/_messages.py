@@ -15,7 +15,7 @@ from .._sql import SqlMessageReads
 from ..message_store import StoredRecord
 from ._blobs import insert_blobs
 from ._connection import transaction
-from ._leases import SqliteScopeLeases, fence_scope
+from ._leases import SqliteScopeLeases, lease_lost
 
 __all__ = ["SqliteMessageStore", "append_rows"]
 
@@ -29,19 +29,23 @@ def append_rows(
     now: float,
 ) -> int:
     """Append encoded records (`encode_new_records`) inside the caller's transaction, fenced by
-    `lease` when given; the scope's new length."""
-    if lease is not None:
-        fence_scope(conn, scope, lease)
-    insert_blobs(conn, blobs)
-    # One upsert creates the scope row or bumps its length (as on PostgreSQL); the records go
-    # after the old length.
-    (total,) = conn.execute(
+    `lease` when given (`LeaseLostError` once another holder has the scope); the scope's new
+    length."""
+    # One upsert creates the scope row or bumps its length (as on PostgreSQL), and under a
+    # lease only while `lease` holds the scope (the fence is a condition of the write, not a
+    # read before it); the records go after the old length.
+    row = conn.execute(
         "INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?) ON CONFLICT (scope) DO UPDATE"
+        " SELECT ?, ?, ?, ? WHERE ? IS NULL OR EXISTS (SELECT 1 FROM tether_scope_leases"
+        " WHERE scope = ? AND owner = ?) ON CONFLICT (scope) DO UPDATE"
         " SET length = s.length + excluded.length, updated_at = excluded.updated_at"
         " RETURNING length",
-        (scope, len(encoded), now, now),
+        (scope, len(encoded), now, now, lease, scope, lease),
     ).fetchone()
+    if row is None:  # only a fenced append writes nothing
+        raise lease_lost(conn, scope)
+    insert_blobs(conn, blobs)
+    total = row[0]
     base = total - len(encoded)
     conn.executemany(
         "INSERT INTO tether_messages (scope, seq, record) VALUES (?, ?, ?)",
