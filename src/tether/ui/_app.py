@@ -649,15 +649,15 @@ def _run_filters(request: Request) -> RunFilters:
         value = (params.get(name) or "").strip()
         return value or None
 
-    return RunFilters(
+    where = RunQuery(
         status=status,
-        agent=text("agent"),
+        name=text("agent"),
         tag=text("tag"),
         q=text("q"),
         since=_time(request, "since"),
         until=_time(request, "until"),
-        show_all=params.get("all") == "1",
     )
+    return RunFilters(where, show_all=params.get("all") == "1")
 
 
 def _page(request: Request) -> int:

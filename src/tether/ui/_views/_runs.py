@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...errors import StoreCorruptError, StoreError
@@ -85,43 +85,28 @@ async def list_runs(
 
 @dataclass(slots=True, frozen=True)
 class RunFilters:
-    """What the run list is filtered by (`/runs?...` and `/api/runs?...`)."""
+    """What the run list is filtered by (`/runs?...` and `/api/runs?...`): the query's own
+    fields (status, `name` for an agent or workflow id, tag, q, since, until), and whether
+    the list shows every run."""
 
-    status: str | None = None
-    agent: str | None = None
-    """An agent id or a workflow id."""
-    tag: str | None = None
-    q: str | None = None
-    since: float | None = None
-    until: float | None = None
+    where: RunQuery
     show_all: bool = False
     """Nested runs and runs of unregistered agents and workflows too."""
 
     @property
     def active(self) -> bool:
-        return any(
-            v is not None
-            for v in (self.status, self.agent, self.tag, self.q, self.since, self.until)
-        )
+        return self.where != RunQuery()
 
     def query(self, catalog: Catalog) -> RunQuery:
-        listed: dict[str, Any] = {}
-        if not self.show_all:
-            listed = {
-                # A paused run waits for a decision wherever it sits (in a workflow step
-                # too, the workflow waiting with it): the "Waiting for you" list shows it.
-                "roots_only": self.status != "paused",
-                "agents": tuple(sorted(catalog.agents)),
-                "workflows": tuple(sorted(catalog.workflows)),
-            }
-        return RunQuery(
-            status=self.status,
-            name=self.agent,
-            tag=self.tag,
-            q=self.q,
-            since=self.since,
-            until=self.until,
-            **listed,
+        if self.show_all:
+            return self.where
+        # A paused run waits for a decision wherever it sits (in a workflow step too, the
+        # workflow waiting with it): the "Waiting for you" list shows it.
+        return replace(
+            self.where,
+            roots_only=self.where.status != "paused",
+            agents=tuple(sorted(catalog.agents)),
+            workflows=tuple(sorted(catalog.workflows)),
         )
 
 
