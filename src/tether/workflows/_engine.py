@@ -276,6 +276,12 @@ class WorkflowContext(Generic[In]):
         event = {"type": type_, **self._event_base(), **fields}
         await self._recorders.emit(cast("WorkflowEvent", event))
 
+    async def _step_finished(self, step_id: str, step: str, output: Any, *, replayed: bool) -> None:
+        """Tell the recorders a step is done: run now, or read back from the journal."""
+        await self._emit(
+            "workflow_step_finished", step_id=step_id, step=step, output=output, replayed=replayed
+        )
+
     def _next_step_id(self, name: str) -> str:
         if not isinstance(name, str) or not name or "#" in name or "/" in name:
             raise WorkflowError(
@@ -318,13 +324,7 @@ class WorkflowContext(Generic[In]):
         step_id = self._next_step_id(name)
         journaled = await self.store.get_step(self.workflow_run_id, step_id)
         if journaled is not None:
-            await self._emit(
-                "workflow_step_finished",
-                step_id=step_id,
-                step=name,
-                output=journaled.output,
-                replayed=True,
-            )
+            await self._step_finished(step_id, name, journaled.output, replayed=True)
             return journaled.output
         await self._emit("workflow_step_started", step_id=step_id, step=name)
         token = _current_step.set(step_id)
@@ -347,13 +347,7 @@ class WorkflowContext(Generic[In]):
         record = await self.store.append_step(
             self.workflow_run_id, step_id=step_id, name=name, output=value, lease=self.lease
         )
-        await self._emit(
-            "workflow_step_finished",
-            step_id=step_id,
-            step=name,
-            output=record.output,
-            replayed=False,
-        )
+        await self._step_finished(step_id, name, record.output, replayed=False)
         return record.output
 
     def run_slot(self, name: str) -> RunSlot:
@@ -419,13 +413,7 @@ class WorkflowContext(Generic[In]):
                 lease=self.lease,
             )
         answer = journaled.output
-        await self._emit(
-            "workflow_step_finished",
-            step_id=step_id,
-            step=f"wait:{name}",
-            output=answer,
-            replayed=replayed,
-        )
+        await self._step_finished(step_id, f"wait:{name}", answer, replayed=replayed)
         if isinstance(answer, dict) and answer.get("timed_out"):
             deadline = float(answer.get("deadline") or 0.0)
             raise WorkflowWaitTimeoutError(
@@ -468,12 +456,8 @@ class RunSlot:
         journaled = await ctx.store.get_step(ctx.workflow_run_id, self.step_id)
         if journaled is None:
             return None
-        await ctx._emit(
-            "workflow_step_finished",
-            step_id=self.step_id,
-            step=self.step_id.rsplit("/", 1)[-1],
-            output=journaled.output,
-            replayed=True,
+        await ctx._step_finished(
+            self.step_id, self.step_id.rsplit("/", 1)[-1], journaled.output, replayed=True
         )
         return journaled.output
 
@@ -528,6 +512,25 @@ class WorkflowHandle(Generic[Out]):
 
 
 _default_store: WorkflowStore | None = None
+
+
+async def _answer_wait(
+    store: WorkflowStore, run_id: str, wait: WaitRecord, output: Any, ttl: float = 0.0
+) -> RunLease:
+    """Journal `output` as the answer of `wait` in root run `run_id`'s tree, in one write
+    (`deliver_signal`), the tree then held by a new lease of this process for `ttl` seconds;
+    that lease. With no ttl, by nobody alive: the lease ends as it is taken, and whoever resumes
+    the run takes it over."""
+    lease = RunLease(lease_owner(), ttl)
+    await store.deliver_signal(
+        run_id,
+        name=wait.name,
+        step_id=wait.step_id,
+        waiter_run_id=wait.run_id,
+        output=output,
+        lease=lease,
+    )
+    return lease
 
 
 def _fallback_store() -> WorkflowStore:
@@ -721,15 +724,7 @@ class Workflow(Generic[In, Out]):
         """
         chosen = store or self.store or _fallback_store()
         root, wait = await self._signalled(chosen, run_id, name, value)
-        await chosen.deliver_signal(
-            root.run_id,
-            name=wait.name,
-            step_id=wait.step_id,
-            waiter_run_id=wait.run_id,
-            output=signal_output(value),
-            # Held by nobody alive: the lease ends as it is taken.
-            lease=RunLease(lease_owner(), 0.0),
-        )
+        await _answer_wait(chosen, root.run_id, wait, signal_output(value))
         return root.run_id
 
     async def _signalled(
@@ -784,15 +779,7 @@ class Workflow(Generic[In, Out]):
         on_event: WorkflowEventHandler | None,
     ) -> WorkflowHandle[Out]:
         """Journal `output` as the answer of the root's wait and resume the run here."""
-        lease = RunLease(lease_owner(), self.lease_ttl)
-        await store.deliver_signal(
-            root.run_id,
-            name=wait.name,
-            step_id=wait.step_id,
-            waiter_run_id=wait.run_id,
-            output=output,
-            lease=lease,
-        )
+        lease = await _answer_wait(store, root.run_id, wait, output, self.lease_ttl)
         resume: WorkflowRunOptions = {
             "workflow_run_id": root.run_id,
             "store": store,
@@ -1144,15 +1131,7 @@ async def answer_paused_run(
     try:
         if workflow is not None:
             return await workflow._answer(record, wait, outcome, store, on_event)
-        await store.deliver_signal(
-            record.run_id,
-            name=wait.name,
-            step_id=wait.step_id,
-            waiter_run_id=wait.run_id,
-            output=outcome,
-            # Held by nobody alive: the lease ends as it is taken.
-            lease=RunLease(lease_owner(), 0.0),
-        )
+        await _answer_wait(store, record.run_id, wait, outcome)
     except WorkflowNotWaitingError:
         return None  # answered meanwhile
     return record.run_id
