@@ -325,11 +325,17 @@ def fold(messages: list[Message], memory: dict[str, Any], event: AgentEvent) -> 
     elif event["type"] == "done":
         _fold_done(messages, event)
     elif event["type"] == "memory":
-        for key, value in event["patch"].items():
-            if value is None:
-                memory.pop(key, None)
-            else:
-                memory[key] = value
+        apply_memory_patch(memory, event["patch"])
+
+
+def apply_memory_patch(memory: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """Apply a memory write's `patch` (`MemoryEvent`) to `memory`: each key set, a None value
+    deleting it (`fold`, and the AG-UI endpoint's shared state)."""
+    for key, value in patch.items():
+        if value is None:
+            memory.pop(key, None)
+        else:
+            memory[key] = value
 
 
 def _fold_done(messages: list[Message], event: DoneEvent) -> None:

@@ -80,7 +80,7 @@ from ..errors import ContentError
 from ..events import AgentEvent
 from ..lab import LabAgent, tool_provider
 from ..media import MEDIA_TYPES, check_media_part
-from ..session import Message
+from ..session import Message, apply_memory_patch
 from ..stores.message_store import StoredRecord
 from ..stores.run_store import RunInfo, RunQuery
 from ..tools import Tool, define_tool
@@ -189,11 +189,7 @@ class AgUiApi:
             for message in out.translate(event):
                 yield _sse(message)
             if event["type"] == "memory":
-                for key, value in event["patch"].items():
-                    if value is None:
-                        state.pop(key, None)
-                    else:
-                        state[key] = value
+                apply_memory_patch(state, event["patch"])
         for message in out.close():
             yield _sse(message)
         await asyncio.wait([handle.result])
