@@ -30,8 +30,11 @@ except ImportError:
 from typer.testing import CliRunner
 
 from tether.cli import app
-from tether.errors import ConfigError
+from tether.errors import AgentRunError, ConfigError
 from tether.evals import evaluate
+from tether.evals._dataset import Case, Dataset
+from tether.evals._evaluators import Evaluator
+from tether.evals._ray import MAX_BATCH, _drive, batch_size
 from tether.lab import Registry, Runtime, load_registry
 from tether.testing.ray_cluster import LocalRayCluster
 
@@ -49,6 +52,7 @@ import asyncio
 import os
 from pathlib import Path
 
+from tether import define_tool
 from tether.lab import Runtime
 from tether.testing import script_client
 
@@ -98,6 +102,29 @@ async def flow(input, ctx):
 
 
 flow_workflow = lab.create_workflow("flow", flow)
+
+
+async def hold(args):
+    marker = SPACE / "hold-agent"
+    if args.get("who") == "hold" and not marker.exists():
+        # The first attempt tells the test its pid and waits to be killed, mid-episode.
+        marker.write_text(str(os.getpid()))
+        await asyncio.sleep(120)
+    return "held"
+
+
+def holding(request):
+    last = request["messages"][-1]["content"]
+    if any(part["type"] == "tool_result" for part in last):
+        return {"text": "done holding"}
+    return {"tool_use": [{"name": "hold", "input": {"who": last[-1].get("text", "")}}]}
+
+
+holder = lab.create_agent(
+    id="holder",
+    model=script_client([holding] * 100),
+    tools=[define_tool(name="hold", input_schema={"type": "object"}, execute=hold)],
+)
 """
 
 
@@ -133,7 +160,7 @@ def space(
     (tmp_path / package / "lab.py").write_text(textwrap.dedent(LAB))
     (tmp_path / "tether.toml").write_text(
         f'runtime = "{package}.lab:lab"\n'
-        f'agents = ["{package}.lab:answerer"]\n'
+        f'agents = ["{package}.lab:answerer", "{package}.lab:holder"]\n'
         f'workflows = ["{package}.lab:flow_workflow"]\n'
         'store = "sqlite:///.tether/ray.db"\n'
     )
@@ -186,6 +213,20 @@ async def test_cases_run_on_both_nodes_and_land_in_the_shared_store(space: Space
     )
 
 
+async def kill_when_held(marker: Path) -> int:
+    """Kill the worker that wrote its pid to `marker` (it is another process: a file is how it
+    can tell us), once it has; returns that pid."""
+    while (pid := _written_pid(marker)) is None:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def _written_pid(marker: Path) -> int | None:
+    text = marker.read_text() if marker.exists() else ""
+    return int(text) if text else None
+
+
 async def test_a_worker_killed_mid_case_is_retried_and_resumes_from_the_journal(
     space: Space,
 ) -> None:
@@ -194,18 +235,8 @@ async def test_a_worker_killed_mid_case_is_retried_and_resumes_from_the_journal(
     cases = [{"id": "held", "input": {"case": "held", "hold": True}}] + [
         {"id": f"k{i}", "input": {"case": f"k{i}"}} for i in range(3)
     ]
-    marker = space.root / "hold-held"
-
-    async def kill_when_held() -> int:
-        # The worker is another process: a file is how it can tell us.
-        while not marker.exists() or not marker.read_text():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-        pid = int(marker.read_text())
-        os.kill(pid, signal.SIGKILL)
-        return pid
-
     async with lab:
-        killer = asyncio.ensure_future(kill_when_held())
+        killer = asyncio.ensure_future(kill_when_held(space.root / "hold-held"))
         report = await evaluate(
             lab,
             "flow",
@@ -225,6 +256,34 @@ async def test_a_worker_killed_mid_case_is_retried_and_resumes_from_the_journal(
     assert steps.count("first held") == 1 and steps.count("second held") == 2
     for i in range(3):
         assert steps.count(f"first k{i}") == 1 and steps.count(f"second k{i}") == 1
+
+
+async def test_an_agent_case_killed_mid_episode_runs_again_on_a_clean_scope(
+    space: Space,
+) -> None:
+    # The actor Ray restarted looks for the case's earlier attempt (a fresh one need not).
+    lab = space.registry().runtime
+    async with lab:
+        killer = asyncio.ensure_future(kill_when_held(space.root / "hold-agent"))
+        report = await evaluate(
+            lab,
+            "holder",
+            [{"id": "h", "input": "hold"}, {"id": "g", "input": "pass"}],
+            evaluators=[{"type": "contains", "value": "done holding"}],
+            experiment="killed-agent",
+            engine="ray",
+            address=space.cluster.address,
+            concurrency=1,
+        )
+        await killer
+        assert report["summary"]["passed"] == 2
+        scopes: dict[str, str] = {}
+        for case in report["cases"]:
+            info = await lab.run_store.get_run(case["run_id"])
+            assert info is not None and info.status == "completed"
+            scopes[case["id"]] = str(info.memory_scope)
+    # h ran in the killed worker: its retry skipped the interrupted scope; g ran once.
+    assert scopes["h"].endswith("/h/0~2") and scopes["g"].endswith("/g/0")
 
 
 def test_the_cli_runs_an_experiment_on_the_cluster(space: Space) -> None:
@@ -321,3 +380,51 @@ async def test_stores_the_workers_cannot_share_are_refused(
         assert not ray.is_initialized()
         runs = await lab.run_store.list_runs(kind="agent")
         assert runs == []
+
+
+class FakeActor:
+    """Stands in for a CaseActor handle: `run_batch.remote(batch)` answers at once, each case
+    with a record (or the failure `fail` names), and remembers every call."""
+
+    def __init__(self, fail: dict[str, str] | None = None, broken: bool = False) -> None:
+        self.calls: list[list[tuple[dict[str, object], int]]] = []
+        self.fail = fail or {}
+        self.broken = broken
+        self.run_batch = self
+
+    async def remote(self, batch: list[tuple[dict[str, object], int]]) -> object:
+        self.calls.append(batch)
+        await asyncio.sleep(0)  # the answer comes later, as Ray's does
+        if self.broken:
+            raise RuntimeError("the actor died")
+        return [self.fail.get(str(c["id"])) or {"case": c["id"], "repeat": r} for c, r in batch]
+
+
+def _work(n: int, repeat: int = 1) -> list[tuple[Case, int, list[Evaluator]]]:
+    cases = Dataset.of([{"id": f"c{i}", "input": f"c{i}"} for i in range(n)]).cases
+    return [(case, r, []) for case in cases for r in range(repeat)]
+
+
+async def test_one_actor_call_runs_a_batch_of_cases_and_each_case_runs_once() -> None:
+    actors = [FakeActor(), FakeActor()]
+    recorded: list[dict[str, object]] = []
+    await _drive(actors, _work(500, repeat=2), recorded.append)
+    keys = [(r["case"], r["repeat"]) for r in recorded]
+    assert sorted(keys) == sorted((f"c{i}", r) for i in range(500) for r in range(2))
+    calls = [batch for actor in actors for batch in actor.calls]
+    assert all(actor.calls for actor in actors)  # both actors got work
+    assert len(calls) < 1000 / 10  # far fewer calls than cases
+    assert max(len(b) for b in calls) == MAX_BATCH and min(len(b) for b in calls) == 1
+    # Batches shrink as the work runs out: a share of what is left.
+    assert [batch_size(left, 2) for left in (1000, 100, 9, 1)] == [MAX_BATCH, 13, 2, 1]
+
+
+async def test_a_batch_that_fails_fails_its_cases_and_the_others_are_recorded() -> None:
+    recorded: list[dict[str, object]] = []
+    with pytest.raises(AgentRunError, match="1 case run") as caught:
+        await _drive([FakeActor(fail={"c1": "StoreError: locked"})], _work(3), recorded.append)
+    assert "c1 (repeat 0): StoreError: locked" in str(caught.value)
+    # A dead actor (Ray's retries spent) fails every case of its batches.
+    with pytest.raises(AgentRunError, match=r"2 case run.*RuntimeError: the actor died"):
+        await _drive([FakeActor(broken=True)], _work(2), recorded.append)
+    assert [r["case"] for r in recorded] == ["c0", "c2"]

@@ -80,9 +80,10 @@ class Plan:
     versions: tuple[str, ...]
     """The provenance tags (`version:`, `commit:`) recorded on every run."""
     fresh: bool = False
-    """No case of this generation can have run before (a new pass on the local engine): the
-    look-up of an earlier attempt's records is skipped. Never set where a case may be retried
-    (Ray)."""
+    """No case of this generation can have run before (a new pass, not a resume): the look-up
+    of an earlier attempt's records is skipped. On Ray it holds only in an actor that was never
+    restarted: Ray retries a batch on the same actor once restarted, so a case that may have
+    run before only ever comes to a restarted one."""
 
     def tags(self, case_id: str) -> list[str]:
         return [f"{EXPERIMENT_TAG_PREFIX}{self.experiment}", f"case:{case_id}", *self.versions]

@@ -125,7 +125,7 @@ async def evaluate(
     log = ExperimentLog(runtime.run_store, name)
     state, resumed = await log.open(header, restart=restart)
     done = set(state.finished) if state is not None else set()
-    plan = Plan(name, log.generation, resolved, versions, fresh=engine == "local" and not resumed)
+    plan = Plan(name, log.generation, resolved, versions, fresh=not resumed)
     work = [
         _Work(case, r, per_case[case.id])
         for case in data.cases

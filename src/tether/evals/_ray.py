@@ -2,13 +2,18 @@
 
 Ray schedules and retries; we do not. Each actor loads the project's registry (agents and
 workflows do not pickle, so the target goes by registry id) and points its runtime at the shared
-store, then runs up to `concurrency` cases at once on its own event loop. The driver keeps
-`actors × concurrency` cases in flight and records each result as it arrives.
+store, then runs up to `concurrency` cases at once on its own event loop. The driver sends the
+cases in batches, one actor call each (`CaseActor.run_batch`), so a call's cost (serializing,
+scheduling, the round trip) is paid once per batch, not once per case: batches are large while
+much is left and shrink towards the end (each a share of what is left), so no actor idles long
+while another finishes a big one. Each actor has two batches in flight, so its next one is there
+when one ends. The driver records each case's result as its batch returns.
 
-A worker process that dies mid-case is restarted by Ray (`max_restarts`) and the case is sent
+A worker process that dies mid-batch is restarted by Ray (`max_restarts`) and the batch is sent
 again (`max_task_retries`): Ray actor tasks run at least once, not exactly once, so the case's
 own idempotency (`tether.evals._case`: the workflow journal, the agent case's scope records)
-makes a retried case resume instead of starting over.
+makes each case of a retried batch resume (or read back its finished run) instead of starting
+over.
 
 The store must be one every worker reaches: PostgreSQL when the cluster spans machines; a
 SQLite file only when every node runs on this machine (checked after joining the cluster); never
@@ -17,8 +22,10 @@ SQLite file only when every node runs on this machine (checked after joining the
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,14 +35,18 @@ from ._case import Plan, Target, resolve_target, run_case, run_together
 from ._dataset import Case, Dataset
 from ._evaluators import Declared, Evaluator, unique_names
 
-__all__ = ["CaseActor", "require_ray", "run_ray", "shared_store_url"]
+__all__ = ["CaseActor", "batch_size", "require_ray", "run_ray", "shared_store_url"]
 
 _log = logging.getLogger("tether.evals")
 
 MAX_RESTARTS = 3
 """How often Ray restarts an actor whose process died."""
 MAX_TASK_RETRIES = 3
-"""How often Ray sends a case again after its actor died under it."""
+"""How often Ray sends a batch again after its actor died under it."""
+MAX_BATCH = 64
+"""The most cases one actor call runs."""
+IN_FLIGHT = 2
+"""Batches sent to one actor at a time (its cases still run `concurrency` at once)."""
 
 
 def require_ray() -> Any:
@@ -81,6 +92,7 @@ class CaseActor:
         store_url: str,
         plan: dict[str, Any],
         evaluators: bytes,
+        concurrency: int = 1,
     ) -> None:
         ray = require_ray()
         registry = load_registry(config_path)
@@ -89,14 +101,43 @@ class CaseActor:
             runtime.use_store(store_url)
         self.runtime = runtime
         target = Target(plan["target"]["kind"], plan["target"]["id"])
-        self.plan = Plan(plan["experiment"], plan["generation"], target, tuple(plan["versions"]))
+        # A restarted actor may be sent a batch again whose cases ran (or half ran) before.
+        restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        self.plan = Plan(
+            plan["experiment"],
+            plan["generation"],
+            target,
+            tuple(plan["versions"]),
+            fresh=bool(plan.get("fresh")) and not restarted,
+        )
         _, self.target = resolve_target(runtime, f"{target.kind}:{target.id}")
         self.header: list[Evaluator] = ray.cloudpickle.loads(evaluators)
+        self.concurrency = concurrency
+        self._slots: asyncio.Semaphore | None = None
 
     async def run(self, case: dict[str, Any], repeat: int) -> dict[str, Any]:
+        """One repeat of one case (its JSON): its `case_finished` record."""
         loaded = Dataset.of([case]).cases[0]
         evaluators = unique_names([*self.header, *loaded.evaluators])
         return await run_case(self.runtime, self.target, self.plan, loaded, repeat, evaluators)
+
+    async def run_batch(
+        self, batch: list[tuple[dict[str, Any], int]]
+    ) -> list[dict[str, Any] | str]:
+        """The (case JSON, repeat) pairs of `batch`, `concurrency` at a time over every batch
+        this actor runs: for each, in order, its record, or why it could not run (a string)."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.concurrency)
+        slots = self._slots
+
+        async def one(case: dict[str, Any], repeat: int) -> dict[str, Any] | str:
+            async with slots:
+                try:
+                    return await self.run(case, repeat)
+                except Exception as exc:  # this case only: the batch's others go on
+                    return f"{type(exc).__name__}: {exc}"
+
+        return list(await asyncio.gather(*(one(case, repeat) for case, repeat in batch)))
 
     def pid(self) -> int:
         return os.getpid()
@@ -165,19 +206,20 @@ async def run_ray(
             "generation": plan.generation,
             "target": plan.target.to_json(),
             "versions": list(plan.versions),
+            "fresh": plan.fresh,
         }
         cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
         remote = ray.remote(
             num_cpus=1,
             max_restarts=MAX_RESTARTS,
             max_task_retries=MAX_TASK_RETRIES,
-            max_concurrency=concurrency,
+            max_concurrency=IN_FLIGHT,
         )(CaseActor)
         actors = [
-            remote.remote(str(config_path), store_url, plan_json, blob)
+            remote.remote(str(config_path), store_url, plan_json, blob, concurrency)
             for _ in range(min(cpus, max(1, len(work))))
         ]
-        await _drive(actors, work, concurrency, on_finished)
+        await _drive(actors, work, on_finished)
     finally:
         for actor in actors:
             ray.kill(actor, no_restart=True)
@@ -185,27 +227,43 @@ async def run_ray(
             ray.shutdown()
 
 
+def batch_size(left: int, actors: int) -> int:
+    """How many of the `left` cases the next batch takes: a share of what is left (so the
+    last batches are small and the actors finish together), at most MAX_BATCH."""
+    return max(1, min(MAX_BATCH, -(-left // (2 * IN_FLIGHT * actors))))
+
+
 async def _drive(
     actors: list[Any],
     work: list[tuple[Case, int, list[Evaluator]]],
-    concurrency: int,
     on_finished: Callable[[dict[str, Any]], None],
 ) -> None:
-    items = iter(work)
+    queue = deque(work)
     failures: list[str] = []
 
-    async def slot(actor: Any) -> None:
-        for case, repeat, _ in items:
-            try:
-                record: Mapping[str, Any] = await actor.run.remote(case.to_json(), repeat)
-            except Exception as exc:
-                # Ray gave up on it (its retries spent); the rest go on, a rerun resumes it.
-                _log.error("case %r (repeat %d) failed on Ray: %s", case.id, repeat, exc)
-                failures.append(f"{case.id} (repeat {repeat}): {type(exc).__name__}: {exc}")
-                continue
-            on_finished(dict(record))
+    def failed(case: Case, repeat: int, why: str) -> None:
+        # Ray gave up on it (its retries spent); the rest go on, a rerun resumes it.
+        _log.error("case %r (repeat %d) failed on Ray: %s", case.id, repeat, why)
+        failures.append(f"{case.id} (repeat {repeat}): {why}")
 
-    await run_together([slot(a) for a in actors for _ in range(concurrency)])
+    async def slot(actor: Any) -> None:
+        while queue:
+            batch = [queue.popleft() for _ in range(batch_size(len(queue), len(actors)))]
+            try:
+                records: list[Mapping[str, Any] | str] = await actor.run_batch.remote(
+                    [(case.to_json(), repeat) for case, repeat, _ in batch]
+                )
+            except Exception as exc:
+                for case, repeat, _ in batch:
+                    failed(case, repeat, f"{type(exc).__name__}: {exc}")
+                continue
+            for (case, repeat, _), record in zip(batch, records, strict=True):
+                if isinstance(record, str):
+                    failed(case, repeat, record)
+                else:
+                    on_finished(dict(record))
+
+    await run_together([slot(a) for a in actors for _ in range(IN_FLIGHT)])
     if failures:
         more = f"; and {len(failures) - 3} more" if len(failures) > 3 else ""
         shown = "; ".join(failures[:3]) + more
