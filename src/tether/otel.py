@@ -52,6 +52,8 @@ from collections.abc import Mapping, Sequence
 from contextvars import Token
 from typing import Any
 
+from ._extras import missing_extra
+
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import trace
@@ -59,9 +61,7 @@ try:
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
     from opentelemetry.util.types import AttributeValue
 except ImportError as exc:  # pragma: no cover - exercised by a test that hides opentelemetry
-    raise ImportError(
-        "tether.otel needs OpenTelemetry, which is an optional extra: pip install 'tether[otel]'"
-    ) from exc
+    raise missing_extra("tether.otel needs OpenTelemetry", "otel") from exc
 
 from .events import TraceRecord
 from .run_events import (

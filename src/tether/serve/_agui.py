@@ -36,6 +36,8 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, ClassVar, cast
 
+from .._extras import missing_extra
+
 try:
     from ag_ui.core import (
         AssistantMessage,
@@ -67,9 +69,7 @@ try:
     )
     from ag_ui.core import Message as AgUiMessage
 except ImportError as exc:  # pragma: no cover - the lab extra brings it
-    raise ImportError(
-        "the AG-UI endpoint needs the ag-ui-protocol package: pip install 'tether[lab]'"
-    ) from exc
+    raise missing_extra("the AG-UI endpoint needs the ag-ui-protocol package", "lab") from exc
 import pydantic
 import pydantic_core
 from starlette.requests import Request

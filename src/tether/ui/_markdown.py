@@ -19,15 +19,14 @@ from urllib.parse import urlsplit
 
 from markupsafe import Markup, escape
 
+from .._extras import missing_extra
+
 try:
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
     from markdown_it.utils import EnvType, OptionsDict
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise ImportError(
-        f"the inspection UI needs markdown-it-py ({exc}); install it with: "
-        "pip install 'tether[lab]'"
-    ) from exc
+    raise missing_extra("the inspection UI needs markdown-it-py", "lab") from exc
 
 __all__ = ["MAX_MARKDOWN", "render_markdown"]
 

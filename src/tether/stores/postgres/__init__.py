@@ -49,12 +49,14 @@ built:
 
 from __future__ import annotations
 
+from ..._extras import missing_extra
+
 try:
     import psycopg  # noqa: F401 - checked first, so a missing extra says what to install
     import psycopg_pool  # noqa: F401
 except ImportError as exc:  # pragma: no cover - only without the extra
-    raise ImportError(
-        "tether's PostgreSQL stores need psycopg 3 and psycopg_pool: pip install 'tether[postgres]'"
+    raise missing_extra(
+        "tether's PostgreSQL stores need psycopg 3 and psycopg_pool", "postgres"
     ) from exc
 
 from ._backed import PostgresBacked
