@@ -102,8 +102,7 @@ async def test_a_persisted_turn_makes_four_writes_and_reads_the_transcript_once(
             "DELETE tether_scope_leases",
             "UPDATE tether_runs",
             *["INSERT tether_run_events"] * 11,
-            "INSERT tether_runs_fts",
-        ], end
+        ], end  # the run goes into the search index with its batch (INDEX_BATCH)
     conn.set_trace_callback(None)
     await lab.aclose()
     await messages.aclose()

@@ -668,7 +668,8 @@ def query_where(query: RunQuery, ph: str, dialect: str) -> tuple[list[str], list
     wanted = words(query.q)
     if wanted:
         if dialect == "sqlite":
-            # A live run is not indexed yet (it is, once, as it ends): its words are read.
+            # A live run is not indexed yet, nor an ended one until its batch goes in
+            # (`INDEX_BATCH`): their words are read.
             conds.append(
                 f"(r.rowid IN (SELECT rowid FROM tether_runs_fts WHERE tether_runs_fts MATCH {ph})"
                 f" OR (r.unindexed AND tether_has_words(r.input_text || ' ' || r.output_text,"

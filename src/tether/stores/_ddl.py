@@ -240,7 +240,8 @@ def _paused_runs(w: Words) -> list[str]:
 
 def _runs_indexed_as_they_end(w: Words) -> list[str]:
     # SQLite's run search index takes a run's text once, as it ends (its own `unindexed`
-    # column); PostgreSQL searches a generated column, always up to date: nothing shared.
+    # column), and then (m008) ended runs in batches; PostgreSQL searches a generated column,
+    # always up to date: nothing shared.
     return []
 
 
@@ -252,5 +253,6 @@ MIGRATIONS: Final[tuple[tuple[str, Callable[[Words], list[str]]], ...]] = (
     ("m005_blobs", _blobs),
     ("m006_paused_runs", _paused_runs),
     ("m007_runs_indexed_as_they_end", _runs_indexed_as_they_end),
+    ("m008_runs_indexed_in_batches", _runs_indexed_as_they_end),
 )
 """Each migration's name, and its statements for a dialect. Append only."""

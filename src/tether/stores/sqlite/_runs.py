@@ -77,23 +77,43 @@ def _insert_events(
 
 _LIVE: Final = ("running", "waiting", "paused")
 """The statuses of a run that has not ended: its text is not in the search index yet (a query
-finds it by its input all the same, `tether_has_words`)."""
+finds it by its words all the same, `tether_has_words`)."""
+
+INDEX_BATCH: Final = 16
+"""Ended runs go into the search index together: when a run whose rowid is a multiple of this
+ends, every ended run not in the index yet goes in, one FTS5 segment for them all (an insert
+per run wrote a segment, its structure and its doc size each time: a fifth of a turn's pages).
+Until then a search matches such a run by its words (`tether_has_words`), as it does a live
+one."""
+
+_ENDED_UNINDEXED: Final = f"unindexed AND status NOT IN {_LIVE!r}"
+"""The runs `_index_ended` puts into the search index (read through `tether_runs_unindexed`)."""
 
 
 class _Moved(Exception):
     """The scope of a turn's end was not as long as its writer knew: nothing was written."""
 
 
+def _index_ended(conn: sqlite3.Connection) -> None:
+    """Put every ended run not in the search index yet into it (inside the caller's
+    transaction)."""
+    conn.execute(
+        "INSERT OR REPLACE INTO tether_runs_fts (rowid, body) SELECT rowid,"
+        f" input_text || char(10) || output_text FROM tether_runs WHERE {_ENDED_UNINDEXED}"
+    )
+    conn.execute(f"UPDATE tether_runs SET unindexed = 0 WHERE {_ENDED_UNINDEXED}")
+
+
 def _finish(conn: sqlite3.Connection, run_id: str, status: RunStatus, plan: RunFinish) -> int:
     """A planned `finish_run` inside the caller's transaction; the seq of the run's last event."""
     rows, extra = plan.events, plan.columns
-    ended = status not in _LIVE
     insert_blobs(conn, plan.blobs)
     row = conn.execute(
         f"UPDATE tether_runs SET status = ?, ended_at = ?, error = ?"
         f"{finish_sets('?', extra)}, lease_expires_at = {NOW} + ?,"
-        f" event_count = event_count + ?, unindexed = unindexed AND NOT ?"
-        f" WHERE run_id = ? AND {_FENCE} RETURNING rowid, input_text, output_text, event_count",
+        " event_count = event_count + ?"
+        f" WHERE run_id = ? AND {_FENCE}"
+        " RETURNING rowid, input_text, output_text, event_count, unindexed",
         (
             status,
             plan.ended_at,
@@ -101,7 +121,6 @@ def _finish(conn: sqlite3.Connection, run_id: str, status: RunStatus, plan: RunF
             *extra.values(),
             plan.ttl,
             len(rows),
-            ended,
             run_id,
             plan.fence,
             plan.fence,
@@ -109,20 +128,20 @@ def _finish(conn: sqlite3.Connection, run_id: str, status: RunStatus, plan: RunF
     ).fetchone()
     if row is None:
         raise _refused(conn, run_id)
-    rowid, input_text, output_text, last = row
+    rowid, input_text, output_text, last, unindexed = row
     if rows:
         _insert_events(conn, run_id, last - len(rows), rows)
-    if ended:
-        # Indexed once, as it ends (a run resumed and ended again is indexed anew).
-        conn.execute(
-            "INSERT OR REPLACE INTO tether_runs_fts (rowid, body) VALUES (?, ?)",
-            (rowid, f"{input_text}\n{output_text}"),
-        )
-    elif "output_text" in extra:  # a live run's output, where it was indexed before
-        conn.execute(
-            "UPDATE tether_runs_fts SET body = ? WHERE rowid = ?",
-            (f"{input_text}\n{output_text}", rowid),
-        )
+    ended = status not in _LIVE
+    if not unindexed:
+        # In the index already (recorded as it ended, or stored before runs were indexed as
+        # they end): its new text replaces the old at once.
+        if ended or "output_text" in extra:
+            conn.execute(
+                "INSERT OR REPLACE INTO tether_runs_fts (rowid, body) VALUES (?, ?)",
+                (rowid, f"{input_text}\n{output_text}"),
+            )
+    elif ended and rowid % INDEX_BATCH == 0:
+        _index_ended(conn)
     return int(last)
 
 

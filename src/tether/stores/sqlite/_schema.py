@@ -27,6 +27,12 @@ _OWN: dict[str, tuple[str, ...]] = {
     "m007_runs_indexed_as_they_end": (
         "ALTER TABLE tether_runs ADD COLUMN unindexed INTEGER NOT NULL DEFAULT 0",
     ),
+    # Ended runs go into `tether_runs_fts` in batches (`INDEX_BATCH`), not one by one as they
+    # end: `unindexed` stays set until a run's batch goes in, and this index lists those runs
+    # (live ones too) so a batch reads them without a scan.
+    "m008_runs_indexed_in_batches": (
+        "CREATE INDEX tether_runs_unindexed ON tether_runs (unindexed) WHERE unindexed",
+    ),
 }
 """The statements SQLite runs after a shared migration's."""
 
