@@ -11,10 +11,12 @@ a hook for the statement (`SqlWorkflowStore._let_go`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias, Unpack
 
+from ..errors import StoreError
 from ._codecs import (
     LAST_INDEX,
     NOW_SQL,
@@ -24,8 +26,10 @@ from ._codecs import (
     decode_cursor,
     decode_event,
     decode_records,
+    encode_json,
     encode_wait,
     listing_filters,
+    new_run_values,
     query_where,
     run_from_row,
     run_info_from_row,
@@ -49,8 +53,11 @@ from .run_store import (
     StoredEvent,
 )
 from .workflow_store import (
+    NewWorkflowRun,
     RunLease,
+    SignalDelivery,
     StepRecord,
+    StepWrite,
     WaitRecord,
     WorkflowEnd,
     WorkflowListing,
@@ -225,8 +232,35 @@ class SqlWorkflowReads(SqlBacked):
 
 
 class SqlWorkflowStore(SqlWorkflowReads):
-    """The reads of a SQL `WorkflowStore`, and the two writes that let a run go (it ended, or
-    it waits), checked and encoded once: the backend runs the fenced update (`_let_go`)."""
+    """A SQL `WorkflowStore` but for its statements: the reads, and each write's checks,
+    encodings and decodings, written once. The backend runs each write as one statement or
+    transaction in its dialect (`_insert_run`, `_take`, `_let_go`, `_answer`, `_journal`),
+    given encoded values and returning the row written."""
+
+    async def _insert_run(self, values: Sequence[Any]) -> Row | None:
+        """Insert a new running run of `new_run_values`; its row, or None when its id is taken."""
+        raise NotImplementedError
+
+    async def _take(self, run_id: str, lease: RunLease | None, replace: str | None) -> Row:
+        """`start_attempt` in one conditional write; the run's row after.
+
+        Raises:
+            WorkflowRunBusyError: another owner holds a live lease on the run.
+            StoreError: there is no such run.
+        """
+        raise NotImplementedError
+
+    async def _answer(self, run_id: str, signal: SignalDelivery, encoded: str) -> Row:
+        """`deliver_signal` in one transaction, the value given as its JSON text; the root
+        run's row after."""
+        raise NotImplementedError
+
+    async def _journal(
+        self, run_id: str, step_id: str, name: str, encoded: str, owner: str | None
+    ) -> Row:
+        """`append_step` in one transaction, fenced by `owner` (None: not fenced), the output
+        given as its JSON text; the step's row (the one journaled first, if any)."""
+        raise NotImplementedError
 
     async def _let_go(
         self, run_id: str, sets: str, args: Sequence[Any], lease: RunLease | None
@@ -255,6 +289,31 @@ class SqlWorkflowStore(SqlWorkflowReads):
         sets = f"status = 'waiting', wait = {m}, wait_deadline = {m}"
         return run_from_row(
             await self._let_go(run_id, sets, (encode_wait(wait), wait.deadline), lease)
+        )
+
+    async def create_run(self, **run: Unpack[NewWorkflowRun]) -> WorkflowRunRecord:
+        row = await self._insert_run(new_run_values(run, time.time()))
+        if row is None:
+            raise StoreError(f"workflow run {run['run_id']!r} already exists")
+        return run_from_row(row)
+
+    async def start_attempt(
+        self, run_id: str, *, lease: RunLease | None = None, replace: str | None = None
+    ) -> WorkflowRunRecord:
+        return run_from_row(await self._take(run_id, lease, replace))
+
+    async def deliver_signal(
+        self, run_id: str, **signal: Unpack[SignalDelivery]
+    ) -> WorkflowRunRecord:
+        encoded = encode_json(signal["output"], "output")
+        return run_from_row(await self._answer(run_id, signal, encoded))
+
+    async def append_step(self, run_id: str, **step: Unpack[StepWrite]) -> StepRecord:
+        encoded = encode_json(step["output"], "output")
+        lease = step.get("lease")
+        owner = None if lease is None else lease.owner
+        return step_from_row(
+            await self._journal(run_id, step["step_id"], step["name"], encoded, owner)
         )
 
 

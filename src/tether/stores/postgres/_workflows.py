@@ -6,29 +6,13 @@ import asyncio
 import time
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, Unpack
+from typing import Any, Final
 
 from ...errors import LeaseLostError, StoreError, WorkflowRunBusyError
 from ...workflows._store import check_signal
-from .._codecs import (
-    RUN_COLUMNS,
-    STEP_COLUMNS,
-    busy_error,
-    encode_json,
-    new_run_values,
-    run_from_row,
-    run_select,
-    step_from_row,
-)
+from .._codecs import RUN_COLUMNS, STEP_COLUMNS, busy_error, run_from_row, run_select
 from .._sql import SqlWorkflowStore
-from ..workflow_store import (
-    NewWorkflowRun,
-    RunLease,
-    SignalDelivery,
-    StepRecord,
-    StepWrite,
-    WorkflowRunRecord,
-)
+from ..workflow_store import RunLease, SignalDelivery
 from ._backed import PostgresBacked
 from ._connection import NOW, Connection, execute, fetch_one
 from ._notices import RUNS, notify_sql
@@ -92,11 +76,9 @@ class PostgresWorkflowStore(SqlWorkflowStore, PostgresBacked):
 
     _kind = "workflow store"
 
-    async def create_run(self, **run: Unpack[NewWorkflowRun]) -> WorkflowRunRecord:
-        values = new_run_values(run, time.time())
-        run_id = run["run_id"]
+    async def _insert_run(self, values: Sequence[Any]) -> tuple[Any, ...] | None:
         async with self._session() as conn:
-            row = await fetch_one(
+            return await fetch_one(
                 conn,
                 f"INSERT INTO tether_workflow_runs ({RUN_COLUMNS})"
                 " VALUES (%s, %s, 'running', %s, NULL, NULL, %s, %s, %s, 1, %s, %s, %s,"
@@ -104,9 +86,6 @@ class PostgresWorkflowStore(SqlWorkflowStore, PostgresBacked):
                 f" ON CONFLICT (run_id) DO NOTHING RETURNING {_WORKFLOW_RUN_SELECT}",
                 values,
             )
-        if row is None:
-            raise StoreError(f"workflow run {run_id!r} already exists")
-        return run_from_row(row)
 
     async def _holder(self, conn: Connection, run_id: str) -> WorkflowRunBusyError:
         held = await fetch_one(
@@ -118,9 +97,9 @@ class PostgresWorkflowStore(SqlWorkflowStore, PostgresBacked):
             raise StoreError(f"no workflow run {run_id!r}")
         return busy_error(run_id, held[0], held[1])
 
-    async def start_attempt(
-        self, run_id: str, *, lease: RunLease | None = None, replace: str | None = None
-    ) -> WorkflowRunRecord:
+    async def _take(
+        self, run_id: str, lease: RunLease | None, replace: str | None
+    ) -> tuple[Any, ...]:
         params = {
             "replace": replace,
             "run_id": run_id,
@@ -132,7 +111,7 @@ class PostgresWorkflowStore(SqlWorkflowStore, PostgresBacked):
             row = await fetch_one(conn, _TAKE_OVER, params)
             if row is None:
                 raise await self._holder(conn, run_id)
-        return run_from_row(row)
+        return row
 
     async def renew_lease(self, run_id: str, lease: RunLease) -> bool:
         async with self._session() as conn:
@@ -176,10 +155,7 @@ class PostgresWorkflowStore(SqlWorkflowStore, PostgresBacked):
         `WatchesRuns`)."""
         return self._watch(RUNS, run_id)
 
-    async def deliver_signal(
-        self, run_id: str, **signal: Unpack[SignalDelivery]
-    ) -> WorkflowRunRecord:
-        encoded = encode_json(signal["output"], "output")
+    async def _answer(self, run_id: str, signal: SignalDelivery, encoded: str) -> tuple[Any, ...]:
         name, step_id, waiter_run_id = signal["name"], signal["step_id"], signal["waiter_run_id"]
         lease = signal["lease"]
         async with self._session(atomic=True) as conn:
@@ -216,12 +192,11 @@ class PostgresWorkflowStore(SqlWorkflowStore, PostgresBacked):
                 (run_id,),
             )
         assert row is not None  # locked above, in this transaction
-        return run_from_row(row)
+        return row
 
-    async def append_step(self, run_id: str, **step: Unpack[StepWrite]) -> StepRecord:
-        step_id, lease = step["step_id"], step.get("lease")
-        encoded = encode_json(step["output"], "output")
-        owner = None if lease is None else lease.owner
+    async def _journal(
+        self, run_id: str, step_id: str, name: str, encoded: str, owner: str | None
+    ) -> tuple[Any, ...]:
         async with self._session(atomic=True) as conn:
             # The run row is locked until commit: a takeover waits for this step, and a step
             # of a holder that was taken over finds another owner here.
@@ -246,7 +221,7 @@ class PostgresWorkflowStore(SqlWorkflowStore, PostgresBacked):
                     " SELECT %s, %s, %s, COALESCE(MAX(seq), 0) + 1, %s, %s"
                     " FROM tether_workflow_steps WHERE run_id = %s"
                     f" RETURNING {STEP_COLUMNS}",
-                    (run_id, step_id, step["name"], encoded, time.time(), run_id),
+                    (run_id, step_id, name, encoded, time.time(), run_id),
                 )
         assert row is not None  # INSERT … SELECT of an aggregate inserts exactly one row
-        return step_from_row(row)
+        return row

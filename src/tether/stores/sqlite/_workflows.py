@@ -6,29 +6,13 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from os import PathLike
-from typing import Any, NoReturn, Unpack
+from typing import Any, NoReturn
 
 from ...errors import LeaseLostError, StoreError
 from ...workflows._store import check_signal
-from .._codecs import (
-    RUN_COLUMNS,
-    STEP_COLUMNS,
-    busy_error,
-    encode_json,
-    new_run_values,
-    run_from_row,
-    run_select,
-    step_from_row,
-)
+from .._codecs import RUN_COLUMNS, STEP_COLUMNS, busy_error, run_from_row, run_select
 from .._sql import SqlWorkflowStore
-from ..workflow_store import (
-    NewWorkflowRun,
-    RunLease,
-    SignalDelivery,
-    StepRecord,
-    StepWrite,
-    WorkflowRunRecord,
-)
+from ..workflow_store import RunLease, SignalDelivery
 from ._connection import NOW, SqliteBacked, connect, transaction
 from ._schema import schema
 
@@ -68,10 +52,7 @@ class SqliteWorkflowStore(SqlWorkflowStore, SqliteBacked):
         ).fetchone()
         return row
 
-    async def create_run(self, **run: Unpack[NewWorkflowRun]) -> WorkflowRunRecord:
-        values = new_run_values(run, time.time())
-        run_id = run["run_id"]
-
+    async def _insert_run(self, values: Sequence[Any]) -> tuple[Any, ...] | None:
         def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             try:
                 with transaction(conn):
@@ -81,15 +62,15 @@ class SqliteWorkflowStore(SqlWorkflowStore, SqliteBacked):
                         f" {NOW} + ?, NULL)",
                         values,
                     )
-            except sqlite3.IntegrityError as exc:
-                raise StoreError(f"workflow run {run_id!r} already exists") from exc
-            return self._row(conn, run_id)
+            except sqlite3.IntegrityError:
+                return None  # the id is taken
+            return self._row(conn, values[0])
 
-        return run_from_row(_found(await self._run(op), run_id))
+        return await self._run(op)
 
-    async def start_attempt(
-        self, run_id: str, *, lease: RunLease | None = None, replace: str | None = None
-    ) -> WorkflowRunRecord:
+    async def _take(
+        self, run_id: str, lease: RunLease | None, replace: str | None
+    ) -> tuple[Any, ...]:
         owner = None if lease is None else lease.owner
         ttl = None if lease is None else lease.ttl
 
@@ -122,7 +103,7 @@ class SqliteWorkflowStore(SqlWorkflowStore, SqliteBacked):
                     )
                 return self._row(conn, run_id)
 
-        return run_from_row(_found(await self._run(op), run_id))
+        return _found(await self._run(op), run_id)
 
     async def renew_lease(self, run_id: str, lease: RunLease) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
@@ -161,10 +142,7 @@ class SqliteWorkflowStore(SqlWorkflowStore, SqliteBacked):
 
         return _found(await self._run(op), run_id)
 
-    async def deliver_signal(
-        self, run_id: str, **signal: Unpack[SignalDelivery]
-    ) -> WorkflowRunRecord:
-        encoded = encode_json(signal["output"], "output")
+    async def _answer(self, run_id: str, signal: SignalDelivery, encoded: str) -> tuple[Any, ...]:
         name, step_id, waiter_run_id = signal["name"], signal["step_id"], signal["waiter_run_id"]
         lease = signal["lease"]
 
@@ -191,13 +169,11 @@ class SqliteWorkflowStore(SqlWorkflowStore, SqliteBacked):
                 )
                 return self._row(conn, run_id)
 
-        return run_from_row(_found(await self._run(op), run_id))
+        return _found(await self._run(op), run_id)
 
-    async def append_step(self, run_id: str, **step: Unpack[StepWrite]) -> StepRecord:
-        step_id, lease = step["step_id"], step.get("lease")
-        encoded = encode_json(step["output"], "output")
-        owner = None if lease is None else lease.owner
-
+    async def _journal(
+        self, run_id: str, step_id: str, name: str, encoded: str, owner: str | None
+    ) -> tuple[Any, ...]:
         def op(conn: sqlite3.Connection) -> tuple[Any, ...]:
             # Read-then-write inside BEGIN IMMEDIATE: no other writer can slip in between.
             with transaction(conn):
@@ -217,7 +193,7 @@ class SqliteWorkflowStore(SqlWorkflowStore, SqliteBacked):
                         "SELECT COALESCE(MAX(seq), 0) FROM tether_workflow_steps WHERE run_id = ?",
                         (run_id,),
                     ).fetchone()
-                    row = (run_id, step_id, step["name"], last + 1, encoded, time.time())
+                    row = (run_id, step_id, name, last + 1, encoded, time.time())
                     conn.execute(
                         f"INSERT INTO tether_workflow_steps ({STEP_COLUMNS})"
                         " VALUES (?, ?, ?, ?, ?, ?)",
@@ -225,7 +201,7 @@ class SqliteWorkflowStore(SqlWorkflowStore, SqliteBacked):
                     )
                 return row
 
-        return step_from_row(await self._run(op))
+        return await self._run(op)
 
 
 _FENCE = "(? IS NULL OR (status = 'running' AND lease_owner = ?))"
