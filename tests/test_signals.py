@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -67,6 +68,27 @@ async def test_a_cancellation_from_outside_still_propagates() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     scope.close()
+
+
+async def test_iterate_interrupts_the_wait_for_an_item_never_the_handling_of_one() -> None:
+    controller = AbortController()
+    seen: list[int] = []
+
+    async def items() -> AsyncIterator[int]:
+        yield 1
+        yield 2
+        await asyncio.sleep(10)  # the next item never comes: only an abort ends the wait
+        yield 3
+
+    with AbortScope(controller.signal) as scope, pytest.raises(AbortedError, match="stop"):
+        async for item in scope.iterate(items()):
+            seen.append(item)
+            if item == 2:  # the consumer's own await between two items is not interrupted
+                asyncio.get_running_loop().call_soon(controller.abort, "stop")
+                await asyncio.sleep(0.01)
+    assert seen == [1, 2]
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
 
 
 async def test_take_back_cancel_says_whether_another_request_is_left() -> None:

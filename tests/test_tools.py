@@ -168,6 +168,20 @@ async def test_every_tool_failure_becomes_an_error_result() -> None:
     assert outputs["unserializable"].startswith("Tool t returned a value that is not JSON")
 
 
+async def test_a_timeout_the_tool_itself_raises_is_its_failure_not_a_crash() -> None:
+    # Without a timeout= of its own, a TimeoutError (a socket's, say) is the tool failing.
+    def stalled(i: Any) -> Any:
+        raise TimeoutError("the socket timed out")
+
+    async def stalled_later(i: Any) -> Any:
+        await asyncio.sleep(0)
+        raise TimeoutError("the socket timed out")
+
+    for fn in (stalled, stalled_later):
+        result = await define_tool(name="t", execute=fn).call({}, ctx())
+        assert result == ToolResult("Tool t failed: TimeoutError: the socket timed out", True)
+
+
 async def test_the_loop_goes_on_after_a_failed_tool_and_the_model_sees_the_error() -> None:
     def boom(i: Any) -> Any:
         raise RuntimeError("db down")

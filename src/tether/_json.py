@@ -101,7 +101,11 @@ def copy_json(value: Any) -> Any:
     (strings, numbers and None are immutable). Several times faster than copy.deepcopy."""
     t = type(value)
     if t is dict:
-        return {k: copy_json(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
+        out = value.copy()  # then only the containers in it copied again (no frame per dict)
+        for k, v in value.items():
+            if type(v) in _CONTAINERS:
+                out[k] = copy_json(v)
+        return out
     if t is list:
         return [copy_json(v) if type(v) in _CONTAINERS else v for v in value]
     return value

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
-from typing import Any, TypeGuard, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar, cast
 
 from ._json import copy_json
 from ._partial import PartialOutput
@@ -42,7 +42,6 @@ from .errors import (
     DecisionError,
     LLMError,
     LLMStreamError,
-    ToolError,
 )
 from .events import (
     AgentEvent,
@@ -70,12 +69,15 @@ from .history import TurnHistory
 from .llm._finish import finish_reason_of
 from .llm.base import ChatRequest, FinishChunk, StreamChunk, SystemBlock
 from .media import media_size
-from .session import Message, Session, fold
+from .session import Message, Session, fold, fold_tool_result, fold_tool_use
 from .signals import AbortScope
 from .stop import RoundResult, should_stop
-from .tools import InputRequest, ToolResult
+from .tools import InputRequest, Tool, ToolResult
 from .tracing import Span
 from .turn import Toolset, TurnPlan
+
+if TYPE_CHECKING:
+    from .context import RunContext
 
 __all__ = ["finish_reason_of", "stream_turn"]
 
@@ -90,15 +92,7 @@ def _progress(stage: ProgressStage) -> ProgressEvent:
     return {"type": "progress", "stage": stage}
 
 
-def _add_usage(total: Usage, usage: Usage) -> None:
-    # Usage's values are all ints; a TypedDict's items() reads them as objects.
-    counts: Any = total
-    for key, value in usage.items():
-        counts[key] = counts.get(key, 0) + value
-
-
-# C901 allowed: the turn loop, per-chunk hot path inline (bench/loop_overhead.py).
-async def stream_turn(  # noqa: C901
+async def stream_turn(
     plan: TurnPlan,
     session: Session,
     text: str | list[Part] | None,
@@ -112,10 +106,10 @@ async def stream_turn(  # noqa: C901
     event, after which the session is still a valid transcript.
 
     The phases run in `_Turn.drive()`; this frame yields their events and streams each model
-    call that comes due: the per-chunk path is one loop, in the generator the caller iterates
-    (with an abort signal, the abort scope's arm/disarm spelled out around each wait, since a
-    coroutine frame per chunk is measurable here; without one, a plain `async for`). Whatever
-    ends an attempt is left on the call for the driver to judge.
+    call that comes due: the per-chunk path is one `async for`, in the generator the caller
+    iterates, over the provider's stream (with an abort signal, as `AbortScope.iterate()` gives
+    it: each wait armed, so an abort interrupts the stream and never the caller). Whatever ends
+    an attempt is left on the call for the driver to judge.
 
     `resume` (from `Agent.resume()`: the session's pending calls, each with its checked
     decision) continues a paused turn: the decided calls get their results, then the rounds go
@@ -123,7 +117,6 @@ async def stream_turn(  # noqa: C901
     "superseded".
     """
     turn = _Turn(plan, session, resume)
-    scope = turn.scope
     call = turn.call
     driver = turn.drive(text)
     try:
@@ -134,36 +127,10 @@ async def stream_turn(  # noqa: C901
                 continue
             call.due = False
             try:
-                it = call.open()
+                chunks = call.open()
                 add_text = call.text.add
                 partial = call.partial
-                if scope is None:  # nothing to interrupt: the plain loop is the fastest
-                    async for chunk in it:
-                        if chunk["type"] == "text":
-                            yield add_text(chunk["text"])
-                            if (
-                                partial is not None
-                                and call.text.size >= partial.next
-                                and (parsed := partial.feed(call.text))
-                            ):
-                                yield parsed
-                        elif (other := call.take(chunk)) is not None:
-                            yield other
-                    if partial is not None and (parsed := partial.flush(call.text)):
-                        yield parsed
-                    continue
-                while True:  # the same loop, each wait armed so an abort interrupts it
-                    scope.arm()
-                    try:
-                        chunk = await it.__anext__()
-                    except StopAsyncIteration:
-                        break
-                    except asyncio.CancelledError:
-                        if scope.absorb():
-                            raise scope.error() from None
-                        raise
-                    finally:
-                        scope.disarm()
+                async for chunk in chunks:
                     if chunk["type"] == "text":
                         yield add_text(chunk["text"])
                         if (
@@ -172,6 +139,8 @@ async def stream_turn(  # noqa: C901
                             and (parsed := partial.feed(call.text))
                         ):
                             yield parsed
+                    elif chunk["type"] == "finish":
+                        call.finish = chunk
                     elif (other := call.take(chunk)) is not None:
                         yield other
                 if partial is not None and (parsed := partial.flush(call.text)):
@@ -179,7 +148,9 @@ async def stream_turn(  # noqa: C901
             except Exception as exc:  # an LLMError, an abort, or a client that raised
                 call.error = exc
             finally:
-                await call.close()
+                closing = call.closing()
+                if closing is not None:
+                    await closing
     finally:
         await driver.aclose()
         turn.close()
@@ -306,7 +277,8 @@ class _Turn:
                 events = []
             live = bool(self.plan.toolbox.sources)  # only MCP tools report progress
             while True:
-                events += self.begin_round(system, toolset, await self.kept(system, toolset))
+                kept = None if self.history is None else await self.kept(system, toolset)
+                events += self.begin_round(system, toolset, kept)
                 yield events  # then `stream_turn` streams the call
                 while call.finish is None:  # the attempt failed
                     events, again = await self.failed(call)
@@ -329,17 +301,23 @@ class _Turn:
                     for part in step.tool_calls:
                         events.append(_progress("tool"))
                         yield events
-                        events = await self.run_tool(part, step, toolset)
+                        ran = self.run_now(part, step, toolset)
+                        events = ran if isinstance(ran, list) else await ran
                     if self.history is not None or self.tracer is not None:
                         # A policy may summarize (a model call) and a tracer opens the next
                         # call's span: only once the consumer has had the round's results.
                         yield events
                         events = []
                     # Else the last call's events go out with the next request's (a batch less).
-                ended = await self.round_ended(step)
-                if ended is not None:
-                    yield events + ended if events else ended
-                    return
+                # After a tool round: calls wait for a decision, or a bound ends the turn.
+                if self.pending:
+                    ended = await self.paused([], step.stop_reason)
+                elif (ending := self.bound_reached(step)) is not None:
+                    ended = await self.finish([], *ending)
+                else:
+                    continue
+                yield events + ended if events else ended
+                return
         except AbortedError as exc:
             if started:
                 yield self.aborted(exc)
@@ -626,18 +604,28 @@ class _Turn:
     def settle(self, finish: FinishChunk) -> RoundResult:
         """Account the model call and make the round's result (a call whose arguments the
         output-token limit cut leaves no calls: there is nothing to execute)."""
-        _add_usage(self.usage, finish["usage"])
+        usage = finish["usage"]
+        counts: Any = self.usage  # Usage's values are all ints; items() reads them as objects
+        for key, value in usage.items():
+            counts[key] = counts.get(key, 0) + value
         if self.history is not None:
-            self.history.counted(finish["usage"])
+            self.history.counted(usage)
         content: list[Any] = finish["content"]
-        calls: list[ToolCallPart] = [p for p in content if p["type"] == "tool_call"]
-        reason = finish_reason_of(finish)
+        calls: list[ToolCallPart] = []
+        texts: list[str] = []
+        for p in content:  # one pass over the round's parts
+            kind = p["type"]
+            if kind == "tool_call":
+                calls.append(p)
+            elif kind == "text":
+                texts.append(p["text"])
+        reason = finish.get("finish_reason") or finish_reason_of(finish)
         if calls and reason == "length" and any(isinstance(c["input"], str) for c in calls):
             # The partial call was on the stream (tool_input_delta); the transcript keeps the
             # round's text and thinking only, and the turn ends with the provider's reason.
             content = [p for p in content if p["type"] != "tool_call"]
             calls = []
-        text = "".join([p["text"] for p in content if p["type"] == "text"])
+        text = texts[0] if len(texts) == 1 else "".join(texts)
         step = RoundResult(text, calls, [], finish["stop_reason"], finish["usage"], content, reason)
         self.plan.rounds.append(step)
         if self.chat_span is not None:
@@ -680,9 +668,12 @@ class _Turn:
         """The round's record, then its `tool_use` events; the first carries the round's text
         and thinking."""
         out = self.round_events(step) if self.tracer is not None else []
-        preamble: list[TextPart | ThinkingPart] = [
-            p for p in step.content if p["type"] != "tool_call"
-        ]
+        content = step.content
+        preamble: list[TextPart | ThinkingPart] = (
+            []
+            if len(content) == len(step.tool_calls)
+            else [p for p in content if p["type"] != "tool_call"]
+        )
         first = True
         agent = self.plan.agent
         for call in step.tool_calls:
@@ -697,7 +688,7 @@ class _Turn:
                 first = False
                 if agent is not None:
                     use["agent"] = agent
-            fold(self.messages, self.memory_view, use)
+            fold_tool_use(self.messages, use)
             out.append(use)
         self.open_calls = list(step.tool_calls)
         return out
@@ -720,16 +711,6 @@ class _Turn:
                 if reports:
                     yield events
         yield events
-
-    async def round_ended(self, step: RoundResult) -> list[AgentEvent] | None:
-        """After a tool round: the turn's last batch when it ends here (calls wait for a
-        decision, or a bound was reached), else None."""
-        if self.pending:
-            return await self.paused([], step.stop_reason)
-        ending = self.bound_reached(step)
-        if ending is not None:
-            return await self.finish([], *ending)
-        return None
 
     async def run_tool(
         self,
@@ -771,6 +752,64 @@ class _Turn:
                 done = cast(ToolResultEvent, result)
                 ended = {"is_error": done.get("is_error", False), "output": done["output"]}
                 self.tracer.end_span(span, ended)
+        return self.took(call, step, events, result, started)
+
+    def run_now(
+        self, call: ToolCallPart, step: RoundResult, toolset: Toolset
+    ) -> list[AgentEvent] | Awaitable[list[AgentEvent]]:
+        """`run_tool` for a round's call, without a coroutine where none is needed: a call of a
+        tool that no guardrail or decision stands before (and no span wraps) runs here, and its
+        events come back at once when the tool answers without awaiting. Anything else comes
+        back as what to await (`run_tool`, or the rest of the call)."""
+        tool = toolset.index.get(call["name"])
+        scope = self.scope
+        if (
+            tool is None
+            or tool.decides
+            or self.plan.tool_guards
+            or self.span is not None
+            or (scope is not None and scope.fired)  # run_tool raises the abort
+            or isinstance(call["input"], str)
+        ):
+            return self.run_tool(call, step, toolset)
+        started = time.perf_counter() if self.tracer is not None else 0.0
+        ctx = self.call_context(tool, call["id"])
+        # The tool gets its own copy: the call's input is also the transcript's.
+        value = copy_json(call["input"])
+        answer = tool._start(value, ctx)
+        if not isinstance(answer, (str, ToolResult)):
+            return self.finish_now(call, step, tool, value, answer, started)
+        events: list[AgentEvent] = []
+        return self.took(
+            call, step, events, self.answered(events, call, tool, value, answer), started
+        )
+
+    async def finish_now(
+        self,
+        call: ToolCallPart,
+        step: RoundResult,
+        tool: Tool,
+        value: Any,
+        rest: Awaitable[ToolResult],
+        started: float,
+    ) -> list[AgentEvent]:
+        """`run_now`'s call when the tool awaits: the rest of it, under the abort scope."""
+        result = await self.wait(rest)
+        events: list[AgentEvent] = []
+        return self.took(
+            call, step, events, self.answered(events, call, tool, value, result), started
+        )
+
+    def took(
+        self,
+        call: ToolCallPart | PendingCall,
+        step: RoundResult | None,
+        events: list[AgentEvent],
+        result: ToolResultEvent | PendingCall,
+        started: float,
+    ) -> list[AgentEvent]:
+        """After a call: a pending one joins `self.pending`; a result gets its record, joins
+        the transcript and the round's results, then the memory the call asked for."""
         if "kind" in result:  # it waits for a decision (`_is_pending`, inline)
             self.drain(events)
             self.pending.append(cast(PendingCall, result))
@@ -781,16 +820,41 @@ class _Turn:
             data = {"id": call["id"], "ms": round((time.perf_counter() - started) * 1000, 3)}
             data["is_error"] = result.get("is_error", False)
             events.append(self.tracer.record("tool", call["name"], data))
-        fold(self.messages, self.memory_view, result)
+        part = fold_tool_result(self.messages, result)
         self.open_calls.pop(0)
-        part = self.messages[-1]["content"][-1]  # what fold() just appended: this call's result
-        if part["type"] == "tool_result" and step is not None:
+        if step is not None:
             step.tool_results.append(part)
         events.append(result)
         if self.ctx.has_memory_writes:
             for patch in self.ctx.take_memory_writes():
                 events.append({"type": "memory", "patch": patch})
         return events
+
+    def call_context(self, tool: Tool, cid: str) -> RunContext:
+        """The call's own context only where something reads it (a tool that takes `ctx`, an
+        endpoint, a guardrail, a decision): a plain function tool never sees it."""
+        if tool._takes_ctx or tool.endpoint is not None or tool.decides or self.plan.tool_guards:
+            return self.ctx.for_call(cid)
+        return self.ctx
+
+    def answered(
+        self,
+        events: list[AgentEvent],
+        call: ToolCallPart | PendingCall,
+        tool: Tool,
+        value: Any,
+        result: str | ToolResult,
+    ) -> ToolResultEvent | PendingCall:
+        """What a tool's answer makes (a plain text answer or a `ToolResult`): the pending call
+        of a tool that asked a person for input (and can go on with it), else the call's
+        `tool_result`."""
+        cid, name = call["id"], call["name"]
+        if isinstance(result, str):
+            return self.result_event(events, cid, name, result)
+        asked = result.input_request
+        if asked is not None and tool.resume_input is not None:
+            return _input_pending(cid, name, value, asked)
+        return self.result_event(events, cid, name, result.output, result.is_error, result.parts)
 
     async def run_tool_live(
         self,
@@ -854,14 +918,8 @@ class _Turn:
             bad = f"Invalid arguments for tool {name}: not valid JSON: {call['input'][:200]!r}"
             return [], _result(cid, name, bad)
         guards = self.plan.tool_guards
-        # The call's own context only where something reads it (a tool that takes `ctx`, an
-        # endpoint, a guardrail): a plain function tool never sees it.
         decides = tool.decides
-        call_ctx = (
-            self.ctx.for_call(cid)
-            if guards or tool._takes_ctx or tool.endpoint is not None or decides
-            else self.ctx
-        )
+        call_ctx = self.call_context(tool, cid)
         events: list[AgentEvent] = []
         if decision is not None:  # approved: as it was asked, or with the edited input
             value = copy_json(decision.get("input", call["input"]))
@@ -895,11 +953,10 @@ class _Turn:
                     if reason is not None:
                         pending["reason"] = reason
                     return events, pending
-        result = await tool.call(value, call_ctx)
-        asked = result.input_request
-        if asked is not None and tool.resume_input is not None:  # it waits for a person's input
-            return events, _input_pending(cid, name, value, asked)
-        return events, self.result_event(events, cid, name, result)
+        answer = tool._start(value, call_ctx)
+        if not isinstance(answer, (str, ToolResult)):
+            answer = await answer
+        return events, self.answered(events, call, tool, value, answer)
 
     async def answer_input(
         self, call: PendingCall, decision: Decision, toolset: Toolset
@@ -921,25 +978,24 @@ class _Turn:
                     result = await go_on(call.get("state", {}), answer, ctx)
             else:
                 result = await go_on(call.get("state", {}), answer, ctx)
-        except TimeoutError:
-            return [], _result(cid, name, f"Tool {name} timed out after {tool.timeout:g}s")
-        except ToolError as exc:
-            return [], _result(cid, name, str(exc))
-        except Exception as exc:
-            return [], _result(cid, name, f"Tool {name} failed: {type(exc).__name__}: {exc}")
-        events: list[AgentEvent] = []
-        asked = result.input_request
-        if asked is not None:  # the tool asks again (another round of the same call)
-            return events, _input_pending(cid, name, call["input"], asked)
-        return events, self.result_event(events, cid, name, result)
+        except Exception as exc:  # worded as a call that raised
+            return [], _result(cid, name, tool._failed(exc).output)
+        events: list[AgentEvent] = []  # the tool may ask again (another round of the same call)
+        return events, self.answered(events, call, tool, call["input"], result)
 
     def result_event(
-        self, events: list[AgentEvent], cid: str, name: str, result: ToolResult
+        self,
+        events: list[AgentEvent],
+        cid: str,
+        name: str,
+        text: str,
+        is_error: bool = False,
+        parts: list[MediaPart] | None = None,
     ) -> ToolResultEvent:
         """The `tool_result` event of what a tool returned: its text within
         `max_tool_result_chars`, its media within `max_tool_result_bytes` (trace records in
         `events` for what was cut or moved)."""
-        output = result.output
+        output = text
         limit = self.plan.max_tool_result_chars
         if limit is not None and len(output) > limit:
             output = _truncate(output, limit)
@@ -948,12 +1004,12 @@ class _Turn:
                     self.tracer.record(
                         "tool",
                         "result:truncated",
-                        {"id": cid, "name": name, "chars": len(result.output), "limit": limit},
+                        {"id": cid, "name": name, "chars": len(text), "limit": limit},
                     )
                 )
-        ev = _result(cid, name, output, result.is_error)
-        if result.parts:
-            ev["parts"] = kept = self.bounded_media(events, cid, name, ev, result.parts)
+        ev = _result(cid, name, output, is_error)
+        if parts:
+            ev["parts"] = kept = self.bounded_media(events, cid, name, ev, parts)
             client = self.plan.client
             if (
                 kept
@@ -1095,6 +1151,7 @@ class _Call:
         "due",
         "error",
         "finish",
+        "guarded",
         "partial",
         "request",
         "stream",
@@ -1118,6 +1175,8 @@ class _Call:
         self.finish: FinishChunk | None = None
         self.error: Exception | None = None
         self.stream: Any = None
+        self.guarded: AsyncGenerator[StreamChunk, None] | None = None
+        """The stream as the abort scope iterates it (None without a scope)."""
 
     def retry(self) -> bool:
         """After a failed attempt: True when a rerun of the dropped stream is due (and counted)."""
@@ -1149,7 +1208,11 @@ class _Call:
         assert self.request is not None
         self.stream = plan.client.chat(self.request)
         it: AsyncIterator[StreamChunk] = self.stream.__aiter__()
-        return it
+        scope = self.turn.scope
+        if scope is None:  # nothing to interrupt: the provider's stream as it is
+            return it
+        self.guarded = scope.iterate(it)
+        return self.guarded
 
     def take(self, chunk: StreamChunk) -> AgentEvent | None:
         """A chunk other than text: its event, if it has one (the finish is kept)."""
@@ -1211,10 +1274,25 @@ class _Call:
             return []
         return self.turn.call_failed(exc)
 
-    async def close(self) -> None:
+    def closing(self) -> Awaitable[None] | None:
+        """After the attempt: what closes its stream (the scope's iteration of it first), or
+        None when nothing is left open (an async generator that ran to its end)."""
         stream, self.stream = self.stream, None
-        if getattr(stream, "ag_frame", True) is None:
-            return  # an async generator that ran to its end: nothing to close
+        guarded, self.guarded = self.guarded, None
+        if _ended(stream) and (guarded is None or _ended(guarded)):
+            return None
+        return _close(guarded, stream)
+
+
+def _ended(stream: object) -> bool:
+    """True for an async generator that ran to its end (nothing to close)."""
+    return getattr(stream, "ag_frame", True) is None
+
+
+async def _close(guarded: AsyncGenerator[Any, None] | None, stream: Any) -> None:
+    if guarded is not None and not _ended(guarded):
+        await guarded.aclose()
+    if not _ended(stream):
         aclose = getattr(stream, "aclose", None)
         if aclose is not None:
             await aclose()

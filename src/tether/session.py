@@ -19,7 +19,9 @@ from .events import (
     TextPart,
     ThinkingPart,
     ToolCallPart,
+    ToolResultEvent,
     ToolResultPart,
+    ToolUseEvent,
 )
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "SessionLike",
     "as_session",
     "fold",
+    "fold_tool_result",
+    "fold_tool_use",
     "holder",
     "reduce",
     "remember",
@@ -278,44 +282,22 @@ def reduce(session: S, event: AgentEvent) -> S:
         memory = session["memory"]
     except KeyError:
         memory = session["memory"] = {}
-    fold(session["messages"], memory, event)
+    # The events most turns fold, without fold()'s own dispatch.
+    if event["type"] == "tool_result":
+        fold_tool_result(session["messages"], event)
+    elif event["type"] == "tool_use":
+        fold_tool_use(session["messages"], event)
+    else:
+        fold(session["messages"], memory, event)
     return session
 
 
 def fold(messages: list[Message], memory: dict[str, Any], event: AgentEvent) -> None:
     """The transcript rules, shared by `reduce()` and the loop's own view of the turn."""
     if event["type"] == "tool_result":
-        part: ToolResultPart = {
-            "type": "tool_result",
-            "id": event["id"],
-            "name": event["name"],
-            "output": event["output"],
-            "is_error": bool(event.get("is_error", False)),
-        }
-        media = event.get("parts")
-        if media:
-            part["parts"] = [p.copy() for p in media]
-        if messages and messages[-1]["role"] == "tool":
-            messages[-1]["content"].append(part)
-        else:
-            messages.append({"role": "tool", "content": [part]})
+        fold_tool_result(messages, event)
     elif event["type"] == "tool_use":
-        call: ToolCallPart = {
-            "type": "tool_call",
-            "id": event["id"],
-            "name": event["name"],
-            "input": event["input"],
-        }
-        preamble = event.get("preamble")
-        if preamble is not None or not messages or messages[-1]["role"] != "assistant":
-            content: list[Part] = [_copy_part(p) for p in preamble] if preamble else []
-            content.append(call)
-            opened: Message = {"role": "assistant", "content": content}
-            if "agent" in event:
-                opened["agent"] = event["agent"]
-            messages.append(opened)
-        else:
-            messages[-1]["content"].append(call)
+        fold_tool_use(messages, event)
     elif event["type"] == "message":
         parts = event.get("parts")
         if parts is None:
@@ -336,6 +318,47 @@ def apply_memory_patch(memory: dict[str, Any], patch: Mapping[str, Any]) -> None
             memory.pop(key, None)
         else:
             memory[key] = value
+
+
+def fold_tool_result(messages: list[Message], event: ToolResultEvent) -> ToolResultPart:
+    """`fold()` of a `tool_result`: its part, appended to the tool message the round has (or
+    opens), and returned (the loop keeps it as the round's result)."""
+    part: ToolResultPart = {
+        "type": "tool_result",
+        "id": event["id"],
+        "name": event["name"],
+        "output": event["output"],
+        "is_error": bool(event.get("is_error", False)),
+    }
+    media = event.get("parts")
+    if media:
+        part["parts"] = [p.copy() for p in media]
+    if messages and messages[-1]["role"] == "tool":
+        messages[-1]["content"].append(part)
+    else:
+        messages.append({"role": "tool", "content": [part]})
+    return part
+
+
+def fold_tool_use(messages: list[Message], event: ToolUseEvent) -> None:
+    """`fold()` of a `tool_use`: its call joins the round's assistant message; the round's
+    first call (the one with a `preamble`) opens that message, with the preamble's parts."""
+    call: ToolCallPart = {
+        "type": "tool_call",
+        "id": event["id"],
+        "name": event["name"],
+        "input": event["input"],
+    }
+    preamble = event.get("preamble")
+    if preamble is not None or not messages or messages[-1]["role"] != "assistant":
+        content: list[Part] = [_copy_part(p) for p in preamble] if preamble else []
+        content.append(call)
+        opened: Message = {"role": "assistant", "content": content}
+        if "agent" in event:
+            opened["agent"] = event["agent"]
+        messages.append(opened)
+    else:
+        messages[-1]["content"].append(call)
 
 
 def _fold_done(messages: list[Message], event: DoneEvent) -> None:

@@ -6,14 +6,14 @@ something an abort must interrupt (a provider stream, a tool, a store write) doe
 takes that cancellation back (`Task.uncancel()`), so the task is left exactly as it was and the
 abort surfaces as `AbortedError`. A cancellation from outside that arrived as well still
 propagates. The tool loop, the lab's episodes and the command line's Ctrl-C all use this one
-helper (`AbortScope.wait()` for an await, `arm()`/`absorb()`/`disarm()` spelled out on a hot
-path, `take_back_cancel()` where a task must survive its own cancellation request).
+helper (`AbortScope.wait()` for an await, `AbortScope.iterate()` for each wait of a stream,
+`take_back_cancel()` where a task must survive its own cancellation request).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from .errors import AbortedError
@@ -158,6 +158,17 @@ class AbortScope:
             raise
         finally:
             self.disarm()
+
+    async def iterate(self, items: AsyncIterator[T]) -> AsyncGenerator[T, None]:
+        """`items`, each wait for the next one made with `wait()`: an abort interrupts the wait
+        (AbortedError), never the consumer's handling of an item between two waits."""
+        next_item = items.__anext__
+        while True:
+            try:
+                item = await self.wait(next_item())
+            except StopAsyncIteration:
+                return
+            yield item
 
     def close(self) -> None:
         """Stop listening to the signal."""

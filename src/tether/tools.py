@@ -160,6 +160,16 @@ class Tool:
 
     async def call(self, raw_input: Any, ctx: RunContext) -> ToolResult:
         """Check the input, run the tool, and turn any failure into an error result."""
+        result = self._start(raw_input, ctx)
+        if isinstance(result, str):
+            return ToolResult(result)
+        return result if isinstance(result, ToolResult) else await result
+
+    def _start(self, raw_input: Any, ctx: RunContext) -> str | ToolResult | Awaitable[ToolResult]:
+        """`call()` as far as it goes without awaiting: when the input is refused or a sync
+        function answered, the result (a plain text answer as its `output` alone), else what to
+        await for it (an async function, a timeout, an endpoint). The tool loop calls this, so
+        that a sync tool costs no coroutine and a plain answer no `ToolResult`."""
         if isinstance(raw_input, str):
             return ToolResult(
                 f"Invalid arguments for tool {self.name}: not valid JSON: {raw_input[:200]!r}", True
@@ -168,34 +178,62 @@ class Tool:
         problem = None if check is None else check(raw_input)
         if problem is not None:
             return ToolResult(f"Invalid input for tool {self.name}: {problem}", True)
-        try:
-            if self.timeout is not None:
-                async with asyncio.timeout(self.timeout):
-                    value = await self._run(raw_input, ctx)
-            elif self.endpoint is None and self.execute is not None:
-                # `_run`'s common case inline: a function's answer, awaited only if it must be.
-                fn: Any = self.execute
-                value = fn(raw_input, ctx) if self._takes_ctx else fn(raw_input)
-                if type(value) not in _PLAIN and inspect.isawaitable(value):
-                    value = await value
-            else:
-                value = await self._run(raw_input, ctx)
-        except TimeoutError:
-            return ToolResult(f"Tool {self.name} timed out after {self.timeout:g}s", True)
-        except ToolError as exc:
-            return ToolResult(str(exc), True)
+        fn: Any = self.execute
+        if self.timeout is not None or self.endpoint is not None or fn is None:
+            return self._finish(None, raw_input, ctx)
+        try:  # `_run`'s common case inline: a function's answer, awaited only if it must be
+            value = fn(raw_input, ctx) if self._takes_ctx else fn(raw_input)
         except Exception as exc:
-            return ToolResult(f"Tool {self.name} failed: {type(exc).__name__}: {exc}", True)
+            return self._failed(exc)
+        if type(value) not in _PLAIN and inspect.isawaitable(value):
+            return self._finish(value, raw_input, ctx)
+        return self._result(value)
+
+    async def _finish(
+        self, pending: Awaitable[Any] | None, value: Any, ctx: RunContext
+    ) -> ToolResult:
+        """The rest of a call that awaits: `pending` (what a function returned), else the whole
+        run of the tool (under its timeout)."""
+        try:
+            if pending is not None:
+                answer = await pending
+            elif self.timeout is not None:
+                async with asyncio.timeout(self.timeout):
+                    answer = await self._run(value, ctx)
+            else:
+                answer = await self._run(value, ctx)
+        except Exception as exc:
+            return self._failed(exc)
+        result = self._result(answer)
+        return ToolResult(result) if isinstance(result, str) else result
+
+    def _failed(self, exc: Exception) -> ToolResult:
+        """The error result of a call that raised."""
+        if isinstance(exc, TimeoutError) and self.timeout is not None:
+            return ToolResult(f"Tool {self.name} timed out after {self.timeout:g}s", True)
+        if isinstance(exc, ToolError):
+            return ToolResult(str(exc), True)
+        return ToolResult(f"Tool {self.name} failed: {type(exc).__name__}: {exc}", True)
+
+    def _result(self, value: Any) -> str | ToolResult:
+        """What the tool returned, as the result the model reads: a plain answer's text (the
+        `output` of a result that is no error and has no media), else the result."""
+        kind = type(value)
+        if kind is str:
+            text: str = value
+            return text
+        if kind is int or kind is float or kind is bool or value is None:
+            return output_text(value)
         if isinstance(value, ToolResult):
             return value
         if isinstance(value, str):
-            return ToolResult(value)
+            return str(value)
         if isinstance(value, list) and any(_is_media(v) for v in value):
             return _parts_result(self.name, value)
         if _is_media(value):
             return _parts_result(self.name, [value])
         try:
-            return ToolResult(output_text(value))
+            return output_text(value)
         except (TypeError, ValueError) as exc:
             return ToolResult(
                 f"Tool {self.name} returned a value that is not JSON-serializable: {exc}", True
@@ -321,11 +359,8 @@ def _schema_checker(name: str, schema: dict[str, Any]) -> Callable[[Any], str | 
     validator = _ecma_patterns(cls)(schema)
     is_valid = validator.is_valid
     best_match = jsonschema.exceptions.best_match
-    surely_valid = _plain_object_check(schema)
 
     def check(value: Any) -> str | None:
-        if surely_valid is not None and surely_valid(value):
-            return None  # the common flat schema, checked without the interpreting validator
         if is_valid(value):
             return None
         err = best_match(validator.iter_errors(value))
@@ -334,28 +369,32 @@ def _schema_checker(name: str, schema: dict[str, Any]) -> Callable[[Any], str | 
         where = "/".join(str(p) for p in err.absolute_path)
         return f"{where}: {err.message}" if where else err.message
 
-    return check
+    # The common flat schema is checked without the interpreting validator.
+    return _plain_object_check(schema, check) or check
 
 
-_PLAIN_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: type(v) is str,
-    "boolean": lambda v: type(v) is bool,
-    "integer": lambda v: type(v) is int,
-    "number": lambda v: type(v) is int or type(v) is float,
-    "null": lambda v: v is None,
-    "object": lambda v: type(v) is dict,
-    "array": lambda v: type(v) is list,
+_PLAIN_TYPES: dict[str, frozenset[type]] = {
+    "string": frozenset({str}),
+    "boolean": frozenset({bool}),
+    "integer": frozenset({int}),
+    "number": frozenset({int, float}),
+    "null": frozenset({type(None)}),
+    "object": frozenset({dict}),
+    "array": frozenset({list}),
 }
+"""The exact types a plain property of each JSON type surely accepts (a bool is no integer)."""
 _ANNOTATION_KEYS = frozenset({"description", "title", "default", "examples", "$comment"})
 _TOP_KEYS = _ANNOTATION_KEYS | {"type", "properties", "required", "additionalProperties", "$schema"}
 
 
-def _plain_object_check(schema: dict[str, Any]) -> Callable[[Any], bool] | None:
+def _plain_object_check(
+    schema: dict[str, Any], full: Callable[[Any], str | None]
+) -> Callable[[Any], str | None] | None:
     """For the schema most tools have (an object of typed properties, some required, maybe no
-    others allowed), a check that says True only for input the schema surely accepts; anything
-    else (False, or a schema outside that shape: None) goes to the full validator, which has
-    the last word. It accepts a subset of what the validator accepts (a 1.0 for an integer, for
-    one, is left to it)."""
+    others allowed), a check that passes the input the schema surely accepts at once and hands
+    anything else to `full`, the full validator, which has the last word (None for a schema
+    outside that shape). What it passes is a subset of what the validator accepts (a 1.0 for
+    an integer, for one, is left to it)."""
     if schema.get("type") != "object" or not _TOP_KEYS.issuperset(schema):
         return None
     properties = schema.get("properties", {})
@@ -367,7 +406,7 @@ def _plain_object_check(schema: dict[str, Any]) -> Callable[[Any], bool] | None:
         or type(extra) is not bool
     ):
         return None
-    checks: dict[str, Callable[[Any], bool]] = {}
+    checks: dict[str, frozenset[type]] = {}
     for key, sub in properties.items():
         kind = sub.get("type") if isinstance(sub, dict) else None
         if not isinstance(kind, str) or kind not in _PLAIN_TYPES:
@@ -377,22 +416,22 @@ def _plain_object_check(schema: dict[str, Any]) -> Callable[[Any], bool] | None:
         checks[key] = _PLAIN_TYPES[kind]
     needed = tuple(required)
 
-    def surely_valid(value: Any) -> bool:
+    def check(value: Any) -> str | None:
         if type(value) is not dict:
-            return False
+            return full(value)
         for key in needed:
             if key not in value:
-                return False
+                return full(value)
         for key, item in value.items():
-            test = checks.get(key)
-            if test is None:
+            kinds = checks.get(key)
+            if kinds is None:
                 if not extra:
-                    return False
-            elif not test(item):
-                return False
-        return True
+                    return full(value)
+            elif type(item) not in kinds:
+                return full(value)
+        return None
 
-    return surely_valid
+    return check
 
 
 _ECMA_CLASSES: dict[Any, Any] = {}
