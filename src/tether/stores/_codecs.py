@@ -15,10 +15,10 @@ import math
 import operator
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, Final, TypeAlias, TypeGuard
+from typing import Any, Final, TypeAlias, TypeGuard, TypeVar
 
 from pydantic_core import from_json, to_json
 
@@ -90,10 +90,12 @@ __all__ = [
     "encode_cursor",
     "encode_events",
     "encode_json",
+    "encode_new_events",
     "encode_new_records",
     "encode_records",
     "encode_run_info",
     "encode_wait",
+    "encoded_first",
     "end_time",
     "finish_sets",
     "finish_values",
@@ -121,6 +123,8 @@ __all__ = [
     "where_equal",
     "words",
 ]
+
+T = TypeVar("T")
 
 
 # -- messages --------------------------------------------------------------------------------
@@ -159,9 +163,29 @@ def encode_new_records(
     scope: str, records: Sequence[StoredRecord], blob_threshold: int
 ) -> tuple[list[str], NewBlobs]:
     """`encode_records` of records to write, their media over `blob_threshold` bytes moved
-    out to the blobs returned."""
+    out to the blobs returned (`encoded_first`: a turn's records are encoded once)."""
+    texts = encoded_first(lambda: encode_records(scope, records), str, blob_threshold)
+    if texts is not None:
+        return texts, {}
     records, blobs = externalize_records(records, blob_threshold)
     return encode_records(scope, records), blobs
+
+
+def encoded_first(
+    encode: Callable[[], list[T]], text: Callable[[T], str], blob_threshold: int
+) -> list[T] | None:
+    """What `encode()` gives (texts, or rows holding their `text`) when none of the texts is
+    long enough to hold a media part's data over `blob_threshold` bytes, which JSON spells in
+    full as base64 (4 characters per 3 bytes): then there is nothing to move out, and what was
+    encoded is what is stored. None when some text is that long, or `encode()` refused (the
+    caller then moves media out and encodes again, which says what is wrong the way it always
+    did): most records and events are short, and are encoded once instead of measured in one
+    encoding and stored in another."""
+    try:
+        out = encode()
+    except Exception:
+        return None
+    return None if any(len(text(item)) * 3 // 4 > blob_threshold for item in out) else out
 
 
 def decode_record(scope: str, index: int, raw: str) -> StoredRecord:
@@ -469,9 +493,9 @@ def plan_finish(run_id: str, status: str, end: RunEnd, blob_threshold: int) -> R
     if status == "running" and lease is not None:
         columns["lease_owner"] = lease
         fence = None
-    events, blobs = externalize_events(end.get("events", ()), blob_threshold)
+    events, blobs = encode_new_events(run_id, end.get("events", ()), blob_threshold)
     return RunFinish(
-        events=encode_events(run_id, events),
+        events=events,
         blobs=blobs,
         ended_at=end_time(status, end.get("ended_at")),
         error=end.get("error"),
@@ -505,6 +529,23 @@ def encode_events(run_id: str, events: Sequence[NewRunEvent]) -> list[tuple[str,
     return out
 
 
+def encode_new_events(
+    run_id: str, events: Sequence[NewRunEvent], blob_threshold: int
+) -> tuple[list[tuple[str, float, str]], NewBlobs]:
+    """`encode_events` of events to write, their media over `blob_threshold` bytes moved out
+    to the blobs returned (`encoded_first`: a turn's events are encoded once)."""
+    rows = encoded_first(lambda: encode_events(run_id, events), _event_text, blob_threshold)
+    if rows is not None:
+        return rows, {}
+    events, blobs = externalize_events(events, blob_threshold)
+    return encode_events(run_id, events), blobs
+
+
+def _event_text(row: tuple[str, float, str]) -> str:
+    """The data text of an `encode_events` row."""
+    return row[2]
+
+
 EncodedBatch: TypeAlias = tuple[str, list[tuple[str, float, str]], str | None]
 """One run's events of `append_events_many`, encoded: (run id, `encode_events` rows, lease)."""
 
@@ -517,9 +558,9 @@ def encode_batches(
     blobs: NewBlobs = {}
     encoded: list[EncodedBatch] = []
     for run_id, events, lease in batches:
-        events, new = externalize_events(events, blob_threshold)
+        rows, new = encode_new_events(run_id, events, blob_threshold)
         blobs.update(new)
-        encoded.append((run_id, encode_events(run_id, events), lease))
+        encoded.append((run_id, rows, lease))
     return encoded, blobs
 
 

@@ -20,7 +20,7 @@ from typing import Any, Unpack
 from ..blobs import DEFAULT_BLOB_THRESHOLD, BlobInfo, blob_key, checked_blob
 from ..errors import BlobNotFoundError, LeaseLostError, StoreError
 from ..workflows._store import InMemoryWorkflowStore
-from ._blobs import NewBlobs, check_threshold, externalize_events
+from ._blobs import NewBlobs, check_threshold
 from ._codecs import (
     RUN_INFO_COLUMNS,
     check_scope,
@@ -32,6 +32,7 @@ from ._codecs import (
     encode_batches,
     encode_cursor,
     encode_events,
+    encode_new_events,
     encode_new_records,
     encode_run_info,
     listing_filters,
@@ -325,8 +326,7 @@ class InMemoryRunStore(_KeepsBlobs):
     async def append_events(
         self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
     ) -> int:
-        events, blobs = externalize_events(events, self.blob_threshold)
-        encoded = encode_events(run_id, events)
+        encoded, blobs = encode_new_events(run_id, events, self.blob_threshold)
         with self._lock:
             self._fence(run_id, lease)
             self.blobs.keep(blobs)

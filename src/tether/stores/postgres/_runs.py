@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from typing import Any, Final, Unpack
 
 from ...errors import LeaseLostError, StoreError
-from .._blobs import externalize_events
 from .._codecs import (
     RUN_INFO_COLUMNS,
     decode_turn,
     encode_batches,
     encode_events,
+    encode_new_events,
     encode_run_info,
     in_pieces,
     not_paused,
@@ -134,8 +134,7 @@ class PostgresRunStore(SqlRunReads, BlobWriting):
     async def append_events(
         self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
     ) -> int:
-        events, blobs = externalize_events(events, self.blob_threshold)
-        encoded = encode_events(run_id, events)
+        encoded, blobs = encode_new_events(run_id, events, self.blob_threshold)
         async with self._session(atomic=bool(blobs)) as conn:
             await insert_blobs(conn, blobs)
             row = await fetch_one(conn, _APPEND_EVENTS, _append_params(run_id, encoded, lease))
