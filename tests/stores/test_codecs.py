@@ -4,12 +4,13 @@ to write are encoded."""
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import pytest
 from pydantic_core import to_json
 
 from tether.errors import NotJSONSafeError, StoreCorruptError
-from tether.stores import _codecs
+from tether.stores import StoredRecord, _codecs
 from tether.stores._codecs import (
     decode_record,
     decode_records,
@@ -47,7 +48,7 @@ def test_short_records_and_events_are_encoded_once_and_not_walked_for_media(
     def walk(*args: object) -> None:
         raise AssertionError("walked for media")
 
-    record = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    record: StoredRecord = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
     with monkeypatch.context() as patched:
         patched.setattr(_codecs, "externalize_records", walk)
         patched.setattr(_codecs, "externalize_events", walk)
@@ -56,7 +57,7 @@ def test_short_records_and_events_are_encoded_once_and_not_walked_for_media(
         assert rows == [("x", 1.0, '{"a":1}')] and blobs == {}
     # Long enough to hold media over the threshold: its media is moved out, as always.
     data = base64.b64encode(bytes(range(256)) * 4).decode()
-    image = {
+    image: StoredRecord = {
         "role": "user",
         "content": [{"type": "image", "media_type": "image/png", "data": data}],
     }
@@ -66,4 +67,5 @@ def test_short_records_and_events_are_encoded_once_and_not_walked_for_media(
     assert len(blobs) == 1 and data not in row[2]
     # A record that is not JSON-safe is refused the way it always was.
     with pytest.raises(NotJSONSafeError, match=r"records\[0\]"):
-        encode_new_records("s", [{"role": "user", "content": [], "when": {1, 2}}], 64)
+        bad: Any = {"role": "user", "content": [], "when": {1, 2}}
+        encode_new_records("s", [bad], 64)
