@@ -3,6 +3,7 @@ once per module on a free loopback port, and an SSE reader for its streams."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -11,12 +12,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+from starlette.applications import Starlette
 
 HERE = Path(__file__).resolve().parent
 LINE_END = re.compile("\r\n|\r|\n")
@@ -42,6 +44,15 @@ def write_project(root: Path) -> Path:
         encoding="utf-8",
     )
     return root
+
+
+@contextlib.asynccontextmanager
+async def asgi_client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of `app` in this process, inside the app's lifespan."""
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            yield http
 
 
 @dataclass

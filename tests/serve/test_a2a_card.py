@@ -17,6 +17,8 @@ from tether.lab import Runtime, tool_provider
 from tether.serve import create_app
 from tether.testing import paced_client, script_client
 
+from .conftest import asgi_client
+
 
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
@@ -48,11 +50,8 @@ async def served() -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
     )
     slow = paced_client(lambda request: {"text": [f"w{i} " for i in range(50)]}, delay=0.01)
     lab.create_agent(id="slow", model=slow)
-    app = create_app(lab)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
-            yield lab, http
+    async with asgi_client(create_app(lab)) as http:
+        yield lab, http
     await lab.aclose()
 
 

@@ -111,6 +111,13 @@ def test_a_reader_that_stops_reading_is_cut(server: Server) -> None:
         started = client.post("/api/agents/chat/runs", json={"input": "chunks 3000 1000"})
         assert started.status_code == 202, started.text
         run_id = started.json()["run_id"]
+        # The whole answer is stored before its stream is read (the start is answered before
+        # the run's first step; its model, at no delay, never waits): the stream has 12 MB to
+        # send at once, to a client that reads none of it.
+        deadline = time.monotonic() + 60
+        while client.get(f"/api/runs/{run_id}").json()["run"]["status"] == "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     port = int(server.base.rsplit(":", 1)[1])

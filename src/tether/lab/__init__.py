@@ -23,7 +23,7 @@ from ._definition import (
     model_label,
 )
 from ._episode import SystemPromptConflict, WorkflowLink
-from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle
+from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle, StartGate
 from ._handoffs import LabHandoff
 from ._host import AgentHost, ClientPool, TaskSet
 from ._output import JSON_REQUEST
@@ -57,6 +57,7 @@ __all__ = [
     "Registry",
     "RunListener",
     "Runtime",
+    "StartGate",
     "SystemPrompt",
     "SystemPromptConflict",
     "SystemPromptSpec",

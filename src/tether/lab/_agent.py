@@ -56,7 +56,14 @@ from ._definition import (
     model_label,
 )
 from ._episode import Episode, EpisodeAgent, Resumed, SystemPromptConflict, WorkflowLink
-from ._handles import AgentRunHandle, AgentRunResult, AgentStreamHandle, HandleParts, _EventBuffer
+from ._handles import (
+    AgentRunHandle,
+    AgentRunResult,
+    AgentStreamHandle,
+    HandleParts,
+    StartGate,
+    _EventBuffer,
+)
 from ._handoffs import LabHandoff, handoff_graph, held_by
 from ._host import AgentHost
 from ._output import OutputSpec
@@ -620,6 +627,11 @@ class LabAgent(Resumes[T]):
         """
         return self._start(kwargs, None)
 
+    def run_held(self, gate: StartGate, **kwargs: Any) -> AgentRunHandle[Any]:
+        """`run()` whose episode, once its run is stored, waits at `gate` until it is
+        released (see `StartGate`)."""
+        return self._start(kwargs, None, gate)
+
     @overload
     def stream(
         self, *, output_schema: None = ..., **options: Unpack[RunOptions]
@@ -640,10 +652,16 @@ class LabAgent(Resumes[T]):
         assert isinstance(handle, AgentStreamHandle)
         return handle
 
-    def _start(self, kwargs: dict[str, Any], buffer: _EventBuffer | None) -> AgentRunHandle[Any]:
+    def _start(
+        self, kwargs: dict[str, Any], buffer: _EventBuffer | None, gate: StartGate | None = None
+    ) -> AgentRunHandle[Any]:
         episode = self.prepare_episode(kwargs, buffer=buffer)
+        episode.gate = gate
         self.runtime.awake()
-        task = self.runtime.episodes.spawn(
+        episodes = self.runtime.episodes
+        # Held at a gate, its first steps run now (on SQLite its run is stored by the time
+        # this returns); the rest in its task, once released.
+        task = (episodes.spawn if gate is None else episodes.start)(
             self._started(episode, kwargs, step_slot(self.id, kwargs)),
             name=f"tether-lab:{self.id}:{episode.run_id}",
         )
@@ -768,12 +786,13 @@ class LabAgent(Resumes[T]):
             if held is not None and held != episode.agent.id:
                 target = handoff_graph(self).get(held)
                 if target is not None:
-                    episode = target.prepare_episode(
+                    routed = target.prepare_episode(
                         kw,
                         buffer=episode.buffer,
                         run_id=episode.run_id,
                         controller=episode.controller,
                     )
+                    routed.gate, episode = episode.gate, routed
         return await episode.run()
 
     def prepare_episode(

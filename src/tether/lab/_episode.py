@@ -81,7 +81,7 @@ from ..turn import NO_TOOLS, TurnOptions
 from ..workflows import Workflow
 from ._callers import Caller, running_episode
 from ._definition import SystemPrompt
-from ._handles import KEEP_INPUT, AgentRunResult, _EventBuffer
+from ._handles import KEEP_INPUT, AgentRunResult, StartGate, _EventBuffer
 from ._history import load_kept, summary_record
 from ._host import AgentHost
 from ._leases import ScopeHold
@@ -352,6 +352,8 @@ class Episode:
         self._deferred = False
         """The turn's last step is not stored yet: it goes with the run's end, in one write
         (`_end_turn`), or on its own (`_flush`) when anything else comes first."""
+        self.gate: StartGate | None = None
+        """Where the episode waits once its run is stored, until released (`StartGate`)."""
 
     def prime_resume(self) -> None:
         """The first harness turn applies the decisions of the run resumed (if any)."""
@@ -373,6 +375,13 @@ class Episode:
             # the turn's first episode).
             if self.buffer is not None and self.handed is None:
                 self.buffer.close()
+
+    async def _gated(self) -> None:
+        """The run is stored: wait at the episode's gate until it is released, if it has one
+        (`StartGate`)."""
+        gate, self.gate = self.gate, None
+        if gate is not None:
+            await gate.passed()
 
     def _handed_input(self) -> str:
         """A handed-over run's input, for listings: the reason it was handed over."""
@@ -423,6 +432,7 @@ class Episode:
             # interrupted instead of running forever.
             self._leased = self.host.run_store
             heartbeat.hold_run(self._leased, self.run_id)
+            await self._gated()
             if resumed is None:
                 recorder.emit(
                     {

@@ -12,7 +12,14 @@ from ..session import Message
 from ..signals import AbortController
 from ..stop import RoundResult
 
-__all__ = ["KEEP_INPUT", "AgentRunHandle", "AgentRunResult", "AgentStreamHandle", "HandleParts"]
+__all__ = [
+    "KEEP_INPUT",
+    "AgentRunHandle",
+    "AgentRunResult",
+    "AgentStreamHandle",
+    "HandleParts",
+    "StartGate",
+]
 
 KEEP_INPUT: dict[int, AbortController] = {}
 """The controllers (by id) of running episodes cancelled with ``keep_input=True``; the
@@ -100,6 +107,36 @@ class HandleParts(TypedDict, Generic[T]):
     memory_scope: str
     task: asyncio.Task[AgentRunResult[T]]
     controller: AbortController
+
+
+class StartGate:
+    """Holds a new episode between the creation of its run and its first step: `stored`
+    resolves once the run is in the run store (read back by `get_run`, followed by a stream,
+    read as interrupted once its lease lapses if this process dies), and the episode goes on
+    when `release()` is called. What a server answers a start with, before the episode's
+    first steps run (on SQLite they never wait: hundreds of starts arriving at once would
+    each wait for all the episodes started before them).
+
+    Release it in every case (a `finally`): an episode held at its gate never goes on.
+    """
+
+    __slots__ = ("_open", "stored")
+
+    def __init__(self) -> None:
+        self.stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """Resolves once the run is stored (a run whose start fails never resolves it: its
+        task ends with the error)."""
+        self._open = asyncio.Event()
+
+    def release(self) -> None:
+        """Let the episode go on (idempotent)."""
+        self._open.set()
+
+    async def passed(self) -> None:
+        """The episode's side: its run is stored; wait for `release()`."""
+        if not self.stored.done():
+            self.stored.set_result(None)
+        await self._open.wait()
 
 
 class AgentRunHandle(Generic[T]):

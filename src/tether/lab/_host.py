@@ -11,6 +11,7 @@ import json
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+from .._eager import step
 from ..blobs import BlobResolver
 from ..errors import ConfigError
 from ..llm import LLMClient, client_from_config
@@ -44,6 +45,16 @@ class TaskSet:
         task.add_done_callback(self._settle)
         return task
 
+    def start(self, coro: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T]:
+        """Like `spawn`, but `coro`'s first steps run now, in the caller's frame and context,
+        up to its first wait (`tether._eager.step`); the task goes on from there."""
+        future = step(coro)
+        task = future if isinstance(future, asyncio.Task) else _settled(future)
+        task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._settle)
+        return task
+
     def _settle(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled():
@@ -64,6 +75,15 @@ class TaskSet:
             task.cancel()
         if pending:
             await asyncio.wait(pending)
+
+
+def _settled(future: asyncio.Future[T]) -> asyncio.Task[T]:
+    """A task ending as `future` (done) did."""
+
+    async def outcome() -> T:
+        return future.result()
+
+    return asyncio.get_running_loop().create_task(outcome())
 
 
 class ClientPool:

@@ -11,7 +11,8 @@
 | POST   | /api/scopes/{scope}/client-messages    | a client message → the turn it starts         |
 
 A run started here runs in this process, independent of the client that asked for it: the answer
-comes once the run's first event is stored (so its stream can be read from any worker at once).
+comes once the run is stored (an agent run: before its first step) or its first event is (a
+workflow run), so its stream can be read from any worker at once.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from starlette.responses import Response
 
 from ..client_messages import frame_client_message, should_run_turn
 from ..errors import ClientMessageError, StoreError, TetherError
-from ..lab import LabAgent, Registry, Runtime
+from ..lab import LabAgent, Registry, Runtime, StartGate
 from ..stores.run_store import CancelRequests
 from ..web import (
     STOPPING,
@@ -128,20 +129,31 @@ class RunsApi:
 
         task.add_done_callback(ended)
 
-    async def started(self, run_id: str, task: asyncio.Task[Any]) -> None:
-        """Wait for the run's first stored event (or its end).
+    async def started(
+        self, run_id: str, task: asyncio.Task[Any], gate: StartGate | None = None
+    ) -> None:
+        """Wait for the run to be stored (`gate`: its episode waits there), else for its first
+        stored event; or for its end.
 
         Raises:
             The run's own error, when it failed before storing anything (a busy workflow run,
             a bad resume): the caller answers with it instead of a run id nobody can stream.
         """
-        first = self.feed.first_event(run_id)
-        try:
-            await asyncio.wait([first, task], timeout=START_WAIT, return_when="FIRST_COMPLETED")
-        finally:
-            self.feed.forget_first(run_id)
-        if first.done() and not first.cancelled() and first.result() is not None:
-            return
+        if gate is not None:
+            if not gate.stored.done():  # on SQLite it is: the run's first steps never wait
+                await asyncio.wait(
+                    [gate.stored, task], timeout=START_WAIT, return_when="FIRST_COMPLETED"
+                )
+            if gate.stored.done():
+                return
+        else:
+            first = self.feed.first_event(run_id)
+            try:
+                await asyncio.wait([first, task], timeout=START_WAIT, return_when="FIRST_COMPLETED")
+            finally:
+                self.feed.forget_first(run_id)
+            if first.done() and not first.cancelled() and first.result() is not None:
+                return
         if task.done() and not task.cancelled():
             # It ended before storing an event: a resume of a run another worker holds, a run
             # that cannot resume. (A completed run resumed ends with no event and no error.)
@@ -163,9 +175,16 @@ class RunsApi:
         return await self.run_agent(agent, options)
 
     async def run_agent(self, agent: LabAgent[Any], options: dict[str, Any]) -> Response:
-        handle = agent.run(**options)
-        self.track(handle.run_id, handle, handle.result)
-        await self.started(handle.run_id, handle.result)
+        # Answered once the run is stored, before its episode's first step: on SQLite those
+        # steps never wait, so a burst of starts would each wait for every episode started
+        # before it. The episode goes on once the answer is out (the next turn of the loop).
+        gate = StartGate()
+        try:
+            handle = agent.run_held(gate, **options)
+            self.track(handle.run_id, handle, handle.result)
+            await self.started(handle.run_id, handle.result, gate)
+        finally:
+            asyncio.get_running_loop().call_soon(gate.release)
         return JSONResponse(
             {
                 "run_id": handle.run_id,
