@@ -191,7 +191,7 @@ class _Turn:
         self.tracer = plan.ctx.tracer
         signal = plan.ctx.signal
         self.scope = AbortScope(signal) if signal is not None else None
-        self.messages: list[Message] = list(session.messages)
+        self.messages: list[Message] = list(session["messages"])
         self.memory_view: dict[str, Any] = {}
         self.usage: Usage = {}
         self.open_calls: list[ToolCallPart] = []
@@ -276,9 +276,10 @@ class _Turn:
                     return
                 events = []
             live = bool(self.plan.toolbox.sources)  # only MCP tools report progress
+            request = self.request_of(system, toolset)
             while True:
                 kept = None if self.history is None else await self.kept(system, toolset)
-                events += self.begin_round(system, toolset, kept)
+                events += self.begin_round(request, kept)
                 yield events  # then `stream_turn` streams the call
                 while call.finish is None:  # the attempt failed
                     events, again = await self.failed(call)
@@ -299,7 +300,7 @@ class _Turn:
                     # run_round's loop, inline: no generator per round.
                     events = self.tool_uses(step)
                     for part in step.tool_calls:
-                        events.append(_progress("tool"))
+                        events.append({"type": "progress", "stage": "tool"})
                         yield events
                         ran = self.run_now(part, step, toolset)
                         events = ran if isinstance(ran, list) else await ran
@@ -472,21 +473,17 @@ class _Turn:
 
     # -- the request -------------------------------------------------------------------------
 
-    def begin_round(
-        self, system: list[SystemBlock], toolset: Toolset, sent: list[Message] | None = None
-    ) -> list[AgentEvent]:
-        """The next round's request (optional keys absent, never empty: the baseline) on the
-        round's call, and what comes before the call. `sent`: what the history policy keeps."""
+    def request_of(self, system: list[SystemBlock], toolset: Toolset) -> ChatRequest:
+        """What every request of the turn sends (optional keys absent, never empty: the
+        baseline), with the loop's transcript as its messages."""
         plan = self.plan
-        self.number += 1
         request: ChatRequest = {
             "model": plan.client.model,
             "system": system,
-            "messages": self.messages if sent is None else sent,
+            "messages": self.messages,
         }
-        specs = toolset.specs
-        if specs:
-            request["tools"] = specs
+        if toolset.specs:
+            request["tools"] = toolset.specs
         if plan.response_format is not None:
             request["response_format"] = plan.response_format
         if plan.settings:
@@ -495,19 +492,29 @@ class _Turn:
             request["signal"] = plan.ctx.signal
         if plan.blobs is not None:
             request["blobs"] = plan.blobs
+        return request
+
+    def begin_round(self, turn: ChatRequest, sent: list[Message] | None = None) -> list[AgentEvent]:
+        """The next round's request (a copy of the `turn`'s, from `request_of`) on the round's
+        call, and what comes before the call. `sent`: what the history policy keeps."""
+        self.number += 1
+        request = turn.copy()
+        if sent is not None:
+            request["messages"] = sent
         call = self.call
         call.request = request
-        call.tools = len(specs)
-        call.attempts_left = plan.stream_retries
+        call.tools = len(turn.get("tools", ()))
+        call.attempts_left = self.plan.stream_retries
         call.attempt = 1
         call.finish = None
         call.due = True
         if self.tracer is not None:
             self.started = time.perf_counter()
             return self.call_started(call)
+        # Fresh progress dicts each time: a consumer may keep or annotate the events it is given.
         if self.number == 1:
-            return [_progress("sent")]
-        return [_progress("retry"), _progress("sent")]
+            return [{"type": "progress", "stage": "sent"}]
+        return [{"type": "progress", "stage": "retry"}, {"type": "progress", "stage": "sent"}]
 
     def call_started(self, call: _Call) -> list[AgentEvent]:
         """Before every provider call, stream retries included (`retry` first when the round
@@ -765,24 +772,28 @@ class _Turn:
         scope = self.scope
         if (
             tool is None
-            or tool.decides
             or self.plan.tool_guards
             or self.span is not None
             or (scope is not None and scope.fired)  # run_tool raises the abort
             or isinstance(call["input"], str)
+            or tool.decides
         ):
             return self.run_tool(call, step, toolset)
         started = time.perf_counter() if self.tracer is not None else 0.0
-        ctx = self.call_context(tool, call["id"])
+        cid = call["id"]
+        ctx = self.call_context(tool, cid, False)
         # The tool gets its own copy: the call's input is also the transcript's.
         value = copy_json(call["input"])
         answer = tool._start(value, ctx)
-        if not isinstance(answer, (str, ToolResult)):
-            return self.finish_now(call, step, tool, value, answer, started)
         events: list[AgentEvent] = []
-        return self.took(
-            call, step, events, self.answered(events, call, tool, value, answer), started
-        )
+        result: ToolResultEvent | PendingCall
+        if isinstance(answer, str):  # a plain answer (the common case): its text
+            result = self.result_event(events, cid, call["name"], answer)
+        elif isinstance(answer, ToolResult):
+            result = self.answered(events, call, tool, value, answer)
+        else:
+            return self.finish_now(call, step, tool, value, answer, started)
+        return self.took(call, step, events, result, started)
 
     async def finish_now(
         self,
@@ -825,15 +836,16 @@ class _Turn:
         if step is not None:
             step.tool_results.append(part)
         events.append(result)
-        if self.ctx.has_memory_writes:
-            for patch in self.ctx.take_memory_writes():
+        ctx = self.ctx
+        if ctx._pending:  # `has_memory_writes`, without a property call per tool call
+            for patch in ctx.take_memory_writes():
                 events.append({"type": "memory", "patch": patch})
         return events
 
-    def call_context(self, tool: Tool, cid: str) -> RunContext:
+    def call_context(self, tool: Tool, cid: str, decides: bool) -> RunContext:
         """The call's own context only where something reads it (a tool that takes `ctx`, an
         endpoint, a guardrail, a decision): a plain function tool never sees it."""
-        if tool._takes_ctx or tool.endpoint is not None or tool.decides or self.plan.tool_guards:
+        if tool._takes_ctx or tool.endpoint is not None or decides or self.plan.tool_guards:
             return self.ctx.for_call(cid)
         return self.ctx
 
@@ -919,7 +931,7 @@ class _Turn:
             return [], _result(cid, name, bad)
         guards = self.plan.tool_guards
         decides = tool.decides
-        call_ctx = self.call_context(tool, cid)
+        call_ctx = self.call_context(tool, cid, decides)
         events: list[AgentEvent] = []
         if decision is not None:  # approved: as it was asked, or with the edited input
             value = copy_json(decision.get("input", call["input"]))
@@ -1007,7 +1019,9 @@ class _Turn:
                         {"id": cid, "name": name, "chars": len(text), "limit": limit},
                     )
                 )
-        ev = _result(cid, name, output, is_error)
+        ev: ToolResultEvent = {"type": "tool_result", "id": cid, "name": name, "output": output}
+        if is_error:
+            ev["is_error"] = True
         if parts:
             ev["parts"] = kept = self.bounded_media(events, cid, name, ev, parts)
             client = self.plan.client
@@ -1197,7 +1211,8 @@ class _Call:
 
     def open(self) -> AsyncIterator[StreamChunk]:
         """Start the attempt: fresh per-attempt state, then the provider call."""
-        self.text = TextBuffer()
+        if self.text.parts or self.text is _NO_TEXT:  # an empty one no event refers to is kept
+            self.text = TextBuffer()
         if self.tool_snaps:
             self.tool_snaps = {}
         self.finish = None
@@ -1279,8 +1294,8 @@ class _Call:
         None when nothing is left open (an async generator that ran to its end)."""
         stream, self.stream = self.stream, None
         guarded, self.guarded = self.guarded, None
-        if _ended(stream) and (guarded is None or _ended(guarded)):
-            return None
+        if getattr(stream, "ag_frame", True) is None and (guarded is None or _ended(guarded)):
+            return None  # an async generator that ran to its end: nothing to close
         return _close(guarded, stream)
 
 
