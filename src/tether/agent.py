@@ -85,11 +85,22 @@ __all__ = [
     "DEFAULT_MAX_TOOL_ROUNDS",
     "Agent",
     "ModelSpec",
+    "RunTurnOptions",
     "SystemPromptSpec",
     "TurnOptions",
     "TurnResult",
     "create_agent",
 ]
+
+
+class RunTurnOptions(TurnOverrides, total=False):
+    """The keywords of `run_turn()` and `run_turn_sync()`: `send()`'s overrides, and two of
+    their own."""
+
+    decisions: Mapping[str, Decision] | None
+    """Resume a paused turn with these decisions instead of sending `text` (see `resume()`)."""
+    on_event: Callable[[AgentEvent], Any] | None
+    """Called with each event as it happens."""
 
 
 @dataclass(slots=True)
@@ -463,23 +474,23 @@ class Agent:
         self,
         session: SessionLike,
         text: UserContent | None = None,
-        *,
-        decisions: Mapping[str, Decision] | None = None,
-        on_event: Callable[[AgentEvent], Any] | None = None,
-        **overrides: Unpack[TurnOverrides],
+        **options: Unpack[RunTurnOptions],
     ) -> TurnResult:
         """Run one turn to its end, folding every event into `session` (in place).
 
-        Takes the same overrides as `send()`; `on_event` sees each event as it happens.
-        `decisions=` resumes a paused turn instead (see `resume()`; no `text` then). A turn
-        that pauses returns with ``finish_reason == "paused"`` and its `pending` calls.
+        Takes the same overrides as `send()`, and `on_event`, a function that sees each event
+        as it happens. `decisions=` resumes a paused turn instead (see `resume()`; no `text`
+        then). A turn that pauses returns with ``finish_reason == "paused"`` and its `pending`
+        calls.
 
         Raises:
             TetherError: The error of an `error` event (an `LLMError`, `AbortedError`, …),
                 after folding what came before it; what `send()` raises before the turn
                 starts.
         """
-        opts = _options(None, overrides)
+        decisions = options.pop("decisions", None)
+        on_event = options.pop("on_event", None)
+        opts = _options(None, options)
         target = session if isinstance(session, MutableMapping) else as_session(session)
         resume = None
         if decisions is not None:
@@ -530,15 +541,12 @@ class Agent:
         self,
         session: SessionLike,
         text: UserContent | None = None,
-        *,
-        decisions: Mapping[str, Decision] | None = None,
-        on_event: Callable[[AgentEvent], Any] | None = None,
-        **overrides: Unpack[TurnOverrides],
+        **options: Unpack[RunTurnOptions],
     ) -> TurnResult:
         """`run_turn()` from synchronous code (a script, a test). Inside a running event loop
         (a notebook cell), the turn runs to its end in a worker thread with its own loop while
         this call blocks; `on_event` is then called from that thread."""
-        coro = self.run_turn(session, text, decisions=decisions, on_event=on_event, **overrides)
+        coro = self.run_turn(session, text, **options)
         try:
             asyncio.get_running_loop()
         except RuntimeError:

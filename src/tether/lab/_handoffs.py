@@ -18,7 +18,7 @@ from typing import Any
 
 from .._params import bad, bad_item, where_prefix
 from ..errors import ConfigError
-from ..handoffs import Handoff, InputFilter, check_handoff_name
+from ..handoffs import Handoff, check_handoff_name
 from ..session import Message, holder
 from ..stores.message_store import MessageStore
 
@@ -43,15 +43,6 @@ class LabHandoff(Handoff[Any]):
     target is sent (`tether.handoffs.handoff_filters`; default all of it)."""
 
     __slots__ = ()
-
-    def __init__(
-        self,
-        agent: Any,
-        *,
-        description: str | None = None,
-        input_filter: InputFilter | None = None,
-    ) -> None:
-        super().__init__(agent, description=description, input_filter=input_filter)
 
     def _check_target(self, agent: Any) -> None:
         if isinstance(agent, str):

@@ -54,7 +54,7 @@ from ._provenance import detect_commit, detect_version
 from ._recorder import RunListener
 from ._resume import checked_run
 from ._stores import DEFAULT_STORE, RuntimeStores
-from ._template import Template
+from ._template import Template, TemplateOptions
 from ._titles import ConversationTitleInput, ConversationTitleOutput
 from ._workflow_runs import (
     WorkflowRunRecorder,
@@ -374,22 +374,13 @@ class Runtime(Resumes[Any]):
             self.awake()  # outside a loop, the first episode (or `async with`) starts it
         return agent
 
-    def create_template(
-        self,
-        *,
-        path: str | PathLike[str] | None = None,
-        relative_to: str | PathLike[str] | None = None,
-        source: str | None = None,
-        input_data: Any = None,
-        data: Any = None,
-    ) -> Template:
+    def create_template(self, **options: Unpack[TemplateOptions]) -> Template:
         """A Jinja2 system-prompt template (StrictUndefined) from a file or a string; `path`
         is resolved against `relative_to` (pass `__file__`) or, without it, against the
         runtime's root."""
-        base = relative_to if relative_to is not None else (self.root if path is not None else None)
-        return Template(
-            path=path, relative_to=base, source=source, input_data=input_data, data=data
-        )
+        if options.get("relative_to") is None and options.get("path") is not None:
+            options["relative_to"] = self.root
+        return Template(**options)
 
     def create_workflow(
         self, id: str, run: Callable[[In, WorkflowContext[In]], Awaitable[Out]]

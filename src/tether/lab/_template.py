@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import pydantic
 
@@ -22,7 +22,7 @@ from ..errors import TemplateError
 if TYPE_CHECKING:
     import jinja2  # imported when a template is first compiled: most commands never render one
 
-__all__ = ["PromptInspection", "Template", "create_template"]
+__all__ = ["PromptInspection", "Template", "TemplateOptions", "create_template"]
 
 _UNDEFINED = re.compile(r"'([^']+)' is undefined")
 _NO_ATTRIBUTE = re.compile(r"has no attribute '([^']+)'")
@@ -46,6 +46,23 @@ def _template_error(name: str, message: str, variable: str | None = None) -> Tem
     return TemplateError(message, template=name, variable=variable)
 
 
+class TemplateOptions(TypedDict, total=False):
+    """Where a template comes from (exactly one of `path` and `source`) and its input: the
+    keywords of `create_template`, `Runtime.create_template` and `Template`."""
+
+    path: str | PathLike[str] | None
+    """A template file, resolved against `relative_to`."""
+    relative_to: str | PathLike[str] | None
+    """A directory, or a file such as `__file__` whose directory is used (default: the
+    working directory; `Runtime.create_template`: the runtime's root)."""
+    source: str | None
+    """The template as a string."""
+    input_data: Any
+    """The input's type: a pydantic model or any type pydantic can validate into a mapping."""
+    data: Mapping[str, Any] | pydantic.BaseModel | None
+    """The input to render with when `render()` is given none (checked now)."""
+
+
 class Template:
     """A Jinja2 template with an optional typed input (`input_data`: a pydantic model or any
     type pydantic can validate into a mapping).
@@ -54,16 +71,9 @@ class Template:
     validates `data` against `input_data` (defaults fill in), then renders strictly.
     """
 
-    def __init__(
-        self,
-        *,
-        path: str | PathLike[str] | None = None,
-        relative_to: str | PathLike[str] | None = None,
-        source: str | None = None,
-        input_data: Any = None,
-        data: Mapping[str, Any] | pydantic.BaseModel | None = None,
-        name: str | None = None,
-    ) -> None:
+    def __init__(self, *, name: str | None = None, **options: Unpack[TemplateOptions]) -> None:
+        path, source = options.get("path"), options.get("source")
+        relative_to, input_data = options.get("relative_to"), options.get("input_data")
         if (path is None) == (source is None):
             raise TemplateError("a template needs exactly one of path= or source=")
         self.path: Path | None = None
@@ -83,6 +93,7 @@ class Template:
         self._env: jinja2.Environment | None = None
         self._compiled: jinja2.Template | None = None
         self._bound: dict[str, Any] | None = None
+        data = options.get("data")
         if data is not None:
             self._bound = self._validate(data)
 
@@ -198,16 +209,7 @@ class Template:
             return PromptInspection(None, str(exc))
 
 
-def create_template(
-    *,
-    path: str | PathLike[str] | None = None,
-    relative_to: str | PathLike[str] | None = None,
-    source: str | None = None,
-    input_data: Any = None,
-    data: Mapping[str, Any] | pydantic.BaseModel | None = None,
-) -> Template:
+def create_template(**options: Unpack[TemplateOptions]) -> Template:
     """A template from a file (`path`, resolved against `relative_to`: a directory, or a file
     such as `__file__` whose directory is used) or from a `source` string."""
-    return Template(
-        path=path, relative_to=relative_to, source=source, input_data=input_data, data=data
-    )
+    return Template(**options)

@@ -52,6 +52,9 @@ __all__ = [
     "McpServerSource",
     "McpSource",
     "McpStdioSource",
+    "ServerOptions",
+    "SourceOptions",
+    "StdioOptions",
     "mcp_server",
     "mcp_stdio",
 ]
@@ -98,12 +101,34 @@ class SourceOptions(TypedDict, total=False):
     """Default ``"callback"``."""
 
 
+class ServerOptions(SourceOptions, total=False):
+    """The keywords of `mcp_server` (and `McpServerSource`): both transports' and HTTP's."""
+
+    headers: Mapping[str, str] | None
+    """Default none."""
+    auth: OAuth | ClientCredentials | None
+    """Default None: no authorization."""
+    transport: httpx.AsyncBaseTransport | None
+    """Default None: the network."""
+
+
+class StdioOptions(SourceOptions, total=False):
+    """The keywords of `mcp_stdio` (and `McpStdioSource`): both transports' and the child's."""
+
+    env: Mapping[str, str] | None
+    """Default None: this process's environment alone."""
+    cwd: str | os.PathLike[str] | None
+    """Default None: this process's working directory."""
+    startup_timeout_ms: int
+    """Default `DEFAULT_STARTUP_TIMEOUT_MS`."""
+
+
 class McpSource:
     """What both transports share: the connect sequence and the mapping to tools/resources."""
 
     transport: ClassVar[str]
 
-    def __init__(self, **options: Unpack[SourceOptions]) -> None:
+    def __init__(self, options: SourceOptions) -> None:
         prefix = options.get("prefix", "")
         tools = options.get("tools")
         max_tools = options.get("max_tools", MAX_INTEGRATIONS)
@@ -481,16 +506,9 @@ class McpServerSource(McpSource):
 
     transport = "http"
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        auth: OAuth | ClientCredentials | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        **options: Unpack[SourceOptions],
-    ) -> None:
-        super().__init__(**options)
+    def __init__(self, url: str, **options: Unpack[ServerOptions]) -> None:
+        super().__init__(options)
+        auth = options.get("auth")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigError(f"mcp_server(url=...) needs an http:// or https:// URL, got {url!r}")
         if auth is not None and not isinstance(auth, OAuth | ClientCredentials):
@@ -499,9 +517,9 @@ class McpServerSource(McpSource):
                 "for a fixed token pass headers={'authorization': 'Bearer ...'}"
             )
         self.url = url
-        self.headers = dict(headers or {})
+        self.headers = dict(options.get("headers") or {})
         self.auth = auth
-        self._http_transport = transport
+        self._http_transport = options.get("transport")
 
     @property
     def label(self) -> str:
@@ -549,16 +567,10 @@ class McpStdioSource(McpSource):
     _probe_timeout = _STDIO_PROBE_SECONDS
 
     def __init__(
-        self,
-        command: str,
-        args: Sequence[str] = (),
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS,
-        **options: Unpack[SourceOptions],
+        self, command: str, args: Sequence[str] = (), **options: Unpack[StdioOptions]
     ) -> None:
-        super().__init__(**options)
+        super().__init__(options)
+        startup_timeout_ms = options.get("startup_timeout_ms", DEFAULT_STARTUP_TIMEOUT_MS)
         if not isinstance(startup_timeout_ms, int | float) or startup_timeout_ms < 0:
             raise ConfigError(
                 f"startup_timeout_ms must be >= 0 (0 disables it), got {startup_timeout_ms!r}"
@@ -570,8 +582,9 @@ class McpStdioSource(McpSource):
             raise ConfigError("mcp_stdio(args=...) is a list of arguments, not one string")
         self.command = command
         self.args = [str(a) for a in args]
+        env = options.get("env")
         self.env = dict(env) if env is not None else None
-        self.cwd = cwd
+        self.cwd = options.get("cwd")
 
     @property
     def label(self) -> str:
@@ -592,14 +605,7 @@ class McpStdioSource(McpSource):
         return f"mcp_stdio({self.command!r}, {self.args!r})"
 
 
-def mcp_server(
-    url: str,
-    *,
-    headers: Mapping[str, str] | None = None,
-    auth: OAuth | ClientCredentials | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    **options: Unpack[SourceOptions],
-) -> McpServerSource:
+def mcp_server(url: str, **options: Unpack[ServerOptions]) -> McpServerSource:
     """An MCP server over streamable HTTP, as an integration source.
 
     It speaks the stateless revision (2026-07-28) to a server that does and falls back to the
@@ -629,17 +635,11 @@ def mcp_server(
             the person's answer later, in any process. A server of the handshake era still
             goes to `on_elicitation` (or is declined). "callback" (the default): as before.
     """
-    return McpServerSource(url, headers=headers, auth=auth, transport=transport, **options)
+    return McpServerSource(url, **options)
 
 
 def mcp_stdio(
-    command: str,
-    args: Sequence[str] = (),
-    *,
-    env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS,
-    **options: Unpack[SourceOptions],
+    command: str, args: Sequence[str] = (), **options: Unpack[StdioOptions]
 ) -> McpStdioSource:
     """An MCP server run as a child process (newline-delimited JSON-RPC on its stdin/stdout).
 
@@ -650,6 +650,4 @@ def mcp_stdio(
     and spoken to in the stateless revision if it answers; a server of the handshake era gets
     `initialize`. The other options are those of `mcp_server`.
     """
-    return McpStdioSource(
-        command, args, env=env, cwd=cwd, startup_timeout_ms=startup_timeout_ms, **options
-    )
+    return McpStdioSource(command, args, **options)
