@@ -383,17 +383,26 @@ async def test_stores_the_workers_cannot_share_are_refused(
 
 
 class FakeActor:
-    """Stands in for a CaseActor handle: `run_batch.remote(batch)` answers at once, each case
-    with a record (or the failure `fail` names), and remembers every call."""
+    """Stands in for a CaseActor handle: `run_batch.remote(batch)` answers soon, each case with
+    a record (or the failure `fail` names), and remembers every call; its first call answers
+    once the actor is up (`start`, an event to wait for)."""
 
-    def __init__(self, fail: dict[str, str] | None = None, broken: bool = False) -> None:
+    def __init__(
+        self,
+        fail: dict[str, str] | None = None,
+        broken: bool = False,
+        start: asyncio.Event | None = None,
+    ) -> None:
         self.calls: list[list[tuple[dict[str, object], int]]] = []
         self.fail = fail or {}
         self.broken = broken
+        self.start = start
         self.run_batch = self
 
     async def remote(self, batch: list[tuple[dict[str, object], int]]) -> object:
         self.calls.append(batch)
+        if self.start is not None:
+            await self.start.wait()
         await asyncio.sleep(0)  # the answer comes later, as Ray's does
         if self.broken:
             raise RuntimeError("the actor died")
@@ -424,7 +433,32 @@ async def test_a_batch_that_fails_fails_its_cases_and_the_others_are_recorded() 
     with pytest.raises(AgentRunError, match="1 case run") as caught:
         await _drive([FakeActor(fail={"c1": "StoreError: locked"})], _work(3), recorded.append)
     assert "c1 (repeat 0): StoreError: locked" in str(caught.value)
-    # A dead actor (Ray's retries spent) fails every case of its batches.
+    # A dead actor (Ray's retries spent) fails the cases it was sent, and none is left.
     with pytest.raises(AgentRunError, match=r"2 case run.*RuntimeError: the actor died"):
         await _drive([FakeActor(broken=True)], _work(2), recorded.append)
     assert [r["case"] for r in recorded] == ["c0", "c2"]
+
+
+async def test_an_actor_still_starting_holds_one_case_and_a_dead_one_none() -> None:
+    started = asyncio.Event()
+    late, up = FakeActor(start=started), FakeActor()
+    recorded: list[dict[str, object]] = []
+    others_done = asyncio.Event()
+
+    def record(done: dict[str, object]) -> None:
+        recorded.append(done)
+        if len(recorded) == 299:
+            others_done.set()
+
+    drive = asyncio.ensure_future(_drive([late, up], _work(300), record))
+    # The actor up runs every case but the late one's first.
+    await asyncio.wait_for(others_done.wait(), 10)
+    assert [len(b) for b in late.calls] == [1]
+    started.set()
+    await drive
+    assert len(recorded) == 300
+    # An actor gone (Ray's retries spent) takes no more: the other runs the rest.
+    dead, fine = FakeActor(broken=True), FakeActor()
+    with pytest.raises(AgentRunError, match="1 case run"):
+        await _drive([dead, fine], _work(50), recorded.append)
+    assert len(recorded) == 349 and [len(b) for b in dead.calls] == [1]

@@ -233,37 +233,75 @@ def batch_size(left: int, actors: int) -> int:
     return max(1, min(MAX_BATCH, -(-left // (2 * IN_FLIGHT * actors))))
 
 
+class _Driver:
+    """The driver's side of one pass: the cases left, handed out in batches to the actors."""
+
+    def __init__(
+        self,
+        actors: list[Any],
+        work: list[tuple[Case, int, list[Evaluator]]],
+        on_finished: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.actors = actors
+        self.queue = deque(work)
+        self.on_finished = on_finished
+        self.failures: list[str] = []
+        self.gone: list[str] = []
+        """Why an actor stopped taking work (its call failed after Ray's retries)."""
+
+    def failed(self, case: Case, repeat: int, why: str) -> None:
+        # Ray gave up on it (its retries spent); the rest go on, a rerun resumes it.
+        _log.error("case %r (repeat %d) failed on Ray: %s", case.id, repeat, why)
+        self.failures.append(f"{case.id} (repeat {repeat}): {why}")
+
+    async def send(self, actor: Any, batch: list[tuple[Case, int, list[Evaluator]]]) -> bool:
+        """Run `batch` on `actor` and record its cases; False when the call itself failed."""
+        try:
+            records: list[Mapping[str, Any] | str] = await actor.run_batch.remote(
+                [(case.to_json(), repeat) for case, repeat, _ in batch]
+            )
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {exc}"
+            self.gone.append(why)
+            for case, repeat, _ in batch:
+                self.failed(case, repeat, why)
+            return False
+        for (case, repeat, _), record in zip(batch, records, strict=True):
+            if isinstance(record, str):
+                self.failed(case, repeat, record)
+            else:
+                self.on_finished(dict(record))
+        return True
+
+    async def slot(self, actor: Any) -> None:
+        queue = self.queue
+        while queue:
+            batch = [queue.popleft() for _ in range(batch_size(len(queue), len(self.actors)))]
+            if not await self.send(actor, batch):
+                return  # the actor is gone: the others take the rest
+
+    async def serve(self, actor: Any) -> None:
+        # Its first call is one case: an actor still starting (its process, its imports) holds
+        # no batch up meanwhile, the ones up take the work.
+        if self.queue and not await self.send(actor, [self.queue.popleft()]):
+            return
+        await run_together([self.slot(actor) for _ in range(IN_FLIGHT)])
+
+    async def run(self) -> None:
+        await run_together([self.serve(actor) for actor in self.actors])
+        while self.queue:  # every actor is gone
+            case, repeat, _ = self.queue.popleft()
+            self.failed(case, repeat, self.gone[0] if self.gone else "no actor took it")
+
+
 async def _drive(
     actors: list[Any],
     work: list[tuple[Case, int, list[Evaluator]]],
     on_finished: Callable[[dict[str, Any]], None],
 ) -> None:
-    queue = deque(work)
-    failures: list[str] = []
-
-    def failed(case: Case, repeat: int, why: str) -> None:
-        # Ray gave up on it (its retries spent); the rest go on, a rerun resumes it.
-        _log.error("case %r (repeat %d) failed on Ray: %s", case.id, repeat, why)
-        failures.append(f"{case.id} (repeat {repeat}): {why}")
-
-    async def slot(actor: Any) -> None:
-        while queue:
-            batch = [queue.popleft() for _ in range(batch_size(len(queue), len(actors)))]
-            try:
-                records: list[Mapping[str, Any] | str] = await actor.run_batch.remote(
-                    [(case.to_json(), repeat) for case, repeat, _ in batch]
-                )
-            except Exception as exc:
-                for case, repeat, _ in batch:
-                    failed(case, repeat, f"{type(exc).__name__}: {exc}")
-                continue
-            for (case, repeat, _), record in zip(batch, records, strict=True):
-                if isinstance(record, str):
-                    failed(case, repeat, record)
-                else:
-                    on_finished(dict(record))
-
-    await run_together([slot(a) for a in actors for _ in range(IN_FLIGHT)])
+    driver = _Driver(actors, work, on_finished)
+    await driver.run()
+    failures = driver.failures
     if failures:
         more = f"; and {len(failures) - 3} more" if len(failures) > 3 else ""
         shown = "; ".join(failures[:3]) + more
