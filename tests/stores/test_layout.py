@@ -94,3 +94,35 @@ async def test_every_store_of_a_file_applies_the_one_schema_once(tmp_path: Path)
     for store in stores:
         await store.aclose()
     conn.close()
+
+
+async def test_only_runs_of_a_workflow_run_are_in_its_index_in_both_backends(
+    tmp_path: Path,
+) -> None:
+    """Starting a run that belongs to no workflow run (most) writes no entry into the index of
+    a workflow run's runs; a query by workflow run still reads that index."""
+    conn = connect(tmp_path / "runs.db")
+    sqlite_runs = SqliteRunStore(conn)
+    url = postgres_url()
+    pg_runs = PostgresRunStore(url)
+    await pg_runs.migrate()
+    (sqlite_sql,) = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE name = 'tether_runs_workflow_started'"
+    ).fetchone()
+    with psycopg.connect(url, autocommit=True) as pg:
+        row = pg.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'tether_runs_workflow_started'"
+        ).fetchone()
+    assert row is not None
+    (pg_sql,) = row
+    assert sqlite_sql.endswith("WHERE workflow_run_id IS NOT NULL")
+    assert pg_sql.endswith("WHERE (workflow_run_id IS NOT NULL)")
+    plan = conn.execute(
+        "EXPLAIN QUERY PLAN SELECT run_id FROM tether_runs WHERE workflow_run_id = ?"
+        " ORDER BY started_at DESC LIMIT 5",
+        ("wf",),
+    ).fetchall()
+    assert "tether_runs_workflow_started" in str(plan)
+    await sqlite_runs.aclose()
+    await pg_runs.aclose()
+    conn.close()
