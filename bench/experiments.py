@@ -7,7 +7,8 @@ A throwaway project (tether.toml, an agent on the scripted model, a SQLite store
 a temporary directory. Each case is a real episode: its run record, its transcript and its
 `case_finished` result are written to the store, and three evaluators score it.
 
-Prints, for each engine: wall time, cases per second, and memory (the driver's resident
+Prints, for each engine: wall time, cases per second (for the local engine also per CPU second
+of this process: steadier than wall time on a shared machine), and memory (the driver's resident
 memory growth over the run, and the bytes Python allocated at peak, traced in a separate run).
 Also the time to reopen a finished experiment (a rerun with nothing left to do) and to build
 its report.
@@ -81,6 +82,7 @@ async def one_run(
         _ = lab.run_store  # open the store before the clock starts
         gc.collect()
         before = rss_mb()
+        cpu = time.process_time()
         start = time.perf_counter()
         report = await evaluate(
             lab,
@@ -93,6 +95,7 @@ async def one_run(
             address=address,
         )
         elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu
         grown = rss_mb() - before
         assert report["summary"]["passed"] == len(cases), report["summary"]
         start = time.perf_counter()
@@ -112,6 +115,7 @@ async def one_run(
     return {
         "elapsed": elapsed,
         "rate": len(cases) / elapsed,
+        "cpu_rate": len(cases) / cpu,
         "rss_growth_mb": grown,
         "reopen_s": reopen,
         "show_s": shown,
@@ -145,7 +149,8 @@ def main() -> None:
         result = asyncio.run(one_run(local, cases, "local", args.concurrency, None))
         print(
             f"local engine, SQLite: {args.cases} cases in {result['elapsed']:.2f} s = "
-            f"{result['rate']:.0f} cases/s; driver RSS +{result['rss_growth_mb']:.1f} MB; "
+            f"{result['rate']:.0f} cases/s ({result['cpu_rate']:.0f} per CPU second of this "
+            f"process); driver RSS +{result['rss_growth_mb']:.1f} MB; "
             f"rerun with nothing left {result['reopen_s'] * 1000:.0f} ms; "
             f"report {result['show_s'] * 1000:.0f} ms"
         )
@@ -153,7 +158,8 @@ def main() -> None:
         result = asyncio.run(one_run(memory, cases, "local", args.concurrency, None))
         print(
             f"local engine, memory: {args.cases} cases in {result['elapsed']:.2f} s = "
-            f"{result['rate']:.0f} cases/s; driver RSS +{result['rss_growth_mb']:.1f} MB"
+            f"{result['rate']:.0f} cases/s ({result['cpu_rate']:.0f} per CPU second of this "
+            f"process); driver RSS +{result['rss_growth_mb']:.1f} MB"
         )
         traced = project(Path(tmp) / "traced", "sqlite:///.tether/traced.db")
         peak = asyncio.run(traced_peak(traced, cases, args.concurrency))
