@@ -15,9 +15,10 @@ await messages.append("notes", [{"role": "user", "content": [...]}])
 
 One module per store (`_messages`, `_runs`, `_workflows`, with the scope leases in `_leases`)
 over the shared plumbing (`_connection`, `_backed`, `_migrations`). The reads whose SQL is the
-same in SQLite are written once, for both, in `tether.stores._sql` (over a `Dialect` and two
-hooks); the writes, with their upserts, `RETURNING` and notices, are this package's. How it is
-built:
+same in SQLite, and the checks and encodings around each write, are written once, for both, in
+`tether.stores._sql` and its `_sql_runs` / `_sql_workflows` (over a `Dialect` and a hook per
+statement); the statements of the writes, with their upserts, `RETURNING` and notices, are this
+package's, and the schema is `tether.stores._ddl` in PostgreSQL's words. How it is built:
 
 - **A connection pool.** Each operation takes a connection from the pool for as long as it runs,
   so concurrent requests of one process do not queue on one socket. `pool_min_size` (default 1)

@@ -4,31 +4,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, Final, Unpack
+from typing import Any, Final
 
 from ...errors import LeaseLostError, StoreError
-from .._codecs import (
-    RUN_INFO_COLUMNS,
-    decode_turn,
-    encode_batches,
-    encode_events,
-    encode_new_events,
-    encode_run_info,
-    in_pieces,
-    not_paused,
-    plan_finish,
-    run_info_from_row,
-    run_tags,
-)
-from .._sql import POSTGRES, SqlRunReads
+from .._codecs import RUN_INFO_COLUMNS, RunFinish, encode_batches, encode_new_events, in_pieces
+from .._sql import POSTGRES
+from .._sql_runs import NewRun, SqlRunStore
 from ..run_store import (
     CANCEL_REQUESTED,
     RESUMED_BY,
     EventBatch,
     NewRunEvent,
-    PausedRun,
-    RunEnd,
-    RunInfo,
     RunResume,
 )
 from ..workflow_store import RunStatus
@@ -115,21 +101,16 @@ SELECT 1 FROM created
 """
 
 
-class PostgresRunStore(SqlRunReads, BlobWriting):
+class PostgresRunStore(SqlRunStore, BlobWriting):
     """A RunStore in PostgreSQL: one row per run, one row per event, numbered per run."""
 
     _kind = "run store"
 
-    async def start_run(
-        self, info: RunInfo, *, lease_ttl: float | None = None, lease: str | None = None
-    ) -> None:
-        values = encode_run_info(info)
-        params = {f"v{i}": value for i, value in enumerate(values)}
-        args = {**params, "tags": run_tags(info), "ttl": lease_ttl, "lease": lease}
+    async def _start(self, run: NewRun) -> bool:
+        params = {f"v{i}": value for i, value in enumerate(run.row)}
+        args = {**params, "tags": run.tags, "ttl": run.lease_ttl, "lease": run.lease}
         async with self._session() as conn:
-            row = await fetch_one(conn, _START_RUN, args)
-        if row is None:
-            raise StoreError(f"run {info.run_id!r} already exists")
+            return await fetch_one(conn, _START_RUN, args) is not None
 
     async def append_events(
         self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
@@ -162,8 +143,7 @@ class PostgresRunStore(SqlRunReads, BlobWriting):
                 lasts[i] = int(row[0])
         return lasts
 
-    async def finish_run(self, run_id: str, status: RunStatus, **end: Unpack[RunEnd]) -> int:
-        plan = plan_finish(run_id, status, end, self.blob_threshold)
+    async def _finish_planned(self, run_id: str, status: RunStatus, plan: RunFinish) -> int:
         sets = "".join(f", {column} = %(x_{column})s" for column in plan.columns)
         params = {
             **_append_params(run_id, plan.events, plan.fence),
@@ -196,9 +176,11 @@ class PostgresRunStore(SqlRunReads, BlobWriting):
                 raise await _refused(conn, run_id)
         return int(row[0])
 
-    async def resume_run(self, run_id: str, **resume: Unpack[RunResume]) -> PausedRun:
+    async def _resume(
+        self, run_id: str, rows: list[tuple[str, float, str]], resume: RunResume
+    ) -> tuple[Any, ...] | None:
         params = {
-            **_append_params(run_id, encode_events(run_id, resume.get("events", ())), None),
+            **_append_params(run_id, rows, None),
             "ttl": resume.get("lease_ttl"),
             "by": resume["resumed_by"],
             "key": RESUMED_BY,
@@ -222,14 +204,7 @@ class PostgresRunStore(SqlRunReads, BlobWriting):
                 """,
                 params,
             )
-            if row is None:
-                now = await fetch_one(
-                    conn, f"SELECT {_RUN_SELECT} FROM tether_runs WHERE run_id = %s", (run_id,)
-                )
-                if now is None:
-                    raise not_paused(run_id, None, None)
-                raise not_paused(run_id, now[3], now[11])
-        return PausedRun(run_info_from_row(row[:-2]), decode_turn(run_id, row[-2]), int(row[-1]))
+        return row
 
     async def renew_leases(self, run_ids: Sequence[str], *, lease_ttl: float) -> None:
         if not run_ids:

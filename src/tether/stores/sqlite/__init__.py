@@ -1,8 +1,9 @@
 """The SQLite stores, and the connection helper, migrations and transactions they share.
 
 One module per store (`_messages`, `_runs`, `_workflows`, with the scope leases in `_leases`;
-the reads whose SQL is the same in PostgreSQL are shared, in `tether.stores._sql`), over three
-pieces of plumbing:
+the reads whose SQL is the same in PostgreSQL, and the checks and encodings around each write,
+are shared, in `tether.stores._sql` and its `_sql_runs` / `_sql_workflows`; the schema is
+`tether.stores._ddl` in SQLite's words), over three pieces of plumbing:
 
 - `connect(path)` opens a connection the way every store expects it (WAL, a busy timeout,
   foreign keys on, autocommit so that `transaction()` alone decides where a transaction begins).

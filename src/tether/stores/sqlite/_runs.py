@@ -5,33 +5,26 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Sequence
-from typing import Final, Unpack
+from typing import Any, Final, Unpack
 
 from ...errors import LeaseLostError, StoreError
 from .._codecs import (
     RUN_INFO_COLUMNS,
     RunFinish,
-    decode_turn,
     encode_batches,
-    encode_events,
     encode_new_records,
-    encode_run_info,
     finish_sets,
     in_pieces,
-    not_paused,
     plan_finish,
-    run_info_from_row,
-    run_tags,
 )
-from .._sql import SQLITE, SqlRunReads
+from .._sql import SQLITE
+from .._sql_runs import NewRun, SqlRunStore
 from ..run_store import (
     CANCEL_REQUESTED,
     RESUMED_BY,
     EventBatch,
     NewRunEvent,
-    PausedRun,
     RunEnd,
-    RunInfo,
     RunResume,
     ScopeAppend,
 )
@@ -145,36 +138,35 @@ def _finish(conn: sqlite3.Connection, run_id: str, status: RunStatus, plan: RunF
     return int(last)
 
 
-class SqliteRunStore(SqlRunReads, BlobWriting):
+class SqliteRunStore(SqlRunStore, BlobWriting):
     """A RunStore in SQLite. Takes its connection from the caller and migrates on construction
     (`blob_threshold=`); `SqliteRunStore.open(path)` opens (and later closes) its own.
 
     Media data over `blob_threshold` bytes in an event (a request record, committed messages)
     is kept once in the file's blobs table, and the event holds a reference (`tether.blobs`)."""
 
-    async def start_run(
-        self, info: RunInfo, *, lease_ttl: float | None = None, lease: str | None = None
-    ) -> None:
-        row = encode_run_info(info)
-        tags = run_tags(info)
+    async def _start(self, run: NewRun) -> bool:
+        info, row, tags = run.info, run.row, run.tags
         live = info.status in _LIVE
 
         def insert(conn: sqlite3.Connection) -> int | None:
+            """The new run's rowid; None when its id is taken."""
             try:
                 return conn.execute(
                     f"INSERT INTO tether_runs ({RUN_INFO_COLUMNS}, lease_expires_at,"
                     f" lease_owner, unindexed) VALUES ({_RUN_MARKS}, {NOW} + ?, ?, ?)",
-                    (*row, lease_ttl, lease, live),
+                    (*row, run.lease_ttl, run.lease, live),
                 ).lastrowid
-            except sqlite3.IntegrityError as exc:
-                raise StoreError(f"run {info.run_id!r} already exists") from exc
+            except sqlite3.IntegrityError:
+                return None
 
-        def op(conn: sqlite3.Connection) -> None:
+        def op(conn: sqlite3.Connection) -> bool:
             if live and not tags:
-                insert(conn)  # one statement: a transaction of its own
-                return
+                return insert(conn) is not None  # one statement: a transaction of its own
             with transaction(conn):
                 rowid = insert(conn)
+                if rowid is None:
+                    return False
                 if tags:
                     conn.executemany(
                         "INSERT OR IGNORE INTO tether_run_tags (tag, run_id) VALUES (?, ?)",
@@ -185,8 +177,9 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
                         "INSERT INTO tether_runs_fts (rowid, body) VALUES (?, ?)",
                         (rowid, f"{row[17]}\n{row[18]}"),
                     )
+            return True
 
-        await self._run(op)
+        return await self._run(op)
 
     async def append_events(
         self, run_id: str, events: Sequence[NewRunEvent], *, lease: str | None = None
@@ -220,9 +213,7 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
 
         return await self._run(op)
 
-    async def finish_run(self, run_id: str, status: RunStatus, **end: Unpack[RunEnd]) -> int:
-        plan = plan_finish(run_id, status, end, self.blob_threshold)
-
+    async def _finish_planned(self, run_id: str, status: RunStatus, plan: RunFinish) -> int:
         def op(conn: sqlite3.Connection) -> int:
             with transaction(conn):
                 return _finish(conn, run_id, status, plan)
@@ -253,15 +244,16 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
         except _Moved:
             return None
 
-    async def resume_run(self, run_id: str, **resume: Unpack[RunResume]) -> PausedRun:
-        rows = encode_events(run_id, resume.get("events", ()))
+    async def _resume(
+        self, run_id: str, rows: list[tuple[str, float, str]], resume: RunResume
+    ) -> tuple[Any, ...] | None:
         args = (resume.get("lease_ttl"), f"$.{RESUMED_BY}", resume["resumed_by"], len(rows), run_id)
 
-        def op(conn: sqlite3.Connection) -> PausedRun:
+        def op(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             with transaction(conn):
                 # One conditional write under the write lock: of two resumers, the second
-                # matches no paused row, and reads why (the run's status and who took it).
-                row = conn.execute(
+                # matches no paused row.
+                row: tuple[Any, ...] | None = conn.execute(
                     "UPDATE tether_runs SET status = 'running', pending = NULL,"
                     f" pending_deadline = NULL, lease_expires_at = {NOW} + ?,"
                     " meta = json_set(meta, ?, ?), event_count = event_count + ?"
@@ -269,17 +261,9 @@ class SqliteRunStore(SqlRunReads, BlobWriting):
                     f" RETURNING {_RUN_SELECT}, paused_turn, event_count",
                     args,
                 ).fetchone()
-                if row is None:
-                    now = conn.execute(
-                        f"SELECT {_RUN_SELECT} FROM tether_runs WHERE run_id = ?", (run_id,)
-                    ).fetchone()
-                    if now is None:
-                        raise not_paused(run_id, None, None)
-                    raise not_paused(run_id, now[3], now[11])
-                last = int(row[-1])
-                if rows:
-                    _insert_events(conn, run_id, last - len(rows), rows)
-            return PausedRun(run_info_from_row(row[:-2]), decode_turn(run_id, row[-2]), last)
+                if row is not None and rows:
+                    _insert_events(conn, run_id, int(row[-1]) - len(rows), rows)
+            return row
 
         return await self._run(op)
 

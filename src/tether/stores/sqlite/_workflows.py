@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 from ...errors import LeaseLostError, StoreError
 from ...workflows._store import check_signal
 from .._codecs import RUN_COLUMNS, STEP_COLUMNS, busy_error, run_from_row, run_select
-from .._sql import SqlWorkflowStore
+from .._sql_workflows import SqlWorkflowStore
 from ..workflow_store import RunLease, SignalDelivery
 from ._connection import NOW, SqliteBacked, connect, transaction
 from ._schema import schema
