@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from contextvars import Token
 from typing import Any
 
-from ._extras import missing_extra
+from . import _extras
 
 try:
     from opentelemetry import context as otel_context
@@ -61,7 +61,7 @@ try:
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
     from opentelemetry.util.types import AttributeValue
 except ImportError as exc:  # pragma: no cover - exercised by a test that hides opentelemetry
-    raise missing_extra("tether.otel needs OpenTelemetry", "otel") from exc
+    raise _extras.missing_extra("tether.otel needs OpenTelemetry", "otel") from exc
 
 from .events import TraceRecord
 from .run_events import (

@@ -32,14 +32,14 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, TypedDict, Unpack
 
-from ._extras import missing_extra
+from . import _extras
 from .errors import ConfigError
 from .events import Usage
 
 try:
     import genai_prices
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise missing_extra("tether.pricing needs the genai-prices package", "lab") from exc
+    raise _extras.missing_extra("tether.pricing needs the genai-prices package", "lab") from exc
 
 __all__ = ["PriceOptions", "PriceOverride", "Quote", "check_overrides", "cost", "quote"]
 

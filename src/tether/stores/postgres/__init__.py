@@ -50,13 +50,13 @@ package's, and the schema is `tether.stores._ddl` in PostgreSQL's words. How it 
 
 from __future__ import annotations
 
-from ..._extras import missing_extra
+from ... import _extras
 
 try:
     import psycopg  # noqa: F401 - checked first, so a missing extra says what to install
     import psycopg_pool  # noqa: F401
 except ImportError as exc:  # pragma: no cover - only without the extra
-    raise missing_extra(
+    raise _extras.missing_extra(
         "tether's PostgreSQL stores need psycopg 3 and psycopg_pool", "postgres"
     ) from exc
 
