@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar, cast
@@ -148,9 +149,10 @@ async def stream_turn(
             except Exception as exc:  # an LLMError, an abort, or a client that raised
                 call.error = exc
             finally:
-                closing = call.closing()
-                if closing is not None:
-                    await closing
+                if call.guarded is None and getattr(call.stream, "ag_frame", True) is None:
+                    call.stream = None  # an async generator that ran to its end: nothing to close
+                else:
+                    await call.close()
     finally:
         await driver.aclose()
         turn.close()
@@ -277,6 +279,12 @@ class _Turn:
                 events = []
             live = bool(self.plan.toolbox.sources)  # only MCP tools report progress
             request = self.request_of(system, toolset)
+            # Whether a bound may end the turn after a tool round: stop conditions, or the
+            # round `max_tool_rounds` allows last (bound_reached says which).
+            bounded = bool(self.plan.stop_when)
+            rounds = self.plan.max_tool_rounds
+            if rounds is None:
+                rounds = sys.maxsize
             while True:
                 kept = None if self.history is None else await self.kept(system, toolset)
                 events += self.begin_round(request, kept)
@@ -313,7 +321,9 @@ class _Turn:
                 # After a tool round: calls wait for a decision, or a bound ends the turn.
                 if self.pending:
                     ended = await self.paused([], step.stop_reason)
-                elif (ending := self.bound_reached(step)) is not None:
+                elif (bounded or self.number >= rounds) and (
+                    ending := self.bound_reached(step)
+                ) is not None:
                     ended = await self.finish([], *ending)
                 else:
                     continue
@@ -781,7 +791,8 @@ class _Turn:
             return self.run_tool(call, step, toolset)
         started = time.perf_counter() if self.tracer is not None else 0.0
         cid = call["id"]
-        ctx = self.call_context(tool, cid, False)
+        # call_context() with no guardrail and no decision: its own only for a tool that reads it
+        ctx = self.ctx.for_call(cid) if tool._takes_ctx or tool.endpoint is not None else self.ctx
         # The tool gets its own copy: the call's input is also the transcript's.
         value = copy_json(call["input"])
         answer = tool._start(value, ctx)
@@ -1289,28 +1300,21 @@ class _Call:
             return []
         return self.turn.call_failed(exc)
 
-    def closing(self) -> Awaitable[None] | None:
-        """After the attempt: what closes its stream (the scope's iteration of it first), or
-        None when nothing is left open (an async generator that ran to its end)."""
+    async def close(self) -> None:
+        """After the attempt: close its stream (the scope's iteration of it first)."""
         stream, self.stream = self.stream, None
         guarded, self.guarded = self.guarded, None
-        if getattr(stream, "ag_frame", True) is None and (guarded is None or _ended(guarded)):
-            return None  # an async generator that ran to its end: nothing to close
-        return _close(guarded, stream)
+        if guarded is not None and not _ended(guarded):
+            await guarded.aclose()
+        if not _ended(stream):
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
 
 def _ended(stream: object) -> bool:
     """True for an async generator that ran to its end (nothing to close)."""
     return getattr(stream, "ag_frame", True) is None
-
-
-async def _close(guarded: AsyncGenerator[Any, None] | None, stream: Any) -> None:
-    if guarded is not None and not _ended(guarded):
-        await guarded.aclose()
-    if not _ended(stream):
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 _NO_TEXT = TextBuffer()

@@ -185,7 +185,13 @@ class Tool:
             value = fn(raw_input, ctx) if self._takes_ctx else fn(raw_input)
         except Exception as exc:
             return self._failed(exc)
-        if type(value) not in _PLAIN and inspect.isawaitable(value):
+        kind = type(value)
+        if kind is str:  # the answers most tools give, without `_result`'s other cases
+            text: str = value
+            return text
+        if kind is int or kind is float or kind is bool or value is None:
+            return output_text(value)
+        if kind not in _PLAIN and inspect.isawaitable(value):
             return self._finish(value, raw_input, ctx)
         return self._result(value)
 
