@@ -35,13 +35,13 @@ from ..workflows._store import (
     RUN_STATUSES,
     NewWorkflowRun,
     StepRecord,
+    WaitRecord,
     WorkflowRunRecord,
     busy_error,
     check_finish,
     check_status,
     decode_error,
     decode_json,
-    decode_wait,
     encode_json,
     encode_wait,
     not_waiting_error,
@@ -845,6 +845,25 @@ def new_run_values(run: NewWorkflowRun, now: float) -> tuple[Any, ...]:
 
 STEP_COLUMNS: Final = "run_id, step_id, name, seq, output, created_at"
 """The columns of a step row, in the order `step_from_row` reads them."""
+
+
+def decode_wait(text: Any, where: str) -> WaitRecord | None:
+    """A run's stored wait; StoreCorruptError naming `where` when it does not parse."""
+    if text is None:
+        return None
+    data = decode_json(text, f"{where}.wait")
+    try:
+        return WaitRecord(
+            run_id=data["run_id"],
+            name=data["name"],
+            step_id=data["step_id"],
+            schema=data.get("schema"),
+            deadline=data.get("deadline"),
+            since=data.get("since", 0.0),
+            paused_run=data.get("paused_run"),
+        )
+    except (KeyError, TypeError) as exc:
+        raise StoreCorruptError(f"{where}.wait: not a wait record: {exc!r}") from exc
 
 
 def run_from_row(row: Sequence[Any]) -> WorkflowRunRecord:

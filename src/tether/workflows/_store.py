@@ -70,7 +70,6 @@ __all__ = [
     "check_status",
     "decode_error",
     "decode_json",
-    "decode_wait",
     "encode_json",
     "encode_wait",
     "not_waiting_error",
@@ -385,25 +384,6 @@ class WatchesRuns(Protocol):
 def encode_wait(wait: WaitRecord) -> str:
     """The JSON text a store keeps for a run's wait."""
     return encode_json(wait.to_json(), "wait")
-
-
-def decode_wait(text: Any, where: str) -> WaitRecord | None:
-    """A run's stored wait; StoreCorruptError naming `where` when it does not parse."""
-    if text is None:
-        return None
-    data = decode_json(text, f"{where}.wait")
-    try:
-        return WaitRecord(
-            run_id=data["run_id"],
-            name=data["name"],
-            step_id=data["step_id"],
-            schema=data.get("schema"),
-            deadline=data.get("deadline"),
-            since=data.get("since", 0.0),
-            paused_run=data.get("paused_run"),
-        )
-    except (KeyError, TypeError) as exc:
-        raise StoreCorruptError(f"{where}.wait: not a wait record: {exc!r}") from exc
 
 
 def check_signal(run_id: str, status: str, wait: WaitRecord | None, signal: SignalDelivery) -> None:
