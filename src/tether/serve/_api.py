@@ -54,6 +54,46 @@ START_WAIT = 10.0
 """Seconds a start request waits for the run's first stored event before answering anyway."""
 
 
+HOLD_MAX = 1.0
+"""Seconds the episodes of answered starts wait at most while more starts keep coming."""
+
+
+class _Held:
+    """The gates of runs whose starts were answered, let go together once two turns of the
+    event loop went by with no new start (a request read in one turn is answered in the next),
+    or `HOLD_MAX` after the first of them: a burst of starts is answered first, and its
+    episodes' first steps (which, on SQLite, never wait) run after, not between the answers.
+    A lone start's episode goes on two turns of the loop after its answer."""
+
+    __slots__ = ("_count", "_gates", "_quiet", "_since")
+
+    def __init__(self) -> None:
+        self._gates: list[StartGate] = []
+        self._count = 0
+        """How many gates the last look found."""
+        self._quiet = 0
+        """Turns of the loop in a row without a new gate."""
+        self._since = 0.0
+
+    def add(self, gate: StartGate) -> None:
+        self._gates.append(gate)
+        if len(self._gates) == 1:
+            loop = asyncio.get_running_loop()
+            self._since, self._count, self._quiet = loop.time(), 1, 0
+            loop.call_soon(self._look, loop)
+
+    def _look(self, loop: asyncio.AbstractEventLoop) -> None:
+        count = len(self._gates)
+        self._quiet = self._quiet + 1 if count == self._count else 0
+        self._count = count
+        if self._quiet < 2 and loop.time() - self._since < HOLD_MAX:
+            loop.call_soon(self._look, loop)
+            return
+        gates, self._gates = self._gates, []
+        for gate in gates:
+            gate.release()
+
+
 class _Source(Protocol):
     @property
     def registry(self) -> Registry | None: ...
@@ -77,6 +117,8 @@ class RunsApi:
         self.feed = feed
         self.handles: dict[str, Any] = {}
         """Runs executing in this process, by run id: their handles (to cancel them)."""
+        self.held = _Held()
+        """The episodes of answered starts, until they go on."""
 
     # -- what is served ----------------------------------------------------------------------
 
@@ -177,14 +219,14 @@ class RunsApi:
     async def run_agent(self, agent: LabAgent[Any], options: dict[str, Any]) -> Response:
         # Answered once the run is stored, before its episode's first step: on SQLite those
         # steps never wait, so a burst of starts would each wait for every episode started
-        # before it. The episode goes on once the answer is out (the next turn of the loop).
+        # before it. The episode goes on once the answer is out (`_Held`).
         gate = StartGate()
         try:
             handle = agent.run_held(gate, **options)
             self.track(handle.run_id, handle, handle.result)
             await self.started(handle.run_id, handle.result, gate)
         finally:
-            asyncio.get_running_loop().call_soon(gate.release)
+            self.held.add(gate)
         return JSONResponse(
             {
                 "run_id": handle.run_id,
