@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tether.lab import Runtime
+from tether.lab import Runtime, _recorder
 from tether.serve import create_app
 from tether.testing import PacedClient, paced_client
 
@@ -65,3 +65,14 @@ async def test_concurrent_starts_are_each_answered_and_each_run_goes_on(
         *_, (event, data, _) = parse_sse(sse_lines([stream.text]))
         assert event == "run_ended" and json.loads(data)["status"] == "completed"
     assert len(model.calls) == 20
+
+
+async def test_the_price_data_loads_as_the_server_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not at the first model call, beside the first runs served.
+    monkeypatch.setattr(_recorder, "_PRICING", None)
+    lab = Runtime(store=f"sqlite:///{tmp_path / 'tether.db'}", version=False)
+    async with asgi_client(create_app(lab)):
+        assert _recorder._PRICING is not None
+    await lab.aclose()

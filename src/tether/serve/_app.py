@@ -22,6 +22,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..lab import Registry, Runtime
+from ..lab._recorder import pricing_loaded
 from ..ui import create_app as create_ui_app
 from ..web import STOPPING, Access, GuardedApp
 from ..web.middleware import BODY_TIMEOUT, DEFAULT_MAX_BODY
@@ -119,6 +120,9 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         # Open the stores now: a bad store URL fails the server's start, not the first request.
         _ = runtime.message_store, runtime.run_store, runtime.workflow_store
+        # The price data loads now, in a thread, rather than beside the first runs served
+        # (the first model call would start it: most of a second holding the interpreter).
+        pricing_loaded()
         feed.open()
         sweeper.start()
         try:
