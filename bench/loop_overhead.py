@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from tether import Session, create_agent, define_tool, reduce
-from tether.testing import script_client
+from tether.testing import ScriptClient, script_client
 
 ADD = define_tool(
     name="add",
@@ -48,8 +48,15 @@ def tool_turns() -> list[dict[str, Any]]:
     return turns
 
 
-async def one_tool_run() -> tuple[float, Session, list[Any]]:
-    agent = create_agent(llm=script_client(tool_turns()), prompt=["You add."], tools=[ADD])
+async def one_tool_run(client: ScriptClient | None = None) -> tuple[float, Session, list[Any]]:
+    # max_tool_rounds=ROUNDS: the default bound (8) would end the turn before the floor's
+    # 9 tool calls and 10 model calls; same_work() checks both do the same.
+    agent = create_agent(
+        llm=client or script_client(tool_turns()),
+        prompt=["You add."],
+        tools=[ADD],
+        max_tool_rounds=ROUNDS,
+    )
     session = Session()
     events: list[Any] = []
     start = time.perf_counter()
@@ -59,12 +66,35 @@ async def one_tool_run() -> tuple[float, Session, list[Any]]:
     return time.perf_counter() - start, session, events
 
 
-async def hand_written_run() -> float:
+def work_of(client: ScriptClient, events: list[Any]) -> tuple[int, int]:
+    """(model requests, tool calls) of a run: the requests the client was sent, the
+    `tool_result` events of the calls made."""
+    return len(client.calls), sum(1 for e in events if e["type"] == "tool_result")
+
+
+async def same_work() -> None:
+    """The harness's turn and the floor do the same model requests and tool calls."""
+    client, floor_client = script_client(tool_turns()), script_client(tool_turns())
+    _, _, events = await one_tool_run(client)
+    floor_events: list[Any] = []
+    await hand_written_run(floor_events, floor_client)
+    harness, floor = work_of(client, events), work_of(floor_client, floor_events)
+    if harness != floor or floor != (ROUNDS, ROUNDS - 1):
+        raise SystemExit(
+            f"the harness's turn and the floor differ in work: (model requests, tool calls) "
+            f"{harness} vs {floor}, expected {(ROUNDS, ROUNDS - 1)}"
+        )
+
+
+async def hand_written_run(
+    events: list[Any] | None = None, client: ScriptClient | None = None
+) -> float:
     """The floor: the loop a user writes by hand around the same client."""
-    client = script_client(tool_turns())
+    client = client or script_client(tool_turns())
     tools = {"add": ADD}
     messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "x"}]}]
-    events: list[dict[str, Any]] = []
+    if events is None:
+        events = []
     start = time.perf_counter()
     while True:
         request: Any = {"model": client.model, "system": [], "messages": list(messages)}
@@ -144,6 +174,7 @@ def reduce_cost(prefill: int, events: list[Any], repeats: int = 200) -> float:
 
 
 async def main() -> None:
+    await same_work()
     for _ in range(20):  # warm up
         await one_tool_run()
     gc.collect()
