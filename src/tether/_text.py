@@ -12,7 +12,7 @@ The event stays a dict for every reader: ``event["snapshot"]``, ``.get()``, ``in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["TextBuffer"]
@@ -87,55 +87,11 @@ class _LazyText(dict[str, Any]):
             self._fill()
         return dict.get(self, key, default)
 
-    def __iter__(self) -> Iterator[str]:
-        self._fill()
-        return dict.__iter__(self)
-
-    def __len__(self) -> int:
-        self._fill()
-        return dict.__len__(self)
-
-    def keys(self) -> Any:
-        self._fill()
-        return dict.keys(self)
-
-    def values(self) -> Any:
-        self._fill()
-        return dict.values(self)
-
-    def items(self) -> Any:
-        self._fill()
-        return dict.items(self)
-
     def copy(self) -> dict[str, Any]:
         self._fill()
         return dict(dict.items(self))
 
-    def pop(self, key: str, *default: Any) -> Any:
-        self._fill()
-        return dict.pop(self, key, *default)
-
-    def setdefault(self, key: str, default: Any = None) -> Any:
-        self._fill()
-        return dict.setdefault(self, key, default)
-
-    def popitem(self) -> tuple[str, Any]:
-        self._fill()
-        return dict.popitem(self)
-
-    def __eq__(self, other: object) -> bool:
-        self._fill()
-        return dict.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        self._fill()
-        return dict.__ne__(self, other)
-
     __hash__ = None
-
-    def __repr__(self) -> str:
-        self._fill()
-        return dict.__repr__(self)
 
     def __or__(self, other: Any) -> Any:
         return self.copy() | other
@@ -143,3 +99,30 @@ class _LazyText(dict[str, Any]):
     def __reduce_ex__(self, protocol: Any) -> Any:
         self._fill()
         return (dict, (dict(dict.items(self)),))
+
+
+def _filled(method: Callable[..., Any]) -> Callable[..., Any]:
+    def read(self: _LazyText, *args: Any) -> Any:
+        self._fill()
+        return method(self, *args)
+
+    read.__name__ = read.__qualname__ = method.__name__
+    return read
+
+
+# The dict methods that see every key (or change the dict) fill the snapshot in first.
+for _name in (
+    "__iter__",
+    "__len__",
+    "__eq__",
+    "__ne__",
+    "__repr__",
+    "keys",
+    "values",
+    "items",
+    "pop",
+    "popitem",
+    "setdefault",
+):
+    setattr(_LazyText, _name, _filled(getattr(dict, _name)))
+del _name

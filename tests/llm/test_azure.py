@@ -215,3 +215,12 @@ def test_without_a_key_default_azure_credential_is_used(monkeypatch: pytest.Monk
     client = AzureChatClient("dep", base_url="https://r.openai.azure.com")
     assert client.credentials.source == "DefaultAzureCredential"  # type: ignore[attr-defined]
     assert client.credentials.signs
+
+
+def test_credentials_given_refuse_the_keywords_they_would_have_been_made_from() -> None:
+    from tether.llm.credentials.azure import AzureCredentials
+
+    given = AzureCredentials("azure", api_key="k", base_url="https://r.openai.azure.com")
+    assert AzureChatClient("dep", credentials=given).api_version == given.api_version
+    with pytest.raises(ConfigError, match=r"give credentials= or api_version=, not both"):
+        AzureChatClient("dep", credentials=given, api_version="2025-01-01")

@@ -55,7 +55,7 @@ from ._transport import DEFAULT_MAX_CONNECTIONS, body_bytes, is_unsent, new_clie
 from .base import ChatRequest, FinishChunk, ModelSettings, StreamChunk
 from .credentials import Credentials
 
-__all__ = ["FrameDecoder", "HTTPAdapter", "StreamParser", "end_of_stream"]
+__all__ = ["CloudAdapter", "FrameDecoder", "HTTPAdapter", "StreamParser", "end_of_stream"]
 
 
 class FrameDecoder(Protocol):
@@ -487,6 +487,32 @@ class HTTPAdapter:
         finally:
             watch.stop()
         yield end_of_stream(provider, decoder, parser)
+
+
+class CloudAdapter(HTTPAdapter):
+    """An adapter whose credentials take keywords of their own besides `api_key` and
+    `base_url`: where and as whom it calls (a region, a project, an SDK credential; the
+    credentials class's `keywords`). The client takes them too and hands them to its
+    `credentials_class`, or refuses them beside `credentials=` (which carry their own)."""
+
+    def __init__(self, model: str, *, credentials: Credentials | None = None, **options: Any):
+        keywords = self.credentials_class.keywords
+        where = {key: options.pop(key) for key in keywords if key in options}
+        if credentials is None:
+            api_key, base_url = options.pop("api_key", None), options.pop("base_url", None)
+            credentials = self.new_credentials(api_key, base_url, where)
+        elif any(value is not None for value in where.values()):
+            raise ConfigError(
+                f"{self.provider}: give credentials= or {' / '.join(f'{k}=' for k in where)}, "
+                "not both (the credentials say where and as whom it calls)"
+            )
+        super().__init__(model, credentials=credentials, **options)
+
+    def new_credentials(
+        self, api_key: str | None, base_url: str | None, where: dict[str, Any]
+    ) -> Credentials:
+        """The credentials made when none are given."""
+        return self.credentials_class(self.provider, api_key=api_key, base_url=base_url, **where)
 
 
 def _short(error: LLMError) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-from ._adapter import HTTPAdapter
+from ._adapter import CloudAdapter
 from .base import ChatRequest
 from .credentials import Credentials
 from .credentials.azure import DEFAULT_AZURE_API_VERSION, AzureCredentials
@@ -29,7 +29,7 @@ __all__ = ["AZURE_RESPONSES_API_VERSION", "AzureChatClient", "AzureResponsesClie
 AZURE_RESPONSES_API_VERSION = "2025-04-01-preview"
 
 
-class _Azure(HTTPAdapter):
+class _Azure(CloudAdapter):
     """What the two Azure clients share: credentials from an ``api-key`` or an Entra ID token
     (`AzureCredentials`), and the ``api-version`` each request names (first in the MRO, before
     the OpenAI adapter whose wire it speaks)."""
@@ -38,26 +38,20 @@ class _Azure(HTTPAdapter):
     credentials_class: ClassVar[type[Credentials]] = AzureCredentials
     default_api_version: ClassVar[str]
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_version: str | None = None,
-        azure_credential: Any = None,
-        credentials: Credentials | None = None,
-        **options: Any,
-    ) -> None:
-        if credentials is None:
-            credentials = AzureCredentials(
-                self.provider,
-                api_key=options.pop("api_key", None),
-                base_url=options.pop("base_url", None),
-                api_version=api_version,
-                azure_credential=azure_credential,
-                default_api_version=self.default_api_version,
-            )
-        super().__init__(model, credentials=credentials, **options)
-        self.api_version: str = getattr(credentials, "api_version", self.default_api_version)
+    def __init__(self, model: str, **options: Any) -> None:
+        super().__init__(model, **options)
+        self.api_version: str = getattr(self.credentials, "api_version", self.default_api_version)
+
+    def new_credentials(
+        self, api_key: str | None, base_url: str | None, where: dict[str, Any]
+    ) -> Credentials:
+        return AzureCredentials(
+            self.provider,
+            api_key=api_key,
+            base_url=base_url,
+            default_api_version=self.default_api_version,
+            **where,
+        )
 
 
 class AzureChatClient(_Azure, OpenAIChatClient):

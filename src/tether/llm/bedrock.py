@@ -56,7 +56,7 @@ from urllib.parse import quote
 from .._sse import ServerSentEvent
 from ..errors import ConfigError, ContextLengthError, LLMError, LLMStreamError
 from ..events import FinishReason, Part, Usage
-from ._adapter import FrameDecoder, HTTPAdapter
+from ._adapter import CloudAdapter, FrameDecoder
 from ._blocks import Block, called_tools
 from ._errors import response_error
 from ._eventstream import EventStreamDecoder
@@ -347,7 +347,7 @@ def _stream_exception(event: ServerSentEvent) -> LLMError:
 _CHOICES: dict[str, dict[str, Any]] = {"auto": {"auto": {}}, "required": {"any": {}}}
 
 
-class BedrockClient(HTTPAdapter):
+class BedrockClient(CloudAdapter):
     """`bedrock:<model id>`: the Converse API of Amazon Bedrock (a model id, an inference
     profile such as ``us.anthropic.claude-sonnet-4-5-20250929-v1:0``, or an ARN).
 
@@ -359,31 +359,6 @@ class BedrockClient(HTTPAdapter):
 
     provider: ClassVar[str] = "bedrock"
     credentials_class: ClassVar[type[Credentials]] = AWSCredentials
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        region: str | None = None,
-        profile: str | None = None,
-        credentials: Credentials | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        aws_credentials: Any = None,
-        **options: Any,
-    ) -> None:
-        if credentials is None:
-            credentials = AWSCredentials(
-                self.provider,
-                api_key=api_key,
-                base_url=base_url,
-                region=region,
-                profile=profile,
-                aws_credentials=aws_credentials,
-            )
-        elif region is not None or profile is not None:
-            raise ConfigError("bedrock: give credentials= or region= / profile=, not both")
-        super().__init__(model, credentials=credentials, **options)
 
     def wire_headers(self) -> dict[str, str]:
         return {"accept": "application/vnd.amazon.eventstream"}

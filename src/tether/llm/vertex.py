@@ -17,8 +17,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-from ..errors import ConfigError
-from ._adapter import HTTPAdapter
+from ._adapter import CloudAdapter
 from .anthropic import AnthropicClient
 from .base import ChatRequest, LLMClient
 from .credentials import Credentials
@@ -30,23 +29,6 @@ __all__ = ["VERTEX_ANTHROPIC_VERSION", "VertexAnthropicClient", "VertexGeminiCli
 VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
 
 
-def _credentials(
-    credentials: Credentials | None, options: dict[str, Any], project: Any, location: Any
-) -> Credentials:
-    if credentials is not None:
-        if project is not None or location is not None:
-            raise ConfigError("vertex: give credentials= or project= / location=, not both")
-        return credentials
-    return GoogleCredentials(
-        "vertex",
-        api_key=options.pop("api_key", None),
-        base_url=options.pop("base_url", None),
-        project=project,
-        location=location,
-        google_credentials=options.pop("google_credentials", None),
-    )
-
-
 def _model_path(credentials: Credentials, publisher: str, model: str) -> str:
     project = getattr(credentials, "project", "")
     location = getattr(credentials, "location", "")
@@ -56,23 +38,11 @@ def _model_path(credentials: Credentials, publisher: str, model: str) -> str:
     )
 
 
-class _Vertex(HTTPAdapter):
+class _Vertex(CloudAdapter):
     """What both Vertex clients share: google-auth credentials, project and location (first
     in the MRO, before the direct adapter whose wire it speaks)."""
 
     credentials_class: ClassVar[type[Credentials]] = GoogleCredentials
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        project: str | None = None,
-        location: str | None = None,
-        credentials: Credentials | None = None,
-        **options: Any,
-    ) -> None:
-        credentials = _credentials(credentials, options, project, location)
-        super().__init__(model, credentials=credentials, **options)
 
 
 class VertexGeminiClient(_Vertex, GeminiClient):

@@ -48,6 +48,9 @@ class Credentials:
     base_url_env: ClassVar[str | None] = None
     """The variable the provider's own SDK reads its base URL from."""
     default_base_url: ClassVar[str] = ""
+    keywords: ClassVar[tuple[str, ...]] = ()
+    """The keywords the class takes besides `provider`, `api_key` and `base_url` that a client
+    of it takes too (`tether.llm._adapter.CloudAdapter`): where and as whom it calls."""
     signs: bool = False
     """True: each request's headers come from `sign()` (a signature over the request, a token
     that expires) rather than from `headers()` alone."""

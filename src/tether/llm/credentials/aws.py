@@ -50,6 +50,7 @@ class AWSCredentials(Credentials):
     """
 
     env_vars: ClassVar[tuple[str, ...]] = ("AWS_PROFILE", "AWS_ACCESS_KEY_ID")
+    keywords: ClassVar[tuple[str, ...]] = ("region", "profile", "aws_credentials")
     signs = True
 
     def __init__(

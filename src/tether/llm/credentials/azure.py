@@ -48,6 +48,7 @@ class AzureCredentials(Credentials):
 
     env_vars: ClassVar[tuple[str, ...]] = ("AZURE_OPENAI_API_KEY",)
     base_url_env: ClassVar[str | None] = "AZURE_OPENAI_ENDPOINT"
+    keywords: ClassVar[tuple[str, ...]] = ("api_version", "azure_credential")
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from ...errors import ConfigError, MissingCredentialsError
 from ._base import Credentials, chain_failure, require_sdk
@@ -49,6 +49,7 @@ class GoogleCredentials(Credentials):
         google_credentials: google-auth credentials to use instead of the default ones.
     """
 
+    keywords: ClassVar[tuple[str, ...]] = ("project", "location", "google_credentials")
     signs = True
 
     def __init__(
