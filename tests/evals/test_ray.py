@@ -213,6 +213,38 @@ async def test_cases_run_on_both_nodes_and_land_in_the_shared_store(space: Space
     )
 
 
+async def test_a_second_experiment_on_the_runtime_reuses_its_ray_connection_and_actors(
+    space: Space,
+) -> None:
+    lab = space.registry().runtime
+
+    async def experiment(name: str) -> set[int]:
+        report = await evaluate(
+            lab,
+            "flow",
+            [{"id": f"{name}{i}", "input": {"case": f"{name}{i}"}} for i in range(6)],
+            experiment=name,
+            engine="ray",
+            address=space.cluster.address,
+        )
+        assert report["summary"]["done"] == 6
+        return {json.loads(c["runs"][0]["output"])["first"]["pid"] for c in report["cases"]}
+
+    async with lab:
+        first = await experiment("one")
+        pool = lab._engines["ray"]
+        actors = list(pool.actors)
+        pids = set(await asyncio.gather(*(a.pid.remote() for a in actors)))
+        assert first <= pids and len(pids) == 2
+        second = await experiment("two")
+        # The same actors (the same worker processes) ran the second one: no start-up.
+        assert lab._engines["ray"] is pool and pool.actors == actors
+        assert second <= pids
+        assert ray.is_initialized()
+    # Closing the runtime kills its actors and leaves the cluster it joined.
+    assert not ray.is_initialized() and not pool.actors
+
+
 async def kill_when_held(marker: Path) -> int:
     """Kill the worker that wrote its pid to `marker` (it is another process: a file is how it
     can tell us), once it has; returns that pid."""

@@ -23,10 +23,12 @@ SQLite file only when every node runs on this machine (checked after joining the
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AgentRunError, ConfigError, RegistryError
@@ -35,7 +37,7 @@ from ._case import Plan, Target, resolve_target, run_case, run_together
 from ._dataset import Case, Dataset
 from ._evaluators import Declared, Evaluator, unique_names
 
-__all__ = ["CaseActor", "batch_size", "require_ray", "run_ray", "shared_store_url"]
+__all__ = ["ActorPool", "CaseActor", "batch_size", "require_ray", "run_ray", "shared_store_url"]
 
 _log = logging.getLogger("tether.evals")
 
@@ -47,6 +49,8 @@ MAX_BATCH = 64
 """The most cases one actor call runs."""
 IN_FLIGHT = 2
 """Batches sent to one actor at a time (its cases still run `concurrency` at once)."""
+KEPT_PLANS = 4
+"""The experiments' plans an actor keeps built (the latest ones its calls named)."""
 
 
 def require_ray() -> Any:
@@ -83,49 +87,70 @@ def shared_store_url(runtime: Runtime) -> str:
     return url
 
 
-class CaseActor:
-    """One Ray actor: the project's registry loaded, its runtime on the shared store."""
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What one experiment's cases run with on an actor."""
 
-    def __init__(
-        self,
-        config_path: str,
-        store_url: str,
-        plan: dict[str, Any],
-        evaluators: bytes,
-        concurrency: int = 1,
-    ) -> None:
+    plan: Plan
+    target: Any
+    header: list[Evaluator]
+
+
+class CaseActor:
+    """One Ray actor: the project's registry loaded, its runtime on the shared store. It
+    outlives one experiment (the driver keeps its actors for the runtime's life): each call
+    names its experiment's plan, which the actor builds once and keeps while calls name it."""
+
+    def __init__(self, config_path: str, store_url: str, concurrency: int = 1) -> None:
         ray = require_ray()
         registry = load_registry(config_path)
         runtime = registry.runtime
         if runtime.store_url != store_url:
             runtime.use_store(store_url)
         self.runtime = runtime
-        target = Target(plan["target"]["kind"], plan["target"]["id"])
         # A restarted actor may be sent a batch again whose cases ran (or half ran) before.
-        restarted = ray.get_runtime_context().was_current_actor_reconstructed
-        self.plan = Plan(
-            plan["experiment"],
-            plan["generation"],
-            target,
-            tuple(plan["versions"]),
-            fresh=bool(plan.get("fresh")) and not restarted,
-        )
-        _, self.target = resolve_target(runtime, f"{target.kind}:{target.id}")
-        self.header: list[Evaluator] = ray.cloudpickle.loads(evaluators)
+        self.restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
         self.concurrency = concurrency
         self._slots: asyncio.Semaphore | None = None
+        self._plans: dict[tuple[str, bytes], _Context] = {}
 
-    async def run(self, case: dict[str, Any], repeat: int) -> dict[str, Any]:
+    def use(self, plan: str, evaluators: bytes) -> _Context:
+        """What the cases of `plan` (its JSON text) run with, `evaluators` (pickled) among
+        them: built the first time a call names them, then kept (the last few)."""
+        key = (plan, evaluators)
+        context = self._plans.get(key)
+        if context is None:
+            data = json.loads(plan)
+            target = Target(data["target"]["kind"], data["target"]["id"])
+            built = Plan(
+                data["experiment"],
+                data["generation"],
+                target,
+                tuple(data["versions"]),
+                fresh=bool(data.get("fresh")) and not self.restarted,
+            )
+            _, resolved = resolve_target(self.runtime, f"{target.kind}:{target.id}")
+            header = require_ray().cloudpickle.loads(evaluators)
+            context = self._plans[key] = _Context(built, resolved, header)
+            while len(self._plans) > KEPT_PLANS:
+                del self._plans[next(iter(self._plans))]
+        return context
+
+    async def run(self, context: _Context, case: dict[str, Any], repeat: int) -> dict[str, Any]:
         """One repeat of one case (its JSON): its `case_finished` record."""
         loaded = Dataset.of([case]).cases[0]
-        evaluators = unique_names([*self.header, *loaded.evaluators])
-        return await run_case(self.runtime, self.target, self.plan, loaded, repeat, evaluators)
+        evaluators = unique_names([*context.header, *loaded.evaluators])
+        return await run_case(
+            self.runtime, context.target, context.plan, loaded, repeat, evaluators
+        )
 
     async def run_batch(
-        self, batch: list[tuple[dict[str, Any], int]]
+        self, batch: list[tuple[dict[str, Any], int]], plan: str, evaluators: bytes
     ) -> list[dict[str, Any] | str]:
-        """The (case JSON, repeat) pairs of `batch`, `concurrency` at a time over every batch
-        this actor runs: for each, in order, its record, or why it could not run (a string)."""
+        """The (case JSON, repeat) pairs of `batch` under `plan` and `evaluators` (see `use`),
+        `concurrency` at a time over every batch this actor runs: for each, in order, its
+        record, or why it could not run (a string)."""
+        context = self.use(plan, evaluators)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.concurrency)
         slots = self._slots
@@ -133,7 +158,7 @@ class CaseActor:
         async def one(case: dict[str, Any], repeat: int) -> dict[str, Any] | str:
             async with slots:
                 try:
-                    return await self.run(case, repeat)
+                    return await self.run(context, case, repeat)
                 except Exception as exc:  # this case only: the batch's others go on
                     return f"{type(exc).__name__}: {exc}"
 
@@ -161,7 +186,9 @@ async def run_ray(
     header: list[Evaluator],
 ) -> None:
     """Run `work` on a Ray cluster; `on_finished` receives each case's record. `header` is
-    the evaluators every case shares (shipped once per actor, pickled by value).
+    the evaluators every case shares (pickled by value, sent with each call, unpickled once
+    per experiment by each actor). The connection and the actors stay with `runtime` for its next
+    experiment (`ActorPool`), closed with it.
 
     Raises:
         ConfigError: Ray missing, no project config, a store the workers cannot share.
@@ -182,18 +209,14 @@ async def run_ray(
                 f"case {case.id!r}: with the Ray engine a case's own evaluators must be specs; "
                 "pass Python evaluators in evaluators=[...]"
             )
-    started = False
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = {
-            "logging_level": logging.WARNING,
-            "log_to_driver": False,
-            "configure_logging": False,
-        }
-        if address is None:
-            kwargs["include_dashboard"] = False
-        ray.init(address=address, **kwargs)
-        started = True
-    actors: list[Any] = []
+    key = (address, str(config_path), store_url, concurrency)
+    pool: ActorPool | None = runtime._engines.get("ray")
+    if pool is not None and not pool.serves(key):
+        del runtime._engines["ray"]
+        await pool.aclose()
+        pool = None
+    if pool is None:
+        pool = ActorPool(ray, key, started=_connect(ray, address))
     try:
         if store_url.startswith("sqlite:") and not _is_local(ray):
             raise ConfigError(
@@ -201,30 +224,90 @@ async def run_ray(
                 "file; use a PostgreSQL store (--store postgresql://...)"
             )
         blob: bytes = ray.cloudpickle.dumps(header)
-        plan_json = {
-            "experiment": plan.experiment,
-            "generation": plan.generation,
-            "target": plan.target.to_json(),
-            "versions": list(plan.versions),
-            "fresh": plan.fresh,
-        }
+        plan_json = json.dumps(
+            {
+                "experiment": plan.experiment,
+                "generation": plan.generation,
+                "target": plan.target.to_json(),
+                "versions": list(plan.versions),
+                "fresh": plan.fresh,
+            }
+        )
         cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
-        remote = ray.remote(
-            num_cpus=1,
-            max_restarts=MAX_RESTARTS,
-            max_task_retries=MAX_TASK_RETRIES,
-            max_concurrency=IN_FLIGHT,
-        )(CaseActor)
-        actors = [
-            remote.remote(str(config_path), store_url, plan_json, blob, concurrency)
-            for _ in range(min(cpus, max(1, len(work))))
-        ]
-        await _drive(actors, work, on_finished)
-    finally:
-        for actor in actors:
-            ray.kill(actor, no_restart=True)
-        if started:
-            ray.shutdown()
+        actors = pool.actors_for(min(cpus, max(1, len(work))))
+        runtime._engines["ray"] = pool
+        await _drive(actors, work, on_finished, (plan_json, blob), pool.gone)
+    except AgentRunError:
+        raise  # cases failed: the actors that are up stay for the next experiment
+    except BaseException:
+        # Anything else (a refused store, a cancellation) leaves nothing behind: the actors may
+        # still run what they were sent.
+        runtime._engines.pop("ray", None)
+        await pool.aclose()
+        raise
+
+
+def _connect(ray: Any, address: str | None) -> bool:
+    """Join (or start) the cluster unless this process already has; whether it did."""
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {
+        "logging_level": logging.WARNING,
+        "log_to_driver": False,
+        "configure_logging": False,
+    }
+    if address is None:
+        kwargs["include_dashboard"] = False
+    ray.init(address=address, **kwargs)
+    return True
+
+
+class ActorPool:
+    """The driver's Ray connection and its CaseActors, kept for the runtime's life (closed with
+    it): a second experiment on the same cluster, project, store and concurrency starts no
+    worker and imports nothing again."""
+
+    def __init__(self, ray: Any, key: tuple[Any, ...], *, started: bool) -> None:
+        self.ray = ray
+        self.key = key
+        self.started = started
+        """Whether this pool joined the cluster (then it leaves it when it closes)."""
+        self.actors: list[Any] = []
+
+    def serves(self, key: tuple[Any, ...]) -> bool:
+        """Whether this pool runs experiments for `key` (and its connection is still up)."""
+        return key == self.key and self.ray.is_initialized()
+
+    def actors_for(self, count: int) -> list[Any]:
+        """`count` actors, started as needed."""
+        _, config_path, store_url, concurrency = self.key
+        if len(self.actors) < count:
+            remote = self.ray.remote(
+                num_cpus=1,
+                max_restarts=MAX_RESTARTS,
+                max_task_retries=MAX_TASK_RETRIES,
+                max_concurrency=IN_FLIGHT,
+            )(CaseActor)
+            self.actors += [
+                remote.remote(config_path, store_url, concurrency)
+                for _ in range(count - len(self.actors))
+            ]
+        return self.actors[:count]
+
+    def gone(self, actor: Any) -> None:
+        """`actor`'s call failed after Ray's retries: it takes no more work."""
+        if actor in self.actors:
+            self.actors.remove(actor)
+            if self.ray.is_initialized():
+                self.ray.kill(actor, no_restart=True)
+
+    async def aclose(self) -> None:
+        actors, self.actors = self.actors, []
+        if self.ray.is_initialized():
+            for actor in actors:
+                self.ray.kill(actor, no_restart=True)
+            if self.started:
+                self.ray.shutdown()
 
 
 def batch_size(left: int, actors: int) -> int:
@@ -241,10 +324,14 @@ class _Driver:
         actors: list[Any],
         work: list[tuple[Case, int, list[Evaluator]]],
         on_finished: Callable[[dict[str, Any]], None],
+        context: tuple[Any, ...],
+        on_gone: Callable[[Any], None],
     ) -> None:
         self.actors = actors
         self.queue = deque(work)
         self.on_finished = on_finished
+        self.context = context
+        self.on_gone = on_gone
         self.failures: list[str] = []
         self.gone: list[str] = []
         """Why an actor stopped taking work (its call failed after Ray's retries)."""
@@ -258,11 +345,12 @@ class _Driver:
         """Run `batch` on `actor` and record its cases; False when the call itself failed."""
         try:
             records: list[Mapping[str, Any] | str] = await actor.run_batch.remote(
-                [(case.to_json(), repeat) for case, repeat, _ in batch]
+                [(case.to_json(), repeat) for case, repeat, _ in batch], *self.context
             )
         except Exception as exc:
             why = f"{type(exc).__name__}: {exc}"
             self.gone.append(why)
+            self.on_gone(actor)
             for case, repeat, _ in batch:
                 self.failed(case, repeat, why)
             return False
@@ -298,8 +386,12 @@ async def _drive(
     actors: list[Any],
     work: list[tuple[Case, int, list[Evaluator]]],
     on_finished: Callable[[dict[str, Any]], None],
+    context: tuple[Any, ...] = (),
+    on_gone: Callable[[Any], None] = lambda actor: None,
 ) -> None:
-    driver = _Driver(actors, work, on_finished)
+    """Run `work` on `actors`, each call sent `context` after its batch (the plan and the
+    evaluators); `on_gone` learns of each actor whose call failed after Ray's retries."""
+    driver = _Driver(actors, work, on_finished, context, on_gone)
     await driver.run()
     failures = driver.failures
     if failures:

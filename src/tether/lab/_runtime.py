@@ -176,6 +176,9 @@ class Runtime(Resumes[Any]):
         sweeps for expired pauses on its beat (`awake`)."""
         self._remote_models: list[Any] = []
         """The A2A model clients `remote_agent` made (this runtime closes them)."""
+        self._engines: dict[str, Any] = {}
+        """What an experiment engine keeps for this runtime's life (its `aclose()` awaited when
+        the runtime closes), by engine: the Ray engine's connection and actor pool."""
         self._closed = False
 
     def __repr__(self) -> str:
@@ -590,6 +593,8 @@ class Runtime(Resumes[Any]):
         await self._clients.aclose()
         for model in self._remote_models:
             await model.aclose()
+        while self._engines:
+            await self._engines.popitem()[1].aclose()
         await self.stores.aclose()
 
     async def __aenter__(self) -> Runtime:
