@@ -239,27 +239,15 @@ class ScopeLocks:
     async def _lease(self, store: ScopeLeases, scope: str, owner: str, deadline: float) -> None:
         """Take the scope's lease; while another process holds it, try again each time the
         store says it was released (`WatchesScopes`), else polling with a backoff."""
+        holder = await self._acquire(store, scope, owner)
+        if holder is None:  # the usual case: taken at once, nothing to watch or wait for
+            self.heartbeat.hold_scope(store, scope, owner)
+            return
         async with contextlib.AsyncExitStack() as stack:
             delay = _FIRST_POLL
             watching = False
             woken: asyncio.Event | None = None
             while True:
-                try:
-                    holder = await store.acquire_scope(scope, owner, ttl=self.heartbeat.ttl)
-                except BaseException:
-                    # Cancelled (or failed) after the server may have granted the lease: give
-                    # it back rather than leave the scope held until the lease expires.
-                    await _release(store, scope, owner)
-                    raise
-                if holder is not None and holder_gone(holder):
-                    # Its process on this host is gone and will never renew the lease: take
-                    # the scope now rather than when the lease expires.
-                    holder = await store.acquire_scope(
-                        scope, owner, ttl=self.heartbeat.ttl, replace=holder
-                    )
-                if holder is None:
-                    self.heartbeat.hold_scope(store, scope, owner)
-                    return
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise self._busy(scope, holder)
@@ -268,16 +256,34 @@ class ScopeLocks:
                     # seen by that try, and any later one wakes us.
                     watching = True
                     woken = await stack.enter_async_context(store.watch_scope(scope))
-                    continue
-                if woken is not None:
+                elif woken is not None:
                     # Tried again when the holder releases the scope, and at its renewal beat
                     # (a holder that died, or a lease that expired, sends no notice).
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(woken.wait(), min(left, self.heartbeat.ttl / 6))
                     woken.clear()
-                    continue
-                await asyncio.sleep(min(delay, left))
-                delay = min(delay * 2, _MAX_POLL)
+                else:
+                    await asyncio.sleep(min(delay, left))
+                    delay = min(delay * 2, _MAX_POLL)
+                holder = await self._acquire(store, scope, owner)
+                if holder is None:
+                    self.heartbeat.hold_scope(store, scope, owner)
+                    return
+
+    async def _acquire(self, store: ScopeLeases, scope: str, owner: str) -> str | None:
+        """One try at the scope's lease: None when taken, else the owner holding it."""
+        try:
+            holder = await store.acquire_scope(scope, owner, ttl=self.heartbeat.ttl)
+        except BaseException:
+            # Cancelled (or failed) after the server may have granted the lease: give
+            # it back rather than leave the scope held until the lease expires.
+            await _release(store, scope, owner)
+            raise
+        if holder is not None and holder_gone(holder):
+            # Its process on this host is gone and will never renew the lease: take
+            # the scope now rather than when the lease expires.
+            holder = await store.acquire_scope(scope, owner, ttl=self.heartbeat.ttl, replace=holder)
+        return holder
 
     def _busy(self, scope: str, holder: str) -> ScopeBusyError:
         return ScopeBusyError(
