@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -222,3 +224,11 @@ async def test_tool_called_sees_the_episode_tool_calls(lab: Runtime) -> None:
     )
     [case] = report["cases"]
     assert case["status"] == "passed", case
+
+
+def test_the_experiment_engines_load_jsonschema_only_for_a_json_schema_evaluator() -> None:
+    # A Ray worker imports tether.evals._ray before its first case: JSON Schema's validators
+    # (over 0.1 s of imports) are loaded by the json_schema evaluator only.
+    code = "import sys, tether.evals._ray; print('jsonschema' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False"]

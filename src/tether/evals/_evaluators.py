@@ -32,7 +32,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import pydantic
 
 from ..errors import ConfigError, DatasetError
@@ -332,6 +331,8 @@ class JsonSchema(Declared):
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
         _require(spec, "schema", dict)
+        import jsonschema  # here: a Ray worker or a driver without this evaluator needs none
+
         cls = jsonschema.validators.validator_for(spec["schema"])
         try:
             cls.check_schema(spec["schema"])
@@ -342,6 +343,8 @@ class JsonSchema(Declared):
     async def evaluate(
         self, case: Case, result: CaseResult, ctx: EvaluatorContext
     ) -> EvaluationResult:
+        import jsonschema  # loaded by __init__ already
+
         value = _parsed(result.output)
         error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
         if error is None:
