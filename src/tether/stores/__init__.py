@@ -7,8 +7,10 @@ or package per backend implementing all three: `tether.stores.memory`, `tether.s
 are kept once per backend by sha256 (`BlobStore`, `tether.blobs`; the message and run stores'
 `blobs`), and records and run events hold a reference. The backends share their record
 codecs (`tether.stores._codecs`), so every value is checked, stored and read back the same way
-everywhere, and the two SQL backends use the same table names. All implementations of one
-contract pass one shared contract suite.
+everywhere. The two SQL backends share more: one schema (`tether.stores._ddl`, each migration's
+statements in a dialect's words) and each write's checks and encodings (`_sql`, `_sql_runs`,
+`_sql_workflows`), a backend giving only its statements. All implementations of one contract
+pass one shared contract suite.
 
 The PostgreSQL stores need the `postgres` extra (psycopg 3): without it their names are left out
 of `__all__`, and using one says what to install. SQLite's own plumbing (`connect`,
