@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import h11
 import uvicorn
@@ -91,43 +91,6 @@ def _raw(status: str, text: str) -> bytes:
     ).encode("ascii") + body
 
 
-class _HeadWithBody:
-    """A request's transport that holds its first write (the answer's status line and headers)
-    until the next one (the body) and sends the two in one socket write: a small answer costs
-    one send instead of two. The head goes out alone at the loop's next turn if no body follows
-    at once (an event stream's first event may be long in coming), and before a close."""
-
-    __slots__ = ("_flush", "_head", "_transport")
-
-    def __init__(self, transport: asyncio.Transport) -> None:
-        self._transport = transport
-        self._head: bytes | None = None
-        self._flush: asyncio.Handle | None = None
-
-    def write(self, data: bytes) -> None:
-        head = self._head
-        if head is not None:
-            self._head = None
-            self._transport.write(head + data)
-        elif self._flush is None and data:
-            self._head = data
-            self._flush = asyncio.get_running_loop().call_soon(self.flush)
-        else:
-            self._transport.write(data)
-
-    def flush(self) -> None:
-        head, self._head = self._head, None
-        if head is not None and not self._transport.is_closing():
-            self._transport.write(head)
-
-    def close(self) -> None:
-        self.flush()
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with the limits of the module docstring."""
 
@@ -184,11 +147,7 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()
 
     def handle_events(self) -> None:
-        cycle = self.cycle
         super().handle_events()
-        if self.cycle is not cycle and self.cycle is not None:
-            # A new request: its answer's head waits for the first body write.
-            self.cycle.transport = cast("asyncio.Transport", _HeadWithBody(self.transport))
         if self.header_timer is not None and self.conn.their_state is not h11.IDLE:
             # The headers are in: the body has its own timeout.
             self.header_timer.cancel()
