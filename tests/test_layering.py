@@ -25,14 +25,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def tether_imports(path: Path) -> set[str]:
-    """Every tether module `path` imports, at any depth (type-checking imports included)."""
+def imported(path: Path) -> list[tuple[str, list[str]]]:
+    """Each import in `path`, at any depth (type-checking imports included), as the module
+    named and the names taken from it (none for ``import m``), relative imports resolved."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    found: set[str] = set()
+    found: list[tuple[str, list[str]]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("tether"))
+            found.extend((a.name, []) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -40,9 +41,13 @@ def tether_imports(path: Path) -> set[str]:
                 target = ".".join([*base, node.module] if node.module else base)
             else:
                 target = node.module or ""
-            if target.startswith("tether"):
-                found.add(target)
+            found.append((target, [a.name for a in node.names]))
     return found
+
+
+def tether_imports(path: Path) -> set[str]:
+    """Every tether module `path` imports, at any depth (type-checking imports included)."""
+    return {target for target, _ in imported(path) if target.startswith("tether")}
 
 
 def modules(prefix: str) -> list[Path]:
@@ -136,26 +141,13 @@ def test_the_web_toolkit_knows_no_app(path: Path) -> None:
 
 
 def _imports_of(path: Path, known: set[str]) -> set[str]:
-    """The tether modules `path` imports anywhere: module level, inside functions and under
-    ``if TYPE_CHECKING:``. ``from pkg import name`` imports the module ``pkg.name`` when there
-    is one, else ``pkg``."""
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    """The modules of `known` that `path` imports; ``from pkg import name`` imports the module
+    ``pkg.name`` when there is one, else ``pkg``."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join([*base, node.module] if node.module else base)
-            else:
-                target = node.module or ""
-            for alias in node.names:
-                sub = f"{target}.{alias.name}"
-                found.add(sub if sub in known else target)
-    return (found & known) - {name}
+    for target, names in imported(path):
+        subs = [f"{target}.{n}" for n in names]
+        found.update(sub if sub in known else target for sub in subs or [target])
+    return (found & known) - {module_name(path)}
 
 
 def test_no_import_circles() -> None:
