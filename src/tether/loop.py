@@ -215,6 +215,9 @@ class _Turn:
         """The turn's history policy (None without one: every call sends the transcript)."""
 
     def close(self) -> None:
+        # The call points back at its turn: with that link gone, the turn is freed by
+        # reference counting once its generator ends (no cycle left for the collector).
+        del self.call.turn
         if self.scope is not None:
             self.scope.close()
         if self.span is not None:  # the consumer stopped iterating before the turn ended

@@ -70,6 +70,10 @@ class AbortController:
         self.signal._fire(reason)
 
 
+def _nothing() -> None:
+    """What a closed scope's `remove` is: there is nothing left to unregister."""
+
+
 def take_back_cancel(task: asyncio.Task[Any] | None = None) -> bool:
     """Take back one cancellation requested of `task` (default: the current task). True when no
     other cancellation request is left, i.e. the task may go on as if it had not been asked."""
@@ -173,6 +177,9 @@ class AbortScope:
     def close(self) -> None:
         """Stop listening to the signal."""
         self.remove()
+        # `remove` holds this scope's callback, which holds the scope: dropped, a closed scope
+        # is freed by reference counting (no cycle left for the collector).
+        self.remove = _nothing
 
     def __enter__(self) -> AbortScope:
         return self

@@ -369,6 +369,10 @@ class Episode:
         try:
             return await self._run()
         finally:
+            if self.recorder is not None:
+                # The recorder's callback is this episode's: let go, the episode is freed by
+                # reference counting once its task ends (no cycle left for the collector).
+                self.recorder.on_failure = None
             if self._leased is not None:
                 self.host.heartbeat.drop_run(self._leased, self.run_id)
             # Stream readers end with the episode, however it ends (a handed-over one's with
