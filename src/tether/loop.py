@@ -12,9 +12,10 @@ without calling a tool, a bound is hit, or the turn is aborted. `stream_turn()` 
    (`_Turn.run_tool`: guardrails, the tool, its result, the memory it asked for);
 3. **finish** (`_Turn.finish`): output guardrails, queued memory, `done`.
 
-`_Turn.drive()` runs the phases in order and hands its events out in batches; after a batch that
-makes the round's `_Call` due, `stream_turn` streams the call. So every event passes through one
-generator, and the phases cost nothing per streamed chunk.
+`stream_turn` runs the phases in order in one frame, the generator the caller iterates, and
+streams each model call itself: every event costs one resume of one generator (the rarer paths,
+a resumed turn's decided calls and MCP tools that report progress, hand theirs out in batches
+from generators of their own), and the phases cost nothing per streamed chunk.
 
 The loop keeps its own view of the transcript by folding its own events with the same rules as
 `reduce()`, so what it sends on the next round is exactly what a caller's reduced Session holds.
@@ -93,7 +94,7 @@ def _progress(stage: ProgressStage) -> ProgressEvent:
     return {"type": "progress", "stage": stage}
 
 
-async def stream_turn(
+async def stream_turn(  # noqa: C901 - the turn's phases and the per-chunk path in one frame
     plan: TurnPlan,
     session: Session,
     text: str | list[Part] | None,
@@ -106,11 +107,12 @@ async def stream_turn(
     out of the iteration and leaves the session as it was. Every later failure is an `error`
     event, after which the session is still a valid transcript.
 
-    The phases run in `_Turn.drive()`; this frame yields their events and streams each model
-    call that comes due: the per-chunk path is one `async for`, in the generator the caller
-    iterates, over the provider's stream (with an abort signal, as `AbortScope.iterate()` gives
-    it: each wait armed, so an abort interrupts the stream and never the caller). Whatever ends
-    an attempt is left on the call for the driver to judge.
+    The phases run in order in this one frame (the generator the caller iterates, so that an
+    event costs one resume): prepare; then per round the request, the model call streamed, the
+    round settled and its tools run; finish. The per-chunk path is one `async for` over the
+    provider's stream (with an abort signal, as `AbortScope.iterate()` gives it: each wait
+    armed, so an abort interrupts the stream and never the caller). Whatever ends an attempt is
+    left on the call (`_Call.error`) for `_Turn.failed` to judge.
 
     `resume` (from `Agent.resume()`: the session's pending calls, each with its checked
     decision) continues a paused turn: the decided calls get their results, then the rounds go
@@ -119,42 +121,126 @@ async def stream_turn(
     """
     turn = _Turn(plan, session, resume)
     call = turn.call
-    driver = turn.drive(text)
+    tracer = turn.tracer
+    if tracer is not None and tracer.spans is not None:
+        turn.open_turn_span()
+    started = False
     try:
-        async for batch in driver:
-            for event in batch:
-                yield event
-            if not call.due:
+        span = turn.span
+        if span is None:
+            toolset, system = await turn.prepare()
+        else:
+            with span:  # attached reads, prompt layers and MCP connects inside the turn
+                toolset, system = await turn.prepare()
+        started = True
+        events = turn.started_turn(text, system)
+        if turn.resume is not None:  # the decided calls of a paused turn get their results
+            async for batch in turn.run_decided(events, toolset):
+                for event in batch:
+                    yield event
+            if turn.pending:  # a tool that was given its input asks again
+                for event in await turn.paused([], None):
+                    yield event
+                return
+            events = []
+        live = bool(plan.toolbox.sources)  # only MCP tools report progress
+        request = turn.request_of(system, toolset)
+        # Whether a bound may end the turn after a tool round: stop conditions, or the round
+        # `max_tool_rounds` allows last (bound_reached says which).
+        bounded = bool(plan.stop_when)
+        rounds = plan.max_tool_rounds
+        if rounds is None:
+            rounds = sys.maxsize
+        while True:
+            kept = None if turn.history is None else await turn.kept(system, toolset)
+            events += turn.begin_round(request, kept)
+            while True:  # the round's model call: its attempts
+                for event in events:
+                    yield event
+                try:
+                    chunks = call.open()
+                    add_text = call.text.add
+                    partial = call.partial
+                    async for chunk in chunks:
+                        if chunk["type"] == "text":
+                            yield add_text(chunk["text"])
+                            if (
+                                partial is not None
+                                and call.text.size >= partial.next
+                                and (parsed := partial.feed(call.text))
+                            ):
+                                yield parsed
+                        elif chunk["type"] == "finish":
+                            call.finish = chunk
+                        elif (other := call.take(chunk)) is not None:
+                            yield other
+                    if partial is not None and (parsed := partial.flush(call.text)):
+                        yield parsed
+                except Exception as exc:  # an LLMError, an abort, or a client that raised
+                    call.error = exc
+                finally:
+                    if call.guarded is None and getattr(call.stream, "ag_frame", True) is None:
+                        call.stream = None  # an async generator that ran to its end
+                    else:
+                        await call.close()
+                if call.finish is not None:
+                    break
+                events, again = await turn.failed(call)  # the attempt failed
+                if not again:
+                    for event in events:
+                        yield event
+                    return
+            step = turn.settle(call.finish)
+            if not step.tool_calls:
+                events = turn.round_events(step) if tracer is not None else []
+                reason = step.finish_reason or "stop"
+                for event in await turn.finish(events, step.stop_reason, reason, step):
+                    yield event
+                return
+            if live:
+                async for batch in turn.run_round(step, toolset):
+                    for event in batch:
+                        yield event
+            else:  # run_round's loop, inline: no generator per round
+                for event in turn.tool_uses(step):
+                    yield event
+                for part in step.tool_calls:
+                    yield {"type": "progress", "stage": "tool"}  # fresh: a consumer may keep it
+                    ran = turn.run_now(part, step, toolset)
+                    for event in ran if isinstance(ran, list) else await ran:
+                        yield event
+            events = []
+            # After a tool round: calls wait for a decision, or a bound ends the turn.
+            if turn.pending:
+                ended = await turn.paused([], step.stop_reason)
+            elif (bounded or turn.number >= rounds) and (
+                ending := turn.bound_reached(step)
+            ) is not None:
+                ended = await turn.finish([], *ending)
+            else:
                 continue
-            call.due = False
-            try:
-                chunks = call.open()
-                add_text = call.text.add
-                partial = call.partial
-                async for chunk in chunks:
-                    if chunk["type"] == "text":
-                        yield add_text(chunk["text"])
-                        if (
-                            partial is not None
-                            and call.text.size >= partial.next
-                            and (parsed := partial.feed(call.text))
-                        ):
-                            yield parsed
-                    elif chunk["type"] == "finish":
-                        call.finish = chunk
-                    elif (other := call.take(chunk)) is not None:
-                        yield other
-                if partial is not None and (parsed := partial.flush(call.text)):
-                    yield parsed
-            except Exception as exc:  # an LLMError, an abort, or a client that raised
-                call.error = exc
-            finally:
-                if call.guarded is None and getattr(call.stream, "ag_frame", True) is None:
-                    call.stream = None  # an async generator that ran to its end: nothing to close
-                else:
-                    await call.close()
+            for event in ended:
+                yield event
+            return
+    except AbortedError as exc:
+        if started:
+            for event in turn.aborted(exc):
+                yield event
+            return
+        # Aborted while connecting or assembling the prompt: the turn never started, and send()
+        # raises it like every other failure there (the session stays as it was).
+        turn.end_spans({"error_type": type(exc).__name__})
+        for event in turn.end_trace([], "turn:failed"):
+            yield event
+        raise
+    except Exception as exc:
+        # A fault the turn cannot degrade into (an MCP source that will not connect, an attach
+        # read or a prompt layer that fails): what was traced reaches the stream.
+        turn.end_spans({"error_type": type(exc).__name__})
+        for event in turn.end_trace([], "turn:failed"):
+            yield event
+        raise
     finally:
-        await driver.aclose()
         turn.close()
 
 
@@ -252,101 +338,6 @@ class _Turn:
         """Await `step` so that the turn's abort signal interrupts it."""
         scope = self.scope
         return await (step if scope is None else scope.wait(step))
-
-    # C901 allowed: the tool round of plain tools inline (bench/loop_overhead.py).
-    async def drive(  # noqa: C901
-        self, text: str | list[Part] | None
-    ) -> AsyncGenerator[list[AgentEvent], None]:
-        """The turn's phases in order: prepare; then per round the request, the model call
-        (after a batch with `self.call.due` set, `stream_turn` streams it), the round settled
-        and its tools run; finish. Events go out in batches (lists)."""
-        call = self.call
-        if self.tracer is not None and self.tracer.spans is not None:
-            self.open_turn_span()
-        started = False
-        try:
-            span = self.span
-            if span is None:
-                toolset, system = await self.prepare()
-            else:
-                with span:  # attached reads, prompt layers and MCP connects inside the turn
-                    toolset, system = await self.prepare()
-            started = True
-            events = self.started_turn(text, system)
-            if self.resume is not None:  # the decided calls of a paused turn get their results
-                async for batch in self.run_decided(events, toolset):
-                    yield batch
-                if self.pending:  # a tool that was given its input asks again
-                    yield await self.paused([], None)
-                    return
-                events = []
-            live = bool(self.plan.toolbox.sources)  # only MCP tools report progress
-            request = self.request_of(system, toolset)
-            # Whether a bound may end the turn after a tool round: stop conditions, or the
-            # round `max_tool_rounds` allows last (bound_reached says which).
-            bounded = bool(self.plan.stop_when)
-            rounds = self.plan.max_tool_rounds
-            if rounds is None:
-                rounds = sys.maxsize
-            while True:
-                kept = None if self.history is None else await self.kept(system, toolset)
-                events += self.begin_round(request, kept)
-                yield events  # then `stream_turn` streams the call
-                while call.finish is None:  # the attempt failed
-                    events, again = await self.failed(call)
-                    yield events
-                    if not again:
-                        return
-                step = self.settle(call.finish)
-                if not step.tool_calls:
-                    events = self.round_events(step) if self.tracer is not None else []
-                    reason = step.finish_reason or "stop"
-                    yield await self.finish(events, step.stop_reason, reason, step)
-                    return
-                if live:
-                    async for batch in self.run_round(step, toolset):
-                        yield batch
-                    events = []
-                else:
-                    # run_round's loop, inline: no generator per round.
-                    events = self.tool_uses(step)
-                    for part in step.tool_calls:
-                        events.append({"type": "progress", "stage": "tool"})
-                        yield events
-                        ran = self.run_now(part, step, toolset)
-                        events = ran if isinstance(ran, list) else await ran
-                    if self.history is not None or self.tracer is not None:
-                        # A policy may summarize (a model call) and a tracer opens the next
-                        # call's span: only once the consumer has had the round's results.
-                        yield events
-                        events = []
-                    # Else the last call's events go out with the next request's (a batch less).
-                # After a tool round: calls wait for a decision, or a bound ends the turn.
-                if self.pending:
-                    ended = await self.paused([], step.stop_reason)
-                elif (bounded or self.number >= rounds) and (
-                    ending := self.bound_reached(step)
-                ) is not None:
-                    ended = await self.finish([], *ending)
-                else:
-                    continue
-                yield events + ended if events else ended
-                return
-        except AbortedError as exc:
-            if started:
-                yield self.aborted(exc)
-                return
-            # Aborted while connecting or assembling the prompt: the turn never started, and
-            # send() raises it like every other failure there (the session stays as it was).
-            self.end_spans({"error_type": type(exc).__name__})
-            yield self.end_trace([], "turn:failed")
-            raise
-        except Exception as exc:
-            # A fault the turn cannot degrade into (an MCP source that will not connect, an
-            # attach read or a prompt layer that fails): what was traced reaches the stream.
-            self.end_spans({"error_type": type(exc).__name__})
-            yield self.end_trace([], "turn:failed")
-            raise
 
     # -- prepare -----------------------------------------------------------------------------
 
@@ -520,7 +511,6 @@ class _Turn:
         call.attempts_left = self.plan.stream_retries
         call.attempt = 1
         call.finish = None
-        call.due = True
         if self.tracer is not None:
             self.started = time.perf_counter()
             return self.call_started(call)
@@ -532,7 +522,6 @@ class _Turn:
     def call_started(self, call: _Call) -> list[AgentEvent]:
         """Before every provider call, stream retries included (`retry` first when the round
         repeats the model call after tool feedback)."""
-        call.due = True
         out: list[AgentEvent] = []
         if call.attempt == 1 and self.number > 1:
             out.append(_progress("retry"))
@@ -1176,7 +1165,6 @@ class _Call:
     __slots__ = (
         "attempt",
         "attempts_left",
-        "due",
         "error",
         "finish",
         "guarded",
@@ -1195,8 +1183,6 @@ class _Call:
         self.tools = 0
         self.attempts_left = 0
         self.attempt = 0
-        self.due = False
-        """Set when the call is to be streamed after the batch that goes out."""
         self.partial: PartialOutput | None = None
         self.text = _NO_TEXT
         self.tool_snaps: dict[str, str] = {}
