@@ -11,8 +11,11 @@ Prints, for each engine: wall time, cases per second (for the local engine also 
 of this process: steadier than wall time on a shared machine), and memory (the driver's resident
 memory growth over the run, and the bytes Python allocated at peak, traced in a separate run).
 For Ray also a warm figure: a second experiment on the same runtime (its Ray connection and
-actors kept from the first). Also the time to reopen a finished experiment (a rerun with nothing
-left to do) and to build its report.
+actors kept from the first), and the CPU seconds per case of each experiment: the driver's (this
+process) and the cluster's (every process of its nodes' sessions: the actors' workers, raylets,
+GCS), the machine's load average beside them (on a shared machine the wall figures follow the
+load; the CPU figures much less). Also the time to reopen a finished experiment (a rerun with
+nothing left to do) and to build its report.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import resource
 import sys
 import tempfile
@@ -72,16 +76,42 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def sessions_cpu(sessions: list[int]) -> float:
+    """CPU seconds (user + system) of the live processes of `sessions` (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) in sessions:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 async def one_run(
-    root: Path, cases: list[dict[str, Any]], engine: str, concurrency: int, address: str | None
+    root: Path,
+    cases: list[dict[str, Any]],
+    engine: str,
+    concurrency: int,
+    address: str | None,
+    sessions: list[int] | None = None,
 ) -> dict[str, Any]:
     for name in [m for m in sys.modules if m.startswith("benchapp_")]:
         del sys.modules[name]
     registry = load_registry(root)
     lab = registry.runtime
 
+    cpu: dict[str, float] = {}
+
     async def timed(experiment: str) -> float:
-        """Run `experiment` on `engine`; its wall time."""
+        """Run `experiment` on `engine`; its wall time (and in `cpu`, its CPU seconds per case:
+        the driver's and, on Ray, the cluster's)."""
+        cluster = sessions_cpu(sessions) if sessions else 0.0
+        driver = time.process_time()
         start = time.perf_counter()
         report = await evaluate(
             lab,
@@ -94,6 +124,8 @@ async def one_run(
             address=address,
         )
         elapsed = time.perf_counter() - start
+        cpu["driver"] = (time.process_time() - driver) / len(cases)
+        cpu["cluster"] = (sessions_cpu(sessions) - cluster) / len(cases) if sessions else 0.0
         assert report["summary"]["passed"] == len(cases), report["summary"]
         return elapsed
 
@@ -101,9 +133,9 @@ async def one_run(
         _ = lab.run_store  # open the store before the clock starts
         gc.collect()
         before = rss_mb()
-        cpu = time.process_time()
+        load = os.getloadavg()[0]
         elapsed = await timed(f"bench-{engine}")
-        cpu = time.process_time() - cpu
+        cold_cpu = dict(cpu)
         grown = rss_mb() - before
         # A second experiment on the same runtime: its Ray connection and actors are up.
         warm = len(cases) / await timed(f"bench-{engine}-warm") if engine == "ray" else None
@@ -125,7 +157,10 @@ async def one_run(
         "elapsed": elapsed,
         "rate": len(cases) / elapsed,
         "warm_rate": warm,
-        "cpu_rate": len(cases) / cpu,
+        "cpu_rate": 1 / cold_cpu["driver"],
+        "cold_cpu_ms": {k: v * 1000 for k, v in cold_cpu.items()},
+        "warm_cpu_ms": {k: v * 1000 for k, v in cpu.items()},
+        "load": load,
         "rss_growth_mb": grown,
         "reopen_s": reopen,
         "show_s": shown,
@@ -182,15 +217,23 @@ def main() -> None:
         started = time.perf_counter()
         with LocalRayCluster(nodes=2, cpus=1) as cluster:
             boot = time.perf_counter() - started
-            result = asyncio.run(one_run(ray_root, cases, "ray", args.concurrency, cluster.address))
+            result = asyncio.run(
+                one_run(ray_root, cases, "ray", args.concurrency, cluster.address, cluster.sessions)
+            )
+
+        def per_case(cpu: dict[str, float]) -> str:
+            return f"CPU per case: driver {cpu['driver']:.2f} ms, cluster {cpu['cluster']:.2f} ms"
+
         print(
             f"ray engine, 2 nodes x 1 CPU, SQLite: {args.cases} cases in "
             f"{result['elapsed']:.2f} s = {result['rate']:.0f} cases/s (actor start-up included; "
-            f"cluster start-up {boot:.1f} s not); driver RSS +{result['rss_growth_mb']:.1f} MB"
+            f"cluster start-up {boot:.1f} s not); {per_case(result['cold_cpu_ms'])}; "
+            f"driver RSS +{result['rss_growth_mb']:.1f} MB; load {result['load']:.1f}"
         )
         print(
             f"ray engine, 2 nodes x 1 CPU, SQLite, warm (a second experiment on the same "
-            f"runtime, its connection and actors up): {result['warm_rate']:.0f} cases/s"
+            f"runtime, its connection and actors up): {result['warm_rate']:.0f} cases/s; "
+            f"{per_case(result['warm_cpu_ms'])}"
         )
 
 

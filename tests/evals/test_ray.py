@@ -236,6 +236,8 @@ async def test_a_second_experiment_on_the_runtime_reuses_its_ray_connection_and_
         actors = list(pool.actors)
         pids = set(await asyncio.gather(*(a.pid.remote() for a in actors)))
         assert first <= pids and len(pids) == 2
+        # The actors' workers are processes of the cluster's sessions (what the bench counts).
+        assert {os.getsid(pid) for pid in pids} <= set(space.cluster.sessions)
         second = await experiment("two")
         # The same actors (the same worker processes) ran the second one: no start-up.
         assert lab._engines["ray"] is pool and pool.actors == actors

@@ -108,6 +108,13 @@ class LocalRayCluster:
             text = out.decode(errors="replace")[-2000:]
             raise RuntimeError(f"ray start failed ({proc.returncode}):\n{text}")
 
+    @property
+    def sessions(self) -> list[int]:
+        """The session ids of the cluster's processes, one per `ray start`: every process the
+        cluster runs (GCS, raylets, agents, the workers, which have process groups of their
+        own) is in one of them."""
+        return list(self._groups)
+
     def start(self) -> LocalRayCluster:
         """Start the head, then the other nodes; returns self."""
         self._auth_mode = os.environ.get("RAY_AUTH_MODE")
