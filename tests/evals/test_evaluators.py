@@ -232,3 +232,12 @@ def test_the_experiment_engines_load_jsonschema_only_for_a_json_schema_evaluator
     code = "import sys, tether.evals._ray; print('jsonschema' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False"]
+
+
+def test_the_experiment_engines_build_no_pydantic_model_before_a_judge_runs() -> None:
+    # The judge's structured output (a pydantic model) is built on its first use: importing
+    # tether.evals._ray (a Ray worker's import before its first case) builds no model, which
+    # would load pydantic's model machinery (tens of milliseconds).
+    code = "import sys, tether.evals._ray; print('pydantic.main' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False"]

@@ -25,14 +25,13 @@ An evaluator that raises scores the case as an error, with its message; the expe
 from __future__ import annotations
 
 import abc
+import functools
 import inspect
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-import pydantic
 
 from ..errors import ConfigError, DatasetError
 
@@ -444,11 +443,18 @@ class MaxCostUsd(_Limit):
         return _verdict(ok, f"${result.cost_usd:.6f} (limit ${self.limit:g})")
 
 
-class Verdict(pydantic.BaseModel):
-    """What a judge agent answers with (its structured output)."""
+@functools.cache
+def verdict_model() -> type[Any]:
+    """What a judge agent answers with (its structured output): a pydantic model, built on
+    the first judge's first case, not on import (building one costs tens of milliseconds of
+    pydantic's own imports, which every Ray worker would pay before its first case)."""
+    import pydantic
 
-    passed: bool
-    reason: str
+    class Verdict(pydantic.BaseModel):
+        passed: bool
+        reason: str
+
+    return Verdict
 
 
 JUDGE_PROMPT = """\
@@ -503,7 +509,7 @@ class Judge(Declared):
         handle = agent.run(
             memory_scope=f"{ctx.scope}/judge:{self.name}",
             user=prompt,
-            output_schema=Verdict,
+            output_schema=verdict_model(),
             tags=[*ctx.tags, f"judge:{self.name}"],
         )
         verdict = (await handle.result).output
