@@ -462,6 +462,27 @@ async def test_one_actor_call_runs_a_batch_of_cases_and_each_case_runs_once() ->
     assert [batch_size(left, 2) for left in (1000, 100, 9, 1)] == [MAX_BATCH, 13, 2, 1]
 
 
+async def test_an_actor_that_answered_before_gets_a_full_batch_first() -> None:
+    actors = [FakeActor(), FakeActor()]
+    up: set[object] = set()
+    await _drive(actors, _work(300), lambda record: None, up=up)
+    # Not known to be up: one case first; both answered, so both are up now.
+    assert [len(actor.calls[0]) for actor in actors] == [1, 1]
+    assert up == set(actors)
+    for actor in actors:
+        actor.calls.clear()
+    await _drive(actors, _work(300), lambda record: None, up=up)
+    # Up (the runtime's next experiment): a full share of the work at once.
+    assert len(actors[0].calls[0]) == batch_size(300, 2)
+    assert min(len(actor.calls[0]) for actor in actors) > 1
+    # One whose call failed (Ray's retries spent) is up no more.
+    dead = FakeActor(broken=True)
+    up.add(dead)
+    with pytest.raises(AgentRunError):
+        await _drive([dead], _work(3), lambda record: None, up=up, on_gone=up.discard)
+    assert dead not in up
+
+
 async def test_a_batch_that_fails_fails_its_cases_and_the_others_are_recorded() -> None:
     recorded: list[dict[str, object]] = []
     with pytest.raises(AgentRunError, match="1 case run") as caught:

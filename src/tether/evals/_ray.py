@@ -7,7 +7,10 @@ cases in batches, one actor call each (`CaseActor.run_batch`), so a call's cost 
 scheduling, the round trip) is paid once per batch, not once per case: batches are large while
 much is left and shrink towards the end (each a share of what is left), so no actor idles long
 while another finishes a big one. Each actor has two batches in flight, so its next one is there
-when one ends. The driver records each case's result as its batch returns.
+when one ends. An actor's first call is one case, so an actor still starting (its process, its
+imports) holds no batch up while the others run; an actor that has answered once (kept from an
+earlier experiment) gets full batches at once. The driver records each case's result as its
+batch returns.
 
 A worker process that dies mid-batch is restarted by Ray (`max_restarts`) and the batch is sent
 again (`max_task_retries`): Ray actor tasks run at least once, not exactly once, so the case's
@@ -236,7 +239,7 @@ async def run_ray(
         cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
         actors = pool.actors_for(min(cpus, max(1, len(work))))
         runtime._engines["ray"] = pool
-        await _drive(actors, work, on_finished, (plan_json, blob), pool.gone)
+        await _drive(actors, work, on_finished, (plan_json, blob), pool.gone, pool.up)
     except AgentRunError:
         raise  # cases failed: the actors that are up stay for the next experiment
     except BaseException:
@@ -273,6 +276,8 @@ class ActorPool:
         self.started = started
         """Whether this pool joined the cluster (then it leaves it when it closes)."""
         self.actors: list[Any] = []
+        self.up: set[Any] = set()
+        """The actors that have answered a call: up, their start-up behind them."""
 
     def serves(self, key: tuple[Any, ...]) -> bool:
         """Whether this pool runs experiments for `key` (and its connection is still up)."""
@@ -296,6 +301,7 @@ class ActorPool:
 
     def gone(self, actor: Any) -> None:
         """`actor`'s call failed after Ray's retries: it takes no more work."""
+        self.up.discard(actor)
         if actor in self.actors:
             self.actors.remove(actor)
             if self.ray.is_initialized():
@@ -303,6 +309,7 @@ class ActorPool:
 
     async def aclose(self) -> None:
         actors, self.actors = self.actors, []
+        self.up.clear()
         if self.ray.is_initialized():
             for actor in actors:
                 self.ray.kill(actor, no_restart=True)
@@ -326,12 +333,14 @@ class _Driver:
         on_finished: Callable[[dict[str, Any]], None],
         context: tuple[Any, ...],
         on_gone: Callable[[Any], None],
+        up: set[Any],
     ) -> None:
         self.actors = actors
         self.queue = deque(work)
         self.on_finished = on_finished
         self.context = context
         self.on_gone = on_gone
+        self.up = up
         self.failures: list[str] = []
         self.gone: list[str] = []
         """Why an actor stopped taking work (its call failed after Ray's retries)."""
@@ -354,6 +363,7 @@ class _Driver:
             for case, repeat, _ in batch:
                 self.failed(case, repeat, why)
             return False
+        self.up.add(actor)
         for (case, repeat, _), record in zip(batch, records, strict=True):
             if isinstance(record, str):
                 self.failed(case, repeat, record)
@@ -369,9 +379,13 @@ class _Driver:
                 return  # the actor is gone: the others take the rest
 
     async def serve(self, actor: Any) -> None:
-        # Its first call is one case: an actor still starting (its process, its imports) holds
-        # no batch up meanwhile, the ones up take the work.
-        if self.queue and not await self.send(actor, [self.queue.popleft()]):
+        # The first call of an actor not known to be up is one case: one still starting (its
+        # process, its imports) holds no batch up meanwhile, the ones up take the work.
+        if (
+            actor not in self.up
+            and self.queue
+            and not await self.send(actor, [self.queue.popleft()])
+        ):
             return
         await run_together([self.slot(actor) for _ in range(IN_FLIGHT)])
 
@@ -388,10 +402,13 @@ async def _drive(
     on_finished: Callable[[dict[str, Any]], None],
     context: tuple[Any, ...] = (),
     on_gone: Callable[[Any], None] = lambda actor: None,
+    up: set[Any] | None = None,
 ) -> None:
     """Run `work` on `actors`, each call sent `context` after its batch (the plan and the
-    evaluators); `on_gone` learns of each actor whose call failed after Ray's retries."""
-    driver = _Driver(actors, work, on_finished, context, on_gone)
+    evaluators); `on_gone` learns of each actor whose call failed after Ray's retries. `up`
+    holds the actors known to be up (their first call is a full batch); each actor that answers
+    a call is added to it."""
+    driver = _Driver(actors, work, on_finished, context, on_gone, set() if up is None else up)
     await driver.run()
     failures = driver.failures
     if failures:
