@@ -101,6 +101,36 @@ async def test_an_append_waiting_for_another_process_goes_through_when_the_lock_
     await store.aclose()
 
 
+async def test_another_process_s_short_hold_is_retried_soon_and_a_long_one_cheaply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    delays: list[tuple[float, float]] = []
+    next_delay = SqliteBacked._next_delay
+    started = time.monotonic()
+
+    def timed(self: SqliteBacked, *args: object) -> float:
+        delay = next_delay(self, *args)  # type: ignore[arg-type]
+        delays.append((time.monotonic() - started, delay))
+        return delay
+
+    monkeypatch.setattr(SqliteBacked, "_next_delay", timed)
+    path = tmp_path / "locked.db"
+    store = SqliteMessageStore(connect(path), owns=True)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    append = asyncio.ensure_future(store.append("s", [user("waits")]))
+    await asyncio.sleep(0.5)
+    other.execute("COMMIT")
+    assert await append == 1
+    # Another process's write transaction is usually over in well under a millisecond: the
+    # first tenth of a second is retried at most 2 ms apart, then the retries space out.
+    assert max(d for at, d in delays if at < 0.09) <= 0.002
+    assert max(d for at, d in delays) == 0.05
+    other.close()
+    await store.aclose()
+
+
 async def test_stores_owning_one_connection_close_it_with_the_last_of_them(
     tmp_path: Path,
 ) -> None:

@@ -218,6 +218,15 @@ def connection_thread_lock(conn: sqlite3.Connection) -> threading.Lock:
 _T = TypeVar("_T")
 
 
+_FIRST_DELAY = 0.0001
+"""Seconds before the first retry of an operation that found another process's write lock."""
+_SHORT_WAIT = 0.1
+"""Seconds of waiting during which the retries stay at most `_SHORT_CAP` apart."""
+_SHORT_CAP = 0.002
+_LONG_CAP = 0.05
+"""The longest sleep between two retries, once the wait is past `_SHORT_WAIT`."""
+
+
 class _Busy(Exception):
     """An operation found the file locked by another process; nothing of it was done."""
 
@@ -231,8 +240,12 @@ class SqliteBacked(SqlBacked):
     so SQLite's busy handler, which sleeps before it retries, is never needed within a process:
     the stores set the connection's busy timeout to 0. When another *process* holds the write
     lock, an operation fails at once without doing anything and is tried again after an
-    `asyncio.sleep` (1 ms, doubling to 50 ms), so the wait never blocks the event loop; it gives
-    up after the connection's configured timeout (`connect(timeout=...)`, 30 s by default).
+    `asyncio.sleep`, so the wait never blocks the event loop: 0.1 ms, doubling to 2 ms while the
+    wait is under 0.1 s (another process's write transaction holds the lock for well under a
+    millisecond, so a long first sleep would leave the lock free and this process idle: two Ray
+    workers on one file lost 10-20% of their time so), then to 50 ms (a long hold, polled
+    cheaply); it gives up after the connection's configured timeout (`connect(timeout=...)`,
+    30 s by default).
 
     A store takes its connection from the caller. With `owns=True` it shares the connection's
     ownership: the last owning store to close closes it (so the message, run and workflow stores
@@ -286,7 +299,7 @@ class SqliteBacked(SqlBacked):
     def _sync(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run `fn` now, blocking while another process holds the write lock (for the work a
         constructor does, which cannot wait in the event loop)."""
-        delay, deadline = 0.001, time.monotonic() + self._shared.wait
+        delay, deadline = _FIRST_DELAY, time.monotonic() + self._shared.wait
         while True:
             try:
                 return self._attempt(fn)
@@ -300,7 +313,7 @@ class SqliteBacked(SqlBacked):
         try:
             return self._attempt(fn)
         except _Busy as busy:
-            delay, deadline = 0.001, time.monotonic() + self._shared.wait
+            delay, deadline = _FIRST_DELAY, time.monotonic() + self._shared.wait
             last = busy
         while True:
             await asyncio.sleep(delay)
@@ -311,13 +324,15 @@ class SqliteBacked(SqlBacked):
                 delay = self._next_delay(delay, deadline, last)
 
     def _next_delay(self, delay: float, deadline: float, busy: _Busy) -> float:
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             raise StoreError(
                 f"the SQLite database is locked by another process and stayed locked for "
                 f"{self._shared.wait:g} s ({busy.__cause__}); retry when it is done, or open "
                 "the store with a longer connect(timeout=...)"
             ) from busy.__cause__
-        return min(delay * 2, 0.05)
+        waited = self._shared.wait - (deadline - now)
+        return min(delay * 2, _SHORT_CAP if waited < _SHORT_WAIT else _LONG_CAP)
 
     async def aclose(self) -> None:
         """Close the connection once every store that owns it is closed; idempotent."""
