@@ -10,7 +10,7 @@ import genai_prices
 import pytest
 
 from tether.errors import ConfigError
-from tether.pricing import Quote, check_overrides, cost, quote
+from tether.pricing import Quote, asks_genai_prices, check_overrides, cost, quote
 
 
 def list_price(model: str, provider: str) -> genai_prices.types.ModelPrice:
@@ -172,3 +172,20 @@ def test_every_unpriced_call_says_why() -> None:
     unknown = quote(usage, "openai:my-finetune-xyz").unpriced or ""
     assert "no price for 'my-finetune-xyz' of provider 'openai'" in unknown
     assert quote(usage, "openai:gpt-4o").unpriced is None
+
+
+@pytest.mark.parametrize(
+    ("model", "pricing", "asks"),
+    [
+        ("openai:gpt-4o-mini", True, True),
+        ("gpt-4o-mini", True, True),  # a bare model id: only genai-prices knows
+        ("test:echo", True, False),  # a provider genai-prices has no prices for
+        ("ollama:llama3", True, False),
+        ("openai:gpt-4o-mini", False, False),
+    ],
+)
+def test_only_a_call_genai_prices_may_price_asks_it(model: str, pricing: bool, asks: bool) -> None:
+    assert asks_genai_prices(model, pricing=pricing) is asks
+    if not asks:
+        # ... and its quote says why without it.
+        assert quote({"input_tokens": 1}, model, pricing=pricing).unpriced

@@ -25,23 +25,43 @@ unchanged and never counted twice; reasoning tokens are inside `output_tokens` t
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from types import ModuleType
 from typing import Any, TypedDict, Unpack
 
 from . import _extras
 from .errors import ConfigError
 from .events import Usage
 
-try:
-    import genai_prices
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise _extras.missing_extra("tether.pricing needs the genai-prices package", "lab") from exc
+__all__ = [
+    "PriceOptions",
+    "PriceOverride",
+    "Quote",
+    "asks_genai_prices",
+    "check_overrides",
+    "cost",
+    "quote",
+]
 
-__all__ = ["PriceOptions", "PriceOverride", "Quote", "check_overrides", "cost", "quote"]
+if importlib.util.find_spec("genai_prices") is None:  # pragma: no cover - without the extra
+    raise _extras.missing_extra("tether.pricing needs the genai-prices package", "lab")
+_GENAI: ModuleType | None = None
+"""genai-prices, imported at the first call that asks it (importing it and its price data costs
+about 0.35 s of CPU, which a call to a model it cannot price never needs)."""
+
+
+def _genai_prices() -> ModuleType:
+    global _GENAI
+    if _GENAI is None:
+        import genai_prices
+
+        _GENAI = genai_prices
+    return _GENAI
 
 
 class PriceOverride(TypedDict, total=False):
@@ -129,6 +149,15 @@ def check_overrides(overrides: Any, where: str = "prices") -> dict[str, PriceOve
     return out
 
 
+def asks_genai_prices(model: str, *, pricing: bool = True) -> bool:
+    """Whether pricing a call to `model` may look it up in genai-prices (so its data is worth
+    loading ahead): not for a provider genai-prices does not know (a scripted or local model
+    named ``"script:..."``), nor with ``pricing=False``; overrides are checked first either way.
+    """
+    provider = _split(model)[0]
+    return pricing and (provider is None or provider in _PROVIDER_IDS)
+
+
 def _split(model: str) -> tuple[str | None, str]:
     provider, sep, name = model.partition(":")
     return (provider, name) if sep else (None, model)
@@ -212,6 +241,7 @@ def quote(usage: Usage, model: str, **options: Unpack[PriceOptions]) -> Quote:
     unknown = (name, provider_id, url)
     if at is None and unknown in _UNKNOWN:
         return _no_price(model, name, provider_id, url)
+    genai_prices = _genai_prices()
     priced = genai_prices.Usage(
         input_tokens=usage.get("input_tokens", 0),
         output_tokens=usage.get("output_tokens", 0),

@@ -215,21 +215,35 @@ def test_bad_price_overrides_are_config_errors() -> None:
 _PRICING_THREAD = """
 import asyncio, sys, threading
 
+import importlib.machinery
+
 class Watch:
+    # Notes the thread that runs genai-prices' module code (a find_spec alone is no import).
     seen = []
     def find_spec(self, name, path=None, target=None):
-        if name == "genai_prices":
+        if name != "genai_prices":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+        def exec_module(module):
             Watch.seen.append(threading.current_thread().name)
-        return None
+            run(module)
+        spec.loader.exec_module = exec_module
+        return spec
 
 sys.meta_path.insert(0, Watch())
 from tether.lab import Runtime
+from tether.testing import script_client
 
 async def main():
     lab = Runtime(store="memory", version=False)
-    agent = lab.create_agent(id="a", model="test")
+    # A bare model id: genai-prices is asked (model="test" would not ask it at all).
+    model = sys.argv[1]
+    if model == "gpt-4o-mini":
+        model = script_client([{"text": "ok", "usage": {"input_tokens": 1}}] * 4, model=model)
+    agent = lab.create_agent(id="a", model=model)
     results = await asyncio.gather(*(agent.run(user=f"hi {i}").result for i in range(4)))
-    assert [r.text for r in results] == [f"hi {i}" for i in range(4)]
+    assert all(r.text for r in results)
     await lab.aclose()
     print(",".join(Watch.seen))
 
@@ -237,14 +251,26 @@ asyncio.run(main())
 """
 
 
-def test_the_price_data_is_loaded_off_the_event_loop(tmp_path: Path) -> None:
-    # A fresh interpreter, where genai-prices is not imported yet: the first model calls of
-    # concurrent runs must not import it on the event loop's thread.
+def _genai_prices_imported_by(tmp_path: Path, model: str) -> str:
+    """The threads that imported genai-prices in a fresh interpreter running four concurrent
+    runs on `model` (comma-separated; empty when none did)."""
     script = tmp_path / "pricing_thread.py"
     script.write_text(_PRICING_THREAD)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, str(script), model], capture_output=True, text=True, env=env, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "tether-pricing"
+    return done.stdout.strip()
+
+
+def test_the_price_data_is_loaded_off_the_event_loop(tmp_path: Path) -> None:
+    # A fresh interpreter, where genai-prices is not imported yet: the first model calls of
+    # concurrent runs must not import it on the event loop's thread.
+    assert _genai_prices_imported_by(tmp_path, "gpt-4o-mini") == "tether-pricing"
+
+
+def test_a_model_genai_prices_cannot_price_never_loads_its_data(tmp_path: Path) -> None:
+    # The keyless test model ("test:echo": a provider genai-prices does not know): its runs
+    # are unpriced without importing genai-prices (about 0.35 s of CPU) or waiting for it.
+    assert _genai_prices_imported_by(tmp_path, "test") == ""

@@ -729,6 +729,9 @@ class RecordingClient:
         self.base_url: str | None = base if isinstance(base, str) else None
         self.pricing = getattr(inner, "pricing", True) is not False
         """False when the model config says ``pricing=False``: its calls are never priced."""
+        self.asks_prices = _asks_prices(self.model_ref, self.pricing)
+        """Whether pricing its calls may look them up in genai-prices (whose data is then
+        loaded, in a thread, while the first call streams); a scripted model's never do."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -748,7 +751,7 @@ class RecordingClient:
                 yield chunk
             return
         call, model = recorder._call_started(self, request)
-        pricing = pricing_loaded()  # loads in a thread while the model answers
+        pricing = pricing_loaded() if self.asks_prices else None  # loads while it answers
         started = time.perf_counter()
         first: float | None = None
         ended = False
@@ -760,7 +763,7 @@ class RecordingClient:
                     first = round(time.perf_counter() - started, 6)
                 if kind == "finish":
                     ended = True
-                    if not pricing.done():
+                    if pricing is not None and not pricing.done():
                         await asyncio.wrap_future(pricing)
                     recorder._call_finished(
                         self,
@@ -796,6 +799,14 @@ class RecordingClient:
 def unwrapped(client: LLMClient) -> LLMClient:
     """The client a `RecordingClient` stands in front of (itself for any other client)."""
     return client.inner if isinstance(client, RecordingClient) else client
+
+
+def _asks_prices(model: str, pricing: bool) -> bool:
+    try:
+        from ..pricing import asks_genai_prices
+    except ImportError:  # no lab extra: `_price` says so per call
+        return False
+    return asks_genai_prices(model, pricing=pricing)
 
 
 _PRICING: concurrent.futures.Future[None] | None = None
