@@ -22,6 +22,7 @@ from tether import (
 )
 from tether.errors import LLMError
 from tether.testing import collect, script_client
+from tether.tools import ToolResult
 
 
 def kinds(events: list[Any]) -> list[str]:
@@ -824,3 +825,81 @@ async def test_the_tool_index_is_built_once_for_an_agent_without_integrations() 
     await collect(agent, Session(), "two")
     assert await agent.toolbox.toolset() is first
     assert await agent.toolbox.toolset(override=[add_tool()]) is not first
+
+
+def every_kind_of_call() -> tuple[list[Any], list[Any]]:
+    """Tools and a script whose calls take each way a call can end: a plain answer, a number, a
+    `ToolResult` error, an async tool, a tool that reads its ctx and remembers, an answer over
+    `max_tool_result_chars`, an unknown tool and arguments that are not JSON."""
+
+    async def slow(value: Any) -> str:
+        await asyncio.sleep(0)
+        return f"slow {value['q']}"
+
+    def note(value: Any, ctx: RunContext) -> str:
+        ctx.remember({"noted": value["q"]})
+        return f"noted in {ctx.tool_call_id}"
+
+    tools = [
+        add_tool(),
+        define_tool(name="echo", execute=lambda v: v["q"]),
+        define_tool(name="fail", execute=lambda v: ToolResult("nope", is_error=True)),
+        define_tool(name="slow", execute=slow),
+        define_tool(name="note", execute=note),
+        define_tool(name="long", execute=lambda v: "x" * 50),
+    ]
+    calls = [
+        {"name": "add", "input": {"a": 1, "b": 2}},
+        {"name": "echo", "input": {"q": "hi"}},
+        {"name": "fail", "input": {}},
+        {"name": "slow", "input": {"q": "s"}},
+        {"name": "note", "input": {"q": "n"}},
+        {"name": "long", "input": {}},
+        {"name": "missing", "input": {}},
+        {"name": "echo", "input": '{"q": '},
+    ]
+    turns = [{"text": "Calling.", "tool_use": calls}, {"tool_use": calls[:2]}, {"text": "done"}]
+    return tools, turns
+
+
+async def test_calls_run_in_the_turns_frame_end_as_the_guarded_path_ends_them() -> None:
+    # stream_turn runs a call itself when nothing stands before it; a tool-call guardrail (one
+    # that allows everything) sends every call through run_tool. Same events, same session.
+    tools, turns = every_kind_of_call()
+    runs = []
+    for guard in (None, lambda call, ctx: None):
+        agent = create_agent(
+            llm=script_client(turns), tools=tools, on_tool_call=guard, max_tool_result_chars=20
+        )
+        session = Session(id="s")
+        runs.append(([dict(e) for e in await collect(agent, session, "go")], session))
+    (plain, plain_session), (guarded, guarded_session) = runs
+    assert plain == guarded
+    assert plain_session == guarded_session
+    results = [(e["name"], e.get("is_error", False)) for e in plain if e["type"] == "tool_result"]
+    assert results[:8] == [
+        ("add", False),
+        ("echo", False),
+        ("fail", True),
+        ("slow", False),
+        ("note", False),
+        ("long", False),
+        ("missing", True),
+        ("echo", True),
+    ]
+    assert [e["patch"] for e in plain if e["type"] == "memory"] == [{"noted": "n"}]
+    assert plain_session["memory"] == {"noted": "n"}
+    assert "truncated" in [e for e in plain if e["type"] == "tool_result"][5]["output"]
+
+
+async def test_a_traced_turn_has_the_events_of_a_plain_one_beside_its_trace_records() -> None:
+    tools, turns = every_kind_of_call()
+    runs = []
+    for trace in (False, True):
+        agent = create_agent(
+            llm=script_client(turns), tools=tools, trace=trace, max_tool_result_chars=20
+        )
+        session = Session(id="s")
+        events = await collect(agent, session, "go")
+        runs.append(([dict(e) for e in events if e["type"] != "trace"], session))
+    assert runs[0] == runs[1]

@@ -145,6 +145,12 @@ async def stream_turn(  # noqa: C901 - the turn's phases and the per-chunk path 
             events = []
         live = bool(plan.toolbox.sources)  # only MCP tools report progress
         request = turn.request_of(system, toolset)
+        # What the tool rounds check once per turn: a call runs in this frame unless guardrails
+        # or a span stand before it; its plain answer joins the transcript here unless traced.
+        index, ctx, scope = toolset.index, turn.ctx, turn.scope
+        guarded = bool(plan.tool_guards) or turn.span is not None
+        plain = tracer is None
+        limit = plan.max_tool_result_chars
         # Whether a bound may end the turn after a tool round: stop conditions, or the round
         # `max_tool_rounds` allows last (bound_reached says which).
         bounded = bool(plan.stop_when)
@@ -206,8 +212,45 @@ async def stream_turn(  # noqa: C901 - the turn's phases and the per-chunk path 
                     yield event
                 for part in step.tool_calls:
                     yield {"type": "progress", "stage": "tool"}  # fresh: a consumer may keep it
-                    ran = turn.run_now(part, step, toolset)
-                    for event in ran if isinstance(ran, list) else await ran:
+                    tool = index.get(part["name"])
+                    if (
+                        tool is None
+                        or guarded
+                        or tool.decides
+                        or isinstance(part["input"], str)
+                        or (scope is not None and scope.fired)  # run_tool raises the abort
+                    ):
+                        ran = await turn.run_tool(part, step, toolset)
+                    else:  # nothing stands before the call: the tool runs here, sync if it can
+                        began = time.perf_counter() if tracer is not None else 0.0
+                        own = ctx
+                        if tool._takes_ctx or tool.endpoint is not None:  # it reads its own
+                            own = ctx.for_call(part["id"])
+                        # The tool gets its own copy: the call's input is also the transcript's.
+                        value = copy_json(part["input"])
+                        answer = tool._start(value, own)
+                        if (
+                            type(answer) is str
+                            and plain
+                            and (limit is None or len(answer) <= limit)
+                        ):
+                            # `took` of a plain answer: the result joins the transcript
+                            result: ToolResultEvent = {
+                                "type": "tool_result",
+                                "id": part["id"],
+                                "name": part["name"],
+                                "output": answer,
+                            }
+                            step.tool_results.append(fold_tool_result(turn.messages, result))
+                            turn.closed += 1
+                            yield result
+                            if ctx._pending:  # the memory the call asked for
+                                for event in turn.memory_writes([]):
+                                    yield event
+                            continue
+                        now = turn.answered_now(part, step, tool, value, answer, began)
+                        ran = now if isinstance(now, list) else await now
+                    for event in ran:
                         yield event
             events = []
             # After a tool round: calls wait for a decision, or a bound ends the turn.
@@ -252,6 +295,7 @@ class _Turn:
         "answered_by",
         "call",
         "chat_span",
+        "closed",
         "ctx",
         "history",
         "memory_view",
@@ -283,6 +327,9 @@ class _Turn:
         self.memory_view: dict[str, Any] = {}
         self.usage: Usage = {}
         self.open_calls: list[ToolCallPart] = []
+        """The calls of the running tool round (a resumed turn's: its decided calls), in order;
+        the first `closed` of them have their result or wait for a decision."""
+        self.closed = 0
         self.pending: list[PendingCall] = []
         """The calls of the running round that wait for a decision."""
         waiting = session.get("pending")
@@ -419,6 +466,7 @@ class _Turn:
         event: ResumedEvent = {"type": "resumed", "decisions": decisions}
         out.append(event)
         self.open_calls = [_call_part(p) for p, _ in self.resume]
+        self.closed = 0
         return out
 
     async def run_decided(
@@ -450,6 +498,7 @@ class _Turn:
             fold(self.messages, self.memory_view, result)
             out.append(result)
         self.open_calls = []
+        self.closed = 0
         self.resume = None
 
     def decided(self, part: PendingCall, decision: Decision) -> ToolResultEvent:
@@ -507,10 +556,8 @@ class _Turn:
             request["messages"] = sent
         call = self.call
         call.request = request
-        call.tools = len(turn.get("tools", ()))
         call.attempts_left = self.plan.stream_retries
         call.attempt = 1
-        call.finish = None
         if self.tracer is not None:
             self.started = time.perf_counter()
             return self.call_started(call)
@@ -528,7 +575,8 @@ class _Turn:
         out.append(_progress("sent"))
         if self.tracer is not None:
             data: dict[str, Any] = {"round": self.number, "model": self.plan.client.model}
-            data["tools"] = call.tools
+            assert call.request is not None
+            data["tools"] = len(call.request.get("tools", ()))
             if call.attempt > 1:
                 data["attempt"] = call.attempt
             out.append(self.tracer.record("request", "chat", data))
@@ -699,7 +747,8 @@ class _Turn:
                     use["agent"] = agent
             fold_tool_use(self.messages, use)
             out.append(use)
-        self.open_calls = list(step.tool_calls)
+        self.open_calls = step.tool_calls
+        self.closed = 0
         return out
 
     async def run_round(
@@ -763,40 +812,24 @@ class _Turn:
                 self.tracer.end_span(span, ended)
         return self.took(call, step, events, result, started)
 
-    def run_now(
-        self, call: ToolCallPart, step: RoundResult, toolset: Toolset
+    def answered_now(
+        self,
+        call: ToolCallPart,
+        step: RoundResult,
+        tool: Tool,
+        value: Any,
+        answer: str | ToolResult | Awaitable[ToolResult],
+        started: float,
     ) -> list[AgentEvent] | Awaitable[list[AgentEvent]]:
-        """`run_tool` for a round's call, without a coroutine where none is needed: a call of a
-        tool that no guardrail or decision stands before (and no span wraps) runs here, and its
-        events come back at once when the tool answers without awaiting. Anything else comes
-        back as what to await (`run_tool`, or the rest of the call)."""
-        tool = toolset.index.get(call["name"])
-        scope = self.scope
-        if (
-            tool is None
-            or self.plan.tool_guards
-            or self.span is not None
-            or (scope is not None and scope.fired)  # run_tool raises the abort
-            or isinstance(call["input"], str)
-            or tool.decides
-        ):
-            return self.run_tool(call, step, toolset)
-        started = time.perf_counter() if self.tracer is not None else 0.0
-        cid = call["id"]
-        # call_context() with no guardrail and no decision: its own only for a tool that reads it
-        ctx = self.ctx.for_call(cid) if tool._takes_ctx or tool.endpoint is not None else self.ctx
-        # The tool gets its own copy: the call's input is also the transcript's.
-        value = copy_json(call["input"])
-        answer = tool._start(value, ctx)
-        events: list[AgentEvent] = []
-        result: ToolResultEvent | PendingCall
-        if isinstance(answer, str):  # a plain answer (the common case): its text
-            result = self.result_event(events, cid, call["name"], answer)
-        elif isinstance(answer, ToolResult):
-            result = self.answered(events, call, tool, value, answer)
-        else:
-            return self.finish_now(call, step, tool, value, answer, started)
-        return self.took(call, step, events, result, started)
+        """A call `stream_turn` ran itself (no guardrail, decision or span before it), after
+        `Tool._start`: its events at once when the tool answered without awaiting, else what
+        to await for them (the rest of the call)."""
+        if isinstance(answer, (str, ToolResult)):
+            events: list[AgentEvent] = []
+            return self.took(
+                call, step, events, self.answered(events, call, tool, value, answer), started
+            )
+        return self.finish_now(call, step, tool, value, answer, started)
 
     async def finish_now(
         self,
@@ -807,7 +840,7 @@ class _Turn:
         rest: Awaitable[ToolResult],
         started: float,
     ) -> list[AgentEvent]:
-        """`run_now`'s call when the tool awaits: the rest of it, under the abort scope."""
+        """`answered_now`'s call when the tool awaits: the rest of it, under the abort scope."""
         result = await self.wait(rest)
         events: list[AgentEvent] = []
         return self.took(
@@ -824,10 +857,10 @@ class _Turn:
     ) -> list[AgentEvent]:
         """After a call: a pending one joins `self.pending`; a result gets its record, joins
         the transcript and the round's results, then the memory the call asked for."""
+        self.closed += 1
         if "kind" in result:  # it waits for a decision (`_is_pending`, inline)
             self.drain(events)
             self.pending.append(cast(PendingCall, result))
-            self.open_calls.pop(0)
             return events
         if self.tracer is not None:
             self.drain(events)
@@ -835,15 +868,19 @@ class _Turn:
             data["is_error"] = result.get("is_error", False)
             events.append(self.tracer.record("tool", call["name"], data))
         part = fold_tool_result(self.messages, result)
-        self.open_calls.pop(0)
         if step is not None:
             step.tool_results.append(part)
         events.append(result)
-        ctx = self.ctx
-        if ctx._pending:  # `has_memory_writes`, without a property call per tool call
-            for patch in ctx.take_memory_writes():
-                events.append({"type": "memory", "patch": patch})
+        if self.ctx._pending:  # `has_memory_writes`, without a property call per tool call
+            self.memory_writes(events)
         return events
+
+    def memory_writes(self, out: list[AgentEvent]) -> list[AgentEvent]:
+        """The `memory` events of the writes asked for so far (`ctx.remember`), appended."""
+        for patch in self.ctx.take_memory_writes():
+            mem: MemoryEvent = {"type": "memory", "patch": patch}
+            out.append(mem)
+        return out
 
     def call_context(self, tool: Tool, cid: str, decides: bool) -> RunContext:
         """The call's own context only where something reads it (a tool that takes `ctx`, an
@@ -1118,10 +1155,8 @@ class _Turn:
         tracer = self.tracer
         if tracer is not None:
             out.extend(tracer.drain())
-        if self.ctx.has_memory_writes:
-            for patch in self.ctx.take_memory_writes():
-                mem: MemoryEvent = {"type": "memory", "patch": patch}
-                out.append(mem)
+        if self.ctx._pending:
+            self.memory_writes(out)
         if tracer is not None:
             out.append(tracer.record("usage", "turn", dict(self.usage)))
         out.append(_progress("done"))
@@ -1150,7 +1185,7 @@ class _Turn:
         """Every call the model made gets a result, so the transcript stays a valid request."""
         out: list[AgentEvent] = [
             _result(c["id"], c["name"], "The turn was aborted before this call finished.")
-            for c in [*self.pending, *self.open_calls]
+            for c in [*self.pending, *self.open_calls[self.closed :]]
         ]
         self.end_trace(out, "turn:aborted")
         self.end_spans({"error_type": type(exc).__name__})
@@ -1173,14 +1208,12 @@ class _Call:
         "stream",
         "text",
         "tool_snaps",
-        "tools",
         "turn",
     )
 
     def __init__(self, turn: _Turn) -> None:
         self.turn = turn
         self.request: ChatRequest | None = None
-        self.tools = 0
         self.attempts_left = 0
         self.attempt = 0
         self.partial: PartialOutput | None = None
