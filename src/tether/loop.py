@@ -159,7 +159,7 @@ async def stream_turn(  # noqa: C901 - the turn's phases and the per-chunk path 
             rounds = sys.maxsize
         while True:
             kept = None if turn.history is None else await turn.kept(system, toolset)
-            events += turn.begin_round(request, kept)
+            turn.begin_round(request, kept, events)
             while True:  # the round's model call: its attempts
                 for event in events:
                     yield event
@@ -547,9 +547,12 @@ class _Turn:
             request["blobs"] = plan.blobs
         return request
 
-    def begin_round(self, turn: ChatRequest, sent: list[Message] | None = None) -> list[AgentEvent]:
+    def begin_round(
+        self, turn: ChatRequest, sent: list[Message] | None, out: list[AgentEvent]
+    ) -> None:
         """The next round's request (a copy of the `turn`'s, from `request_of`) on the round's
-        call, and what comes before the call. `sent`: what the history policy keeps."""
+        call, and what comes before the call (appended to `out`). `sent`: what the history
+        policy keeps (None: the transcript)."""
         self.number += 1
         request = turn.copy()
         if sent is not None:
@@ -560,11 +563,12 @@ class _Turn:
         call.attempt = 1
         if self.tracer is not None:
             self.started = time.perf_counter()
-            return self.call_started(call)
+            out += self.call_started(call)
+            return
         # Fresh progress dicts each time: a consumer may keep or annotate the events it is given.
-        if self.number == 1:
-            return [{"type": "progress", "stage": "sent"}]
-        return [{"type": "progress", "stage": "retry"}, {"type": "progress", "stage": "sent"}]
+        if self.number > 1:
+            out.append({"type": "progress", "stage": "retry"})
+        out.append({"type": "progress", "stage": "sent"})
 
     def call_started(self, call: _Call) -> list[AgentEvent]:
         """Before every provider call, stream retries included (`retry` first when the round
@@ -733,6 +737,7 @@ class _Turn:
         )
         first = True
         agent = self.plan.agent
+        messages = self.messages
         for call in step.tool_calls:
             use: ToolUseEvent = {
                 "type": "tool_use",
@@ -745,7 +750,7 @@ class _Turn:
                 first = False
                 if agent is not None:
                     use["agent"] = agent
-            fold_tool_use(self.messages, use)
+            fold_tool_use(messages, use)
             out.append(use)
         self.open_calls = step.tool_calls
         self.closed = 0

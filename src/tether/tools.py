@@ -189,7 +189,9 @@ class Tool:
         if kind is str:  # the answers most tools give, without `_result`'s other cases
             text: str = value
             return text
-        if kind is int or kind is float or kind is bool or value is None:
+        if kind is int:  # `output_text`'s first case, without the call
+            return repr(value)
+        if kind is float or kind is bool or value is None:
             return output_text(value)
         if kind not in _PLAIN and inspect.isawaitable(value):
             return self._finish(value, raw_input, ctx)
@@ -294,7 +296,7 @@ def output_text(value: Any) -> str:
     # encoder json builds on every call.
     kind = type(value)
     if kind is int:
-        return int.__repr__(value)
+        return repr(value)  # exactly an int: its repr is its JSON
     if kind is bool:
         return "true" if value else "false"
     if value is None:
