@@ -1136,12 +1136,9 @@ class _Turn:
         """Output guardrails on the `final` round's text, queued memory, then `done` (appended to
         `out`). Without a final round (a bound ended the turn) there is no text to guard."""
         text = "" if final is None else final.text
-        thinking: list[ThinkingPart] = (
-            [] if final is None else [p for p in final.content if p["type"] == "thinking"]
-        )
-        guard = final is not None
+        thinking, kept = ([], []) if final is None else _final_parts(final.content)
         denied = False
-        if guard and self.plan.output_guards:
+        if final is not None and self.plan.output_guards:
             guards = run_output_guards(self.plan.output_guards, text, self.ctx)
             if self.span is None:
                 outcome = await self.wait(guards)
@@ -1178,8 +1175,8 @@ class _Turn:
             done["model"] = self.answered_by
         if self.plan.agent is not None:
             done["agent"] = self.plan.agent
-        if final is not None and not denied:
-            _keep_parts(done, final.content)
+        if kept and not denied:
+            _keep_parts(done, kept)
         fold(self.messages, self.memory_view, done)
         out.append(done)
         if self.span is not None:
@@ -1372,10 +1369,24 @@ def _call_part(p: PendingCall) -> ToolCallPart:
     return {"type": "tool_call", "id": p["id"], "name": p["name"], "input": p["input"]}
 
 
+def _final_parts(content: list[Any]) -> tuple[list[ThinkingPart], list[Any]]:
+    """The final round's thinking, and its parts beside text and thinking (for `_keep_parts`),
+    in one pass: most final rounds are one text part."""
+    thinking: list[ThinkingPart] = []
+    kept: list[Any] = []
+    for p in content:
+        kind = p["type"]
+        if kind == "thinking":
+            thinking.append(p)
+        elif kind != "text" and kind != "tool_call":
+            kept.append(p)
+    return thinking, kept
+
+
 def _keep_parts(done: DoneEvent, content: list[Any]) -> None:
-    """The final round's parts beside its text and thinking that the transcript keeps: the
-    provider-hosted tools' blocks (with text; for the next request, `tether.llm.builtin`) and
-    the images the model made (Gemini, Responses image generation)."""
+    """The final round's parts beside its text and thinking (`content`) that the transcript
+    keeps: the provider-hosted tools' blocks (with text; for the next request,
+    `tether.llm.builtin`) and the images the model made (Gemini, Responses image generation)."""
     if done["text"]:
         hosted = [p for p in content if p["type"] == "provider"]
         if hosted:

@@ -351,8 +351,9 @@ def fold_tool_use(messages: list[Message], event: ToolUseEvent) -> None:
     }
     preamble = event.get("preamble")
     if preamble is not None or not messages or messages[-1]["role"] != "assistant":
-        content: list[Part] = [_copy_part(p) for p in preamble] if preamble else []
-        content.append(call)
+        content: list[Part] = [call]
+        if preamble:
+            content[:0] = [_copy_part(p) for p in preamble]
         opened: Message = {"role": "assistant", "content": content}
         if "agent" in event:
             opened["agent"] = event["agent"]
