@@ -9,7 +9,8 @@ without calling a tool, a bound is hit, or the turn is aborted. `stream_turn()` 
 2. per round: **the request** (`_Turn.begin_round`); **one model call streamed** (`_Call`, streamed
    by `stream_turn` itself: the per-chunk hot path, with its stream retries); **the round
    settled** (`_Turn.settle`: usage, the round's result, tool round or final); **the tools run**
-   (`_Turn.run_tool`: guardrails, the tool, its result, the memory it asked for);
+   (`_Turn.run_tool`: guardrails, the tool, its result, the memory it asked for; a call that
+   nothing stands before, no guardrail, decision or span, runs in `stream_turn`'s own frame);
 3. **finish** (`_Turn.finish`): output guardrails, queued memory, `done`.
 
 `stream_turn` runs the phases in order in one frame, the generator the caller iterates, and
