@@ -21,6 +21,7 @@ from tether.stores import (
     InMemoryMessageStore,
     MessageStore,
     ScopeLeases,
+    ScopeVersions,
     SqliteMessageStore,
     StoredRecord,
 )
@@ -390,3 +391,60 @@ async def test_an_append_under_a_lease_is_refused_once_another_owner_took_the_sc
     assert [text_of(r) for r in await store.load("s")] == ["a's first", "b's"]
     assert await store.info("never") is None
     assert await store.append("s", [user("unfenced")]) == 3
+
+
+# -- scope versions ------------------------------------------------------------------------------
+
+
+async def test_a_scope_version_goes_one_up_with_each_write_of_its_records(
+    store: MessageStore,
+) -> None:
+    assert isinstance(store, ScopeVersions)
+    assert await store.version("s") == 0  # never written
+    assert await store.load_versioned("s") == (0, [])
+    await store.append("s", [user("a")])
+    first = await store.version("s")
+    assert first != 0
+    assert await store.append("s", [user("b"), user("c")]) == 3
+    assert await store.version("s") == first + 1
+    assert await store.load_versioned("s") == (first + 1, await store.load("s"))
+    await store.set_title("s", "a title")  # not a write of the records
+    assert await store.version("s") == first + 1
+    await store.replace("s", [user("d")])
+    assert await store.load_versioned("s") == (first + 2, [user("d")])
+    # Under a lease: one up as well; refused, nothing changes.
+    assert isinstance(store, ScopeLeases)
+    assert await store.acquire_scope("s", "a", ttl=30) is None
+    await store.append("s", [user("e")], lease="a")
+    with pytest.raises(LeaseLostError):
+        await store.append("s", [user("f")], lease="b")
+    assert await store.version("s") == first + 3
+    # Deleted and written again: a new start, not the versions it had.
+    await store.delete("s")
+    assert await store.version("s") == 0
+    await store.append("s", [user("g")])
+    assert await store.version("s") not in range(first, first + 4)
+    # A scope with a title and no records yet.
+    await store.set_title("t", "titled")
+    version, records = await store.load_versioned("t")
+    assert records == [] and version == await store.version("t")
+
+
+async def test_another_connection_writing_a_scope_moves_its_version(tmp_path: Path) -> None:
+    # Two stores on one file (another process's connection, in effect), and on one database.
+    url = postgres_url()
+    pairs: list[tuple[MessageStore, MessageStore]] = [
+        (SqliteMessageStore.open(tmp_path / "m.db"), SqliteMessageStore.open(tmp_path / "m.db")),
+        (PostgresMessageStore(url), PostgresMessageStore(url)),
+    ]
+    for mine, other in pairs:
+        assert isinstance(mine, ScopeVersions)
+        await mine.append("s", [user("a")])
+        known = await mine.version("s")
+        await other.append("s", [user("b")])
+        assert await mine.version("s") == known + 1
+        assert await mine.load_versioned("s") == (known + 1, [user("a"), user("b")])
+        await other.replace("s", [user("c"), user("d")])
+        assert await mine.version("s") == known + 2
+        await mine.aclose()
+        await other.aclose()

@@ -79,6 +79,7 @@ from ..stores.run_store import TRACEBACK_LIMIT, RunInfo, RunStore, ScopeAppend
 from ..tools import Tool
 from ..turn import NO_TOOLS, TurnOptions
 from ..workflows import Workflow
+from . import _kept
 from ._callers import Caller, running_episode
 from ._definition import SystemPrompt
 from ._handles import KEEP_INPUT, AgentRunResult, StartGate, _EventBuffer
@@ -614,10 +615,11 @@ class Episode:
             self.stored_length = self._length = loaded.length
             self._pinned = pin is not None
         else:
-            stored = await self._interruptible(lambda: self.store.load(self.scope))
-            self._length = len(stored)
-            new_scope = not stored
-            pin, history = split_pin(self.scope, stored)
+            # The transcript the last episode here left, when nothing wrote the scope since.
+            pin, history, self._length = await self._interruptible(
+                lambda: _kept.load(self.store, self.scope, split_pin)
+            )
+            new_scope = not self._length
         resumed = self.resumed
         if resumed is not None:
             # The paused round (and the input, when no step was stored before the pause)
@@ -1207,6 +1209,7 @@ class Episode:
             if summary is not None:
                 self._stored_summary(summary, length - 1)
         self._length = length
+        _kept.appended(self.store, self.scope, records, length)
         self.committed = len(self.view)
         self.pending_pin = None
         first_message = len(records) - batch - (1 if summary is not None else 0)

@@ -24,7 +24,14 @@ from importlib import import_module as _import_module
 from importlib.util import find_spec as _find_spec
 
 from ..blobs import BlobInfo, BlobStore
-from .message_store import MessageStore, ScopeInfo, ScopeLeases, StoredRecord, SystemRecord
+from .message_store import (
+    MessageStore,
+    ScopeInfo,
+    ScopeLeases,
+    ScopeVersions,
+    StoredRecord,
+    SystemRecord,
+)
 from .run_store import (
     CANCEL_REQUESTED,
     CancelRequests,
@@ -86,6 +93,7 @@ __all__ = [
     "RunTotals",
     "ScopeInfo",
     "ScopeLeases",
+    "ScopeVersions",
     "SqliteBlobStore",
     "SqliteMessageStore",
     "SqliteRunStore",

@@ -256,6 +256,14 @@ def _workflow_index_partial(w: Words) -> list[str]:
     ]
 
 
+def _scope_versions(w: Words) -> list[str]:
+    # A scope's version (`ScopeVersions`): one more with every append or replace of its
+    # records, so that a writer that knows the version it left can tell that nobody wrote the
+    # scope since. A new scope row starts at a random number (a scope deleted and written
+    # again never comes back to a version it had); the rows already stored start at 0.
+    return _add("tether_message_scopes", f"version {w.count} NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: Final[tuple[tuple[str, Callable[[Words], list[str]]], ...]] = (
     ("m001_initial_schema", _initial_schema),
     ("m002_run_lease_tokens", _run_lease_tokens),
@@ -266,5 +274,6 @@ MIGRATIONS: Final[tuple[tuple[str, Callable[[Words], list[str]]], ...]] = (
     ("m007_runs_indexed_as_they_end", _runs_indexed_as_they_end),
     ("m008_runs_indexed_in_batches", _runs_indexed_as_they_end),
     ("m009_workflow_index_partial", _workflow_index_partial),
+    ("m010_scope_versions", _scope_versions),
 )
 """Each migration's name, and its statements for a dialect. Append only."""

@@ -110,6 +110,26 @@ class SqlMessageReads(SqlBacked):
         start = int(rows[0][0]) if rows else 0
         return start, decode_records(scope, start, [raw for _, raw in rows])
 
+    async def version(self, scope: str) -> int:
+        row = await self._one(
+            f"SELECT version FROM tether_message_scopes WHERE scope = {self._sql.mark}", (scope,)
+        )
+        return int(row[0]) if row is not None else 0
+
+    async def load_versioned(self, scope: str) -> tuple[int, list[StoredRecord]]:
+        # One statement, so one snapshot: the scope row's version beside each record (a scope
+        # row with no records joins one row without a record).
+        rows = await self._all(
+            "SELECT s.version, m.record FROM tether_message_scopes s"
+            " LEFT JOIN tether_messages m ON m.scope = s.scope"
+            f" WHERE s.scope = {self._sql.mark} ORDER BY m.seq",
+            (scope,),
+        )
+        if not rows:
+            return 0, []
+        raws = [raw for _, raw in rows if raw is not None]
+        return int(rows[0][0]), decode_records(scope, 0, raws)
+
     async def length(self, scope: str) -> int:
         row = await self._one(
             f"SELECT length FROM tether_message_scopes WHERE scope = {self._sql.mark}", (scope,)

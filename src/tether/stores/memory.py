@@ -11,10 +11,11 @@ without the storage layer) and is re-exported here.
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 from ..blobs import DEFAULT_BLOB_THRESHOLD, BlobInfo, blob_key, checked_blob
@@ -118,6 +119,8 @@ class _Scope:
     title: str | None
     created_at: float
     updated_at: float
+    version: int = field(default_factory=lambda: random.getrandbits(61))
+    """One up per append or replace; a new scope starts at random (`ScopeVersions`)."""
 
     def info(self, scope: str) -> ScopeInfo:
         return ScopeInfo(scope, len(self.records), self.title, self.created_at, self.updated_at)
@@ -194,6 +197,7 @@ class InMemoryMessageStore(_KeepsBlobs):
             entry = self._entry(scope, now)
             entry.records.extend(encoded)
             entry.updated_at = now
+            entry.version += 1
             return len(entry.records)
 
     async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:
@@ -204,11 +208,25 @@ class InMemoryMessageStore(_KeepsBlobs):
             entry = self._entry(scope, now)
             entry.records = encoded
             entry.updated_at = now
+            entry.version += 1
 
     async def length(self, scope: str) -> int:
         with self._lock:
             entry = self._scopes.get(scope)
             return len(entry.records) if entry is not None else 0
+
+    async def version(self, scope: str) -> int:
+        with self._lock:
+            entry = self._scopes.get(scope)
+            return entry.version if entry is not None else 0
+
+    async def load_versioned(self, scope: str) -> tuple[int, list[StoredRecord]]:
+        with self._lock:
+            entry = self._scopes.get(scope)
+            if entry is None:
+                return 0, []
+            version, raw = entry.version, list(entry.records)
+        return version, decode_records(scope, 0, raw)
 
     async def set_title(self, scope: str, title: str) -> None:
         check_title(scope, title)

@@ -31,6 +31,7 @@ __all__ = [
     "MessageStore",
     "ScopeInfo",
     "ScopeLeases",
+    "ScopeVersions",
     "StoredRecord",
     "SystemRecord",
     "WatchesScopes",
@@ -171,6 +172,34 @@ class ScopeLeases(Protocol):
 
     async def release_scope(self, scope: str, owner: str) -> None:
         """Give the lease up, if `owner` still holds it."""
+        ...
+
+
+@runtime_checkable
+class ScopeVersions(Protocol):
+    """Scope versions: whether anybody wrote a scope since a known point, in one short read.
+
+    A scope's version goes up by exactly one with every `append` and `replace` of its records
+    (a title does not count), whoever makes it: this process or another, under a lease or not.
+    A scope that was never written is at version 0; a new scope starts at a random number, so a
+    scope deleted and written again does not come back to a version it had. A writer that
+    loaded the scope at version `v` (`load_versioned`) and made `k` appends since knows the
+    records are still exactly what it loaded and appended when the scope is at `v + k`: the lab
+    keeps the transcript an episode left, and the next episode on the scope uses it instead of
+    loading it again when the version says nothing else was written (`tether.lab`). The three
+    built-in MessageStores implement it.
+    """
+
+    async def version(self, scope: str) -> int:
+        """The scope's version now (0: never written)."""
+        ...
+
+    async def load_versioned(self, scope: str) -> tuple[int, list[StoredRecord]]:
+        """`load(scope)` and the version of what it read, read together (one snapshot).
+
+        Raises:
+            StoreCorruptError: a stored record does not parse.
+        """
         ...
 
 

@@ -19,21 +19,26 @@ from ._leases import PostgresScopeLeases
 __all__ = ["PostgresMessageStore"]
 
 
+_NEW_VERSION = "floor(random() * 2305843009213693952)::bigint"
+"""The version a new scope row starts at (`ScopeVersions`): a random number well inside the
+64-bit range, so that adding one per write never overflows."""
+
 # One statement: bump the scope's length (creating the row, or row-locking it until commit) and
 # insert the records numbered after the old length. Under a lease, only while its owner holds
 # the scope: the lease row is share-locked until commit, so a takeover waits for this append to
 # commit (and then sees it) instead of slipping in between the check and the write.
-_APPEND = """
+_APPEND = f"""
 WITH fence AS (
     SELECT owner FROM tether_scope_leases
     WHERE scope = %(scope)s AND owner = %(lease)s::text
     FOR SHARE
 ), bumped AS (
-    INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at)
-    SELECT %(scope)s, %(n)s, %(now)s, %(now)s
+    INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at, version)
+    SELECT %(scope)s, %(n)s, %(now)s, %(now)s, {_NEW_VERSION}
     WHERE %(lease)s::text IS NULL OR EXISTS (SELECT 1 FROM fence)
     ON CONFLICT (scope) DO UPDATE
-        SET length = s.length + EXCLUDED.length, updated_at = EXCLUDED.updated_at
+        SET length = s.length + EXCLUDED.length, updated_at = EXCLUDED.updated_at,
+            version = s.version + 1
     RETURNING s.length
 ), inserted AS (
     INSERT INTO tether_messages (scope, seq, record)
@@ -79,9 +84,11 @@ class PostgresMessageStore(SqlMessageReads, PostgresScopeLeases):
             await insert_blobs(conn, blobs)
             await execute(
                 conn,
-                "INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT (scope) DO UPDATE"
-                " SET length = EXCLUDED.length, updated_at = EXCLUDED.updated_at",
+                "INSERT INTO tether_message_scopes AS s"
+                " (scope, length, created_at, updated_at, version)"
+                f" VALUES (%s, %s, %s, %s, {_NEW_VERSION}) ON CONFLICT (scope) DO UPDATE"
+                " SET length = EXCLUDED.length, updated_at = EXCLUDED.updated_at,"
+                " version = s.version + 1",
                 (scope, len(encoded), now, now),
             )
             await execute(conn, "DELETE FROM tether_messages WHERE scope = %s", (scope,))
@@ -99,8 +106,9 @@ class PostgresMessageStore(SqlMessageReads, PostgresScopeLeases):
         async with self._session() as conn:
             await execute(
                 conn,
-                "INSERT INTO tether_message_scopes (scope, length, title, created_at, updated_at)"
-                " VALUES (%s, 0, %s, %s, %s)"
+                "INSERT INTO tether_message_scopes"
+                " (scope, length, title, created_at, updated_at, version)"
+                f" VALUES (%s, 0, %s, %s, %s, {_NEW_VERSION})"
                 " ON CONFLICT (scope) DO UPDATE SET title = EXCLUDED.title",
                 (scope, title, now, now),
             )

@@ -19,6 +19,10 @@ from ._leases import SqliteScopeLeases, lease_lost
 
 __all__ = ["SqliteMessageStore", "append_rows"]
 
+_NEW_VERSION = "(random() >> 2)"
+"""The version a new scope row starts at (`ScopeVersions`): a random number well inside the
+64-bit range, so that adding one per write never overflows."""
+
 
 def append_rows(
     conn: sqlite3.Connection,
@@ -34,12 +38,13 @@ def append_rows(
     # One upsert creates the scope row or bumps its length (as on PostgreSQL), and under a
     # lease only while `lease` holds the scope (the fence is a condition of the write, not a
     # read before it); the records go after the old length.
+    # The scope's version goes one up (a new scope's starts at random: `ScopeVersions`).
     row = conn.execute(
-        "INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at)"
-        " SELECT ?, ?, ?, ? WHERE ? IS NULL OR EXISTS (SELECT 1 FROM tether_scope_leases"
-        " WHERE scope = ? AND owner = ?) ON CONFLICT (scope) DO UPDATE"
-        " SET length = s.length + excluded.length, updated_at = excluded.updated_at"
-        " RETURNING length",
+        "INSERT INTO tether_message_scopes AS s (scope, length, created_at, updated_at, version)"
+        f" SELECT ?, ?, ?, ?, {_NEW_VERSION} WHERE ? IS NULL OR EXISTS (SELECT 1"
+        " FROM tether_scope_leases WHERE scope = ? AND owner = ?) ON CONFLICT (scope) DO UPDATE"
+        " SET length = s.length + excluded.length, updated_at = excluded.updated_at,"
+        " version = s.version + 1 RETURNING length",
         (scope, len(encoded), now, now, lease, scope, lease),
     ).fetchone()
     if row is None:  # only a fenced append writes nothing
@@ -92,7 +97,8 @@ class SqliteMessageStore(SqlMessageReads, SqliteScopeLeases):
                     [(scope, i, raw) for i, raw in enumerate(encoded)],
                 )
                 conn.execute(
-                    "UPDATE tether_message_scopes SET length = ?, updated_at = ? WHERE scope = ?",
+                    "UPDATE tether_message_scopes SET length = ?, updated_at = ?,"
+                    " version = version + 1 WHERE scope = ?",
                     (len(encoded), now, scope),
                 )
 
@@ -123,8 +129,8 @@ class SqliteMessageStore(SqlMessageReads, SqliteScopeLeases):
 def _ensure_scope(conn: sqlite3.Connection, scope: str, now: float) -> int:
     """Create the scope row if needed (inside the caller's transaction); return its length."""
     conn.execute(
-        "INSERT INTO tether_message_scopes (scope, length, created_at, updated_at)"
-        " VALUES (?, 0, ?, ?) ON CONFLICT(scope) DO NOTHING",
+        "INSERT INTO tether_message_scopes (scope, length, created_at, updated_at, version)"
+        f" VALUES (?, 0, ?, ?, {_NEW_VERSION}) ON CONFLICT(scope) DO NOTHING",
         (scope, now, now),
     )
     row = conn.execute(

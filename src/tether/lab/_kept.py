@@ -1,0 +1,149 @@
+"""Kept transcripts: what an episode left on its memory scope, for the next episode there.
+
+Loading a scope's whole transcript on every turn (reading each record, parsing it, checking the
+session it makes) is what made a long conversation's turns cost more than its first ones; yet
+the episode that loaded a transcript and appended to it knows what the scope holds when it
+ends. With a MessageStore that has `ScopeVersions`, the lab keeps that transcript per scope
+together with the version the episode left the scope at (the version it loaded, plus one per
+append it made); the next episode on the scope reads the version (one short read) and uses the
+kept transcript when it matches: nobody wrote the scope since, in this process or another,
+under a lease or not. Otherwise it loads the scope whole, and keeps that.
+
+What is kept is what a load gives: the pinned prompt split off and any other system record
+dropped (`split_pin`), each record an equal copy of what was appended. An append of media (which
+a store may keep as a blob, the record holding a reference) or of a record that is no message
+(a history policy's summary) drops the scope's copy: the next episode loads it. The kept
+records are the episodes' to read, never to change (the harness only ever appends messages of
+its own to a turn's transcript). At most `KEEP_SCOPES` scopes per store are kept, the least
+recently used dropped first.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+from .._json import copy_json
+from ..blobs import MEDIA_PART_TYPES
+from ..session import Message
+from ..stores.message_store import MessageStore, ScopeVersions, StoredRecord, SystemRecord
+
+__all__ = ["KEEP_SCOPES", "appended", "load"]
+
+KEEP_SCOPES: Final = 256
+"""Scopes whose transcripts are kept per store (the least recently used go first)."""
+
+Split: TypeAlias = Callable[[str, list[StoredRecord]], tuple[SystemRecord | None, list[Message]]]
+"""How a loaded list becomes the pin and the transcript (`tether.lab._episode.split_pin`)."""
+
+_MESSAGE_ROLES: Final = frozenset({"user", "assistant", "tool"})
+
+
+@dataclass(slots=True)
+class _Kept:
+    version: int
+    """The version the scope is at when it still holds exactly this."""
+    length: int
+    pin: SystemRecord | None
+    messages: list[Message]
+
+
+_KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[str, _Kept]] = weakref.WeakKeyDictionary()
+_VERSIONED: dict[type, bool] = {}
+
+
+def _kept(store: MessageStore) -> OrderedDict[str, _Kept] | None:
+    """The kept transcripts of `store`; None for a store without `ScopeVersions`."""
+    kind = type(store)
+    versioned = _VERSIONED.get(kind)
+    if versioned is None:
+        # A Protocol check looks every method up; a class is checked once (a delegating
+        # wrapper, which answers per instance, every time).
+        versioned = isinstance(store, ScopeVersions)
+        if not hasattr(kind, "__getattr__"):
+            _VERSIONED[kind] = versioned
+    if not versioned:
+        return None
+    try:
+        kept = _KEPT.get(store)
+        if kept is None:
+            kept = _KEPT[store] = OrderedDict()
+    except TypeError:  # a store that cannot be weakly referenced keeps nothing
+        return None
+    return kept
+
+
+async def load(
+    store: MessageStore, scope: str, split: Split
+) -> tuple[SystemRecord | None, list[Message], int]:
+    """The pin, the transcript (a list of the caller's own) and the length of `scope`: the kept
+    transcript when the store's version says it is still what the scope holds, else loaded.
+
+    Raises:
+        StoreCorruptError: a stored record does not parse, or they make no session.
+    """
+    kept = _kept(store)
+    if kept is None:
+        stored = await store.load(scope)
+        pin, messages = split(scope, stored)
+        return pin, messages, len(stored)
+    assert isinstance(store, ScopeVersions)
+    entry = kept.get(scope)
+    if entry is not None and await store.version(scope) == entry.version:
+        kept.move_to_end(scope)
+        return entry.pin, list(entry.messages), entry.length
+    version, stored = await store.load_versioned(scope)
+    pin, messages = split(scope, stored)
+    if version:  # a scope never written starts at a random version: nothing to keep yet
+        kept[scope] = _Kept(version, len(stored), pin, list(messages))
+        kept.move_to_end(scope)
+        while len(kept) > KEEP_SCOPES:
+            kept.popitem(last=False)
+    else:
+        kept.pop(scope, None)
+    return pin, messages, len(stored)
+
+
+def appended(store: MessageStore, scope: str, records: Sequence[StoredRecord], length: int) -> None:
+    """`records` were appended to `scope` in one write that made it `length` long: the kept
+    transcript goes on with copies of them, at the next version (or is dropped when the append
+    did not go right after it, or holds what a load would not give back equal)."""
+    try:
+        kept = _KEPT.get(store)
+    except TypeError:  # no weak references: nothing kept
+        return
+    if not kept:
+        return
+    entry = kept.pop(scope, None)
+    if entry is None or entry.length != length - len(records):
+        return
+    pin = entry.pin
+    add: list[Message] = []
+    for index, record in enumerate(records, entry.length):
+        role = record.get("role")
+        if role == "system":
+            if index == 0:
+                pin = copy_json(record)
+            continue
+        if role not in _MESSAGE_ROLES or not _plain(record):
+            return
+        add.append(copy_json(record))
+    entry.messages.extend(add)
+    entry.pin = pin
+    entry.version += 1
+    entry.length = length
+    kept[scope] = entry
+
+
+def _plain(record: StoredRecord) -> bool:
+    """No media part in `record` (in its content, or in a tool result's parts)."""
+    content: Any = record.get("content")
+    if not isinstance(content, list):
+        return True
+    for part in content:
+        if isinstance(part, dict) and (part.get("type") in MEDIA_PART_TYPES or "parts" in part):
+            return False
+    return True
