@@ -15,7 +15,7 @@ import pytest
 from tether import define_tool
 from tether.errors import ConfigError
 from tether.lab import Runtime
-from tether.lab._recorder import REQUEST_CAP, _capped, _mask
+from tether.lab._recorder import REQUEST_CAP, _capped, _mask, _request_record
 from tether.pricing import cost
 
 from .conftest import scripted
@@ -274,3 +274,18 @@ def test_a_model_genai_prices_cannot_price_never_loads_its_data(tmp_path: Path) 
     # The keyless test model ("test:echo": a provider genai-prices does not know): its runs
     # are unpriced without importing genai-prices (about 0.35 s of CPU) or waiting for it.
     assert _genai_prices_imported_by(tmp_path, "test") == ""
+
+
+def test_the_metadata_level_counts_messages_by_role_even_one_without_a_role() -> None:
+    # The counts are what the UI shows of a request at this level; a message the harness did
+    # not make (a client's own) may lack a role, and counts under None.
+    messages: list[Any] = [
+        {"role": "user", "content": []},
+        {"role": "assistant", "content": []},
+        {"role": "user", "content": []},
+    ]
+    record = _request_record({"messages": messages}, "metadata", [])
+    assert record["messages"] == {"count": 3, "roles": {"user": 2, "assistant": 1}}
+    messages.append({"content": []})
+    record = _request_record({"messages": messages}, "metadata", [])
+    assert record["messages"] == {"count": 4, "roles": {"user": 2, "assistant": 1, "None": 1}}

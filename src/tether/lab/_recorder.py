@@ -103,7 +103,8 @@ _SECRET_KEY = re.compile(
     re.IGNORECASE,
 )
 _MASK = "[redacted]"
-_ROLE = operator.methodcaller("get", "role")
+_ROLE = operator.itemgetter("role")
+_ROLE_OR_NONE = operator.methodcaller("get", "role")
 
 logger = logging.getLogger("tether.lab")
 
@@ -889,8 +890,13 @@ def _request_record(
     settings = _mask(dict(request.get("settings", {})), secrets)
     response_format = request.get("response_format")
     if level == "metadata":
-        # Counted in C: a long transcript is counted on every call.
-        roles = {str(role): n for role, n in Counter(map(_ROLE, messages)).items()}
+        # Counted in C: a long transcript is counted on every call (an item lookup per message
+        # costs less than a method call; a message without a role counts under None).
+        try:
+            counts = Counter(map(_ROLE, messages))
+        except KeyError:
+            counts = Counter(map(_ROLE_OR_NONE, messages))
+        roles = {str(role): n for role, n in counts.items()}
         record: dict[str, Any] = {
             "level": "metadata",
             "system": [
