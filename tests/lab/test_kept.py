@@ -147,3 +147,26 @@ async def test_an_append_not_right_after_the_kept_transcript_drops_it(
         user("b"),
     ]
     assert loads == ["s"]
+
+
+async def test_the_least_recently_used_transcripts_go_once_a_store_keeps_too_many_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_kept, "KEEP_RECORDS", 4)
+    store = InMemoryMessageStore()
+    for scope, n in (("a", 2), ("b", 2), ("long", 5)):
+        await store.append(scope, [user(str(i)) for i in range(n)])
+    await _kept.load(store, "a", split_pin)
+    await _kept.load(store, "b", split_pin)
+    await _kept.load(store, "a", split_pin)  # used again: "b" is now the least recent
+    await _kept.load(store, "long", split_pin)  # longer than all: not kept, nothing dropped
+    loads = _counting(store, monkeypatch)
+    await _kept.load(store, "a", split_pin)
+    await _kept.load(store, "b", split_pin)
+    assert loads == []
+    await store.append("c", [user("c")])
+    await _kept.load(store, "c", split_pin)  # 5 records: "a", used least recently, goes
+    await _kept.load(store, "long", split_pin)
+    await _kept.load(store, "b", split_pin)
+    await _kept.load(store, "a", split_pin)
+    assert loads == ["c", "long", "a"]

@@ -14,8 +14,8 @@ dropped (`split_pin`), each record an equal copy of what was appended. An append
 a store may keep as a blob, the record holding a reference) or of a record that is no message
 (a history policy's summary) drops the scope's copy: the next episode loads it. The kept
 records are the episodes' to read, never to change (the harness only ever appends messages of
-its own to a turn's transcript). At most `KEEP_SCOPES` scopes per store are kept, the least
-recently used dropped first.
+its own to a turn's transcript). At most `KEEP_RECORDS` records per store are kept, the
+transcripts of the scopes used least recently dropped first.
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ from ..blobs import MEDIA_PART_TYPES
 from ..session import Message
 from ..stores.message_store import MessageStore, ScopeVersions, StoredRecord, SystemRecord
 
-__all__ = ["KEEP_SCOPES", "appended", "load"]
+__all__ = ["KEEP_RECORDS", "appended", "load"]
 
-KEEP_SCOPES: Final = 256
-"""Scopes whose transcripts are kept per store (the least recently used go first)."""
+KEEP_RECORDS: Final = 20_000
+"""Records kept per store, all scopes together: past it, the transcripts of the scopes used
+least recently are dropped (one longer than this is not kept)."""
 
 Split: TypeAlias = Callable[[str, list[StoredRecord]], tuple[SystemRecord | None, list[Message]]]
 """How a loaded list becomes the pin and the transcript (`tether.lab._episode.split_pin`)."""
@@ -51,11 +52,37 @@ class _Kept:
     messages: list[Message]
 
 
-_KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[str, _Kept]] = weakref.WeakKeyDictionary()
+class _Transcripts:
+    """The kept transcripts of one store, least recently used first, and their records."""
+
+    __slots__ = ("records", "scopes")
+
+    def __init__(self) -> None:
+        self.scopes: OrderedDict[str, _Kept] = OrderedDict()
+        self.records = 0
+
+    def take(self, scope: str) -> _Kept | None:
+        entry = self.scopes.pop(scope, None)
+        if entry is not None:
+            self.records -= entry.length
+        return entry
+
+    def put(self, scope: str, entry: _Kept) -> None:
+        self.take(scope)
+        if entry.length > KEEP_RECORDS:
+            return  # kept, it would drop every other
+        self.scopes[scope] = entry
+        self.records += entry.length
+        while self.records > KEEP_RECORDS:
+            _, dropped = self.scopes.popitem(last=False)
+            self.records -= dropped.length
+
+
+_KEPT: weakref.WeakKeyDictionary[Any, _Transcripts] = weakref.WeakKeyDictionary()
 _VERSIONED: dict[type, bool] = {}
 
 
-def _kept(store: MessageStore) -> OrderedDict[str, _Kept] | None:
+def _kept(store: MessageStore) -> _Transcripts | None:
     """The kept transcripts of `store`; None for a store without `ScopeVersions`."""
     kind = type(store)
     versioned = _VERSIONED.get(kind)
@@ -70,7 +97,7 @@ def _kept(store: MessageStore) -> OrderedDict[str, _Kept] | None:
     try:
         kept = _KEPT.get(store)
         if kept is None:
-            kept = _KEPT[store] = OrderedDict()
+            kept = _KEPT[store] = _Transcripts()
     except TypeError:  # a store that cannot be weakly referenced keeps nothing
         return None
     return kept
@@ -91,19 +118,16 @@ async def load(
         pin, messages = split(scope, stored)
         return pin, messages, len(stored)
     assert isinstance(store, ScopeVersions)
-    entry = kept.get(scope)
+    entry = kept.scopes.get(scope)
     if entry is not None and await store.version(scope) == entry.version:
-        kept.move_to_end(scope)
+        kept.scopes.move_to_end(scope)
         return entry.pin, list(entry.messages), entry.length
     version, stored = await store.load_versioned(scope)
     pin, messages = split(scope, stored)
     if version:  # a scope never written starts at a random version: nothing to keep yet
-        kept[scope] = _Kept(version, len(stored), pin, list(messages))
-        kept.move_to_end(scope)
-        while len(kept) > KEEP_SCOPES:
-            kept.popitem(last=False)
+        kept.put(scope, _Kept(version, len(stored), pin, list(messages)))
     else:
-        kept.pop(scope, None)
+        kept.take(scope)
     return pin, messages, len(stored)
 
 
@@ -115,10 +139,8 @@ def appended(store: MessageStore, scope: str, records: Sequence[StoredRecord], l
         kept = _KEPT.get(store)
     except TypeError:  # no weak references: nothing kept
         return
-    if not kept:
-        return
-    entry = kept.pop(scope, None)
-    if entry is None or entry.length != length - len(records):
+    entry = kept.take(scope) if kept is not None else None
+    if kept is None or entry is None or entry.length != length - len(records):
         return
     pin = entry.pin
     add: list[Message] = []
@@ -135,7 +157,7 @@ def appended(store: MessageStore, scope: str, records: Sequence[StoredRecord], l
     entry.pin = pin
     entry.version += 1
     entry.length = length
-    kept[scope] = entry
+    kept.put(scope, entry)
 
 
 def _plain(record: StoredRecord) -> bool:
