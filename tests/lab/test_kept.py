@@ -114,8 +114,20 @@ async def test_a_kept_transcript_is_what_a_load_gives_and_the_callers_own_list()
     [
         {"role": "user", "content": [{"type": "image", "media_type": "image/png", "data": "AA=="}]},
         {"role": "summary", "content": [{"type": "text", "text": "so far"}], "covers": [0, 0]},
+        {"role": "assistant", "content": [{"type": "provider", "wire": "w", "block": {}}]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_call",
+                    "id": "c",
+                    "name": "show",
+                    "input": {"images": [{"type": "image", "media_type": "image/png", "data": ""}]},
+                }
+            ],
+        },
     ],
-    ids=["media", "summary"],
+    ids=["media", "summary", "provider-block", "media-in-a-tool-call"],
 )
 async def test_an_append_a_load_might_not_give_back_equal_drops_the_kept_copy(
     record: dict[str, Any], monkeypatch: pytest.MonkeyPatch

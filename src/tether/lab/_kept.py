@@ -161,11 +161,30 @@ def appended(store: MessageStore, scope: str, records: Sequence[StoredRecord], l
 
 
 def _plain(record: StoredRecord) -> bool:
-    """No media part in `record` (in its content, or in a tool result's parts)."""
+    """Whether a store gives `record` back equal: no media in it (a store may keep media as a
+    blob, the record holding a reference), wherever a store would look for some. Parts of a
+    kind other than text, thinking, tool calls and results (a provider's own block) count as
+    media."""
     content: Any = record.get("content")
     if not isinstance(content, list):
         return True
     for part in content:
-        if isinstance(part, dict) and (part.get("type") in MEDIA_PART_TYPES or "parts" in part):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "tool_call":
+            if _has_media(part.get("input")):
+                return False
+        elif kind not in _PLAIN_PARTS or "parts" in part:
             return False
     return True
+
+
+_PLAIN_PARTS: Final = frozenset({"text", "thinking", "tool_result"})
+
+
+def _has_media(value: Any) -> bool:
+    """A media part anywhere in `value` (a tool call's input: small, and rarely nested)."""
+    if isinstance(value, dict):
+        return value.get("type") in MEDIA_PART_TYPES or any(map(_has_media, value.values()))
+    if isinstance(value, list):
+        return any(map(_has_media, value))
+    return False
