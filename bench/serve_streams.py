@@ -47,20 +47,25 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+def start_request(host: str, text: str) -> bytes:
+    """The bytes of a POST that starts a run of the test project's chat agent on `text`."""
+    body = json.dumps({"input": text}).encode()
+    return (
+        f"POST /api/agents/chat/runs HTTP/1.1\r\nHost: {host}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n".encode()
+        + body
+    )
+
+
 async def start_run(server: Server, text: str) -> str:
     """POST a run and read its 202: a bare HTTP/1.1 request on an asyncio socket, as `follow`
     reads streams (httpx spends ~7 ms of CPU per request here, which 500 clients in one
     process would count as the server's wait)."""
     host, port = server.base.removeprefix("http://").split(":")
-    body = json.dumps({"input": text}).encode()
     reader, writer = await asyncio.open_connection(host, int(port))
     try:
-        writer.write(
-            f"POST /api/agents/chat/runs HTTP/1.1\r\nHost: {host}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n".encode()
-            + body
-        )
+        writer.write(start_request(host, text))
         status = await reader.readline()
         if b" 202 " not in status:
             raise RuntimeError(f"a start answered {status!r}")

@@ -92,14 +92,16 @@ def start_server(
     headers: dict[str, str] | None = None,
     wait_for: str = "/api/runs",
     command: str = "serve",
+    launcher: str = "from tether.cli import main; main()",
 ) -> Server:
-    """`tether serve` (or `command`: ``"ui"``) on the project, once it answers `wait_for`."""
+    """`tether serve` (or `command`: ``"ui"``) on the project, once it answers `wait_for`
+    (`launcher`: the Python code that runs the CLI, e.g. under a profiler)."""
     port = port or free_port()
     log = project / f"server-{port}.log"
     argv = [
         sys.executable,
         "-c",
-        "from tether.cli import main; main()",
+        launcher,
         "--config",
         str(project / "tether.toml"),
         command,
