@@ -21,7 +21,14 @@ from uvicorn.supervisors import Multiprocess
 
 from ..errors import ConfigError
 from ..lab import Registry, Runtime, load_registry
-from ..web import GuardedConfig, ServerLimits, allowed_hosts, is_loopback, scrub_access_log
+from ..web import (
+    GuardedConfig,
+    ServerLimits,
+    allowed_hosts,
+    is_loopback,
+    scrub_access_log,
+    settle_gc,
+)
 from ..web._server import HEADER_TIMEOUT, MAX_CLIENT_CONNECTIONS, SEND_TIMEOUT
 from ..web.middleware import BODY_TIMEOUT, DEFAULT_MAX_BODY
 from ._app import create_app
@@ -180,6 +187,7 @@ def serve_with(
     if close_runtime:
         app: Any = server.config.app
         app.state.owns_runtime = True
+    settle_gc()
     server.run()
 
 
@@ -229,4 +237,5 @@ def worker_app() -> Starlette:
     app = _app(registry.runtime, registry, options)
     app.state.owns_runtime = True
     scrub_access_log()
+    settle_gc()
     return app

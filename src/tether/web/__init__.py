@@ -12,6 +12,7 @@ app = GuardedApp(Access.of(allowed_hosts("0.0.0.0"), token="s3cret"), routes=[..
 from ._app import Access, GuardedApp, guard
 from ._body import MAX_JSON_DEPTH, json_body, json_depth
 from ._errors import ApiError, error_response
+from ._gc import settle_gc
 from ._hostnames import LOOPBACK_NAMES, allowed_hosts, host_name, is_loopback
 from ._logs import TokenScrubber, scrub_access_log
 from ._params import MAX_ID, MAX_SEQ, client_id, count_param, last_event_id, seq_param
@@ -48,4 +49,5 @@ __all__ = [
     "send_error",
     "send_plain",
     "seq_param",
+    "settle_gc",
 ]
