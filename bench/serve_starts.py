@@ -30,7 +30,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import selectors
 import signal
+import socket
 import statistics
 import sys
 import tempfile
@@ -67,8 +69,47 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def starts(host: str, port: int, request: bytes, clients: int) -> list[float]:
+    """`clients` starts at once, each sent as soon as its connection is open (non-blocking
+    sockets on one selector, as from that many separate clients); the perf_counter time each
+    202's status line came."""
+    selector = selectors.DefaultSelector()
+    answered: list[float] = []
+    try:
+        for _ in range(clients):
+            sock = socket.socket()
+            sock.setblocking(False)
+            sock.connect_ex((host, port))
+            selector.register(sock, selectors.EVENT_WRITE, b"")
+        while len(selector.get_map()):
+            for key, events in selector.select(30):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if events & selectors.EVENT_WRITE:
+                    sock.sendall(request)
+                    selector.modify(sock, selectors.EVENT_READ, b"")
+                    continue
+                data = sock.recv(65536)
+                if key.data == b"" and data:
+                    if not data.startswith(b"HTTP/1.1 202 "):
+                        raise RuntimeError(f"a start answered {data[:40]!r}")
+                    answered.append(time.perf_counter())
+                    selector.modify(sock, selectors.EVENT_READ, b"answered")
+                elif not data:
+                    selector.unregister(sock)
+                    sock.close()
+    finally:
+        for key in list(selector.get_map().values()):
+            key.fileobj.close()  # type: ignore[union-attr]
+        selector.close()
+    if len(answered) != clients:
+        raise RuntimeError(f"{clients - len(answered)} starts got no answer")
+    return answered
+
+
 async def start(host: str, port: int, request: bytes) -> float:
-    """One start; the perf_counter time its 202's status line came."""
+    """One start on asyncio streams (`--asyncio-client`); the perf_counter time its 202's
+    status line came."""
     reader, writer = await asyncio.open_connection(host, port)
     try:
         writer.write(request)
@@ -109,14 +150,17 @@ async def settle(pid: int, quiet: float = 0.005, every: float = 0.25) -> None:
         last = now
 
 
-async def burst(server: Server, clients: int) -> Burst:
+async def burst(server: Server, clients: int, streams: bool) -> Burst:
     host, port = server.base.removeprefix("http://").split(":")
     request = start_request(host, "hi")
     pid = server.process.pid
     await settle(pid)
     cpu0 = cpu_seconds(pid)
     begin = time.perf_counter()
-    answered = await asyncio.gather(*(start(host, int(port), request) for _ in range(clients)))
+    if streams:
+        answered = await asyncio.gather(*(start(host, int(port), request) for _ in range(clients)))
+    else:
+        answered = starts(host, int(port), request, clients)
     cpu1 = cpu_seconds(pid)
     await settle(pid)
     cpu2 = cpu_seconds(pid)
@@ -157,6 +201,11 @@ def main() -> None:
     parser.add_argument("--bursts", type=int, default=5, help="bursts per server")
     parser.add_argument("--clients", type=int, default=500, help="starts per burst")
     parser.add_argument("--delay", type=float, default=0.001, help="seconds between chunks")
+    parser.add_argument(
+        "--asyncio-client",
+        action="store_true",
+        help="clients on asyncio streams (one loop: every request waits for all connects)",
+    )
     parser.add_argument("--against", metavar="SRC", help="alternate with tether from SRC")
     parser.add_argument("--profile", metavar="OUT", help="cProfile the server's bursts")
     parser.add_argument(
@@ -204,7 +253,7 @@ def main() -> None:
                 targets[0].server.process.send_signal(signal.SIGUSR1)
             for n in range(args.bursts):
                 for target in targets:
-                    result = asyncio.run(burst(target.server, args.clients))
+                    result = asyncio.run(burst(target.server, args.clients, args.asyncio_client))
                     target.bursts.append(result)
                     print(f"  {n + 1} {target.name}: {line(result)}", flush=True)
             if args.profile or args.launcher:
