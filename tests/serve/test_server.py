@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import uvicorn
 from tether.lab import Runtime
 from tether.serve import _server
 from tether.serve._server import ServeOptions, aserve, serve_with, worker_app
-from tether.web import settle_gc
+from tether.web import DeferredLines, settle_gc
 from tether.web._gc import YOUNG_THRESHOLD
 
 
@@ -83,3 +84,17 @@ async def test_aserve_leaves_the_collector_alone(
     runtime = Runtime(store="memory", version=False)
     await aserve(runtime, port=0)
     assert collector == [(700, 0)]
+
+
+def test_serve_writes_the_access_log_after_each_turn_of_the_loop(
+    collector: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[list[logging.Handler]] = []
+    monkeypatch.setattr(
+        uvicorn.Server,
+        "run",
+        lambda self, *a, **k: seen.append(logging.getLogger("uvicorn.access").handlers[:]),
+    )
+    serve_with(Runtime(store="memory", version=False), ServeOptions(port=0))
+    [handlers] = seen
+    assert handlers and all(isinstance(h, DeferredLines) for h in handlers)

@@ -25,6 +25,7 @@ from ..web import (
     GuardedConfig,
     ServerLimits,
     allowed_hosts,
+    defer_access_log,
     is_loopback,
     scrub_access_log,
     settle_gc,
@@ -150,6 +151,7 @@ def _server(runtime: Runtime, registry: Registry | None, options: ServeOptions) 
         timeout_graceful_shutdown=2,
     )
     scrub_access_log()
+    defer_access_log()
     return uvicorn.Server(config)
 
 
@@ -237,5 +239,6 @@ def worker_app() -> Starlette:
     app = _app(registry.runtime, registry, options)
     app.state.owns_runtime = True
     scrub_access_log()
+    defer_access_log()
     settle_gc()
     return app

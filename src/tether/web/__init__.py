@@ -14,7 +14,7 @@ from ._body import MAX_JSON_DEPTH, json_body, json_depth
 from ._errors import ApiError, error_response
 from ._gc import settle_gc
 from ._hostnames import LOOPBACK_NAMES, allowed_hosts, host_name, is_loopback
-from ._logs import TokenScrubber, scrub_access_log
+from ._logs import DeferredLines, TokenScrubber, defer_access_log, scrub_access_log
 from ._params import MAX_ID, MAX_SEQ, client_id, count_param, last_event_id, seq_param
 from ._responses import JSONResponse, api_error, error_body, send_error, send_plain
 from ._server import STOPPING, GuardedConfig, GuardedH11Protocol, ServerLimits
@@ -27,6 +27,7 @@ __all__ = [
     "STOPPING",
     "Access",
     "ApiError",
+    "DeferredLines",
     "GuardedApp",
     "GuardedConfig",
     "GuardedH11Protocol",
@@ -37,6 +38,7 @@ __all__ = [
     "api_error",
     "client_id",
     "count_param",
+    "defer_access_log",
     "error_body",
     "error_response",
     "guard",
