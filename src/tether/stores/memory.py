@@ -24,6 +24,7 @@ from ..workflows._store import InMemoryWorkflowStore
 from ._blobs import NewBlobs, check_threshold
 from ._codecs import (
     RUN_INFO_COLUMNS,
+    RunFinish,
     check_scope,
     check_title,
     decode_cursor,
@@ -58,6 +59,7 @@ from .run_store import (
     RunQuery,
     RunResume,
     RunTotals,
+    ScopeAppend,
 )
 from .workflow_store import RunStatus
 
@@ -189,16 +191,24 @@ class InMemoryMessageStore(_KeepsBlobs):
         encoded, blobs = encode_new_records(scope, records, self.blob_threshold)
         now = time.time()
         with self._lock:
-            if lease is not None:
-                held = self._leases.get(scope)
-                if held is None or held[0] != lease:
-                    raise LeaseLostError("memory scope", scope, held[0] if held else None)
-            self.blobs.keep(blobs)
-            entry = self._entry(scope, now)
-            entry.records.extend(encoded)
-            entry.updated_at = now
-            entry.version += 1
-            return len(entry.records)
+            self._check_lease(scope, lease)
+            return self._write(scope, encoded, blobs, now)
+
+    def _check_lease(self, scope: str, lease: str | None) -> None:
+        """Refuse a write under `lease` once it does not hold the scope (under the lock)."""
+        if lease is not None:
+            held = self._leases.get(scope)
+            if held is None or held[0] != lease:
+                raise LeaseLostError("memory scope", scope, held[0] if held else None)
+
+    def _write(self, scope: str, encoded: list[str], blobs: NewBlobs, now: float) -> int:
+        """Append encoded records (under the lock); the scope's new length."""
+        self.blobs.keep(blobs)
+        entry = self._entry(scope, now)
+        entry.records.extend(encoded)
+        entry.updated_at = now
+        entry.version += 1
+        return len(entry.records)
 
     async def replace(self, scope: str, records: Sequence[StoredRecord]) -> None:
         encoded, blobs = encode_new_records(scope, records, self.blob_threshold)
@@ -299,6 +309,58 @@ _COLUMN = {
 _STATUS, _LEASE = _COLUMN["status"], _COLUMN["lease_expires_at"]
 
 
+@dataclass(slots=True)
+class _Finish:
+    """A `finish_run` checked and encoded (`plan_finish`), as the row's new values."""
+
+    plan: RunFinish
+    values: dict[str, Any]
+    """Column -> its new value."""
+    turn: str | None
+    """A paused run's turn (JSON text)."""
+    deadline: float | None
+    owner: str | None
+    """The token of a writer that takes the run over (then not fenced)."""
+
+    @classmethod
+    def of(cls, run_id: str, status: RunStatus, end: RunEnd, blob_threshold: int) -> _Finish:
+        plan = plan_finish(run_id, status, end, blob_threshold)
+        columns = dict(plan.columns)
+        turn, deadline = columns.pop("paused_turn"), columns.pop("pending_deadline")
+        owner = columns.pop("lease_owner", None)
+        values = {
+            "status": status,
+            "ended_at": plan.ended_at,
+            "error": plan.error,
+            **columns,
+            "lease_expires_at": None if plan.ttl is None else time.time() + plan.ttl,
+        }
+        return cls(plan, values, turn, deadline, owner)
+
+
+def _plain_ends(messages: InMemoryMessageStore, runs: InMemoryRunStore) -> bool:
+    """Whether `append`, `release_scope` and `finish_run` are the in-memory stores' own (what
+    `finish_turn` does in their stead)."""
+    kinds = (type(messages), type(runs))
+    known = _PLAIN_ENDS.get(kinds)
+    if known is None:
+        known = _PLAIN_ENDS[kinds] = (
+            kinds[0].append is InMemoryMessageStore.append
+            and kinds[0].release_scope is InMemoryMessageStore.release_scope
+            and kinds[1].finish_run is InMemoryRunStore.finish_run
+        )
+    own = vars(messages)  # nor replaced on the instances
+    return (
+        known
+        and "finish_run" not in vars(runs)
+        and "append" not in own
+        and "release_scope" not in own
+    )
+
+
+_PLAIN_ENDS: dict[tuple[type, type], bool] = {}
+
+
 def _read(row: list[Any], now: float) -> list[Any]:
     """A copy of a run summary row as read: running past its lease is "interrupted"."""
     row = list(row)
@@ -366,35 +428,60 @@ class InMemoryRunStore(_KeepsBlobs):
             return lasts
 
     async def finish_run(self, run_id: str, status: RunStatus, **end: Unpack[RunEnd]) -> int:
-        plan = plan_finish(run_id, status, end, self.blob_threshold)
-        columns = dict(plan.columns)
-        turn, deadline = columns.pop("paused_turn"), columns.pop("pending_deadline")
-        owner = columns.pop("lease_owner", None)
-        values = {
-            "status": status,
-            "ended_at": plan.ended_at,
-            "error": plan.error,
-            **columns,
-            "lease_expires_at": None if plan.ttl is None else time.time() + plan.ttl,
-        }
+        finish = _Finish.of(run_id, status, end, self.blob_threshold)
         with self._lock:
-            row = self._runs.get(run_id)
-            if row is None:
-                raise StoreError(f"run {run_id!r} was never started")
-            if owner is not None:
-                self._owners[run_id] = owner  # a writer that took the run over
-            else:
-                self._fence(run_id, plan.fence)
-            for column, value in values.items():
-                row[_COLUMN[column]] = value
-            if turn is None:
-                self._paused.pop(run_id, None)
-            else:
-                self._paused[run_id] = (turn, deadline)
-            self.blobs.keep(plan.blobs)
-            log = self._events[run_id]
-            log.extend(plan.events)
-            return len(log)
+            self._check_finish(run_id, finish)
+            return self._write_finish(run_id, finish)
+
+    async def finish_turn(
+        self, run_id: str, status: RunStatus, append: ScopeAppend, **end: Unpack[RunEnd]
+    ) -> int | None:
+        """`TurnEnds`: with an in-memory message store, its append, the scope's lease given
+        back and the run's end under both stores' locks (the message store's first, the only
+        place that holds two), everything checked before anything is written. None (two
+        writes) for another message store, or for stores whose class changes one of the three
+        (a subclass's own `append` is called as it is)."""
+        messages = append.store
+        if not isinstance(messages, InMemoryMessageStore) or not _plain_ends(messages, self):
+            return None
+        scope, lease = append.scope, append.lease
+        encoded, blobs = encode_new_records(scope, append.records, messages.blob_threshold)
+        finish = _Finish.of(run_id, status, end, self.blob_threshold)
+        now = time.time()
+        with messages._lock, self._lock:
+            messages._check_lease(scope, lease)
+            entry = messages._scopes.get(scope)
+            if (len(entry.records) if entry is not None else 0) != append.start:
+                return None  # another writer appended meanwhile: nothing written
+            self._check_finish(run_id, finish)
+            messages._write(scope, encoded, blobs, now)
+            if lease is not None:
+                del messages._leases[scope]  # held by `lease`: checked above
+            return self._write_finish(run_id, finish)
+
+    def _check_finish(self, run_id: str, finish: _Finish) -> None:
+        """Raise what `finish_run` refuses (under the lock), before anything is written."""
+        if run_id not in self._runs:
+            raise StoreError(f"run {run_id!r} was never started")
+        if finish.owner is None:
+            self._fence(run_id, finish.plan.fence)
+
+    def _write_finish(self, run_id: str, finish: _Finish) -> int:
+        """Write a checked finish (under the lock); the seq of the run's last event."""
+        plan = finish.plan
+        if finish.owner is not None:
+            self._owners[run_id] = finish.owner  # a writer that took the run over
+        row = self._runs[run_id]
+        for column, value in finish.values.items():
+            row[_COLUMN[column]] = value
+        if finish.turn is None:
+            self._paused.pop(run_id, None)
+        else:
+            self._paused[run_id] = (finish.turn, finish.deadline)
+        self.blobs.keep(plan.blobs)
+        log = self._events[run_id]
+        log.extend(plan.events)
+        return len(log)
 
     async def resume_run(self, run_id: str, **resume: Unpack[RunResume]) -> PausedRun:
         encoded = encode_events(run_id, resume.get("events", ()))
