@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
-__all__ = ["shielded", "step"]
+__all__ = ["advance", "shielded", "step"]
 
 T = TypeVar("T")
 
@@ -55,6 +55,17 @@ class _Rest:
 
 async def _go_on(rest: _Rest) -> Any:
     return await rest
+
+
+def advance(coro: Coroutine[Any, Any, T]) -> tuple[bool, Any]:
+    """Run `coro` up to its first wait, in the caller's frame: `(True, its result)` when it
+    ended there (what it raised is raised), else `(False, awaitable)`, which goes on with it
+    in the task that awaits it, in that task's context (no task of its own)."""
+    try:
+        yielded = coro.send(None)
+    except StopIteration as done:
+        return True, done.value
+    return False, _Rest(coro, yielded)
 
 
 def step(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:

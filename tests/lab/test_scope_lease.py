@@ -16,9 +16,10 @@ import pytest
 from tests.helpers import texts
 from tests.postgres_server import postgres_url
 
-from tether.errors import ScopeBusyError
+from tether.errors import ScopeBusyError, StoreError
 from tether.lab import Runtime
 from tether.llm.base import ChatRequest, StreamChunk
+from tether.stores.memory import InMemoryMessageStore
 from tether.testing import ScriptClient, script_client
 
 
@@ -188,3 +189,30 @@ async def test_a_scope_is_free_again_after_a_failed_or_cancelled_episode(lab: Ru
         await first.result
     second = await asyncio.wait_for(agent.run(memory_scope="s", user="two").result, 10)
     assert second.text == "after"
+
+
+class FailingLeases(InMemoryMessageStore):
+    """A message store whose first `acquire_scope` fails (its lease table out of reach)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = True
+
+    async def acquire_scope(
+        self, scope: str, owner: str, *, ttl: float, replace: str | None = None
+    ) -> str | None:
+        if self.fail:
+            self.fail = False
+            raise StoreError("the lease table is out of reach")
+        return await super().acquire_scope(scope, owner, ttl=ttl, replace=replace)
+
+
+async def test_a_scope_whose_lease_could_not_be_taken_is_free_for_the_next_episode() -> None:
+    lab = Runtime(store="memory", message_store=FailingLeases(), version=False)
+    agent = lab.create_agent(id="a", model=script_client([{"text": "after"}]))
+    with pytest.raises(StoreError, match="out of reach"):
+        await agent.run(memory_scope="s", user="one").result
+    assert lab.scopes._locks == {}  # nobody holds or waits for it in this process
+    second = await asyncio.wait_for(agent.run(memory_scope="s", user="two").result, 10)
+    assert second.text == "after"
+    await lab.aclose()

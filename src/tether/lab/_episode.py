@@ -25,16 +25,16 @@ transcript a provider accepts, never a dangling tool call.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from traceback import format_exception
 from typing import Any, Literal, TypeAlias, TypeVar, cast
 
+from .._eager import advance
 from .._json import CheckedJSON, copy_json
 from ..agent import Agent
 from ..approvals import Decision
@@ -85,7 +85,7 @@ from ._definition import SystemPrompt
 from ._handles import KEEP_INPUT, AgentRunResult, StartGate, _EventBuffer
 from ._history import load_kept, summary_record
 from ._host import AgentHost
-from ._leases import ScopeHold
+from ._leases import ScopeHold, ScopeHolding
 from ._output import JSON_REQUEST, NoMatch, OutputSpec, jsonable
 from ._recorder import RecordingLevel, RunRecorder
 from ._titles import first_success, in_title_workflow, start_title
@@ -555,25 +555,12 @@ class Episode:
             f"({type(recorder.write_error).__name__}: {recorder.write_error})"
         )
 
-    @contextlib.asynccontextmanager
-    async def _on_scope(self) -> AsyncIterator[None]:
+    def _on_scope(self) -> _OnScope:
         """Load, run and commit happen inside this block, and only there: the place where the
         scope is held for one episode (a scope lease is acquired on entry and released on
         exit), so that turns on one memory scope never interleave. A handed-over episode runs
         within the hold of the turn it continues."""
-        if self.handed is not None:
-            self._hold = self.handed.parent._hold
-            try:
-                yield
-            finally:
-                self._hold = None
-            return
-        async with self.host.scopes.hold(self.store, self.scope, self.run_id) as hold:
-            self._hold = hold
-            try:
-                yield
-            finally:
-                self._hold = None
+        return _OnScope(self)
 
     async def _maybe_title(self) -> None:
         """Start the title workflow when this is the scope's first successful episode."""
@@ -1069,12 +1056,20 @@ class Episode:
         into a stop, and a store waiting for a lock would hold the episode until it got it.
         The write of an interrupted append is atomic: it is stored whole or not at all."""
         signal = self.controller.signal
+        awaitable: Awaitable[T] = op()
+        if isinstance(awaitable, Coroutine):
+            # Run up to its first wait now: an op that never waits (the memory store's, and
+            # SQLite's without a lock to wait for) has nothing to interrupt, and needs no scope.
+            done, value = advance(awaitable)
+            if done:
+                return cast(T, value)
+            awaitable = value
         if signal.aborted:
             # Aborted before: the harness loop stops the episode at its next wait, after a
             # step that completed meanwhile is stored.
-            return await op()
+            return await awaitable
         with AbortScope(signal) as scope:
-            return await scope.wait(op())
+            return await scope.wait(awaitable)
 
     async def _keep_cancelled_input(self) -> None:
         """A turn cancelled before it completed a step still keeps the user's message: it is
@@ -1258,6 +1253,31 @@ class Episode:
                 "cost_usd": recorder.cost_usd,
             },
         }
+
+
+class _OnScope:
+    """`Episode._on_scope()`: the episode's hold on its scope (`Episode._hold`) for the block."""
+
+    __slots__ = ("episode", "holding")
+
+    def __init__(self, episode: Episode) -> None:
+        self.episode = episode
+        self.holding: ScopeHolding | None = None
+
+    async def __aenter__(self) -> None:
+        episode = self.episode
+        if episode.handed is not None:
+            episode._hold = episode.handed.parent._hold
+            return
+        holding = self.holding = episode.host.scopes.hold(
+            episode.store, episode.scope, episode.run_id
+        )
+        episode._hold = await holding.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.episode._hold = None
+        if self.holding is not None:
+            await self.holding.__aexit__(*exc)
 
 
 def _committed(snapshot: list[Any], start: int) -> RunEventBody:

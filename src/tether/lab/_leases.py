@@ -23,7 +23,7 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from typing import Any, TypeGuard
 
@@ -34,7 +34,15 @@ from ..errors import LeaseLostError, ScopeBusyError
 from ..stores.message_store import MessageStore, ScopeLeases, WatchesScopes
 from ..stores.run_store import RunStore
 
-__all__ = ["LEASE_TTL", "SCOPE_LOCK_TIMEOUT", "Heartbeat", "ScopeHold", "ScopeLocks", "scope_owner"]
+__all__ = [
+    "LEASE_TTL",
+    "SCOPE_LOCK_TIMEOUT",
+    "Heartbeat",
+    "ScopeHold",
+    "ScopeHolding",
+    "ScopeLocks",
+    "scope_owner",
+]
 
 logger = logging.getLogger("tether.lab")
 
@@ -187,54 +195,16 @@ class ScopeLocks:
         """(store id, scope) -> its lock, and the owners holding or waiting for it (the first
         holds it)."""
 
-    @contextlib.asynccontextmanager
-    async def hold(self, store: MessageStore, scope: str, run_id: str) -> AsyncIterator[ScopeHold]:
-        """Hold `scope` of `store` for the block: wait for this process's other episodes on
-        it, then for its lease; give both back at the end, however the block ends.
+    def hold(self, store: MessageStore, scope: str, run_id: str) -> ScopeHolding:
+        """Hold `scope` of `store` for an `async with` block (which gets the `ScopeHold`): wait
+        for this process's other episodes on it, then for its lease; give both back at the
+        end, however the block ends.
 
-        Raises:
+        Raises (on entering the block):
             ScopeBusyError: the scope stayed held for `timeout` seconds, or the caller already
                 holds it (an episode inside an episode on the same scope).
         """
-        key = (id(store), scope)
-        if key in _HELD.get():
-            raise ScopeBusyError(
-                f"memory scope {scope!r} is held by the run this episode was started from (an "
-                "agent tool or workflow step running an episode on the scope it is already "
-                "running on would wait for itself); give the inner episode a scope of its own",
-                scope=scope,
-            )
-        owner = scope_owner(run_id)
-        deadline = time.monotonic() + self.timeout
-        lock, queue = self._locks.setdefault(key, (asyncio.Lock(), []))
-        queue.append(owner)
-        try:
-            if len(queue) > 1:  # another episode of this process holds or waits for it
-                try:
-                    await asyncio.wait_for(lock.acquire(), self.timeout)
-                except TimeoutError:
-                    raise self._busy(scope, queue[0]) from None
-            else:
-                await lock.acquire()  # nobody else: taken at once, no timer task to start
-            try:
-                leases = store if _has_leases(store) else None
-                if leases is not None:
-                    await self._lease(leases, scope, owner, deadline)
-                token = _HELD.set(_HELD.get() | {key})
-                hold = ScopeHold(scope, owner, self.heartbeat, leases)
-                try:
-                    yield hold
-                finally:
-                    _HELD.reset(token)
-                    if leases is not None and not hold.released:
-                        self.heartbeat.drop_scope(leases, scope)
-                        await _release(leases, scope, owner)
-            finally:
-                lock.release()
-        finally:
-            queue.remove(owner)
-            if not queue:
-                self._locks.pop(key, None)
+        return ScopeHolding(self, store, scope, run_id)
 
     async def _lease(self, store: ScopeLeases, scope: str, owner: str, deadline: float) -> None:
         """Take the scope's lease; while another process holds it, try again each time the
@@ -293,6 +263,87 @@ class ScopeLocks:
             scope=scope,
             holder=holder,
         )
+
+
+class ScopeHolding:
+    """`ScopeLocks.hold(...)`: the block's hold on a scope, taken on entry (`ScopeHold`),
+    given back on exit."""
+
+    __slots__ = (
+        "_hold",
+        "_key",
+        "_leases",
+        "_lock",
+        "_locks",
+        "_queue",
+        "_token",
+        "run_id",
+        "scope",
+        "store",
+    )
+
+    def __init__(self, locks: ScopeLocks, store: MessageStore, scope: str, run_id: str) -> None:
+        self._locks = locks
+        self.store = store
+        self.scope = scope
+        self.run_id = run_id
+
+    async def __aenter__(self) -> ScopeHold:
+        locks, store, scope = self._locks, self.store, self.scope
+        key = self._key = (id(store), scope)
+        if key in _HELD.get():
+            raise ScopeBusyError(
+                f"memory scope {scope!r} is held by the run this episode was started from (an "
+                "agent tool or workflow step running an episode on the scope it is already "
+                "running on would wait for itself); give the inner episode a scope of its own",
+                scope=scope,
+            )
+        owner = scope_owner(self.run_id)
+        deadline = time.monotonic() + locks.timeout
+        entry = locks._locks.get(key)
+        if entry is None:
+            entry = locks._locks[key] = (asyncio.Lock(), [])
+        lock, queue = self._lock, self._queue = entry
+        queue.append(owner)
+        try:
+            if len(queue) > 1:  # another episode of this process holds or waits for it
+                try:
+                    await asyncio.wait_for(lock.acquire(), locks.timeout)
+                except TimeoutError:
+                    raise locks._busy(scope, queue[0]) from None
+            else:
+                await lock.acquire()  # nobody else: taken at once, no timer task to start
+        except BaseException:
+            self._dequeue(owner)
+            raise
+        try:
+            leases = self._leases = store if _has_leases(store) else None
+            if leases is not None:
+                await locks._lease(leases, scope, owner, deadline)
+        except BaseException:
+            lock.release()
+            self._dequeue(owner)
+            raise
+        self._token = _HELD.set(_HELD.get() | {key})
+        hold = self._hold = ScopeHold(scope, owner, locks.heartbeat, leases)
+        return hold
+
+    async def __aexit__(self, *exc: object) -> None:
+        hold, leases = self._hold, self._leases
+        try:
+            _HELD.reset(self._token)
+            if leases is not None and not hold.released:
+                self._locks.heartbeat.drop_scope(leases, self.scope)
+                await _release(leases, self.scope, hold.owner)
+        finally:
+            self._lock.release()
+            self._dequeue(hold.owner)
+
+    def _dequeue(self, owner: str) -> None:
+        queue = self._queue
+        queue.remove(owner)
+        if not queue:
+            self._locks._locks.pop(self._key, None)
 
 
 async def _release(store: ScopeLeases, scope: str, owner: str) -> None:
