@@ -10,7 +10,17 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeAlias, TypedDict, TypeVar, Unpack, overload
+from typing import (
+    Any,
+    ClassVar,
+    Generic,
+    NamedTuple,
+    TypeAlias,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
 from .._json import check_json_safe
 from .._options import keys_of
@@ -316,6 +326,8 @@ class LabAgent(Resumes[T]):
         self._prompt = d.system_prompt or SystemPrompt()
         self._resource_tools = [r.as_tool() for r in d.resources or () if r.mode == "tool"]
         self._transfer_tools = [transfer_tool(h.name, h.description) for h in d.handoffs or ()]
+        self._plain: tuple[int, _Parts] | None = None
+        """`_plain_parts`: (the client pool's generation, the parts)."""
 
     def __repr__(self) -> str:
         return f"LabAgent({self.id!r})"
@@ -863,6 +875,60 @@ class LabAgent(Resumes[T]):
         # Refused here, before anything runs or is stored (messages are checked as normalized).
         check_json_safe(scope, "memory_scope")
         check_json_safe(user, "user")
+        resolved = self._plain_parts() if kw.keys() <= _PLAIN_OPTIONS else self._parts(kw)
+        tags = kw.get("tags")
+        if tags is not None and (
+            isinstance(tags, str) or not all(isinstance(t, str) for t in tags)
+        ):
+            raise ConfigError("tags must be a list of strings")
+        link = _link(kw.get("workflow"))
+        if resume_of is not None:
+            link = (
+                WorkflowLink(resume_of.workflow_run_id, resume_of.step_id)
+                if resume_of.workflow_run_id
+                else None
+            )
+        return Episode(
+            self.runtime,
+            resolved.agent,
+            run_id=resume_of.run_id if resume_of is not None else (run_id or new_id()),
+            memory_scope=scope,
+            scope_generated=generated,
+            store=self._def.memory_store or self.runtime.message_store,
+            new_input=new_input,
+            output=resolved.output,
+            stop_when=resolved.stop_when,
+            stream_retries=resolved.stream_retries,
+            conflict=resolved.conflict,
+            suppress_warning=bool(kw.get("suppress_system_prompt_conflict_warning", False)),
+            link=link,
+            tool_provider_context=kw.get("tool_provider_context"),
+            context=kw.get("context"),
+            services=resolved.services,
+            tags=merge_tags([*(tags or ()), *context_tags()], self.runtime.provenance_tags()),
+            controller=controller or AbortController(),
+            buffer=buffer,
+            caller=caller(current_workflow_run()) if resume_of is None else None,
+            approval_timeout=self._def.approval_timeout,
+            kwargs=kw,
+        )
+
+    def _plain_parts(self) -> _Parts:
+        """`_parts` of a run that sets none of the options they come from (`_PLAIN_OPTIONS`),
+        worked out once: again after the definition changed (`_apply`), and once the runtime
+        built its model clients anew (`ClientPool.generation`)."""
+        generation = self.runtime.clients.generation
+        cached = self._plain
+        if cached is None or cached[0] != generation:
+            cached = self._plain = (generation, self._parts({}))
+        return cached[1]
+
+    def _parts(self, kw: Mapping[str, Any]) -> _Parts:
+        """What an episode with run options `kw` runs with, checked.
+
+        Raises:
+            ConfigError: a bad option, or a model that cannot be built.
+        """
         d = self._def
         schema = kw.get("output_schema")
         output = OutputSpec.of(schema) if schema is not None else self._output
@@ -880,11 +946,6 @@ class LabAgent(Resumes[T]):
                 f"system_prompt_conflict must be 'keep-pinned' or 'use-current', got {conflict!r}"
             )
         tools = check_tools(kw.get("tools"), "") if kw.get("tools") is not None else d.tools
-        tags = kw.get("tags")
-        if tags is not None and (
-            isinstance(tags, str) or not all(isinstance(t, str) for t in tags)
-        ):
-            raise ConfigError("tags must be a list of strings")
         services = check_services(kw.get("services"))
         model = check_model(
             one_of("model", kw.get("model"), "llm", kw.get("llm")),
@@ -911,37 +972,34 @@ class LabAgent(Resumes[T]):
             handoffs={h.name: h for h in d.handoffs or ()},
             max_handoffs=self.max_handoffs,
         )
-        link = _link(kw.get("workflow"))
-        if resume_of is not None:
-            link = (
-                WorkflowLink(resume_of.workflow_run_id, resume_of.step_id)
-                if resume_of.workflow_run_id
-                else None
-            )
-        return Episode(
-            self.runtime,
-            agent,
-            run_id=resume_of.run_id if resume_of is not None else (run_id or new_id()),
-            memory_scope=scope,
-            scope_generated=generated,
-            store=d.memory_store or self.runtime.message_store,
-            new_input=new_input,
-            output=output,
-            stop_when=stop_when,
-            stream_retries=retries["stream_retries"],
-            conflict=conflict,
-            suppress_warning=bool(kw.get("suppress_system_prompt_conflict_warning", False)),
-            link=link,
-            tool_provider_context=kw.get("tool_provider_context"),
-            context=kw.get("context"),
-            services=services,
-            tags=merge_tags([*(tags or ()), *context_tags()], self.runtime.provenance_tags()),
-            controller=controller or AbortController(),
-            buffer=buffer,
-            caller=caller(current_workflow_run()) if resume_of is None else None,
-            approval_timeout=self._def.approval_timeout,
-            kwargs=kw,
-        )
+        return _Parts(agent, output, stop_when, retries["stream_retries"], conflict, services)
+
+
+class _Parts(NamedTuple):
+    """What an episode runs with by its run options (`LabAgent._parts`)."""
+
+    agent: EpisodeAgent
+    output: OutputSpec[Any] | None
+    stop_when: list[StopCondition]
+    stream_retries: int | None
+    conflict: SystemPromptConflict
+    services: dict[str, Any] | None
+
+
+_PLAIN_OPTIONS = frozenset(
+    {
+        "memory_scope",
+        "user",
+        "messages",
+        "tags",
+        "workflow",
+        "context",
+        "tool_provider_context",
+        "suppress_system_prompt_conflict_warning",
+    }
+)
+"""The run options that make no difference to `LabAgent._parts`: a run setting no others
+runs with the parts worked out once (`LabAgent._plain_parts`)."""
 
 
 _UUID4_CLEAR = ~(0xC000 << 48 | 0xF000 << 64)

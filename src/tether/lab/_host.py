@@ -90,10 +90,13 @@ class ClientPool:
     """LLM clients built from model configs: one per distinct config, shared by every agent
     that names it, closed together."""
 
-    __slots__ = ("_clients",)
+    __slots__ = ("_clients", "generation")
 
     def __init__(self) -> None:
         self._clients: dict[str, LLMClient] = {}
+        self.generation = 0
+        """How many times the clients were closed (what an agent built on them is rebuilt
+        from the next time it is used)."""
 
     def get(self, config: dict[str, Any]) -> LLMClient:
         """The client for `config`, built on first use.
@@ -116,6 +119,7 @@ class ClientPool:
 
     async def aclose(self) -> None:
         clients, self._clients = list(self._clients.values()), {}
+        self.generation += 1
         for client in clients:
             await client.aclose()
 
