@@ -185,7 +185,8 @@ def encoded_first(
         out = encode()
     except Exception:
         return None
-    return None if any(len(text(item)) * 3 // 4 > blob_threshold for item in out) else out
+    longest = max(map(len, map(text, out)), default=0)  # measured in C
+    return None if longest * 3 // 4 > blob_threshold else out
 
 
 def decode_record(scope: str, index: int, raw: str) -> StoredRecord:
@@ -247,6 +248,13 @@ def _dumps(value: Any) -> str:
     spelled `1e-7` for `1e-07`), written in Rust by pydantic-core, several times faster for
     the transcripts and run events a turn stores."""
     return to_json(value).decode()
+
+
+def _column(value: Any, path: str) -> str:
+    """A run summary's JSON column (tags, meta, usage, pending, a paused turn) as stored:
+    checked, then `_dumps` (the text `encode_json` makes, but for how a float is spelled)."""
+    check_json_safe(value, path)
+    return _dumps(value)
 
 
 def check_title(scope: str, title: str) -> None:
@@ -319,20 +327,20 @@ def encode_run_info(info: RunInfo) -> tuple[Any, ...]:
         info.status,
         info.started_at,
         info.ended_at,
-        encode_json(list(info.tags), "tags"),
+        _column(list(info.tags), "tags"),
         info.memory_scope,
         info.workflow_run_id,
         info.step_id,
         info.error,
-        encode_json(info.meta, "meta"),
-        encode_json(info.usage, "usage"),
+        _column(info.meta, "meta"),
+        _column(info.usage, "usage"),
         info.cost_usd,
         info.parent_run_id,
         info.parent_tool_call_id,
         cut_traceback(info.traceback),
         cut_text(info.input_text),
         cut_text(info.output_text),
-        encode_json(list(info.pending), "pending") if info.pending else None,
+        _column(list(info.pending), "pending") if info.pending else None,
     )
 
 
@@ -393,7 +401,7 @@ def finish_values(
     if output_text is not None:
         values["output_text"] = cut_text(output_text)
     if usage is not None:
-        values["usage"] = encode_json(usage, "usage")
+        values["usage"] = _column(usage, "usage")
     if cost_usd is not None:
         values["cost_usd"] = cost_usd
     return values
@@ -416,8 +424,8 @@ def pause_values(
     if not pending or paused is None:
         raise StoreError("a paused run needs its pending calls and its paused turn")
     return {
-        "pending": encode_json(list(pending), "pending"),
-        "paused_turn": encode_json(dict(paused), "paused_turn"),
+        "pending": _column(list(pending), "pending"),
+        "paused_turn": _column(dict(paused), "paused_turn"),
         "pending_deadline": deadline,
     }
 
@@ -541,9 +549,8 @@ def encode_new_events(
     return encode_events(run_id, events), blobs
 
 
-def _event_text(row: tuple[str, float, str]) -> str:
-    """The data text of an `encode_events` row."""
-    return row[2]
+_event_text: Callable[[tuple[str, float, str]], str] = operator.itemgetter(2)
+"""The data text of an `encode_events` row."""
 
 
 EncodedBatch: TypeAlias = tuple[str, list[tuple[str, float, str]], str | None]
