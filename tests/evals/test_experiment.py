@@ -279,3 +279,54 @@ async def test_an_agent_case_takes_its_cost_from_the_finished_run_without_readin
                 f"{info.meta['model']!r})"
             )
     await lab.aclose()
+
+
+async def test_the_report_is_what_its_record_says_without_reading_it_back(
+    lab: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = lab.run_store
+    events = store.events
+    read: list[str] = []
+
+    async def counted(run_id: str, **kw: Any) -> Any:
+        read.append(run_id)
+        return await events(run_id, **kw)
+
+    monkeypatch.setattr(store, "events", counted)
+    report = await evaluate(lab, "echo", CASES, experiment="kept", repeat=2)
+    assert "experiment:kept" not in read  # a new experiment: its record is never read
+    assert report == await show(lab, "kept")
+    assert report["status"] == "completed" and report["summary"]["runs"] == 6
+    # A rerun picks the record up (read once, as it opens) and reports it all.
+    read.clear()
+    more = [*CASES, {"id": "d", "input": "four"}]
+    again = await evaluate(lab, "echo", more, experiment="kept", repeat=2, restart=True)
+    assert read.count("experiment:kept") == 1
+    assert again == await show(lab, "kept") and again["generation"] == 2
+
+
+async def test_a_record_another_driver_wrote_to_meanwhile_is_read_back(lab: Runtime) -> None:
+    def progress(event: dict[str, Any]) -> None:
+        if event["type"] == "case" and event["record"]["case"] == "a":
+            # Another driver records case c first (the first record of a case counts).
+            foreign: Any = {
+                "type": "case_finished",
+                "at": 1.0,
+                "data": {
+                    "case": "c",
+                    "repeat": 0,
+                    "generation": 1,
+                    "status": "error",
+                    "run_id": "r",
+                },
+            }
+            writes.append(asyncio.ensure_future(lab.run_store.append_events(run_id, [foreign])))
+
+    run_id = "experiment:shared"
+    writes: list[Any] = []
+    report = await evaluate(
+        lab, "echo", CASES, experiment="shared", concurrency=1, progress=progress
+    )
+    await asyncio.gather(*writes)
+    assert [(c["id"], c["status"]) for c in report["cases"]][-1] == ("c", "error")
+    assert report == await show(lab, "shared")

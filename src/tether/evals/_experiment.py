@@ -20,7 +20,7 @@ from ._case import Plan, check_inputs, resolve_target, run_case, run_together
 from ._changes import changes_tag
 from ._dataset import Case, Dataset, check_expected, load_dataset
 from ._evaluators import Evaluator, to_evaluator
-from ._record import ExperimentLog, read_experiment
+from ._record import ExperimentLog, ExperimentState, read_experiment
 from ._report import report
 
 __all__ = ["Engine", "Progress", "ProgressEvent", "evaluate", "show"]
@@ -173,7 +173,7 @@ async def evaluate(
     finally:
         await asyncio.shield(log.close(status, {"ran": len(work)}))
         notify({"type": "end"})
-    return await show(runtime, name)
+    return _report(name, await log.final_state())
 
 
 async def _run_local(
@@ -200,7 +200,10 @@ async def show(runtime: Runtime, name: str) -> dict[str, Any]:
     Raises:
         ConfigError: there is no experiment of that name.
     """
-    state = await read_experiment(runtime.run_store, name)
+    return _report(name, await read_experiment(runtime.run_store, name))
+
+
+def _report(name: str, state: ExperimentState | None) -> dict[str, Any]:
     if state is None:
         raise ConfigError(
             f"there is no experiment {name!r} in the store; `tether eval list` shows them"

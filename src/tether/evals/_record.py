@@ -92,10 +92,16 @@ def fold(name: str, info: RunInfo, events: list[Any]) -> ExperimentState | None:
 
 async def read_experiment(store: RunStore, name: str) -> ExperimentState | None:
     """Experiment `name` as stored, or None when there is no such experiment."""
+    return (await _read(store, name))[0]
+
+
+async def _read(store: RunStore, name: str) -> tuple[ExperimentState | None, int]:
+    """`read_experiment`, and how many events its record holds."""
     info = await store.get_run(experiment_run_id(name))
     if info is None or info.kind != EXPERIMENT_KIND:
-        return None
-    return fold(name, info, await store.events(info.run_id))
+        return None, 0
+    events = await store.events(info.run_id)
+    return fold(name, info, events), len(events)
 
 
 async def list_experiments(store: RunStore, *, limit: int = 1000) -> list[RunInfo]:
@@ -121,6 +127,12 @@ class ExperimentLog:
         self._writer: asyncio.Task[None] | None = None
         self._closed = False
         self._error: BaseException | None = None
+        self._state: ExperimentState | None = None
+        """The record's state as this log knows it: what it read, then what it appended."""
+        self._known = 0
+        """How many events the record holds as far as this log knows."""
+        self._last = 0
+        """The seq of the record's last event, as the store last said."""
 
     async def open(
         self, header: dict[str, Any], *, restart: bool
@@ -132,7 +144,7 @@ class ExperimentLog:
             ExperimentMismatchError: a stored experiment of this name has another target,
                 dataset or version, and `restart` is False.
         """
-        state = await read_experiment(self.store, self.name)
+        state, self._known = await _read(self.store, self.name)
         info = await self.store.get_run(self.run_id)
         if info is not None and info.kind != EXPERIMENT_KIND:
             raise StoreError(f"run {self.run_id!r} exists and is not an experiment")
@@ -164,6 +176,9 @@ class ExperimentLog:
                 },
             )
             state.repeat = int(header["repeat"])
+            self._state = ExperimentState(
+                self.name, state.info, state.header, state.repeat, dict(state.finished)
+            )
             self._start_writer()
             return state, True
         if info is None:
@@ -180,7 +195,14 @@ class ExperimentLog:
         else:
             await self.store.finish_run(self.run_id, "running")
         self.generation = (state.generation + 1) if state is not None else 1
-        self._append("experiment_started", {**header, "generation": self.generation})
+        started = {**header, "generation": self.generation}
+        self._append("experiment_started", started)
+        self._state = ExperimentState(
+            self.name,
+            info or RunInfo(self.run_id, EXPERIMENT_KIND, self.name),
+            dict(started),
+            int(header["repeat"]),
+        )
         self._start_writer()
         return None, False
 
@@ -190,18 +212,24 @@ class ExperimentLog:
 
     def _append(self, kind: str, data: dict[str, Any]) -> None:
         self._queue.append({"type": kind, "at": time.time(), "data": data})
+        self._known += 1
         self._wake.set()
 
     def record(self, case: Mapping[str, Any]) -> None:
         """Queue one `case_finished` (O(1)); the writer stores it soon."""
         if self._error is not None:
             raise self._error
-        self._append("case_finished", {**case, "generation": self.generation})
+        data = {**case, "generation": self.generation}
+        self._append("case_finished", data)
+        if self._state is not None:  # as `fold` reads it back: the first of a case counts
+            self._state.finished.setdefault(
+                (str(data.get("case")), int(data.get("repeat", 0))), data
+            )
 
     async def _flush(self) -> None:
         while self._queue:
             batch, self._queue = self._queue, []
-            await self.store.append_events(self.run_id, batch)
+            self._last = await self.store.append_events(self.run_id, batch)
 
     async def _drain(self) -> None:
         try:
@@ -228,7 +256,19 @@ class ExperimentLog:
         if self._error is not None:
             raise self._error
         await self._flush()
-        await self.store.finish_run(self.run_id, status)
+        self._last = await self.store.finish_run(self.run_id, status)
+
+    async def final_state(self) -> ExperimentState | None:
+        """The experiment as stored once `close()` wrote its end: what this log knows when the
+        record holds nothing it did not read or write itself (its events are not read back
+        again), else the record read anew (another driver wrote to it meanwhile)."""
+        state = self._state
+        if state is not None and self._closed and self._last == self._known:
+            info = await self.store.get_run(self.run_id)
+            if info is not None:
+                state.info = info
+                return state
+        return await read_experiment(self.store, self.name)
 
 
 _IDENTITY_NAMES = {
