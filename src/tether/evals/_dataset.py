@@ -26,7 +26,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from .._json import check_json_safe, dumps
+from .._json import check_json_safe, copy_json, dumps
 from ..errors import DatasetError, NotJSONSafeError
 from ._evaluators import Case, Evaluator, SpecError, parse_spec, to_evaluator, unique_names
 
@@ -307,7 +307,7 @@ def _case(
     evaluators = _case_evaluators(specs, where, line, prefix, lines)
     return Case(
         id=case_id,
-        input=json.loads(dumps(value)),
+        input=copy_json(value),  # checked JSON-safe above: what a JSON round trip gives
         expected=raw.get("expected"),
         metadata=dict(metadata),
         evaluators=tuple(evaluators),

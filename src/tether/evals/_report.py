@@ -61,105 +61,158 @@ def _aggregate(runs: list[dict[str, Any]], names: list[str]) -> dict[str, dict[s
     mean score, the first failing run's reason."""
     out: dict[str, dict[str, Any]] = {}
     for name in names:
-        verdicts = [r["results"][name] for r in runs if name in r.get("results", {})]
-        if not verdicts:
+        first: dict[str, Any] | None = None
+        failing: dict[str, Any] | None = None
+        known, passed = False, True
+        scores: list[float] = []
+        error = False
+        for run in runs:
+            results = run.get("results", {})
+            if name not in results:
+                continue
+            verdict = results[name]
+            if first is None:
+                first = verdict
+            verdict_passed = verdict.get("passed")
+            if verdict_passed is not None:
+                known = True
+                if passed and not verdict_passed:
+                    passed = False
+                if failing is None and verdict_passed is False:
+                    failing = verdict
+            score = verdict.get("score")
+            if isinstance(score, (int, float)):
+                scores.append(score)
+            if not error and verdict.get("error"):
+                error = True
+        if first is None:
             continue
-        known = [v["passed"] for v in verdicts if v.get("passed") is not None]
-        passed = all(known) if known else None
-        scores = [v["score"] for v in verdicts if isinstance(v.get("score"), (int, float))]
-        failing = next((v for v in verdicts if v.get("passed") is False), None)
-        reason = (failing or verdicts[0]).get("reason")
         entry: dict[str, Any] = {
-            "passed": passed,
+            "passed": passed if known else None,
             "score": round(sum(scores) / len(scores), 6) if scores else None,
-            "reason": reason,
+            "reason": (failing or first).get("reason"),
         }
-        if any(v.get("error") for v in verdicts):
+        if error:
             entry["error"] = True
         out[name] = entry
     return out
+
+
+class _Totals:
+    """What the experiment's summary counts, run by run (`add`)."""
+
+    __slots__ = ("costs", "counts", "latencies", "runs_done", "runs_passed", "tokens", "unknown")
+
+    def __init__(self, names: list[str]) -> None:
+        self.counts = {name: [0, 0] for name in names}
+        self.latencies: list[float] = []
+        self.tokens: list[float] = []
+        self.costs: list[float] = []
+        self.unknown = 0
+        self.runs_done = self.runs_passed = 0
+
+    def add(self, run: dict[str, Any]) -> tuple[float, int, Any]:
+        """Count `run` in; its latency, tokens and cost."""
+        self.runs_done += 1
+        self.runs_passed += run.get("status") == "passed"
+        latency = float(run.get("latency_ms") or 0.0)
+        self.latencies.append(latency)
+        tokens = _tokens(run.get("usage"))
+        self.tokens.append(tokens)
+        cost = run.get("cost_usd")
+        if cost is None:
+            self.unknown += 1
+        else:
+            self.costs.append(float(cost))
+        for name, verdict in run.get("results", {}).items():
+            if verdict.get("passed") is not None:
+                self.counts[name][1] += 1
+                self.counts[name][0] += verdict["passed"] is True
+        return latency, tokens, cost
+
+
+def _case(
+    case_id: str, runs: list[dict[str, Any]], repeat: int, names: list[str], totals: _Totals
+) -> dict[str, Any]:
+    """One case's entry of the report (its runs counted into `totals`), each run read once."""
+    entries: list[dict[str, Any]] = []
+    statuses: list[Any] = []
+    case_tokens = 0
+    case_latency = 0.0
+    case_cost: float | None = 0.0
+    error = None
+    for run in runs:
+        latency, tokens, cost = totals.add(run)
+        statuses.append(run.get("status"))
+        case_latency += latency
+        case_tokens += tokens
+        if cost is None:
+            case_cost = None
+        elif case_cost is not None:
+            case_cost += float(cost)
+        if error is None and run.get("error"):
+            error = run.get("error")
+        entries.append(
+            {
+                "repeat": run.get("repeat"),
+                "run_id": run.get("run_id"),
+                "status": statuses[-1],
+                "results": run.get("results", {}),
+                "latency_ms": run.get("latency_ms"),
+                "tokens": tokens,
+                "cost_usd": cost,
+                "error": run.get("error"),
+                "output": run.get("output"),
+            }
+        )
+    if "error" in statuses:
+        status = "error"
+    elif "failed" in statuses:
+        status = "failed"
+    elif len(runs) < repeat:
+        status = "pending"
+    else:
+        status = "passed"
+    return {
+        "id": case_id,
+        "run_id": runs[0]["run_id"] if runs else None,
+        "status": status,
+        "results": _aggregate(runs, names),
+        "runs": entries,
+        "pass_rate": round(statuses.count("passed") / len(runs), 6) if runs else None,
+        "latency_ms": round(case_latency / len(runs), 3) if runs else None,
+        "tokens": case_tokens if runs else None,
+        "cost_usd": round(case_cost, 9) if runs and case_cost is not None else None,
+        "error": error,
+    }
 
 
 def report(state: ExperimentState) -> dict[str, Any]:
     """The experiment as `show` reports it."""
     header = state.header
     repeat = state.repeat
+    finished = state.finished
     names: list[str] = list(header.get("evaluators", []))
-    for run in state.finished.values():
+    for run in finished.values():
         for name in run.get("results", {}):
             if name not in names:
                 names.append(name)
-    counts = {name: [0, 0] for name in names}
-    latencies: list[float] = []
-    tokens: list[float] = []
-    costs: list[float] = []
-    unknown_cost = 0
+    run_totals = _Totals(names)
+    counts = run_totals.counts
+    latencies, tokens, costs = run_totals.latencies, run_totals.tokens, run_totals.costs
     cases: list[dict[str, Any]] = []
     totals = {"passed": 0, "failed": 0, "error": 0, "pending": 0}
-    runs_passed = runs_done = 0
-    ids = state.case_ids or sorted({k[0] for k in state.finished})
+    ids = state.case_ids or sorted({k[0] for k in finished})
     for case_id in ids:
-        keys = [(case_id, r) for r in range(repeat)]
-        runs = [state.finished[k] for k in keys if k in state.finished]
-        for run in runs:
-            runs_done += 1
-            runs_passed += run.get("status") == "passed"
-            latencies.append(float(run.get("latency_ms") or 0.0))
-            tokens.append(_tokens(run.get("usage")))
-            if run.get("cost_usd") is None:
-                unknown_cost += 1
-            else:
-                costs.append(float(run["cost_usd"]))
-            for name, verdict in run.get("results", {}).items():
-                if verdict.get("passed") is not None:
-                    counts[name][1] += 1
-                    counts[name][0] += verdict["passed"] is True
-        statuses = [r.get("status") for r in runs]
-        if "error" in statuses:
-            status = "error"
-        elif "failed" in statuses:
-            status = "failed"
-        elif len(runs) < repeat:
-            status = "pending"
-        else:
-            status = "passed"
-        totals[status] += 1
-        case_costs = [r.get("cost_usd") for r in runs]
-        cases.append(
-            {
-                "id": case_id,
-                "run_id": runs[0]["run_id"] if runs else None,
-                "status": status,
-                "results": _aggregate(runs, names),
-                "runs": [
-                    {
-                        "repeat": r.get("repeat"),
-                        "run_id": r.get("run_id"),
-                        "status": r.get("status"),
-                        "results": r.get("results", {}),
-                        "latency_ms": r.get("latency_ms"),
-                        "tokens": _tokens(r.get("usage")),
-                        "cost_usd": r.get("cost_usd"),
-                        "error": r.get("error"),
-                        "output": r.get("output"),
-                    }
-                    for r in runs
-                ],
-                "pass_rate": (round(statuses.count("passed") / len(runs), 6) if runs else None),
-                "latency_ms": (
-                    round(sum(float(r.get("latency_ms") or 0) for r in runs) / len(runs), 3)
-                    if runs
-                    else None
-                ),
-                "tokens": sum(_tokens(r.get("usage")) for r in runs) if runs else None,
-                "cost_usd": (
-                    round(sum(float(c) for c in case_costs if c is not None), 9)
-                    if runs and all(c is not None for c in case_costs)
-                    else None
-                ),
-                "error": next((r.get("error") for r in runs if r.get("error")), None),
-            }
-        )
+        runs = [finished[k] for k in [(case_id, r) for r in range(repeat)] if k in finished]
+        case = _case(case_id, runs, repeat, names, run_totals)
+        totals[case["status"]] += 1
+        cases.append(case)
+    runs_done, runs_passed, unknown_cost = (
+        run_totals.runs_done,
+        run_totals.runs_passed,
+        run_totals.unknown,
+    )
     done_cases = len(ids) - totals["pending"]
     return {
         "experiment": state.name,
