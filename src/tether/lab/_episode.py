@@ -929,7 +929,8 @@ class Episode:
                 if event["type"] == "error":
                     error = event["error"]
                     continue
-                await self._record(event, view, memory, plan.rounds)
+                if self._record(event, view, memory, plan.rounds):
+                    await self._commit()
                 if undecided and event["type"] == "tool_result":
                     undecided.discard(event["id"])
                     if not undecided:
@@ -1004,24 +1005,25 @@ class Episode:
             model=self.model,
         )
 
-    async def _record(
+    def _record(
         self,
         event: AgentEvent,
         view: list[Message],
         memory: dict[str, Any],
         steps: list[RoundResult],
-    ) -> None:
-        """Fold one event into the episode's view; record what the run store shows."""
+    ) -> bool:
+        """Fold one event into the episode's view; record what the run store shows. True when
+        the event completed a step, which the caller then commits."""
         recorder = self.recorder
         assert recorder is not None
         if event["type"] == "text":
             if event["text"]:
                 self._partial += event["text"]
                 recorder.emit({"type": AGENT_TEXT_DELTA, "data": {"text": event["text"]}})
-            return
+            return False
         if event["type"] == "progress" and event["stage"] == "tool":
             self._tool_started = time.time()  # the loop runs the call right after this
-            return
+            return False
         fold(view, memory, event)
         if event["type"] == "tool_use":
             recorder.emit(
@@ -1047,8 +1049,8 @@ class Episode:
             step = steps[-1] if steps else None
             # The loop records a result on its step only for calls that really ran; the
             # placeholders of an aborted round never complete a step.
-            if step is not None and len(step.tool_results) == len(step.tool_calls):
-                await self._commit()
+            return step is not None and len(step.tool_results) == len(step.tool_calls)
+        return False
 
     async def _interruptible(self, op: Callable[[], Awaitable[T]]) -> T:
         """Await `op()` so that `handle.cancel()` stops it: outside the harness loop's own
