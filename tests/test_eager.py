@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from tether._eager import shielded, step
+from tether._eager import advance, shielded, step
 
 
 async def test_a_coroutine_that_never_waits_is_done_when_step_returns_and_needs_no_task() -> None:
@@ -93,3 +93,33 @@ async def test_a_cancel_of_the_task_itself_reaches_the_coroutine() -> None:
     with pytest.raises(asyncio.CancelledError):
         await future
     assert seen == ["cancelled"]
+
+
+async def test_advance_ends_a_coroutine_that_never_waits_or_hands_on_the_rest() -> None:
+    async def at_once() -> int:
+        return 7
+
+    assert advance(at_once()) == (True, 7)
+    here = asyncio.current_task()
+    ran_in: list[asyncio.Task[object] | None] = []
+    gate = asyncio.Event()
+
+    async def waits() -> str:
+        await gate.wait()
+        ran_in.append(asyncio.current_task())
+        return "after"
+
+    done, rest = advance(waits())
+    assert done is False
+    asyncio.get_running_loop().call_soon(gate.set)
+    before = len(asyncio.all_tasks())
+    assert await rest == "after"
+    assert ran_in == [here] and len(asyncio.all_tasks()) == before  # no task of its own
+
+
+async def test_advance_raises_what_the_first_step_raised() -> None:
+    async def broken() -> None:
+        raise ValueError("disk full")
+
+    with pytest.raises(ValueError, match="disk full"):
+        advance(broken())
