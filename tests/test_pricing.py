@@ -181,6 +181,7 @@ def test_every_unpriced_call_says_why() -> None:
         ("gpt-4o-mini", True, True),  # a bare model id: only genai-prices knows
         ("test:echo", True, False),  # a provider genai-prices has no prices for
         ("ollama:llama3", True, False),
+        ("script", True, False),  # the scripted client's default model id
         ("openai:gpt-4o-mini", False, False),
     ],
 )

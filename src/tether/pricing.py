@@ -85,6 +85,9 @@ _PROVIDER_IDS = {
     "google": "google",
 }
 """tether's provider names -> genai-prices' provider ids."""
+_OWN_IDS = frozenset({"script"})
+"""Bare model ids of tether's own keyless clients (`tether.testing.script_client`'s default),
+which no price table holds: unpriced without asking genai-prices."""
 _UNKNOWN: set[tuple[str, str | None, str | None]] = set()
 """(model, provider id, base URL) that genai-prices has no price for."""
 
@@ -151,11 +154,14 @@ def check_overrides(overrides: Any, where: str = "prices") -> dict[str, PriceOve
 
 def asks_genai_prices(model: str, *, pricing: bool = True) -> bool:
     """Whether pricing a call to `model` may look it up in genai-prices (so its data is worth
-    loading ahead): not for a provider genai-prices does not know (a scripted or local model
-    named ``"script:..."``), nor with ``pricing=False``; overrides are checked first either way.
+    loading ahead): not for a provider genai-prices does not know (``"test:echo"``,
+    ``"ollama:..."``) nor for the scripted client's default ``"script"``, and not with
+    ``pricing=False``; overrides are checked first either way.
     """
-    provider = _split(model)[0]
-    return pricing and (provider is None or provider in _PROVIDER_IDS)
+    provider, name = _split(model)
+    if provider is None:
+        return pricing and name not in _OWN_IDS
+    return pricing and provider in _PROVIDER_IDS
 
 
 def _split(model: str) -> tuple[str | None, str]:
@@ -239,7 +245,9 @@ def quote(usage: Usage, model: str, **options: Unpack[PriceOptions]) -> Quote:
     # id goes by the URL (genai-prices knows the public endpoints of the providers it prices).
     url = base_url if provider_id is None else None
     unknown = (name, provider_id, url)
-    if at is None and unknown in _UNKNOWN:
+    if (at is None and unknown in _UNKNOWN) or (
+        provider is None and url is None and name in _OWN_IDS
+    ):
         return _no_price(model, name, provider_id, url)
     genai_prices = _genai_prices()
     priced = genai_prices.Usage(

@@ -237,9 +237,9 @@ from tether.testing import script_client
 
 async def main():
     lab = Runtime(store="memory", version=False)
-    # A bare model id: genai-prices is asked (model="test" would not ask it at all).
+    # "gpt-4o-mini", a bare model id, asks genai-prices; "test" and "script" do not.
     model = sys.argv[1]
-    if model == "gpt-4o-mini":
+    if model in ("gpt-4o-mini", "script"):
         model = script_client([{"text": "ok", "usage": {"input_tokens": 1}}] * 4, model=model)
     agent = lab.create_agent(id="a", model=model)
     results = await asyncio.gather(*(agent.run(user=f"hi {i}").result for i in range(4)))
@@ -274,6 +274,8 @@ def test_a_model_genai_prices_cannot_price_never_loads_its_data(tmp_path: Path) 
     # The keyless test model ("test:echo": a provider genai-prices does not know): its runs
     # are unpriced without importing genai-prices (about 0.35 s of CPU) or waiting for it.
     assert _genai_prices_imported_by(tmp_path, "test") == ""
+    # Nor the scripted client's default model id ("script": no price table has it).
+    assert _genai_prices_imported_by(tmp_path, "script") == ""
 
 
 def test_the_metadata_level_counts_messages_by_role_even_one_without_a_role() -> None:
