@@ -9,6 +9,7 @@ from typing import Any
 import genai_prices
 import pytest
 
+import tether.pricing as pricing_module
 from tether.errors import ConfigError
 from tether.pricing import Quote, asks_genai_prices, check_overrides, cost, quote
 
@@ -185,8 +186,15 @@ def test_every_unpriced_call_says_why() -> None:
         ("openai:gpt-4o-mini", False, False),
     ],
 )
-def test_only_a_call_genai_prices_may_price_asks_it(model: str, pricing: bool, asks: bool) -> None:
+def test_only_a_call_genai_prices_may_price_asks_it(
+    model: str, pricing: bool, asks: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert asks_genai_prices(model, pricing=pricing) is asks
     if not asks:
-        # ... and its quote says why without it.
+        # ... and its quote says why without it, wherever the call went.
+        def unasked() -> None:
+            raise AssertionError(f"genai-prices was asked about {model!r}")
+
+        monkeypatch.setattr(pricing_module, "_genai_prices", unasked)
         assert quote({"input_tokens": 1}, model, pricing=pricing).unpriced
+        assert quote({"input_tokens": 1}, model, pricing=pricing, base_url="http://x/v1").unpriced

@@ -245,9 +245,7 @@ def quote(usage: Usage, model: str, **options: Unpack[PriceOptions]) -> Quote:
     # id goes by the URL (genai-prices knows the public endpoints of the providers it prices).
     url = base_url if provider_id is None else None
     unknown = (name, provider_id, url)
-    if (at is None and unknown in _UNKNOWN) or (
-        provider is None and url is None and name in _OWN_IDS
-    ):
+    if (at is None and unknown in _UNKNOWN) or (provider is None and name in _OWN_IDS):
         return _no_price(model, name, provider_id, url)
     genai_prices = _genai_prices()
     priced = genai_prices.Usage(
